@@ -1,0 +1,45 @@
+# Two commands for a newcomer: `make demo` and `make test`. Both install first.
+# `make install` is idempotent: it only does work when something is missing or
+# pyproject.toml changed since the last install.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml Makefile | sha1sum | cut -c1-12)
+ZK_JAR := /usr/share/java/zookeeper.jar
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+PYTEST_ARGS ?=
+
+.PHONY: install demo test test-unit bench clean-venv
+
+install: $(ZK_JAR) $(STAMP)
+
+$(ZK_JAR):
+	@echo "== installing Debian packages (zookeeper, Java 17 runtime)"
+	$(SUDO) apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends \
+		zookeeper openjdk-17-jre-headless >/dev/null
+	@test -f $(ZK_JAR) || { echo "zookeeper package did not provide $(ZK_JAR)"; exit 1; }
+
+$(STAMP): pyproject.toml Makefile
+	@echo "== creating $(VENV) with pinned Python dependencies"
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip==25.3 setuptools==80.9.0 wheel==0.45.1
+	$(PY) -m pip install -q -e '.[dev]'
+	@rm -f $(VENV)/.installed-*
+	@touch $@
+
+demo: install
+	$(VENV)/bin/rayka demo
+
+test: install
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+test-unit: install
+	$(PY) -m pytest -m unit $(PYTEST_ARGS)
+
+bench: install
+	$(PY) bench/log_bench.py
+
+clean-venv:
+	rm -rf $(VENV)

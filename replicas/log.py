@@ -1,0 +1,302 @@
+"""The segmented log of one partition replica (Kafka's UnifiedLog + LocalLog + LogLoader).
+
+Rules:
+- Lives in `<data_dir>/<topic>-<partition>/`; segments are rolled when the active one
+  would exceed `segment_bytes` (or relative offsets would overflow 32 bits).
+- Offsets are dense: every batch starts where the previous one ended.
+- Leader append: validate every batch (header, CRC, size) BEFORE writing anything, then
+  assign offsets from the log end offset (LEO) and stamp the leader epoch in the headers,
+  record the epoch's start offset in the leader-epoch cache, write. A rejected buffer
+  leaves the log untouched.
+- Follower append: batches already carry offsets and epochs; they must continue exactly
+  at the LEO. Their epochs feed the epoch cache.
+- Reads return whole batches starting at the batch holding the requested offset, at
+  least one batch, never a batch starting at or beyond `max_offset` (the HW for consumers).
+- truncate_to(offset) removes every batch whose last offset ≥ offset, and the epoch
+  cache entries beyond the new LEO.
+- Open = recovery: segments wholly below the recovery point are trusted; every later byte
+  is validated (header, CRC, dense offsets) and the file is cut at the first torn or
+  corrupt batch, later segments deleted; the cut is reported in `recovery`.
+- Flush policy is Kafka's flush.messages / flush.ms (None = leave it to the OS); flush
+  advances the recovery point. Time comes from the injected `clock_ms`, never `time`.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from replicas import records
+from replicas.checkpoints import leader_epoch_checkpoint
+from replicas.epoch_cache import LeaderEpochCache
+from replicas.errors import CorruptRecord, KafkaStorageError, OffsetOutOfRange
+from replicas.segment import Segment
+
+_SEGMENT_FILE = re.compile(r"^(\d{20})\.log$")
+
+
+@dataclass(frozen=True, slots=True)
+class LogConfig:
+    segment_bytes: int = 1 << 30                # Kafka segment.bytes
+    index_interval_bytes: int = 4096            # index.interval.bytes
+    max_message_bytes: int = 1048588            # max.message.bytes (one batch)
+    flush_messages: int | None = None           # flush.messages (None = never forced)
+    flush_ms: int | None = None                 # flush.ms
+
+
+@dataclass(frozen=True, slots=True)
+class AppendInfo:
+    first_offset: int
+    last_offset: int
+    record_count: int
+    batch_count: int
+    max_timestamp_ms: int
+    first_sequence: int = -1
+    producer_id: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class RecoveryReport:
+    scanned_bytes: int = 0
+    truncated_bytes: int = 0
+    deleted_segments: tuple[str, ...] = ()
+    reason: str | None = None
+
+    @property
+    def clean(self) -> bool:
+        return self.truncated_bytes == 0 and not self.deleted_segments
+
+
+@dataclass
+class _FlushState:
+    messages_since_flush: int = 0
+    last_flush_ms: int = 0
+
+
+def partition_dir_name(topic: str, partition: int) -> str:
+    return f"{topic}-{partition}"
+
+
+class Log:
+    def __init__(self, directory: str | Path, config: LogConfig = LogConfig(),
+                 recovery_point: int = 0, clock_ms: Callable[[], int] | None = None):
+        self.dir = Path(directory)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.config = config
+        self._clock_ms = clock_ms
+        self.epoch_cache = LeaderEpochCache(leader_epoch_checkpoint(self.dir))
+        self._segments: list[Segment] = []
+        self._bases: list[int] = []
+        self._flush = _FlushState(last_flush_ms=clock_ms() if clock_ms else 0)
+        self.recovery = self._load(recovery_point)
+        self.log_start_offset = self._segments[0].base_offset
+        self.epoch_cache.truncate_from_end(self.log_end_offset)
+        self.epoch_cache.truncate_from_start(self.log_start_offset)
+        self.flush()
+
+    # -- opening ---------------------------------------------------------------------
+    def _load(self, recovery_point: int) -> RecoveryReport:
+        for stray in self.dir.glob("*.tmp"):
+            stray.unlink()
+        bases = sorted(int(m.group(1)) for p in self.dir.iterdir()
+                       if (m := _SEGMENT_FILE.match(p.name)))
+        for index in self.dir.glob("*.index"):
+            if int(index.stem) not in bases:
+                index.unlink()
+        if not bases:
+            self._add_segment(0)
+            return RecoveryReport()
+        scanned = truncated = 0
+        deleted: list[str] = []
+        reason = None
+        for i, base in enumerate(bases):
+            segment = Segment(self.dir, base, self.config.index_interval_bytes)
+            expected_base = self._segments[-1].next_offset if self._segments else base
+            if reason is not None or base != expected_base:
+                reason = reason or f"segment {base} does not continue at offset {expected_base}"
+                truncated += segment.size
+                deleted.append(segment.log_path.name)
+                segment.delete()
+                continue
+            self._segments.append(segment)
+            self._bases.append(base)
+            trusted = i + 1 < len(bases) and bases[i + 1] <= recovery_point
+            if trusted:
+                segment.load_trusted(bases[i + 1])
+                continue
+            size_before = segment.size
+            result = segment.recover(self.config.max_message_bytes)
+            scanned += result.valid_bytes
+            if result.error is not None:
+                truncated += size_before - result.valid_bytes
+                reason = result.error
+        return RecoveryReport(scanned, truncated, tuple(deleted), reason)
+
+    def _add_segment(self, base_offset: int) -> Segment:
+        segment = Segment(self.dir, base_offset, self.config.index_interval_bytes)
+        if segment.size:
+            raise KafkaStorageError(f"segment {segment.log_path} already holds data")
+        segment.next_offset = base_offset
+        self._segments.append(segment)
+        self._bases.append(base_offset)
+        return segment
+
+    # -- queries ---------------------------------------------------------------------
+    @property
+    def log_end_offset(self) -> int:
+        return self._segments[-1].next_offset
+
+    @property
+    def recovery_point(self) -> int:
+        return self._recovery_point
+
+    @property
+    def segments(self) -> list[Segment]:
+        return list(self._segments)
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.size for s in self._segments)
+
+    @property
+    def latest_epoch(self) -> int:
+        return self.epoch_cache.latest_epoch
+
+    # -- appends -----------------------------------------------------------------------
+    def append_as_leader(self, buf, leader_epoch: int) -> AppendInfo:
+        """Validate, assign offsets from the LEO, stamp `leader_epoch`, write."""
+        headers = records.validate_batches(buf, self.config.max_message_bytes)
+        data = buf if isinstance(buf, bytearray) else bytearray(buf)
+        first = self.log_end_offset
+        next_offset = records.assign_offsets(data, headers, first, leader_epoch)
+        self.epoch_cache.assign(leader_epoch, first)
+        self._write(data, headers, first, next_offset)
+        return _append_info(headers, first, next_offset)
+
+    def append_as_follower(self, buf) -> AppendInfo:
+        """Append batches fetched from the leader; they must start exactly at our LEO."""
+        headers = records.validate_batches(buf, None, require_records=False)
+        expected = self.log_end_offset
+        for header in headers:
+            if header.base_offset != expected:
+                raise CorruptRecord(f"replicated batch has base offset {header.base_offset}, "
+                                    f"log end offset is {expected}")
+            expected = header.next_offset
+        for header in headers:
+            if header.partition_leader_epoch >= 0:
+                self.epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
+        first = self.log_end_offset
+        self._write(buf, headers, first, expected)
+        return _append_info(headers, first, expected)
+
+    def _write(self, data, headers: list[records.BatchHeader], first: int, next_offset: int) -> None:
+        active = self._segments[-1]
+        if not active.fits(len(data), next_offset, self.config.segment_bytes):
+            active = self._add_segment(first)
+        active.append(data, headers, first)
+        self._flush.messages_since_flush += next_offset - first
+        self.maybe_flush()
+
+    def maybe_flush(self) -> bool:
+        """Apply flush.messages / flush.ms; True if it flushed."""
+        cfg = self.config
+        due = cfg.flush_messages is not None and self._flush.messages_since_flush >= cfg.flush_messages
+        if not due and cfg.flush_ms is not None and self._clock_ms is not None:
+            due = self._clock_ms() - self._flush.last_flush_ms >= cfg.flush_ms \
+                and self._flush.messages_since_flush > 0
+        if due:
+            self.flush()
+        return due
+
+    def flush(self) -> None:
+        """fsync every dirty segment; everything below the LEO is now recoverable."""
+        for segment in self._segments:
+            segment.flush()
+        self._flush.messages_since_flush = 0
+        if self._clock_ms is not None:
+            self._flush.last_flush_ms = self._clock_ms()
+        self._recovery_point = self.log_end_offset
+
+    # -- reads ---------------------------------------------------------------------------
+    def read(self, offset: int, max_bytes: int = 1 << 20, max_offset: int | None = None) -> bytes:
+        """Whole batches from the one holding `offset` (see module rules)."""
+        end = self.log_end_offset
+        if offset < self.log_start_offset or offset > end:
+            raise OffsetOutOfRange(f"offset {offset} is outside [{self.log_start_offset}, {end}] "
+                                   f"of {self.dir.name}")
+        if offset == end or (max_offset is not None and offset >= max_offset):
+            return b""
+        i = bisect.bisect_right(self._bases, offset) - 1
+        for segment in self._segments[i:]:
+            data = segment.read(offset, max_bytes, max_offset)
+            if data:
+                return data
+            offset = max(offset, segment.next_offset)
+        return b""
+
+    # -- truncation and deletion ---------------------------------------------------------
+    def truncate_to(self, offset: int) -> int:
+        """Remove every batch whose last offset ≥ `offset`; returns bytes removed."""
+        if offset >= self.log_end_offset:
+            return 0
+        if offset <= self.log_start_offset:
+            return self.truncate_fully_and_start_at(self.log_start_offset)
+        removed = 0
+        while len(self._segments) > 1 and self._segments[-1].base_offset >= offset:
+            segment = self._segments.pop()
+            self._bases.pop()
+            removed += segment.size
+            segment.delete()
+        removed += self._segments[-1].truncate_to(offset)
+        self.epoch_cache.truncate_from_end(self.log_end_offset)
+        self._recovery_point = min(self._recovery_point, self.log_end_offset)
+        return removed
+
+    def truncate_fully_and_start_at(self, offset: int) -> int:
+        """Drop everything; the log restarts empty at `offset` (a follower out of range)."""
+        removed = self.size_bytes
+        for segment in self._segments:
+            segment.delete()
+        self._segments.clear()
+        self._bases.clear()
+        self._add_segment(offset)
+        self.log_start_offset = offset
+        self.epoch_cache.clear()
+        self._recovery_point = offset
+        return removed
+
+    def delete_records_before(self, offset: int) -> int:
+        """Advance the log start offset to `offset`, deleting wholly covered segments."""
+        if offset <= self.log_start_offset:
+            return 0
+        if offset > self.log_end_offset:
+            raise OffsetOutOfRange(f"cannot delete beyond the log end offset {self.log_end_offset}")
+        removed = 0
+        while len(self._segments) > 1 and self._segments[1].base_offset <= offset:
+            segment = self._segments.pop(0)
+            self._bases.pop(0)
+            removed += segment.size
+            segment.delete()
+        self.log_start_offset = offset
+        self.epoch_cache.truncate_from_start(offset)
+        return removed
+
+    def close(self) -> None:
+        for segment in self._segments:
+            segment.close()
+
+    def delete(self) -> None:
+        self.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def _append_info(headers: list[records.BatchHeader], first: int, next_offset: int) -> AppendInfo:
+    return AppendInfo(
+        first_offset=first, last_offset=next_offset - 1,
+        record_count=sum(h.records_count for h in headers), batch_count=len(headers),
+        max_timestamp_ms=max(h.max_timestamp for h in headers),
+        first_sequence=headers[0].base_sequence, producer_id=headers[0].producer_id)

@@ -1,0 +1,240 @@
+"""One log segment: a `.log` file of whole record batches and its sparse `.index`.
+
+Rules (KAFKA_FACTS §8, Kafka's LogSegment/OffsetIndex):
+- Files are named by the segment's base offset, zero-padded to 20 digits.
+- The `.log` holds whole RecordBatch v2 batches back to back, offsets dense and rising.
+- The `.index` holds 8-byte big-endian entries (4-byte offset relative to the base,
+  4-byte file position). An entry is added before a batch once more than
+  `index_interval_bytes` were appended since the last entry (Kafka's rule); it names the
+  batch's last offset and its position, so a lookup of X starts at the greatest entry
+  ≤ X and scans batch headers forward from there.
+- The index is derived data: if it is missing or inconsistent it is rebuilt from the
+  `.log`; a recovered segment always gets a fresh one.
+- No method reads the clock; fsync happens only in flush().
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+from replicas import records
+from replicas.errors import CorruptRecord
+
+INDEX_ENTRY = struct.Struct(">ii")
+MAX_RELATIVE_OFFSET = 2**31 - 1
+
+
+def segment_name(base_offset: int, suffix: str) -> str:
+    return f"{base_offset:020d}{suffix}"
+
+
+@dataclass(frozen=True, slots=True)
+class ScanResult:
+    """Outcome of validating a segment's bytes from some position on."""
+
+    valid_bytes: int        # file size after which everything is torn or corrupt
+    next_offset: int        # offset after the last valid batch
+    error: str | None       # why the scan stopped early, None if the file was clean
+
+
+class Segment:
+    def __init__(self, directory: Path, base_offset: int, index_interval_bytes: int = 4096):
+        self.base_offset = base_offset
+        self.log_path = directory / segment_name(base_offset, ".log")
+        self.index_path = directory / segment_name(base_offset, ".index")
+        self.index_interval_bytes = index_interval_bytes
+        self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
+        self._index_fd = os.open(self.index_path, os.O_RDWR | os.O_CREAT, 0o644)
+        self.size = os.fstat(self._fd).st_size
+        self.next_offset = base_offset
+        self._index_offsets: list[int] = []     # relative last offsets
+        self._index_positions: list[int] = []
+        self._bytes_since_index = 0
+        self.dirty = False
+
+    # -- loading ---------------------------------------------------------------------
+    def load_trusted(self, next_offset: int) -> None:
+        """Open a segment below the recovery point: trust the .log, reuse a sane .index."""
+        self.next_offset = next_offset
+        raw = os.pread(self._index_fd, os.fstat(self._index_fd).st_size, 0)
+        usable = len(raw) - len(raw) % INDEX_ENTRY.size
+        offsets, positions = [], []
+        for rel, pos in INDEX_ENTRY.iter_unpack(raw[:usable]):
+            if (offsets and (rel <= offsets[-1] or pos <= positions[-1])) or pos >= self.size \
+                    or rel < 0 or self.base_offset + rel >= next_offset:
+                self.rebuild_index()
+                return
+            offsets.append(rel)
+            positions.append(pos)
+        if usable != len(raw):
+            self.rebuild_index()
+            return
+        self._index_offsets, self._index_positions = offsets, positions
+        self._bytes_since_index = self.size - (positions[-1] if positions else 0)
+
+    def recover(self, max_batch_bytes: int | None = None) -> ScanResult:
+        """Validate every batch (header, CRC, dense offsets); cut the file at the first bad one."""
+        result = self.scan(max_batch_bytes)
+        if result.valid_bytes < self.size:
+            os.ftruncate(self._fd, result.valid_bytes)
+            self.size = result.valid_bytes
+            self.dirty = True
+        self.next_offset = result.next_offset
+        self.rebuild_index()
+        return result
+
+    def scan(self, max_batch_bytes: int | None = None) -> ScanResult:
+        position, expected = 0, self.base_offset
+        while position < self.size:
+            head = os.pread(self._fd, records.HEADER_SIZE, position)
+            try:
+                header = records.read_header(head)._replace(position=position)
+                records.check_header(header, self.size - position, max_batch_bytes)
+                body = os.pread(self._fd, header.size, position)
+                actual = records.crc_of(body, 0, header.size)
+                if actual != header.crc:
+                    raise CorruptRecord(f"CRC-32C mismatch in batch at offset {header.base_offset}")
+                if header.base_offset != expected:
+                    raise CorruptRecord(
+                        f"batch base offset {header.base_offset}, expected {expected}")
+            except CorruptRecord as exc:
+                return ScanResult(position, expected, f"byte {position} of {self.log_path.name}: "
+                                                      f"{exc.message}")
+            position += header.size
+            expected = header.next_offset
+        return ScanResult(position, expected, None)
+
+    def rebuild_index(self) -> None:
+        self._index_offsets, self._index_positions = [], []
+        self._bytes_since_index = 0
+        for header in self._headers_from(0):
+            self._maybe_index(header.last_offset, header.position, header.size)
+        os.ftruncate(self._index_fd, 0)
+        entries = b"".join(INDEX_ENTRY.pack(o, p)
+                           for o, p in zip(self._index_offsets, self._index_positions))
+        os.pwrite(self._index_fd, entries, 0)
+        self.dirty = True
+
+    # -- appending -------------------------------------------------------------------
+    def append(self, buf, headers: list[records.BatchHeader], first_offset: int) -> None:
+        """Write validated batches that start at `first_offset` at the end of the file.
+
+        `headers` may predate offset assignment, so offsets are counted from `first_offset`.
+        """
+        start = self.size
+        index_bytes = bytearray()
+        offset = first_offset
+        for header in headers:
+            offset += header.last_offset_delta + 1
+            if self._bytes_since_index > self.index_interval_bytes:
+                index_bytes += self._add_index_entry(offset - 1, start + header.position)
+            self._bytes_since_index += header.size
+        _write_all(self._fd, buf, start)
+        if index_bytes:
+            _write_all(self._index_fd, index_bytes, len(self._index_offsets) * INDEX_ENTRY.size
+                       - len(index_bytes))
+        self.size = start + len(buf)
+        self.next_offset = offset
+        self.dirty = True
+
+    def _maybe_index(self, last_offset: int, position: int, size: int) -> None:
+        if self._bytes_since_index > self.index_interval_bytes:
+            self._add_index_entry(last_offset, position)
+        self._bytes_since_index += size
+
+    def _add_index_entry(self, last_offset: int, position: int) -> bytes:
+        rel = last_offset - self.base_offset
+        self._index_offsets.append(rel)
+        self._index_positions.append(position)
+        self._bytes_since_index = 0
+        return INDEX_ENTRY.pack(rel, position)
+
+    def fits(self, batch_bytes: int, next_offset: int, segment_bytes: int) -> bool:
+        """False when the batch must go to a new segment (size or relative-offset limit)."""
+        if self.size == 0:
+            return True
+        return (self.size + batch_bytes <= segment_bytes
+                and next_offset - 1 - self.base_offset <= MAX_RELATIVE_OFFSET)
+
+    # -- reading ---------------------------------------------------------------------
+    def _headers_from(self, position: int):
+        while position + records.HEADER_SIZE <= self.size:
+            header = records.read_header(os.pread(self._fd, records.HEADER_SIZE, position))
+            yield header._replace(position=position)
+            position += header.size
+
+    def find_position(self, offset: int) -> tuple[int, records.BatchHeader | None]:
+        """Position and header of the first batch whose last offset ≥ `offset`."""
+        i = bisect.bisect_right(self._index_offsets, offset - self.base_offset) - 1
+        start = self._index_positions[i] if i >= 0 else 0
+        for header in self._headers_from(start):
+            if header.last_offset >= offset:
+                return header.position, header
+        return self.size, None
+
+    def read_bytes(self, position: int, size: int) -> bytes:
+        return os.pread(self._fd, size, position)
+
+    def read(self, offset: int, max_bytes: int, max_offset: int | None) -> bytes:
+        """Whole batches from the one holding `offset`, at least one batch (Kafka's
+        minOneMessage), at most `max_bytes` otherwise, none starting at or past `max_offset`."""
+        position, first = self.find_position(offset)
+        if first is None or (max_offset is not None and first.base_offset >= max_offset):
+            return b""
+        want = min(max(max_bytes, first.size), self.size - position)
+        chunk = self.read_bytes(position, want)
+        cut = 0
+        for header in records.iter_headers(chunk):
+            if max_offset is not None and header.base_offset >= max_offset:
+                break
+            cut = header.position + header.size
+        return chunk[:cut] if cut < len(chunk) else chunk
+
+    # -- shrinking and lifecycle -------------------------------------------------------
+    def truncate_to(self, offset: int) -> int:
+        """Drop every batch whose last offset ≥ `offset`; returns bytes removed."""
+        position, first_dropped = self.find_position(offset)
+        if first_dropped is None:
+            return 0
+        removed = self.size - position
+        os.ftruncate(self._fd, position)
+        self.size = position
+        # Offsets are dense, so the first dropped batch starts where the kept data ends.
+        self.next_offset = first_dropped.base_offset
+        keep = bisect.bisect_left(self._index_positions, position)
+        del self._index_offsets[keep:], self._index_positions[keep:]
+        os.ftruncate(self._index_fd, keep * INDEX_ENTRY.size)
+        self._bytes_since_index = position - (self._index_positions[-1] if keep else 0)
+        self.dirty = True
+        return removed
+
+    def flush(self) -> None:
+        if self.dirty:
+            os.fsync(self._fd)
+            os.fsync(self._index_fd)
+            self.dirty = False
+
+    def close(self) -> None:
+        for fd in (self._fd, self._index_fd):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self._fd = self._index_fd = -1
+
+    def delete(self) -> None:
+        self.close()
+        for path in (self.log_path, self.index_path):
+            path.unlink(missing_ok=True)
+
+
+def _write_all(fd: int, data, position: int) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.pwrite(fd, view, position)
+        view = view[written:]
+        position += written
