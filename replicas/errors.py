@@ -11,6 +11,22 @@ Rules:
 
 from __future__ import annotations
 
+__all__ = [
+    "KafkaError", "ERRORS_BY_CODE", "error_for_code", "UnknownServerError",
+    "OffsetOutOfRange", "CorruptRecord", "UnknownTopicOrPartition", "InvalidFetchSize",
+    "LeaderNotAvailable", "NotLeaderOrFollower", "RequestTimedOut", "BrokerNotAvailable",
+    "ReplicaNotAvailable", "RecordTooLarge", "StaleControllerEpoch", "InvalidTopic",
+    "RecordListTooLarge", "NotEnoughReplicas", "NotEnoughReplicasAfterAppend",
+    "InvalidRequiredAcks", "InvalidTimestamp", "TopicAlreadyExists", "InvalidPartitions",
+    "InvalidReplicationFactor", "InvalidReplicaAssignment", "InvalidConfig",
+    "NotController", "InvalidRequest", "OutOfOrderSequenceNumber",
+    "DuplicateSequenceNumber", "InvalidProducerEpoch", "KafkaStorageError",
+    "UnknownProducerId", "FencedLeaderEpoch", "UnknownLeaderEpoch", "StaleBrokerEpoch",
+    "ElectionNotNeeded", "PreferredLeaderNotAvailable", "EligibleLeadersNotAvailable",
+    "FencedInstanceId", "InvalidUpdateVersion", "InconsistentTopicId", "NewLeaderElected",
+    "IneligibleReplica",
+]
+
 
 class KafkaError(Exception):
     """Base of every typed rayka error. `code` is Kafka's error code."""
