@@ -10,7 +10,7 @@ ZK_JAR := /usr/share/java/zookeeper.jar
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PYTEST_ARGS ?=
 
-.PHONY: install demo test test-unit bench clean-venv
+.PHONY: install demo test test-unit bench check-clean clean-venv
 
 install: $(ZK_JAR) $(STAMP)
 
@@ -40,6 +40,11 @@ test-unit: install
 
 bench: install
 	$(PY) bench/log_bench.py
+
+# Before merging: the committed HEAD, cloned into a fresh directory, passes `make test`.
+check-clean:
+	@dir=$$(mktemp -d /tmp/rayka-clean-XXXXXX) && git clone -q . $$dir && \
+	  echo "== make test in a clean clone at $$dir" && $(MAKE) -C $$dir test && rm -rf $$dir
 
 clean-venv:
 	rm -rf $(VENV)

@@ -238,6 +238,19 @@ class Log:
             offset = max(offset, segment.next_offset)
         return b""
 
+    def iter_reads(self, offset: int, max_offset: int | None = None,
+                   chunk_bytes: int = 1 << 22):
+        """Successive `read`s from `offset` until `max_offset` (or the LEO): whole batches."""
+        while True:
+            data = self.read(offset, chunk_bytes, max_offset)
+            if not data:
+                return
+            last = None
+            for last in records.iter_headers(data):
+                pass
+            yield data
+            offset = last.next_offset
+
     # -- truncation and deletion ---------------------------------------------------------
     def truncate_to(self, offset: int) -> int:
         """Remove every batch whose last offset ≥ `offset`; returns bytes removed."""
