@@ -102,8 +102,7 @@ class Segment:
                     raise CorruptRecord(
                         f"batch base offset {header.base_offset}, expected {expected}")
             except CorruptRecord as exc:
-                return ScanResult(position, expected, f"byte {position} of {self.log_path.name}: "
-                                                      f"{exc.message}")
+                return ScanResult(position, expected, f"{self.log_path.name}: {exc.message}")
             position += header.size
             expected = header.next_offset
         return ScanResult(position, expected, None)

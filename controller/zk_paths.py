@@ -1,0 +1,329 @@
+"""Kafka's ZooKeeper data layout (KAFKA_FACTS §7): paths, stored records, JSON codecs.
+
+Pure data, no I/O, no kazoo: ``controller/zk_store.py`` does the talking to ZooKeeper.
+
+Rules:
+- Every path here is RELATIVE to the cluster chroot ``/rayka/<cluster>``; the store
+  prefixes it. The names and JSON field names are Kafka's, byte for byte where it matters
+  (compact JSON, ``"timestamp"`` as a string of epoch milliseconds, partition numbers as
+  string keys, ``/controller_epoch`` and consumer offsets as plain integer text).
+- Values filled from the znode's Stat (broker epoch = czxid, partition epoch = zkVersion)
+  are never written into the JSON; ``from_json`` takes them as arguments.
+- Names that become path segments (topics, groups, cluster) are validated: non-empty, no
+  ``/``, not ``.``/``..``, printable. A bad topic raises ``InvalidTopic``.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import uuid
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping
+
+from replicas.errors import InvalidTopic
+
+__all__ = [
+    "ROOT_PREFIX", "CONTROLLER", "CONTROLLER_EPOCH", "BROKERS", "BROKER_IDS", "BROKER_TOPICS",
+    "ADMIN", "DELETE_TOPICS", "REASSIGN_PARTITIONS", "PREFERRED_REPLICA_ELECTION",
+    "ISR_CHANGE_NOTIFICATION", "ISR_CHANGE_PREFIX", "CONFIG", "CONFIG_TOPICS", "CONSUMERS",
+    "PERSISTENT_PATHS", "cluster_root", "broker_path", "topic_path", "partitions_path",
+    "partition_path", "partition_state_path", "delete_topic_path", "config_topic_path",
+    "isr_change_path", "group_offsets_path", "group_topic_offsets_path", "offset_path",
+    "check_name", "check_topic", "dumps", "new_topic_id", "TopicPartition",
+    "BrokerRegistration", "LeaderIsrAndControllerEpoch", "TopicAssignment",
+    "encode_controller", "decode_controller_id", "encode_epoch", "decode_epoch",
+    "encode_reassignment", "decode_reassignment", "encode_partition_list",
+    "decode_partition_list", "encode_topic_config", "decode_topic_config",
+    "encode_offset", "decode_offset",
+]
+
+TopicPartition = tuple[str, int]
+
+ROOT_PREFIX = "/rayka"
+CONTROLLER = "/controller"
+CONTROLLER_EPOCH = "/controller_epoch"
+BROKERS = "/brokers"
+BROKER_IDS = "/brokers/ids"
+BROKER_TOPICS = "/brokers/topics"
+ADMIN = "/admin"
+DELETE_TOPICS = "/admin/delete_topics"
+REASSIGN_PARTITIONS = "/admin/reassign_partitions"
+PREFERRED_REPLICA_ELECTION = "/admin/preferred_replica_election"
+ISR_CHANGE_NOTIFICATION = "/isr_change_notification"
+ISR_CHANGE_PREFIX = "isr_change_"
+CONFIG = "/config"
+CONFIG_TOPICS = "/config/topics"
+CONSUMERS = "/consumers"
+
+# Created (persistent, empty) when the store starts, like Kafka's ZkData.PersistentZkPaths,
+# so that children watches always have a node to sit on.
+PERSISTENT_PATHS = (BROKER_IDS, BROKER_TOPICS, DELETE_TOPICS, ISR_CHANGE_NOTIFICATION,
+                    CONFIG_TOPICS, CONSUMERS)
+
+
+# -- names and paths ---------------------------------------------------------------------
+def check_name(name: str, what: str = "name") -> str:
+    """A name usable as ONE path segment; ValueError otherwise."""
+    if not isinstance(name, str) or not name or name in (".", "..") or "/" in name \
+            or any(ord(c) < 0x20 or ord(c) == 0x7f for c in name):
+        raise ValueError(f"invalid {what} {name!r}: must be a non-empty path segment "
+                         "without '/' or control characters, not '.' or '..'")
+    return name
+
+
+def check_topic(topic: str) -> str:
+    try:
+        return check_name(topic, "topic")
+    except ValueError as e:
+        raise InvalidTopic(str(e)) from None
+
+
+def cluster_root(cluster: str) -> str:
+    return f"{ROOT_PREFIX}/{check_name(cluster, 'cluster name')}"
+
+
+def broker_path(broker_id: int) -> str:
+    return f"{BROKER_IDS}/{int(broker_id)}"
+
+
+def topic_path(topic: str) -> str:
+    return f"{BROKER_TOPICS}/{check_topic(topic)}"
+
+
+def partitions_path(topic: str) -> str:
+    return f"{topic_path(topic)}/partitions"
+
+
+def partition_path(topic: str, partition: int) -> str:
+    return f"{partitions_path(topic)}/{int(partition)}"
+
+
+def partition_state_path(topic: str, partition: int) -> str:
+    return f"{partition_path(topic, partition)}/state"
+
+
+def delete_topic_path(topic: str) -> str:
+    return f"{DELETE_TOPICS}/{check_topic(topic)}"
+
+
+def config_topic_path(topic: str) -> str:
+    return f"{CONFIG_TOPICS}/{check_topic(topic)}"
+
+
+def isr_change_path(name: str) -> str:
+    if not name.startswith(ISR_CHANGE_PREFIX):
+        raise ValueError(f"not an ISR change notification name: {name!r}")
+    return f"{ISR_CHANGE_NOTIFICATION}/{check_name(name)}"
+
+
+def group_offsets_path(group: str) -> str:
+    return f"{CONSUMERS}/{check_name(group, 'consumer group')}/offsets"
+
+
+def group_topic_offsets_path(group: str, topic: str) -> str:
+    return f"{group_offsets_path(group)}/{check_topic(topic)}"
+
+
+def offset_path(group: str, topic: str, partition: int) -> str:
+    return f"{group_topic_offsets_path(group, topic)}/{int(partition)}"
+
+
+# -- JSON helpers --------------------------------------------------------------------------
+def dumps(obj) -> bytes:
+    """Compact JSON like Kafka's Jackson encoder (no spaces)."""
+    return json.dumps(obj, separators=(",", ":")).encode("utf-8")
+
+
+def _loads(data: bytes | str):
+    return json.loads(data.decode("utf-8") if isinstance(data, (bytes, bytearray)) else data)
+
+
+def new_topic_id() -> str:
+    """A topic id in Kafka's Uuid text form: url-safe base64 of 16 random bytes, no padding."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode("ascii")
+
+
+def _replica_map(m: Mapping[int, Iterable[int]] | None) -> dict[str, list[int]]:
+    return {str(int(p)): [int(r) for r in rs] for p, rs in sorted((m or {}).items(),
+                                                                    key=lambda kv: int(kv[0]))}
+
+
+def _parse_replica_map(m: Mapping[str, list] | None) -> dict[int, tuple[int, ...]]:
+    return {int(p): tuple(int(r) for r in rs) for p, rs in (m or {}).items()}
+
+
+# -- stored records -----------------------------------------------------------------------
+@dataclass(frozen=True)
+class BrokerRegistration:
+    """``/brokers/ids/<id>`` (ephemeral). ``epoch`` is the znode's czxid, filled on read."""
+
+    id: int
+    host: str
+    port: int
+    rack: str | None = None
+    node_id: str = ""
+    actor_name: str = ""
+    timestamp_ms: int = 0
+    epoch: int = -1
+
+    VERSION = 4
+
+    @property
+    def endpoint(self) -> str:
+        return f"PLAINTEXT://{self.host}:{self.port}"
+
+    def to_json(self) -> bytes:
+        # Kafka's BrokerIdZNode fields (jmx_port and listener_security_protocol_map are
+        # omitted: Kafka's decoder defaults them), plus rayka's node_id and actor_name.
+        return dumps({"version": self.VERSION, "host": self.host, "port": int(self.port),
+                      "endpoints": [self.endpoint], "rack": self.rack,
+                      "timestamp": str(int(self.timestamp_ms)),
+                      "node_id": self.node_id, "actor_name": self.actor_name})
+
+    @classmethod
+    def from_json(cls, broker_id: int, data: bytes, czxid: int = -1) -> "BrokerRegistration":
+        d = _loads(data)
+        host, port = d.get("host"), d.get("port", -1)
+        if (not host or port in (None, -1)) and d.get("endpoints"):
+            hp = d["endpoints"][0].split("://", 1)[-1]
+            host, port = hp.rsplit(":", 1)[0], int(hp.rsplit(":", 1)[1])
+        return cls(id=int(broker_id), host=host or "", port=int(port), rack=d.get("rack"),
+                   node_id=d.get("node_id", ""), actor_name=d.get("actor_name", ""),
+                   timestamp_ms=int(d.get("timestamp", 0)), epoch=czxid)
+
+
+@dataclass(frozen=True)
+class LeaderIsrAndControllerEpoch:
+    """``/brokers/topics/<t>/partitions/<p>/state``. ``zk_version`` = the znode's version =
+    the partition epoch, filled on read (-1 = unknown / not yet written)."""
+
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    controller_epoch: int
+    zk_version: int = -1
+
+    def __post_init__(self):
+        object.__setattr__(self, "isr", tuple(int(r) for r in self.isr))
+
+    def to_json(self) -> bytes:
+        return dumps({"version": 1, "leader": int(self.leader),
+                      "leader_epoch": int(self.leader_epoch),
+                      "controller_epoch": int(self.controller_epoch), "isr": list(self.isr)})
+
+    @classmethod
+    def from_json(cls, data: bytes, zk_version: int = -1) -> "LeaderIsrAndControllerEpoch":
+        d = _loads(data)
+        return cls(leader=int(d["leader"]), leader_epoch=int(d["leader_epoch"]),
+                   isr=tuple(d["isr"]), controller_epoch=int(d["controller_epoch"]),
+                   zk_version=zk_version)
+
+    def with_version(self, zk_version: int) -> "LeaderIsrAndControllerEpoch":
+        return LeaderIsrAndControllerEpoch(self.leader, self.leader_epoch, self.isr,
+                                           self.controller_epoch, zk_version)
+
+
+@dataclass(frozen=True)
+class TopicAssignment:
+    """``/brokers/topics/<t>`` (version 3): replica assignment, reassignment state, topic id."""
+
+    topic: str
+    partitions: Mapping[int, tuple[int, ...]]
+    adding_replicas: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
+    removing_replicas: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
+    topic_id: str | None = None
+
+    def __post_init__(self):
+        check_topic(self.topic)
+        for name in ("partitions", "adding_replicas", "removing_replicas"):
+            m = getattr(self, name) or {}
+            object.__setattr__(self, name, {int(p): tuple(int(r) for r in rs)
+                                            for p, rs in sorted(m.items(), key=lambda kv: int(kv[0]))})
+
+    def to_json(self) -> bytes:
+        return dumps({"version": 3, "partitions": _replica_map(self.partitions),
+                      "adding_replicas": _replica_map(self.adding_replicas),
+                      "removing_replicas": _replica_map(self.removing_replicas),
+                      "topic_id": self.topic_id})
+
+    @classmethod
+    def from_json(cls, topic: str, data: bytes) -> "TopicAssignment":
+        d = _loads(data)
+        return cls(topic=topic, partitions=_parse_replica_map(d.get("partitions")),
+                   adding_replicas=_parse_replica_map(d.get("adding_replicas")),
+                   removing_replicas=_parse_replica_map(d.get("removing_replicas")),
+                   topic_id=d.get("topic_id"))
+
+
+# -- small znodes -------------------------------------------------------------------------
+def encode_controller(controller_id: int, timestamp_ms: int) -> bytes:
+    return dumps({"version": 1, "brokerid": int(controller_id),
+                  "timestamp": str(int(timestamp_ms))})
+
+
+def decode_controller_id(data: bytes | None) -> int | None:
+    if not data:
+        return None
+    try:
+        return int(_loads(data)["brokerid"])
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def encode_epoch(epoch: int) -> bytes:
+    return str(int(epoch)).encode("ascii")
+
+
+def decode_epoch(data: bytes) -> int:
+    return int(data.decode("ascii").strip())
+
+
+def encode_reassignment(partitions: Mapping[TopicPartition, Iterable[int]]) -> bytes:
+    return dumps({"version": 1, "partitions": [
+        {"topic": t, "partition": int(p), "replicas": [int(r) for r in rs]}
+        for (t, p), rs in sorted(partitions.items())]})
+
+
+def decode_reassignment(data: bytes | None) -> dict[TopicPartition, tuple[int, ...]]:
+    if not data:
+        return {}
+    return {(e["topic"], int(e["partition"])): tuple(int(r) for r in e["replicas"])
+            for e in _loads(data).get("partitions", [])}
+
+
+def encode_partition_list(partitions: Iterable[TopicPartition]) -> bytes:
+    """``{"version":1,"partitions":[{"topic":..,"partition":..}]}`` (preferred election, ISR change)."""
+    return dumps({"version": 1, "partitions": [{"topic": t, "partition": int(p)}
+                                               for t, p in sorted(set(partitions))]})
+
+
+def decode_partition_list(data: bytes | None) -> set[TopicPartition]:
+    if not data:
+        return set()
+    return {(e["topic"], int(e["partition"])) for e in _loads(data).get("partitions", [])}
+
+
+def _config_value(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return str(v)
+
+
+def encode_topic_config(config: Mapping[str, object] | None) -> bytes:
+    return dumps({"version": 1, "config": {str(k): _config_value(v)
+                                           for k, v in sorted((config or {}).items())}})
+
+
+def decode_topic_config(data: bytes | None) -> dict[str, str]:
+    if not data:
+        return {}
+    return dict(_loads(data).get("config", {}))
+
+
+def encode_offset(offset: int) -> bytes:
+    return str(int(offset)).encode("ascii")
+
+
+def decode_offset(data: bytes) -> int:
+    return int(data.decode("ascii").strip())
