@@ -238,8 +238,8 @@ class TopicAssignment:
         check_topic(self.topic)
         for name in ("partitions", "adding_replicas", "removing_replicas"):
             m = getattr(self, name) or {}
-            object.__setattr__(self, name, {int(p): tuple(int(r) for r in rs)
-                                            for p, rs in sorted(m.items(), key=lambda kv: int(kv[0]))})
+            items = sorted(m.items(), key=lambda kv: int(kv[0]))
+            object.__setattr__(self, name, {int(p): tuple(int(r) for r in rs) for p, rs in items})
 
     def to_json(self) -> bytes:
         return dumps({"version": 3, "partitions": _replica_map(self.partitions),
@@ -293,7 +293,8 @@ def decode_reassignment(data: bytes | None) -> dict[TopicPartition, tuple[int, .
 
 
 def encode_partition_list(partitions: Iterable[TopicPartition]) -> bytes:
-    """``{"version":1,"partitions":[{"topic":..,"partition":..}]}`` (preferred election, ISR change)."""
+    """``{"version":1,"partitions":[{"topic":..,"partition":..}]}``: preferred election and
+    ISR change notifications."""
     return dumps({"version": 1, "partitions": [{"topic": t, "partition": int(p)}
                                                for t, p in sorted(set(partitions))]})
 

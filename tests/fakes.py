@@ -25,3 +25,65 @@ class RecordingChannel:
 
     def clear(self) -> None:
         self.sent.clear()
+
+
+class InMemoryStore:
+    """The ControllerStore protocol over dicts, with the real store's fencing and outcomes.
+
+    `epoch_zk_version` is the /controller_epoch version; a writer bound to an older one is
+    fenced (ControllerMovedError, nothing written), as the ZooKeeper multi-op check does.
+    """
+
+    def __init__(self):
+        self.states: dict = {}            # (topic, partition) -> (state, zk_version)
+        self.topics: set[str] = set()
+        self.epoch_zk_version = 0
+        self.writer_epoch_zk_version = 0
+        self.writes = 0
+
+    def _check_epoch(self):
+        from controller.store_api import ControllerMovedError
+        if self.writer_epoch_zk_version != self.epoch_zk_version:
+            raise ControllerMovedError("controller epoch moved", None)
+
+    def create_partition_states(self, topic, states):
+        from controller.store_api import NodeExists, NoNode
+        self._check_epoch()
+        out = {}
+        for p, st in states.items():
+            if topic not in self.topics:
+                out[p] = NoNode(f"/brokers/topics/{topic}")
+            elif (topic, p) in self.states:
+                out[p] = NodeExists(f"/brokers/topics/{topic}/partitions/{p}/state")
+            else:
+                self.states[(topic, p)] = (st.with_version(0), 0)
+                self.writes += 1
+                out[p] = st.with_version(0)
+        return out
+
+    def update_partition_states(self, updates):
+        from controller.store_api import BadVersion, NoNode
+        self._check_epoch()
+        out = {}
+        for tp, (st, expected) in updates.items():
+            key = (tp[0], tp[1])
+            if key not in self.states:
+                out[tp] = NoNode(f"/brokers/topics/{tp[0]}/partitions/{tp[1]}/state")
+            elif self.states[key][1] != expected:
+                out[tp] = BadVersion(f"/brokers/topics/{tp[0]}/partitions/{tp[1]}/state")
+            else:
+                version = expected + 1
+                self.states[key] = (st.with_version(version), version)
+                self.writes += 1
+                out[tp] = version
+        return out
+
+    def get_partition_state(self, topic, partition):
+        got = self.states.get((topic, partition))
+        return got[0] if got else None
+
+    def bump_behind_our_back(self, topic, partition, **changes):
+        """Another writer changes a state znode (its version moves on)."""
+        from dataclasses import replace
+        st, v = self.states[(topic, partition)]
+        self.states[(topic, partition)] = (replace(st, zk_version=v + 1, **changes), v + 1)

@@ -1,0 +1,102 @@
+"""What the controller's logic needs from its store, and the store's outcomes (no kazoo).
+
+Rules:
+- The pure controller (state machines, elections, event handlers) talks to ZooKeeper only
+  through `ControllerStore`; the real implementation is `controller.zk_store` (fenced by
+  the controller epoch), the unit tests use an in-memory store (tests/fakes.py).
+- Batch operations answer per item: a value, or one of the outcome exceptions below as a
+  VALUE (not raised), as Kafka's `updateLeaderAndIsr` does.
+- `ControllerMovedError` is always RAISED: a failed epoch check means another controller
+  exists, nothing of that write landed, and this controller must resign at once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping, Protocol
+
+from controller.zk_paths import LeaderIsrAndControllerEpoch, TopicPartition
+
+
+class ZkStoreError(Exception):
+    """Base of the store's own errors (picklable: all state is in ``args``)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else type(self).__name__
+
+
+class ZkUnavailable(ZkStoreError):
+    """ZooKeeper unreachable, connection lost mid-call, or session closed/expired."""
+
+
+class ControllerMovedError(ZkStoreError):
+    """Another controller holds (or won) the election: this one must resign at once."""
+
+    def __init__(self, message: str = "controller moved", controller_id: int | None = None):
+        super().__init__(message, controller_id)
+
+    @property
+    def controller_id(self) -> int | None:
+        return self.args[1]
+
+
+class _PathError(ZkStoreError):
+    def __init__(self, path: str = ""):
+        super().__init__(path)
+
+    @property
+    def path(self) -> str:
+        return self.args[0]
+
+    def __str__(self) -> str:
+        return f"{type(self).__name__}: {self.path}"
+
+
+class NodeExists(_PathError):
+    """The znode already exists."""
+
+
+class NoNode(_PathError):
+    """The znode (or a parent) does not exist."""
+
+
+class BadVersion(_PathError):
+    """The znode's version is not the expected one (a conditional write lost a race)."""
+
+
+class NotEmpty(_PathError):
+    """The znode still has children."""
+
+
+class BrokerIdInUse(ZkStoreError):
+    """``/brokers/ids/<id>`` stayed held by another session past the wait deadline."""
+
+
+class AdminOperationInProgress(ZkStoreError):
+    """A reassignment / preferred election request znode already exists."""
+
+
+@dataclass(frozen=True)
+class ControllerElection:
+    """A won election: fence later writes with ``epoch_zk_version`` (the /controller_epoch
+    znode version written by the election multi)."""
+
+    epoch: int
+    epoch_zk_version: int
+    controller_id: int
+    session_id: int | None = None
+
+
+class ControllerStore(Protocol):
+    """The fenced partition-state operations the state machines perform."""
+
+    def create_partition_states(self, topic: str,
+                                states: Mapping[int, LeaderIsrAndControllerEpoch]
+                                ) -> dict[int, LeaderIsrAndControllerEpoch | ZkStoreError]: ...
+
+    def update_partition_states(
+            self, updates: Mapping[TopicPartition, tuple[LeaderIsrAndControllerEpoch, int]]
+    ) -> dict[TopicPartition, int | ZkStoreError]: ...
+
+    def get_partition_state(self, topic: str, partition: int
+                            ) -> LeaderIsrAndControllerEpoch | None: ...

@@ -1,0 +1,410 @@
+"""The ZooKeeper session under the store: connection, reads, watches and the store's errors.
+
+Part of the ZooKeeper store (``controller/zk_store.py`` is its facade; see there for the
+module map). Only ``controller/zk*`` modules import kazoo (tests/test_import_boundaries.py);
+the pure half, paths + records + JSON codecs, is ``controller/zk_paths.py``. Everything
+above the store speaks plain Python types and the store's own exceptions (defined here,
+re-exported by ``controller.zk_store``); no kazoo type leaks out.
+
+Rules:
+- Synchronous and thin: each public method is a few ZooKeeper round trips. Bulk reads of
+  small znodes (partition states, broker registrations, offsets, children lists) use
+  ZooKeeper's multiRead (server >= 3.6; kazoo 2.11 has no API for it, so ``_MultiRead`` is
+  sent through kazoo's request queue), 500 reads per request, pipelined; other bulk reads
+  are pipelined ``get_async`` calls. Per request kazoo costs ~150 us of thread hand-off, so
+  10,000 single gets take ~1.5 s here and 20 multiReads ~0.2 s. If the server rejects
+  multiRead, the session falls back to pipelined gets for good.
+- Everything lives under the chroot ``/rayka/<cluster>`` (created on ``start()`` together
+  with Kafka's persistent parents ``/brokers/ids``, ``/brokers/topics``, ...). Every path a
+  caller sees is relative to it (``_abs`` adds the chroot).
+- Watches only FORWARD data (parsed, as plain values) to the caller's callback, from
+  kazoo's threads: callbacks must not block (the controller enqueues an event). Each
+  callback is called once at registration with the current value, then on changes;
+  changes may coalesce, the value is always the full current one. ``ZkWatch.cancel()``
+  stops forwarding. Session state changes are forwarded as the strings "CONNECTED",
+  "SUSPENDED", "LOST". A failing callback is logged, never propagated into kazoo.
+- Connection problems (connection loss, closed/expired session, start timeout) raise
+  ``ZkUnavailable`` (public methods are wrapped in ``_zk_call``); after one during a write,
+  the write's outcome is unknown.
+- The store's errors are picklable: all their state is in ``args``.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import logging
+import threading
+from collections import namedtuple
+from typing import Callable, Self, Sequence
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import (EXCEPTIONS, BadVersionError, ConnectionClosedError, ConnectionLoss,
+                              NodeExistsError, NoNodeError, NotEmptyError,
+                              OperationTimeoutError, SessionExpiredError)
+from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.protocol.paths import _prefix_root
+from kazoo.protocol.serialization import (GetChildren, GetData, MultiHeader, int_struct,
+                                          multiheader_struct, read_buffer, read_string,
+                                          stat_struct)
+from kazoo.protocol.states import ZnodeStat
+from kazoo.recipe.watchers import ChildrenWatch, DataWatch
+
+from controller.zk_paths import PERSISTENT_PATHS, cluster_root
+
+__all__ = [
+    "ZkSession", "ZkWatch",
+    "ZkStoreError", "ZkUnavailable", "ControllerMovedError", "NodeExists", "NoNode",
+    "BadVersion", "NotEmpty", "BrokerIdInUse", "AdminOperationInProgress",
+    "MAX_READS_PER_MULTI_READ",
+]
+
+# One logger for the whole store (its name predates the split into controller/zk_* modules).
+log = logging.getLogger("rayka.controller.zk_store")
+
+MAX_READS_PER_MULTI_READ = 500    # small znodes only (states, registrations, offsets)
+
+
+# -- errors ---------------------------------------------------------------------------------
+# The store's outcome and error classes are defined once, in the kazoo-free
+# controller.store_api, so the pure controller can recognise them.
+from controller.store_api import (  # noqa: E402
+    AdminOperationInProgress, BadVersion, BrokerIdInUse, ControllerMovedError, NodeExists,
+    NoNode, NotEmpty, ZkStoreError, ZkUnavailable, _PathError)
+
+
+_OUTCOMES = {NodeExistsError: NodeExists, NoNodeError: NoNode, BadVersionError: BadVersion,
+             NotEmptyError: NotEmpty}
+_UNAVAILABLE = (ConnectionLoss, SessionExpiredError, ConnectionClosedError, KazooTimeoutError,
+                OperationTimeoutError)
+
+
+def _outcome(exc: Exception, path: str) -> ZkStoreError:
+    for kz, ours in _OUTCOMES.items():
+        if isinstance(exc, kz):
+            return ours(path)
+    return ZkStoreError(f"{type(exc).__name__} at {path}")
+
+
+def _zk_call(method):
+    """Translate kazoo's connection/session errors into ZkUnavailable."""
+    @functools.wraps(method)
+    def wrapper(*args, **kwargs):
+        try:
+            return method(*args, **kwargs)
+        except _UNAVAILABLE as e:
+            raise ZkUnavailable(f"ZooKeeper unavailable during {method.__name__}: "
+                                f"{type(e).__name__}: {e}") from e
+    return wrapper
+
+
+# -- watch handles ---------------------------------------------------------------------------
+class ZkWatch:
+    """Handle of one registered watch; ``cancel()`` stops forwarding (idempotent)."""
+
+    def __init__(self, store: "ZkSession", path: str, kind: str):
+        self.path, self.kind = path, kind
+        self._store = store
+        self._cancelled = threading.Event()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancelled.is_set()
+
+    def cancel(self) -> None:
+        self._cancelled.set()
+        self._store._forget_watch(self)
+
+    def __repr__(self):
+        return f"<ZkWatch {self.kind} {self.path}{' cancelled' if self.cancelled else ''}>"
+
+
+# -- ZooKeeper's multiRead --------------------------------------------------------------------
+class _MultiRead(namedtuple("_MultiRead", "operations")):
+    """ZooKeeper's multiRead request (opcode 22, server >= 3.6), which kazoo 2.11 lacks:
+    many getData/getChildren in ONE request and response, each op with its own result or
+    error (reads are not atomic). Serialized like kazoo's own Transaction."""
+
+    type = 22
+
+    def serialize(self):
+        b = bytearray()
+        for op in self.operations:
+            b.extend(MultiHeader(op.type, False, -1).serialize() + op.serialize())
+        return b + multiheader_struct.pack(-1, True, -1)
+
+    @classmethod
+    def deserialize(cls, buf, offset):
+        results = []
+        header, offset = MultiHeader.deserialize(buf, offset)
+        while not header.done:
+            if header.type == GetData.type:
+                data, offset = read_buffer(buf, offset)
+                stat = ZnodeStat._make(stat_struct.unpack_from(buf, offset))
+                offset += stat_struct.size
+                results.append((data or b"", stat))
+            elif header.type == GetChildren.type:
+                count = int_struct.unpack_from(buf, offset)[0]
+                offset += int_struct.size
+                children = []
+                for _ in range(max(count, 0)):
+                    child, offset = read_string(buf, offset)
+                    children.append(child)
+                results.append(children)
+            elif header.type == -1:
+                err = int_struct.unpack_from(buf, offset)[0]
+                offset += int_struct.size
+                results.append(EXCEPTIONS[err]())
+            else:
+                raise ValueError(f"unexpected multiRead result type {header.type}")
+            header, offset = MultiHeader.deserialize(buf, offset)
+        return results
+
+
+# -- the session -----------------------------------------------------------------------------
+class ZkSession:
+    """A kazoo session on the chroot: lifecycle, state listeners, reads and watch plumbing.
+    ``ZkStore`` (controller/zk_store.py) builds on it; its docstring describes the
+    constructor arguments."""
+
+    def __init__(self, hosts: str | None = None, cluster: str = "default", *,
+                 session_timeout_s: float = 6.0, connection_timeout_s: float = 10.0,
+                 client: KazooClient | None = None, root: str | None = None,
+                 multi_read: bool = True):
+        if (hosts is None) == (client is None):
+            raise ValueError("give exactly one of hosts= or client=")
+        self.cluster = cluster
+        self.root = (root.rstrip("/") if root else cluster_root(cluster))
+        if not self.root.startswith("/") or self.root == "":
+            raise ValueError(f"invalid root {root!r}")
+        self.hosts = hosts if hosts is not None else getattr(client, "hosts", "?")
+        self.session_timeout_s = session_timeout_s
+        self.connection_timeout_s = connection_timeout_s
+        self._owns_client = client is None
+        self._client = client if client is not None else KazooClient(
+            hosts=hosts, timeout=session_timeout_s,
+            connection_retry={"max_tries": -1, "delay": 0.05, "backoff": 2, "max_delay": 1.0})
+        self._listeners: dict[Callable, Callable] = {}
+        self._watches: set[ZkWatch] = set()
+        self._lock = threading.Lock()
+        self._multi_read_ok = multi_read
+        self._closed = False
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    def start(self) -> Self:
+        """Connect (if owned) and create the chroot and Kafka's persistent parents."""
+        if self._owns_client and not self._client.connected:
+            try:
+                self._client.start(timeout=self.connection_timeout_s)
+            except KazooTimeoutError:
+                self._client.stop()
+                self._client.close()
+                raise ZkUnavailable(f"could not connect to ZooKeeper at {self.hosts} within "
+                                    f"{self.connection_timeout_s:g} s") from None
+        try:
+            self._client.ensure_path(self.root)
+            for p in PERSISTENT_PATHS:
+                self._client.ensure_path(self._abs(p))
+        except _UNAVAILABLE as e:
+            raise ZkUnavailable(f"ZooKeeper at {self.hosts}: {type(e).__name__}: {e}") from e
+        return self
+
+    def close(self) -> None:
+        """Cancel watches and listeners; stop the session if we own it (ephemerals go now).
+        Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        for w in list(self._watches):
+            w.cancel()
+        for wrapper in list(self._listeners.values()):
+            self._client.remove_listener(wrapper)
+        self._listeners.clear()
+        if self._owns_client:
+            try:
+                self._client.stop()
+            finally:
+                self._client.close()
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @property
+    def client(self) -> KazooClient:
+        """The kazoo client (for tests and tooling; controller code must not use it)."""
+        return self._client
+
+    @property
+    def session_id(self) -> int | None:
+        cid = self._client.client_id
+        return cid[0] if cid else None
+
+    @property
+    def connected(self) -> bool:
+        return bool(self._client.connected)
+
+    def add_state_listener(self, callback: Callable[[str], None]) -> None:
+        """Forward kazoo session states as "CONNECTED" / "SUSPENDED" / "LOST" (from kazoo's
+        thread: the callback must not block)."""
+        def wrapper(state):
+            try:
+                callback(str(state))
+            except Exception:
+                log.exception("state listener %r failed", callback)
+            return None  # kazoo removes a listener that returns True
+        self._listeners[callback] = wrapper
+        self._client.add_listener(wrapper)
+
+    def remove_state_listener(self, callback: Callable[[str], None]) -> None:
+        wrapper = self._listeners.pop(callback, None)
+        if wrapper is not None:
+            self._client.remove_listener(wrapper)
+
+    # -- path helpers ----------------------------------------------------------------------------
+    def _abs(self, path: str) -> str:
+        return self.root + path
+
+    def _get(self, path: str) -> tuple[bytes, ZnodeStat] | None:
+        try:
+            return self._client.get(self._abs(path))
+        except NoNodeError:
+            return None
+
+    def _children(self, path: str) -> list[str] | None:
+        try:
+            return self._client.get_children(self._abs(path))
+        except NoNodeError:
+            return None
+
+    def _get_many(self, paths: Sequence[str], small: bool = False
+                  ) -> list[tuple[bytes, ZnodeStat] | None]:
+        """Pipelined reads, None where the node is missing. ``small`` znodes are read in
+        batches with ZooKeeper's multiRead (one request per MAX_READS_PER_MULTI_READ);
+        otherwise one get_async each (all issued first, then collected)."""
+        return self._read_many(GetData, paths, small)
+
+    def _children_many(self, paths: Sequence[str], small: bool = False) -> list[list[str] | None]:
+        return self._read_many(GetChildren, paths, small)
+
+    def _read_many(self, request, paths: Sequence[str], small: bool) -> list:
+        results = None
+        if small and self._multi_read_ok and len(paths) > 1:
+            try:
+                results = self._multi_read(request, paths)
+            except _UNAVAILABLE:
+                raise
+            except Exception as e:  # the server rejected/garbled multiRead: fall back for good
+                log.warning("multiRead unavailable (%s: %s); using pipelined reads",
+                            type(e).__name__, e)
+                self._multi_read_ok = False
+        if results is None:
+            call = self._client.get_async if request is GetData else self._client.get_children_async
+            pending = [call(self._abs(p)) for p in paths]
+            results = []
+            for a in pending:
+                try:
+                    results.append(a.get())
+                except NoNodeError as e:
+                    results.append(e)
+        out = []
+        for path, r in zip(paths, results):
+            if isinstance(r, NoNodeError):
+                out.append(None)
+            elif isinstance(r, Exception):
+                raise _outcome(r, path)
+            else:
+                out.append(r)
+        return out
+
+    def _multi_read(self, request, paths: Sequence[str]) -> list:
+        """Raw per-op results (exception instances for failed ops), batches pipelined."""
+        chroot, pending = self._client.chroot, []
+        it = iter(paths)
+        while batch := list(itertools.islice(it, MAX_READS_PER_MULTI_READ)):
+            a = self._client.handler.async_result()
+            self._client._call(_MultiRead([request(_prefix_root(chroot, self._abs(p)), None)
+                                           for p in batch]), a)
+            pending.append((len(batch), a))
+        out = []
+        for n, a in pending:
+            results = a.get()
+            if len(results) != n:
+                raise ValueError(f"multiRead answered {len(results)} results for {n} reads")
+            out += results
+        return out
+
+    # -- watch plumbing ----------------------------------------------------------------------------
+    def _remember(self, w: ZkWatch) -> ZkWatch:
+        with self._lock:
+            self._watches.add(w)
+        return w
+
+    def _forget_watch(self, w: ZkWatch) -> None:
+        with self._lock:
+            self._watches.discard(w)
+
+    @staticmethod
+    def _deliver(callback, value) -> None:
+        try:
+            callback(value)
+        except Exception:
+            log.exception("watch callback %r failed", callback)
+
+    @_zk_call
+    def _data_watch(self, path: str, convert, callback) -> ZkWatch:
+        w = self._remember(ZkWatch(self, path, "data"))
+
+        def on_data(data, stat, event=None):  # 3 params: kazoo retries with 2 on TypeError
+            if w.cancelled:
+                return False
+            try:
+                value = convert(data, stat)
+            except Exception:
+                log.exception("cannot parse %s", path)
+                return None
+            self._deliver(callback, value)
+            return None
+
+        DataWatch(self._client, self._abs(path), on_data)
+        return w
+
+    @_zk_call
+    def _children_watch(self, path: str, convert, callback) -> ZkWatch:
+        """Children watch that survives the parent being deleted and re-created: a DataWatch
+        on the parent (re)starts a kazoo ChildrenWatch for each incarnation (czxid) of it;
+        while the parent is absent the callback gets an empty value."""
+        w = self._remember(ZkWatch(self, path, "children"))
+        state = {"czxid": None, "gen": 0}
+        lock = threading.Lock()
+
+        def on_children(gen, children):
+            if w.cancelled or gen != state["gen"]:
+                return False
+            self._deliver(callback, convert(children))
+            return None
+
+        def on_parent(data, stat, event=None):
+            if w.cancelled:
+                return False
+            with lock:
+                if stat is None:
+                    state["czxid"] = None
+                    state["gen"] += 1
+                    start = None
+                elif stat.czxid != state["czxid"]:
+                    state["czxid"] = stat.czxid
+                    state["gen"] += 1
+                    start = state["gen"]
+                else:
+                    return None
+            if start is None:
+                self._deliver(callback, convert([]))
+            else:
+                ChildrenWatch(self._client, self._abs(path), functools.partial(on_children, start))
+            return None
+
+        DataWatch(self._client, self._abs(path), on_parent)
+        return w

@@ -1,0 +1,394 @@
+"""The ZooKeeper store: Kafka's ZK-mode data layout, controller election and fenced writes.
+
+``ZkStore`` is the facade; its parts live in the ``controller/zk*`` modules, the only
+controller modules that import kazoo (tests/test_import_boundaries.py):
+
+- ``controller/zk_paths.py``  pure half: paths, records, JSON codecs (no kazoo);
+- ``controller/zk_client.py`` the kazoo session: lifecycle, state listeners, reads
+  (incl. multiRead), watches (``ZkWatch``), the store's exceptions, ``_zk_call``;
+- ``controller/zk_multi.py``  the multi-op engine: per-item result checking, batching and
+  re-commit of failed multis, epoch fencing of each multi;
+- ``controller/zk_fenced.py`` the controller election (``ControllerElection``) and the
+  controller's fenced write API (``FencedWriter``);
+- this module: ``ZkStore`` = session + engine + election, plus brokers, admin writes,
+  reads, watches of the admin znodes and consumer offsets. It re-exports the public names
+  of the parts (see ``__all__``), so callers import everything from here.
+
+Everything above the store speaks plain Python types and the store's own exceptions; no
+kazoo type leaks out. The rules of each part are in its module docstring. Rules here:
+- Synchronous and thin: each public method is a few ZooKeeper round trips; bulk writes
+  are batched into multi-ops (``controller/zk_multi.py``); bulk reads are pipelined or
+  multiRead (``controller/zk_client.py``).
+- Every path a caller sees is relative to the chroot ``/rayka/<cluster>``.
+- Admin writes by clients (create topic, request deletion/reassignment/preferred election,
+  configs, consumer offsets) are not fenced; each is one multi so a failure leaves nothing
+  half-written (consumer offsets: one multi per ``MAX_OPS_PER_MULTI`` ops).
+- ``MAX_OPS_PER_MULTI`` / ``MAX_BYTES_PER_MULTI`` of THIS module are the batching limits
+  (read at call time by ``ZkStore._multi_limits``).
+- Connection problems raise ``ZkUnavailable``; after one during a write, the write's
+  outcome is unknown.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import replace
+from typing import Callable, Iterable, Mapping, Sequence
+
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+
+from controller.zk_client import (AdminOperationInProgress, BadVersion, BrokerIdInUse,
+                                  ControllerMovedError, NodeExists, NoNode, NotEmpty,
+                                  ZkStoreError, ZkUnavailable, ZkWatch, _zk_call)
+from controller.zk_fenced import ControllerElection, FencedWriter, ZkElectionSession
+from controller.zk_multi import (MAX_BYTES_PER_MULTI, MAX_OPS_PER_MULTI, _all_ok,
+                                 _first_failure, _Op, _Unit)
+from controller.zk_paths import (BROKER_IDS, BROKER_TOPICS, DELETE_TOPICS,
+                                 ISR_CHANGE_NOTIFICATION, ISR_CHANGE_PREFIX,
+                                 PREFERRED_REPLICA_ELECTION, REASSIGN_PARTITIONS,
+                                 BrokerRegistration, LeaderIsrAndControllerEpoch,
+                                 TopicAssignment, TopicPartition, broker_path, check_name,
+                                 check_topic, config_topic_path, decode_offset,
+                                 decode_partition_list, decode_reassignment, decode_topic_config,
+                                 delete_topic_path, encode_offset, encode_partition_list,
+                                 encode_reassignment, encode_topic_config, group_offsets_path,
+                                 group_topic_offsets_path, isr_change_path, new_topic_id,
+                                 offset_path, partition_state_path, partitions_path, topic_path)
+from replicas.errors import TopicAlreadyExists, UnknownTopicOrPartition
+
+# Internals of the parts that were importable from here before the split stay importable.
+from controller.zk_client import (_OUTCOMES, _UNAVAILABLE, MAX_READS_PER_MULTI_READ,  # noqa: F401
+                                  _MultiRead, _outcome, _PathError, log)
+from controller.zk_multi import _CHUNK_RETRIES, _OP_OVERHEAD, _is_error  # noqa: F401
+
+__all__ = [
+    "ZkStore", "FencedWriter", "ControllerElection", "ZkWatch",
+    "ZkStoreError", "ZkUnavailable", "ControllerMovedError", "NodeExists", "NoNode",
+    "BadVersion", "NotEmpty", "BrokerIdInUse", "AdminOperationInProgress",
+    "MAX_OPS_PER_MULTI", "MAX_BYTES_PER_MULTI",
+]
+
+
+class ZkStore(ZkElectionSession):
+    """Kafka's ZK layout under ``/rayka/<cluster>``; see the module docstring for the rules.
+
+    ``ZkStore(hosts, cluster)`` owns its kazoo session; ``ZkStore(cluster=..., client=c)``
+    borrows an already started KazooClient (``close()`` then leaves the client running).
+    ``root`` overrides the chroot ``/rayka/<cluster>``. ``multi_read=False`` disables
+    ZooKeeper's multiRead (needs a 3.6+ server) for bulk reads of small znodes; it is also
+    switched off by itself if the server rejects it.
+    """
+
+    def _multi_limits(self) -> tuple[int, int]:
+        # this module's globals, looked up now: they are the knobs (tests patch them here)
+        return MAX_OPS_PER_MULTI, MAX_BYTES_PER_MULTI
+
+    # -- brokers -------------------------------------------------------------------------------
+    @_zk_call
+    def register_broker(self, reg: BrokerRegistration, wait_s: float = 30.0) -> int:
+        """Create the EPHEMERAL ``/brokers/ids/<id>``; return the broker epoch (its czxid).
+
+        A node of the same id left by an OLD session is waited out (exists-watch + Event,
+        deadline ``wait_s``, then ``BrokerIdInUse``); a node already owned by this session
+        is accepted as is (its czxid is returned)."""
+        if not reg.timestamp_ms:
+            reg = replace(reg, timestamp_ms=int(time.time() * 1000))
+        path, data = self._abs(broker_path(reg.id)), reg.to_json()
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                _, stat = self._client.create(path, data, ephemeral=True, include_data=True)
+                return stat.czxid
+            except NodeExistsError:
+                pass
+            gone = threading.Event()
+            stat = self._client.exists(path, watch=lambda event: gone.set())
+            if stat is None:
+                continue
+            if stat.ephemeralOwner == self.session_id:
+                return stat.czxid
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not gone.wait(remaining):
+                raise BrokerIdInUse(
+                    f"/brokers/ids/{reg.id} is still held by session 0x{stat.ephemeralOwner:x} "
+                    f"(ours: 0x{self.session_id or 0:x}) after {wait_s:g} s")
+
+    @_zk_call
+    def get_broker(self, broker_id: int) -> BrokerRegistration | None:
+        got = self._get(broker_path(broker_id))
+        if got is None:
+            return None
+        return BrokerRegistration.from_json(broker_id, got[0], got[1].czxid)
+
+    @_zk_call
+    def get_broker_ids(self) -> set[int]:
+        return {int(c) for c in (self._children(BROKER_IDS) or []) if c.isdigit()}
+
+    @_zk_call
+    def get_brokers(self) -> dict[int, BrokerRegistration]:
+        ids = sorted(self.get_broker_ids())
+        out = {}
+        for bid, got in zip(ids, self._get_many([broker_path(b) for b in ids], small=True)):
+            if got is not None:
+                out[bid] = BrokerRegistration.from_json(bid, got[0], got[1].czxid)
+        return out
+
+    def watch_broker_ids(self, callback: Callable[[set[int]], None]) -> ZkWatch:
+        return self._children_watch(BROKER_IDS, lambda cs: {int(c) for c in cs if c.isdigit()},
+                                    callback)
+
+    # -- topics (admin side: not fenced) --------------------------------------------------------
+    @_zk_call
+    def create_topic(self, topic: str, assignment: Mapping[int, Sequence[int]] | TopicAssignment,
+                     config: Mapping[str, object] | None = None,
+                     topic_id: str | None = None) -> TopicAssignment:
+        """ONE multi: create-or-set /config/topics/<t>, then create /brokers/topics/<t> (Kafka
+        writes the config first). TopicAlreadyExists if the topic exists or is being
+        deleted; on any failure nothing is left behind."""
+        check_topic(topic)
+        if isinstance(assignment, TopicAssignment):
+            ta = replace(assignment, topic_id=assignment.topic_id or topic_id or new_topic_id())
+            if ta.topic != topic:
+                raise ValueError(f"assignment is for {ta.topic!r}, not {topic!r}")
+        else:
+            ta = TopicAssignment(topic, dict(assignment), topic_id=topic_id or new_topic_id())
+        cfg_path, cfg = config_topic_path(topic), encode_topic_config(config)
+        for _ in range(10):
+            if self._client.exists(self._abs(delete_topic_path(topic))) is not None:
+                raise TopicAlreadyExists(f"Topic '{topic}' is marked for deletion.")
+            cfg_op = self._config_op(cfg_path, cfg)
+            results = self._txn_async([cfg_op, _Op("create", topic_path(topic), ta.to_json())],
+                                      None).get()
+            if _all_ok(results):
+                return ta
+            idx, exc = _first_failure(results, 0)
+            if idx == 1 and isinstance(exc, NodeExistsError):
+                raise TopicAlreadyExists(f"Topic '{topic}' already exists.")
+            if idx == 1 and isinstance(exc, NoNodeError):
+                self._client.ensure_path(self._abs(BROKER_TOPICS))
+            elif idx != 0 or not isinstance(exc, (NodeExistsError, NoNodeError, BadVersionError)):
+                raise ZkStoreError(f"create_topic {topic}: {type(exc).__name__}")
+            # the config znode changed under us (create/set race): re-read and retry
+        raise ZkStoreError(f"create_topic {topic}: config znode kept changing")
+
+    @_zk_call
+    def request_topic_deletion(self, topic: str) -> bool:
+        """Create /admin/delete_topics/<t> (atomically with an existence check of the topic).
+        UnknownTopicOrPartition if the topic does not exist; False if already requested."""
+        results = self._txn_async([_Op("check", topic_path(topic), version=-1),
+                                   _Op("create", delete_topic_path(topic))], None).get()
+        if _all_ok(results):
+            return True
+        idx, exc = _first_failure(results, 0)
+        if idx == 0 and isinstance(exc, NoNodeError):
+            raise UnknownTopicOrPartition(f"Topic '{topic}' does not exist.")
+        if idx == 1 and isinstance(exc, NodeExistsError):
+            return False
+        raise ZkStoreError(f"request_topic_deletion {topic}: {type(exc).__name__}")
+
+    @_zk_call
+    def set_topic_config(self, topic: str, config: Mapping[str, object]) -> None:
+        """Create-or-set /config/topics/<t> for an EXISTING topic (UnknownTopicOrPartition)."""
+        cfg_path, cfg = config_topic_path(topic), encode_topic_config(config)
+        for _ in range(10):
+            cfg_op = self._config_op(cfg_path, cfg)
+            results = self._txn_async([_Op("check", topic_path(topic), version=-1), cfg_op],
+                                      None).get()
+            if _all_ok(results):
+                return
+            idx, exc = _first_failure(results, 0)
+            if idx == 0:
+                raise UnknownTopicOrPartition(f"Topic '{topic}' does not exist.")
+        raise ZkStoreError(f"set_topic_config {topic}: config znode kept changing")
+
+    def _config_op(self, cfg_path: str, cfg: bytes) -> _Op:
+        """Create-or-set of a config znode, conditional on the version read now."""
+        cstat = self._client.exists(self._abs(cfg_path))
+        return (_Op("set", cfg_path, cfg, version=cstat.version) if cstat is not None
+                else _Op("create", cfg_path, cfg))
+
+    @_zk_call
+    def get_topic_config(self, topic: str) -> dict[str, str] | None:
+        got = self._get(config_topic_path(topic))
+        return None if got is None else decode_topic_config(got[0])
+
+    @_zk_call
+    def get_topics(self) -> set[str]:
+        return set(self._children(BROKER_TOPICS) or [])
+
+    @_zk_call
+    def get_topic_assignment(self, topic: str) -> TopicAssignment | None:
+        got = self._get(topic_path(topic))
+        return None if got is None else TopicAssignment.from_json(topic, got[0])
+
+    @_zk_call
+    def get_all_assignments(self, topics: Iterable[str] | None = None
+                            ) -> dict[str, TopicAssignment]:
+        names = sorted(self.get_topics() if topics is None else set(topics))
+        return {t: TopicAssignment.from_json(t, got[0])
+                for t, got in zip(names, self._get_many([topic_path(t) for t in names]))
+                if got is not None}
+
+    @_zk_call
+    def get_partition_state(self, topic: str, partition: int) -> LeaderIsrAndControllerEpoch | None:
+        got = self._get(partition_state_path(topic, partition))
+        if got is None:
+            return None
+        return LeaderIsrAndControllerEpoch.from_json(got[0], got[1].version)
+
+    @_zk_call
+    def get_partition_states(self, topics: Iterable[str] | None = None
+                             ) -> dict[TopicPartition, LeaderIsrAndControllerEpoch]:
+        """Every existing partition state of ``topics`` (all topics if None), pipelined:
+        one round of get_children, one round of gets."""
+        names = sorted(self.get_topics() if topics is None else set(topics))
+        tps = []
+        lists = self._children_many([partitions_path(t) for t in names], small=True)
+        for t, children in zip(names, lists):
+            tps += [(t, int(c)) for c in (children or []) if c.isdigit()]
+        out = {}
+        got_all = self._get_many([partition_state_path(t, p) for t, p in tps], small=True)
+        for tp, got in zip(tps, got_all):
+            if got is not None:
+                out[tp] = LeaderIsrAndControllerEpoch.from_json(got[0], got[1].version)
+        return out
+
+    @_zk_call
+    def get_topic_deletions(self) -> set[str]:
+        return set(self._children(DELETE_TOPICS) or [])
+
+    # -- admin requests ------------------------------------------------------------------------
+    @_zk_call
+    def request_reassignment(self, partitions: Mapping[TopicPartition, Sequence[int]]) -> None:
+        """Create /admin/reassign_partitions; AdminOperationInProgress if one is pending."""
+        try:
+            self._client.create(self._abs(REASSIGN_PARTITIONS), encode_reassignment(partitions),
+                                makepath=True)
+        except NodeExistsError:
+            raise AdminOperationInProgress(
+                "a partition reassignment is already in progress") from None
+
+    @_zk_call
+    def get_reassignment(self) -> dict[TopicPartition, tuple[int, ...]]:
+        got = self._get(REASSIGN_PARTITIONS)
+        return {} if got is None else decode_reassignment(got[0])
+
+    @_zk_call
+    def request_preferred_election(self, partitions: Iterable[TopicPartition]) -> None:
+        """Create /admin/preferred_replica_election; AdminOperationInProgress if pending."""
+        try:
+            self._client.create(self._abs(PREFERRED_REPLICA_ELECTION),
+                                encode_partition_list(partitions), makepath=True)
+        except NodeExistsError:
+            raise AdminOperationInProgress(
+                "a preferred replica election is already in progress") from None
+
+    @_zk_call
+    def get_preferred_election(self) -> set[TopicPartition]:
+        got = self._get(PREFERRED_REPLICA_ELECTION)
+        return set() if got is None else decode_partition_list(got[0])
+
+    @_zk_call
+    def create_isr_change_notification(self, partitions: Iterable[TopicPartition]) -> str:
+        """Create /isr_change_notification/isr_change_<seq>; return its name."""
+        path = self._client.create(self._abs(f"{ISR_CHANGE_NOTIFICATION}/{ISR_CHANGE_PREFIX}"),
+                                   encode_partition_list(partitions), sequence=True)
+        return path.rsplit("/", 1)[1]
+
+    @_zk_call
+    def get_isr_change_notifications(self) -> list[str]:
+        return sorted(c for c in (self._children(ISR_CHANGE_NOTIFICATION) or [])
+                      if c.startswith(ISR_CHANGE_PREFIX))
+
+    @_zk_call
+    def read_isr_change_notifications(self, names: Iterable[str]) -> set[TopicPartition]:
+        """Union of the partitions named by these notifications (missing ones skipped)."""
+        out: set[TopicPartition] = set()
+        for got in self._get_many([isr_change_path(n) for n in names], small=True):
+            if got is not None:
+                out |= decode_partition_list(got[0])
+        return out
+
+    # -- watches ---------------------------------------------------------------------------------
+    def watch_topics(self, callback: Callable[[set[str]], None]) -> ZkWatch:
+        return self._children_watch(BROKER_TOPICS, set, callback)
+
+    def watch_topic_deletions(self, callback: Callable[[set[str]], None]) -> ZkWatch:
+        return self._children_watch(DELETE_TOPICS, set, callback)
+
+    def watch_isr_change_notifications(self, callback: Callable[[list[str]], None]) -> ZkWatch:
+        return self._children_watch(ISR_CHANGE_NOTIFICATION, lambda cs: sorted(
+            c for c in cs if c.startswith(ISR_CHANGE_PREFIX)), callback)
+
+    def watch_reassignment(self, callback: Callable[[dict | None], None]) -> ZkWatch:
+        """callback({(t, p): replicas}) when /admin/reassign_partitions exists, else None."""
+        return self._data_watch(REASSIGN_PARTITIONS, lambda data, stat:
+                                None if stat is None else decode_reassignment(data), callback)
+
+    def watch_preferred_election(self, callback: Callable[[set | None], None]) -> ZkWatch:
+        """callback({(t, p)}) when /admin/preferred_replica_election exists, else None."""
+        return self._data_watch(PREFERRED_REPLICA_ELECTION, lambda data, stat:
+                                None if stat is None else decode_partition_list(data), callback)
+
+    def watch_topic_assignment(self, topic: str,
+                               callback: Callable[[TopicAssignment | None], None]) -> ZkWatch:
+        return self._data_watch(topic_path(topic), lambda data, stat:
+                                None if stat is None else TopicAssignment.from_json(topic, data),
+                                callback)
+
+    # -- consumer offsets ----------------------------------------------------------------------
+    @_zk_call
+    def commit_offsets(self, group: str, offsets: Mapping[TopicPartition, int]) -> None:
+        """Create-or-set /consumers/<group>/offsets/<t>/<p> (plain text offsets): missing
+        parents first, then one op per partition, in one multi per ≤ MAX_OPS_PER_MULTI ops
+        (so a commit of < ~1000 partitions is atomic). If the znodes change concurrently
+        (NodeExists/NoNode/BadVersion), re-read and redo what is not yet committed."""
+        check_name(group, "consumer group")
+        remaining = {(check_topic(t), int(p)): int(o) for (t, p), o in offsets.items()}
+        group_root, group_path = f"/consumers/{group}", group_offsets_path(group)
+        for _ in range(10):
+            if not remaining:
+                return
+            topics = sorted({t for t, _ in remaining})
+            units: list[_Unit] = []
+            have_topics = self._children(group_path)
+            if have_topics is None:
+                if self._client.exists(self._abs(group_root)) is None:
+                    units.append(_Unit(None, [_Op("create", group_root)]))
+                units.append(_Unit(None, [_Op("create", group_path)]))
+                have_parts: dict[str, list[str] | None] = {}
+            else:
+                known = [t for t in topics if t in have_topics]
+                have_parts = dict(zip(known, self._children_many(
+                    [group_topic_offsets_path(group, t) for t in known], small=True)))
+            units += [_Unit(None, [_Op("create", group_topic_offsets_path(group, t))])
+                      for t in topics if have_parts.get(t) is None]
+            for (t, p), off in sorted(remaining.items()):
+                kind = "set" if str(p) in (have_parts.get(t) or ()) else "create"
+                units.append(_Unit((t, p), [_Op(kind, offset_path(group, t, p),
+                                                encode_offset(off))]))
+            for chunk in self._chunks(units, 0):
+                if not _all_ok(self._txn_async(self._flat(chunk), None).get()):
+                    break  # raced with another committer: re-read, redo the rest
+                for u in chunk:
+                    remaining.pop(u.key, None)
+        if remaining:
+            raise ZkStoreError(f"commit_offsets {group}: offsets kept changing concurrently")
+
+    @_zk_call
+    def get_committed_offsets(self, group: str, topic: str | None = None
+                              ) -> dict[TopicPartition, int]:
+        """{(topic, partition): offset} committed by ``group`` (one topic or all)."""
+        if topic is not None:
+            topics = [topic]
+        else:
+            topics = sorted(self._children(group_offsets_path(group)) or [])
+        tps = []
+        for t, parts in zip(topics, self._children_many(
+                [group_topic_offsets_path(group, t) for t in topics], small=True)):
+            tps += [(t, int(p)) for p in (parts or []) if p.isdigit()]
+        return {tp: decode_offset(got[0])
+                for tp, got in zip(tps, self._get_many([offset_path(group, t, p) for t, p in tps],
+                                              small=True))
+                if got is not None}

@@ -1,0 +1,679 @@
+"""controller/zk_store.py against the real ZooKeeper 3.8 server (no fakes).
+
+Each test works in its own chroot /rayka/<unique cluster>. Synchronisation is by
+threading.Event / queue with timeouts or poll-with-deadline, never by sleeping.
+"""
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from kazoo.client import KazooClient
+
+import controller.zk_store as zs
+from controller.zk_paths import (BrokerRegistration, LeaderIsrAndControllerEpoch,
+                                 TopicAssignment, new_topic_id)
+from controller.zk_store import (AdminOperationInProgress, BadVersion, BrokerIdInUse,
+                                 ControllerElection, ControllerMovedError, NodeExists, NoNode,
+                                 ZkStore, ZkUnavailable)
+from rayka.zookeeper import free_port
+from replicas.errors import InvalidTopic, TopicAlreadyExists, UnknownTopicOrPartition
+
+pytestmark = pytest.mark.zk
+
+ROOT = Path(__file__).resolve().parent.parent
+SESSION_S = 4.0
+
+
+# -- helpers ---------------------------------------------------------------------------------------
+def wait_until(predicate, timeout_s, what):
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            pytest.fail(f"timed out after {timeout_s} s waiting for {what}")
+        time.sleep(0.02)  # poll interval of a deadline loop, not synchronisation
+
+
+class Inbox:
+    """Collects watch callback values; ``expect`` waits for a value satisfying a predicate."""
+
+    def __init__(self):
+        self.q: queue.Queue = queue.Queue()
+        self.seen: list = []
+
+    def __call__(self, value):
+        self.q.put(value)
+
+    def expect(self, want, timeout_s=10.0):
+        pred = want if callable(want) else (lambda v: v == want)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                pytest.fail(f"no callback value matching {want!r}; saw {self.seen!r}")
+            try:
+                v = self.q.get(timeout=remaining)
+            except queue.Empty:
+                continue
+            self.seen.append(v)
+            if pred(v):
+                return v
+
+
+@pytest.fixture
+def cluster(zk_chroot):
+    return zk_chroot.lstrip("/")
+
+
+@pytest.fixture
+def stores(zk_server, cluster):
+    """Factory of started ZkStores (own kazoo sessions) on one cluster; all closed after."""
+    made = []
+
+    def make(**kw):
+        kw.setdefault("session_timeout_s", SESSION_S)
+        s = ZkStore(zk_server.connect_string, kw.pop("cluster", cluster), **kw).start()
+        made.append(s)
+        return s
+
+    yield make
+    for s in made:
+        s.close()
+
+
+def raw(zk_client, store, path):
+    data, _ = zk_client.get(store.root + path)
+    return data
+
+
+def raw_json(zk_client, store, path):
+    return json.loads(raw(zk_client, store, path))
+
+
+def exists(zk_client, store, path):
+    return zk_client.exists(store.root + path) is not None
+
+
+def expire_session(zk_server, store):
+    """A REAL server-side expiry: a second client attaches to the session and closes it."""
+    sid, pwd = store.client.client_id
+    other = KazooClient(hosts=zk_server.connect_string, client_id=(sid, pwd), timeout=SESSION_S)
+    other.start(timeout=15)
+    other.stop()
+    other.close()
+
+
+def lisr(leader, epoch, isr, ce=1):
+    return LeaderIsrAndControllerEpoch(leader, epoch, tuple(isr), ce)
+
+
+# -- JSON layout (KAFKA_FACTS §7) --------------------------------------------------------------------
+def test_znode_json_matches_kafka_layout(stores, zk_client):
+    s = stores()
+    assert exists(zk_client, s, "/brokers/ids") and exists(zk_client, s, "/brokers/topics")
+    election = s.elect_controller(7)
+    assert (election.epoch, election.controller_id) == (1, 7)
+    assert raw(zk_client, s, "/controller_epoch") == b"1"
+    ctl = raw_json(zk_client, s, "/controller")
+    assert ctl == {"version": 1, "brokerid": 7, "timestamp": ctl["timestamp"]}
+    assert isinstance(ctl["timestamp"], str) and ctl["timestamp"].isdigit()
+    assert abs(int(ctl["timestamp"]) - time.time() * 1000) < 60_000
+    assert zk_client.exists(s.root + "/controller").ephemeralOwner == s.session_id
+    assert zk_client.exists(s.root + "/controller_epoch").ephemeralOwner == 0
+
+    reg = BrokerRegistration(3, "10.0.0.5", 9092, rack="r1", node_id="abc123",
+                             actor_name="broker-3", timestamp_ms=1700000000123)
+    epoch = s.register_broker(reg, wait_s=5)
+    stat = zk_client.exists(s.root + "/brokers/ids/3")
+    assert epoch == stat.czxid and stat.ephemeralOwner == s.session_id
+    assert raw_json(zk_client, s, "/brokers/ids/3") == {
+        "version": 4, "host": "10.0.0.5", "port": 9092, "endpoints": ["PLAINTEXT://10.0.0.5:9092"],
+        "rack": "r1", "timestamp": "1700000000123", "node_id": "abc123", "actor_name": "broker-3"}
+    assert s.get_broker(3) == BrokerRegistration(3, "10.0.0.5", 9092, "r1", "abc123", "broker-3",
+                                                 1700000000123, epoch)
+
+    tid = new_topic_id()
+    ta = s.create_topic("orders", {0: [1, 2, 3], 1: [2, 3, 1], 10: [3, 1, 2]},
+                        {"retention.ms": 1000, "unclean.leader.election.enable": False}, tid)
+    assert ta.topic_id == tid and len(tid) == 22
+    assert raw_json(zk_client, s, "/brokers/topics/orders") == {
+        "version": 3, "partitions": {"0": [1, 2, 3], "1": [2, 3, 1], "10": [3, 1, 2]},
+        "adding_replicas": {}, "removing_replicas": {}, "topic_id": tid}
+    assert raw_json(zk_client, s, "/config/topics/orders") == {
+        "version": 1, "config": {"retention.ms": "1000", "unclean.leader.election.enable": "false"}}
+    assert s.get_topic_assignment("orders") == ta
+    assert s.get_topic_config("orders") == {"retention.ms": "1000",
+                                            "unclean.leader.election.enable": "false"}
+
+    w = s.fenced(election)
+    created = w.create_partition_states("orders", {0: lisr(1, 0, [1, 2, 3])})
+    assert created == {0: LeaderIsrAndControllerEpoch(1, 0, (1, 2, 3), 1, zk_version=0)}
+    assert raw_json(zk_client, s, "/brokers/topics/orders/partitions/0/state") == {
+        "version": 1, "leader": 1, "leader_epoch": 0, "controller_epoch": 1, "isr": [1, 2, 3]}
+    assert s.get_partition_state("orders", 0) == created[0]
+
+    assert s.request_topic_deletion("orders") is True
+    assert raw(zk_client, s, "/admin/delete_topics/orders") == b""
+    s.request_reassignment({("orders", 0): [3, 2, 1]})
+    assert raw_json(zk_client, s, "/admin/reassign_partitions") == {
+        "version": 1, "partitions": [{"topic": "orders", "partition": 0, "replicas": [3, 2, 1]}]}
+    s.request_preferred_election([("orders", 1), ("orders", 0)])
+    assert raw_json(zk_client, s, "/admin/preferred_replica_election") == {
+        "version": 1, "partitions": [{"topic": "orders", "partition": 0},
+                                     {"topic": "orders", "partition": 1}]}
+    name = s.create_isr_change_notification([("orders", 0)])
+    assert name.startswith("isr_change_") and name[len("isr_change_"):].isdigit()
+    assert raw_json(zk_client, s, f"/isr_change_notification/{name}") == {
+        "version": 1, "partitions": [{"topic": "orders", "partition": 0}]}
+    s.commit_offsets("g1", {("orders", 0): 42})
+    assert raw(zk_client, s, "/consumers/g1/offsets/orders/0") == b"42"
+
+
+def test_records_round_trip_through_json():
+    reg = BrokerRegistration(1, "h", 1, None, "n", "a", 5)
+    assert BrokerRegistration.from_json(1, reg.to_json(), 99) == BrokerRegistration(
+        1, "h", 1, None, "n", "a", 5, 99)
+    st = lisr(2, 7, [2, 3], ce=4)
+    assert LeaderIsrAndControllerEpoch.from_json(st.to_json(), 12) == st.with_version(12)
+    ta = TopicAssignment("t", {1: (1, 2), 0: (2, 1)}, adding_replicas={0: (3,)}, topic_id="x")
+    back = TopicAssignment.from_json("t", ta.to_json())
+    assert back == ta and json.loads(ta.to_json())["adding_replicas"] == {"0": [3]}
+    with pytest.raises(InvalidTopic):
+        TopicAssignment("a/b", {})
+
+
+# -- controller election ---------------------------------------------------------------------------
+def test_racing_elections_have_exactly_one_winner_then_failover(stores, zk_client, cluster):
+    for round_ in range(3):
+        a, b = stores(cluster=f"{cluster}-{round_}"), stores(cluster=f"{cluster}-{round_}")
+        barrier, results = threading.Barrier(2), {}
+
+        def run(store, cid):
+            barrier.wait(10)
+            try:
+                results[cid] = store.elect_controller(cid)
+            except ControllerMovedError as e:
+                results[cid] = e
+
+        threads = [threading.Thread(target=run, args=(st, cid)) for st, cid in ((a, 1), (b, 2))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(20)
+        wins = {cid: r for cid, r in results.items() if isinstance(r, ControllerElection)}
+        losses = {cid: r for cid, r in results.items() if isinstance(r, ControllerMovedError)}
+        assert len(wins) == 1 and len(losses) == 1, results
+        (winner, election), (loser, moved) = next(iter(wins.items())), next(iter(losses.items()))
+        assert election.epoch == 1 and moved.controller_id == winner
+        assert a.get_controller() == winner and a.get_controller_epoch() == (1, election.epoch_zk_version)
+
+        winner_store, loser_store = (a, b) if winner == 1 else (b, a)
+        winner_store.close()  # closing the session deletes /controller at once
+        wait_until(lambda: loser_store.get_controller() is None, 10, "/controller gone")
+        second = loser_store.elect_controller(loser)
+        assert (second.epoch, second.controller_id) == (2, loser)
+        assert raw(zk_client, loser_store, "/controller_epoch") == b"2"
+        assert second.epoch_zk_version > election.epoch_zk_version
+
+
+def test_real_session_expiry_moves_controller(stores, zk_server, zk_client):
+    a, b = stores(), stores()
+    states = Inbox()
+    a.add_state_listener(states)
+    controller_seen = Inbox()
+    b.watch_controller(controller_seen)
+    controller_seen.expect(None)
+
+    first = a.elect_controller(1)
+    assert first.epoch == 1
+    controller_seen.expect(1)
+    with pytest.raises(ControllerMovedError) as info:
+        b.elect_controller(2)
+    assert info.value.controller_id == 1
+    old_session = a.session_id
+
+    expire_session(zk_server, a)
+    controller_seen.expect(None)  # the server removed the ephemeral /controller
+    second = b.elect_controller(2)
+    assert (second.epoch, b.get_controller()) == (2, 2)
+    controller_seen.expect(2)
+    states.expect("LOST", timeout_s=20)
+    states.expect("CONNECTED", timeout_s=20)
+    wait_until(lambda: a.session_id not in (None, old_session), 20, "a new session for a")
+    # the old controller's election result is fenced now
+    with pytest.raises(ControllerMovedError) as info:
+        a.fenced(first).verify()
+    assert info.value.controller_id == 2
+    assert a.delete_controller_if_ours() is False  # not ours: b holds it
+    assert b.get_controller() == 2
+
+
+def test_election_retry_semantics_and_resign(stores, zk_client):
+    a, b = stores(), stores()
+    e1 = a.elect_controller(1)
+    # a retried election that had actually landed (e.g. after a connection loss) is accepted
+    assert a._check_controller_and_epoch(1, 1) == e1
+    # Kafka's registerController: a second attempt while holding /controller is "moved"
+    with pytest.raises(ControllerMovedError) as info:
+        a.elect_controller(1)
+    assert info.value.controller_id == 1
+    assert a.get_controller_epoch() == (1, e1.epoch_zk_version)  # nothing was bumped
+    assert b.delete_controller_if_ours() is False and a.get_controller() == 1
+    assert a.resign() is True and a.get_controller() is None
+    e2 = b.elect_controller(2)
+    assert e2.epoch == 2
+    assert b.fenced(e2).delete_controller() is True and b.get_controller() is None
+    moved = pickle.loads(pickle.dumps(ControllerMovedError("x", 5)))
+    assert moved.controller_id == 5 and str(moved) == "x"
+
+
+# -- fencing ---------------------------------------------------------------------------------------
+def test_zombie_controller_writes_are_fenced(stores, zk_client):
+    old, new = stores(), stores()
+    old.create_topic("t", {p: [1, 2] for p in range(4)})
+    e1 = old.elect_controller(1)
+    zombie = old.fenced(e1)
+    zombie.create_partition_states("t", {p: lisr(1, 0, [1, 2]) for p in range(2)})
+    before = {p: zk_client.get(old.root + f"/brokers/topics/t/partitions/{p}/state")
+              for p in range(2)}
+    topic_before = zk_client.get(old.root + "/brokers/topics/t")
+
+    assert old.resign() is True  # the old controller loses /controller but keeps e1 (a zombie)
+    e2 = new.elect_controller(2)
+    assert e2.epoch == 2
+
+    with pytest.raises(ControllerMovedError) as info:
+        zombie.update_partition_states({("t", 0): (lisr(2, 1, [2], ce=1), 0),
+                                        ("t", 1): (lisr(2, 1, [2], ce=1), 0)})
+    assert info.value.controller_id == 2
+    with pytest.raises(ControllerMovedError):
+        zombie.create_partition_states("t", {2: lisr(1, 0, [1, 2]), 3: lisr(2, 0, [2, 1])})
+    with pytest.raises(ControllerMovedError):
+        zombie.set_topic_assignment(TopicAssignment("t", {0: (9,)}))
+    with pytest.raises(ControllerMovedError):
+        zombie.delete_topic_znodes("t")
+    with pytest.raises(ControllerMovedError):
+        zombie.verify()
+
+    for p in range(2):
+        assert zk_client.get(old.root + f"/brokers/topics/t/partitions/{p}/state") == before[p]
+    for p in (2, 3):
+        assert not exists(zk_client, old, f"/brokers/topics/t/partitions/{p}")
+    assert zk_client.get(old.root + "/brokers/topics/t") == topic_before
+    # the new controller's writes land
+    res = new.fenced(e2).update_partition_states({("t", 0): (lisr(2, 1, [2], ce=2), 0)})
+    assert res == {("t", 0): 1}
+    assert new.get_partition_state("t", 0) == LeaderIsrAndControllerEpoch(2, 1, (2,), 2, 1)
+
+
+def test_fence_failure_in_a_large_pipelined_batch_writes_nothing(stores, zk_client, monkeypatch):
+    monkeypatch.setattr(zs, "MAX_OPS_PER_MULTI", 8)  # many multis per call
+    a, b = stores(), stores()
+    a.create_topic("t", {p: [1] for p in range(40)})
+    e1 = a.elect_controller(1)
+    a.fenced(e1).create_partition_states("t", {p: lisr(1, 0, [1]) for p in range(40)})
+    a.resign()
+    b.elect_controller(2)
+    with pytest.raises(ControllerMovedError):
+        a.fenced(e1).update_partition_states({("t", p): (lisr(1, 1, [1]), 0) for p in range(40)})
+    states = a.get_partition_states(["t"])
+    assert len(states) == 40 and all(st.zk_version == 0 and st.leader_epoch == 0
+                                     for st in states.values())
+
+
+# -- conditional partition-state updates ----------------------------------------------------------
+def test_stale_zk_version_fails_only_that_partition(stores, zk_client):
+    s = stores()
+    s.create_topic("t", {p: [1, 2] for p in range(5)})
+    w = s.fenced(s.elect_controller(1))
+    w.create_partition_states("t", {p: lisr(1, 0, [1, 2]) for p in range(5)})
+    assert w.update_partition_states({("t", 2): (lisr(2, 1, [2]), 0)}) == {("t", 2): 1}
+    stale_raw = raw(zk_client, s, "/brokers/topics/t/partitions/2/state")
+
+    res = w.update_partition_states({("t", p): (lisr(1, 5, [1]), 0) for p in range(5)}
+                                    | {("t", 9): (lisr(1, 5, [1]), 0)})
+    assert isinstance(res[("t", 2)], BadVersion) and res[("t", 2)].path.endswith("/2/state")
+    assert isinstance(res[("t", 9)], NoNode)
+    assert {tp: v for tp, v in res.items() if tp[1] not in (2, 9)} == {
+        ("t", 0): 1, ("t", 1): 1, ("t", 3): 1, ("t", 4): 1}
+    assert raw(zk_client, s, "/brokers/topics/t/partitions/2/state") == stale_raw
+    assert s.get_partition_state("t", 0) == LeaderIsrAndControllerEpoch(1, 5, (1,), 1, 1)
+    assert not exists(zk_client, s, "/brokers/topics/t/partitions/9")
+
+
+def test_many_stale_versions_across_chunks(stores, monkeypatch):
+    """Exercises re-commits and the one-multi-per-item fallback: every 3rd partition stale."""
+    monkeypatch.setattr(zs, "MAX_OPS_PER_MULTI", 10)
+    s = stores()
+    n = 60
+    s.create_topic("t", {p: [1] for p in range(n)})
+    w = s.fenced(s.elect_controller(1))
+    created = w.create_partition_states("t", {p: lisr(1, 0, [1]) for p in range(n)})
+    assert all(st.zk_version == 0 for st in created.values())
+    stale = {p for p in range(n) if p % 3 == 0}
+    w.update_partition_states({("t", p): (lisr(1, 1, [1]), 0) for p in stale})  # now version 1
+    res = w.update_partition_states({("t", p): (lisr(1, 2, [1]), 0) for p in range(n)})
+    assert {p for (_, p), r in res.items() if isinstance(r, BadVersion)} == stale
+    assert all(res[("t", p)] == 1 for p in range(n) if p not in stale)
+    states = s.get_partition_states(["t"])
+    assert all(states[("t", p)].leader_epoch == (1 if p in stale else 2) for p in range(n))
+
+
+def test_create_partition_states_reports_existing_per_partition(stores, zk_client, monkeypatch):
+    monkeypatch.setattr(zs, "MAX_OPS_PER_MULTI", 7)
+    s = stores()
+    s.create_topic("t", {p: [1, 2] for p in range(12)})
+    w = s.fenced(s.elect_controller(1))
+    first = w.create_partition_states("t", {p: lisr(1, 0, [1, 2]) for p in (1, 4, 5)})
+    assert all(v.zk_version == 0 for v in first.values())
+    before = raw(zk_client, s, "/brokers/topics/t/partitions/4/state")
+    res = w.create_partition_states("t", {p: lisr(2, 3, [2]) for p in range(12)})
+    assert {p for p, v in res.items() if isinstance(v, NodeExists)} == {1, 4, 5}
+    assert all(res[p] == lisr(2, 3, [2]).with_version(0) for p in range(12) if p not in (1, 4, 5))
+    assert raw(zk_client, s, "/brokers/topics/t/partitions/4/state") == before
+    assert len(s.get_partition_states(["t"])) == 12
+    # a topic znode that is gone: NoNode for each partition, nothing created
+    res = w.create_partition_states("ghost", {0: lisr(1, 0, [1])})
+    assert isinstance(res[0], NoNode) and not exists(zk_client, s, "/brokers/topics/ghost")
+
+
+# -- broker registration ---------------------------------------------------------------------------
+def test_broker_registration_waits_out_an_expired_session(stores, zk_server):
+    old, new, watcher = stores(), stores(), stores()
+    ids = Inbox()
+    watcher.watch_broker_ids(ids)
+    ids.expect(set())
+    old_epoch = old.register_broker(BrokerRegistration(1, "h", 1, node_id="old"), wait_s=5)
+    ids.expect({1})
+    assert old.register_broker(BrokerRegistration(1, "h", 1), wait_s=1) == old_epoch  # ours
+    with pytest.raises(BrokerIdInUse):
+        new.register_broker(BrokerRegistration(1, "h", 2, node_id="new"), wait_s=0.3)
+
+    result, done = {}, threading.Event()
+
+    def register():
+        result["epoch"] = new.register_broker(BrokerRegistration(1, "h", 2, node_id="new"),
+                                              wait_s=20)
+        done.set()
+
+    t = threading.Thread(target=register)
+    t.start()
+    assert not done.is_set()  # cannot finish while the old session's node exists
+    assert watcher.get_broker(1).node_id == "old"
+    expire_session(zk_server, old)
+    assert done.wait(20)
+    t.join(5)
+    assert result["epoch"] > old_epoch
+    brokers = watcher.get_brokers()
+    assert brokers[1].node_id == "new" and brokers[1].epoch == result["epoch"]
+    assert brokers[1].port == 2
+
+
+_CRASHER = r"""
+import sys, threading
+sys.path.insert(0, sys.argv[1])
+from controller.zk_store import ZkStore
+from controller.zk_paths import BrokerRegistration
+s = ZkStore(sys.argv[2], sys.argv[3], session_timeout_s=1.0).start()
+epoch = s.register_broker(BrokerRegistration(5, "crashed", 1), wait_s=5)
+print(epoch, s.session_id, flush=True)
+threading.Event().wait()
+"""
+
+
+def test_broker_registration_after_its_process_was_killed(stores, zk_server, cluster):
+    """A SIGKILLed broker process leaves its node until the server expires the session."""
+    proc = subprocess.Popen([sys.executable, "-c", _CRASHER, str(ROOT), zk_server.connect_string,
+                             cluster], stdout=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline().split()
+        old_epoch, old_session = int(line[0]), int(line[1])
+        os.kill(proc.pid, signal.SIGKILL)  # by our child's pid
+        proc.wait(10)
+    finally:
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+    s = stores()
+    assert s.get_broker(5).host == "crashed"
+    assert s.client.exists(s.root + "/brokers/ids/5").ephemeralOwner == old_session
+    epoch = s.register_broker(BrokerRegistration(5, "restarted", 2), wait_s=20)
+    assert epoch > old_epoch
+    assert s.get_brokers()[5] == BrokerRegistration(5, "restarted", 2, timestamp_ms=
+                                                    s.get_broker(5).timestamp_ms, epoch=epoch)
+
+
+# -- topics (admin) ----------------------------------------------------------------------------------
+def test_create_topic_twice_and_failed_creates_leave_nothing(stores, zk_client):
+    s = stores()
+    s.create_topic("t", {0: [1, 2]}, {"a": "1"})
+    before = {p: zk_client.get(s.root + p) for p in ("/brokers/topics/t", "/config/topics/t")}
+    with pytest.raises(TopicAlreadyExists):
+        s.create_topic("t", {0: [3], 1: [3]}, {"a": "2"})
+    assert {p: zk_client.get(s.root + p) for p in before} == before
+
+    # /brokers/topics/x exists without a config: the failed create must not leave a config
+    zk_client.create(s.root + "/brokers/topics/x", b'{"version":3,"partitions":{}}')
+    with pytest.raises(TopicAlreadyExists):
+        s.create_topic("x", {0: [1]}, {"b": "1"})
+    assert not exists(zk_client, s, "/config/topics/x")
+
+    # a topic being deleted cannot be re-created yet
+    s.request_topic_deletion("t")
+    with pytest.raises(TopicAlreadyExists):
+        s.create_topic("t", {0: [1]})
+    with pytest.raises(InvalidTopic):
+        s.create_topic("bad/name", {0: [1]})
+    assert s.get_topics() == {"t", "x"}
+
+
+def test_topic_deletion_requests_and_admin_requests(stores, zk_client):
+    s = stores()
+    with pytest.raises(UnknownTopicOrPartition):
+        s.request_topic_deletion("nope")
+    assert not exists(zk_client, s, "/admin/delete_topics/nope")
+    s.create_topic("t", {0: [1]})
+    assert s.request_topic_deletion("t") is True
+    assert s.request_topic_deletion("t") is False
+    assert s.get_topic_deletions() == {"t"}
+    with pytest.raises(UnknownTopicOrPartition):
+        s.set_topic_config("nope", {"x": 1})
+    assert not exists(zk_client, s, "/config/topics/nope")
+    s.set_topic_config("t", {"x": 2})
+    assert s.get_topic_config("t") == {"x": "2"}
+
+    s.request_reassignment({("t", 0): [2, 1]})
+    with pytest.raises(AdminOperationInProgress):
+        s.request_reassignment({("t", 0): [3]})
+    assert s.get_reassignment() == {("t", 0): (2, 1)}
+    s.request_preferred_election([("t", 0)])
+    with pytest.raises(AdminOperationInProgress):
+        s.request_preferred_election([("t", 0)])
+    assert s.get_preferred_election() == {("t", 0)}
+    w = s.fenced(s.elect_controller(1))
+    assert w.delete_reassign_partitions() is True and w.delete_reassign_partitions() is False
+    assert w.delete_preferred_election() is True and s.get_preferred_election() == set()
+    names = [s.create_isr_change_notification([("t", 0)]),
+             s.create_isr_change_notification([("t", 1), ("u", 0)])]
+    assert s.get_isr_change_notifications() == sorted(names)
+    assert s.read_isr_change_notifications(names) == {("t", 0), ("t", 1), ("u", 0)}
+    assert w.delete_isr_change_notifications(names + ["isr_change_9999999999"]) == 2
+    assert s.get_isr_change_notifications() == []
+
+
+def test_fenced_topic_deletion_removes_every_znode(stores, zk_client, monkeypatch):
+    monkeypatch.setattr(zs, "MAX_OPS_PER_MULTI", 9)  # deletes span many multis, in order
+    s = stores()
+    s.create_topic("gone", {p: [1] for p in range(10)}, {"c": 1})
+    s.create_topic("kept", {0: [1]})
+    w = s.fenced(s.elect_controller(1))
+    w.create_partition_states("gone", {p: lisr(1, 0, [1]) for p in range(10)})
+    w.create_partition_states("kept", {0: lisr(1, 0, [1])})
+    s.request_topic_deletion("gone")
+    assert w.delete_topic_znodes("gone") == 1 + 1 + 10 + 10 + 1 + 1  # topic, partitions, p, state, config, marker
+    for p in ("/brokers/topics/gone", "/config/topics/gone", "/admin/delete_topics/gone"):
+        assert not exists(zk_client, s, p)
+    assert s.get_topics() == {"kept"} and len(s.get_partition_states()) == 1
+    assert w.delete_topic_znodes("gone") == 0  # idempotent
+    ta = TopicAssignment("kept", {0: (1,), 1: (1,)}, topic_id=s.get_topic_assignment("kept").topic_id)
+    assert w.set_topic_assignment(ta) == 1
+    assert s.get_topic_assignment("kept") == ta
+    with pytest.raises(BadVersion):
+        w.set_topic_assignment(ta, expected_version=0)
+    with pytest.raises(NoNode):
+        w.set_topic_assignment(TopicAssignment("gone", {0: (1,)}))
+
+
+# -- 10,000 partitions -----------------------------------------------------------------------------
+def test_ten_thousand_partition_states(stores, capsys):
+    s = stores()
+    n = 10_000
+    s.create_topic("big", {p: [1, 2, 3] for p in range(n)})
+    w = s.fenced(s.elect_controller(1))
+    t0 = time.monotonic()
+    for start in range(0, n, 2_500):
+        res = w.create_partition_states("big", {p: lisr(1 + p % 3, 0, [1, 2, 3])
+                                                for p in range(start, start + 2_500)})
+        assert all(isinstance(v, LeaderIsrAndControllerEpoch) for v in res.values())
+    t_create = time.monotonic() - t0
+    t0 = time.monotonic()
+    states = s.get_partition_states(["big"])
+    t_read = time.monotonic() - t0
+    t0 = time.monotonic()
+    res = w.update_partition_states({("big", p): (lisr(1, 1, [1]), 0) for p in range(n)})
+    t_update = time.monotonic() - t0
+    with capsys.disabled():
+        print(f"\n[zk_store] 10,000 partition states: create {t_create:.2f} s, "
+              f"read {t_read:.2f} s, update {t_update:.2f} s")
+    assert len(states) == n
+    assert states[("big", 4_321)] == LeaderIsrAndControllerEpoch(1 + 4_321 % 3, 0, (1, 2, 3), 1, 0)
+    assert set(res.values()) == {1}
+    assert t_read < 5.0
+
+
+def test_multi_read_and_plain_reads_agree(stores):
+    fast, plain = stores(), stores(multi_read=False)
+    n = 2 * zs.MAX_READS_PER_MULTI_READ + 100  # several multiRead batches
+    fast.create_topic("t", {p: [1] for p in range(n)})
+    w = fast.fenced(fast.elect_controller(1))
+    w.create_partition_states("t", {p: lisr(1, p, [1]) for p in range(0, n, 2)})
+    fast.client.create(fast.root + "/brokers/topics/t/partitions/1")  # listed, but no state
+    a = fast.get_partition_states(["t", "missing"])
+    b = plain.get_partition_states(["t", "missing"])
+    assert a == b and len(a) == (n + 1) // 2 and a[("t", 42)].leader_epoch == 42
+    assert fast._multi_read_ok  # the real 3.8 server answered multiRead
+    got = fast._get_many(["/brokers/topics/t", "/nope", "/brokers/topics/t/partitions/0/state"],
+                         small=True)
+    assert got[1] is None and got[0][0] == fast.client.get(fast.root + "/brokers/topics/t")[0]
+    assert got[2][1].version == 0
+    assert fast._children_many(["/brokers/topics", "/nope"], small=True) == [["t"], None]
+    err = pickle.loads(pickle.dumps(BadVersion("/x")))
+    assert isinstance(err, BadVersion) and err.path == "/x"
+
+
+# -- watches ---------------------------------------------------------------------------------------
+def test_watches_forward_changes(stores, zk_client):
+    s, other = stores(), stores()
+    brokers, controller, topics, deletions = Inbox(), Inbox(), Inbox(), Inbox()
+    isr, reassign, preferred, assignment = Inbox(), Inbox(), Inbox(), Inbox()
+    s.watch_broker_ids(brokers)
+    s.watch_controller(controller)
+    s.watch_topics(topics)
+    s.watch_topic_deletions(deletions)
+    s.watch_isr_change_notifications(isr)
+    s.watch_reassignment(reassign)
+    s.watch_preferred_election(preferred)
+    s.watch_topic_assignment("t", assignment)
+    for inbox, initial in ((brokers, set()), (controller, None), (topics, set()),
+                           (deletions, set()), (isr, []), (reassign, None), (preferred, None),
+                           (assignment, None)):
+        inbox.expect(initial)
+
+    other.register_broker(BrokerRegistration(1, "h", 1), wait_s=5)
+    brokers.expect({1})
+    s.register_broker(BrokerRegistration(2, "h", 2), wait_s=5)
+    brokers.expect({1, 2})
+    other.elect_controller(9)
+    controller.expect(9)
+    other.close()  # session closed: broker 1 and /controller vanish
+    brokers.expect({2})
+    controller.expect(None)
+    e = s.elect_controller(3)
+    controller.expect(3)
+
+    ta = s.create_topic("t", {0: [2]})
+    topics.expect({"t"})
+    assignment.expect(ta)
+    s.fenced(e).set_topic_assignment(TopicAssignment("t", {0: (2,), 1: (2,)}, topic_id=ta.topic_id))
+    assignment.expect(lambda v: v is not None and set(v.partitions) == {0, 1})
+    s.request_topic_deletion("t")
+    deletions.expect({"t"})
+    name = s.create_isr_change_notification([("t", 0)])
+    isr.expect([name])
+    s.request_reassignment({("t", 0): [2]})
+    reassign.expect({("t", 0): (2,)})
+    s.request_preferred_election([("t", 0)])
+    preferred.expect({("t", 0)})
+    s.fenced(e).delete_preferred_election()
+    preferred.expect(None)
+    s.fenced(e).delete_topic_znodes("t")
+    topics.expect(set())
+    assignment.expect(None)
+    deletions.expect(set())
+
+
+def test_children_watch_survives_parent_deletion_and_cancel(stores, zk_client):
+    s = stores()
+    seen, cancelled = Inbox(), Inbox()
+    s.watch_broker_ids(seen)
+    w = s.watch_broker_ids(cancelled)
+    seen.expect(set())
+    cancelled.expect(set())
+    w.cancel()
+    zk_client.delete(s.root + "/brokers/ids")
+    seen.expect(set())
+    zk_client.create(s.root + "/brokers/ids")
+    s.register_broker(BrokerRegistration(4, "h", 4), wait_s=5)
+    seen.expect({4})
+    assert cancelled.q.empty()  # nothing forwarded after cancel()
+
+
+def test_state_listener_and_unreachable_server(stores, zk_server):
+    s = stores()
+    states = Inbox()
+    s.add_state_listener(states)
+    s.remove_state_listener(states)
+    port = free_port()
+    t0 = time.monotonic()
+    with pytest.raises(ZkUnavailable) as info:
+        ZkStore(f"127.0.0.1:{port}", "x", connection_timeout_s=1.0).start()
+    assert time.monotonic() - t0 < 10 and f"127.0.0.1:{port}" in str(info.value)
+    assert states.q.empty()
+
+
+# -- consumer offsets --------------------------------------------------------------------------------
+def test_consumer_offsets(stores, zk_client, monkeypatch):
+    s = stores()
+    assert s.get_committed_offsets("g") == {}
+    s.commit_offsets("g", {("a", 0): 5, ("a", 1): 7, ("b", 0): 0})
+    assert s.get_committed_offsets("g") == {("a", 0): 5, ("a", 1): 7, ("b", 0): 0}
+    s.commit_offsets("g", {("a", 1): 9, ("c", 3): 1})
+    assert s.get_committed_offsets("g") == {("a", 0): 5, ("a", 1): 9, ("b", 0): 0, ("c", 3): 1}
+    assert s.get_committed_offsets("g", "a") == {("a", 0): 5, ("a", 1): 9}
+    assert raw(zk_client, s, "/consumers/g/offsets/a/1") == b"9"
+    assert s.get_committed_offsets("other") == {}
+    monkeypatch.setattr(zs, "MAX_OPS_PER_MULTI", 10)
+    s.commit_offsets("h", {("t", p): p * 10 for p in range(35)})
+    assert s.get_committed_offsets("h") == {("t", p): p * 10 for p in range(35)}
