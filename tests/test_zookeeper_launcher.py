@@ -5,7 +5,6 @@ import os
 import re
 import socket
 import threading
-import time
 
 import pytest
 from kazoo.client import KazooClient, KazooState
@@ -13,22 +12,9 @@ from kazoo.exceptions import KazooException
 
 from rayka.zookeeper import (ZooKeeperLaunchError, ZooKeeperServer, find_java,
                              zookeeper_classpath)
-# Harmless if tests/conftest.py also provides them; makes this module self-contained.
-from tests.zk_fixtures import zk_chroot, zk_client, zk_ensemble, zk_server  # noqa: F401
+from tests.zk_helpers import wait_until
 
 pytestmark = pytest.mark.zk
-
-
-def wait_until(predicate, timeout_s, what):
-    """Poll predicate until truthy (returns its value) or fail after timeout_s."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            pytest.fail(f"timed out after {timeout_s} s waiting for {what}")
-        time.sleep(0.02)
 
 
 def pid_exists(pid):

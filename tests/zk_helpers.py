@@ -1,0 +1,98 @@
+"""Helpers and fixtures shared by the tests that run against the real ZooKeeper store."""
+from __future__ import annotations
+
+import json
+import queue
+import time
+
+import pytest
+from kazoo.client import KazooClient
+
+from controller.zk_paths import LeaderIsrAndControllerEpoch
+from controller.zk_store import ZkStore
+
+SESSION_S = 4.0
+
+
+def wait_until(predicate, timeout_s, what):
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            pytest.fail(f"timed out after {timeout_s} s waiting for {what}")
+        time.sleep(0.02)  # poll interval of a deadline loop, not synchronisation
+
+
+class Inbox:
+    """Collects watch callback values; ``expect`` waits for a value satisfying a predicate."""
+
+    def __init__(self):
+        self.q: queue.Queue = queue.Queue()
+        self.seen: list = []
+
+    def __call__(self, value):
+        self.q.put(value)
+
+    def expect(self, want, timeout_s=10.0):
+        pred = want if callable(want) else (lambda v: v == want)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                pytest.fail(f"no callback value matching {want!r}; saw {self.seen!r}")
+            try:
+                v = self.q.get(timeout=remaining)
+            except queue.Empty:
+                continue
+            self.seen.append(v)
+            if pred(v):
+                return v
+
+
+@pytest.fixture
+def cluster(zk_chroot):
+    return zk_chroot.lstrip("/")
+
+
+@pytest.fixture
+def stores(zk_server, cluster):
+    """Factory of started ZkStores (own kazoo sessions) on one cluster; all closed after."""
+    made = []
+
+    def make(**kw):
+        kw.setdefault("session_timeout_s", SESSION_S)
+        s = ZkStore(zk_server.connect_string, kw.pop("cluster", cluster), **kw).start()
+        made.append(s)
+        return s
+
+    yield make
+    for s in made:
+        s.close()
+
+
+def raw(zk_client, store, path):
+    data, _ = zk_client.get(store.root + path)
+    return data
+
+
+def raw_json(zk_client, store, path):
+    return json.loads(raw(zk_client, store, path))
+
+
+def exists(zk_client, store, path):
+    return zk_client.exists(store.root + path) is not None
+
+
+def expire_session(zk_server, store):
+    """A REAL server-side expiry: a second client attaches to the session and closes it."""
+    sid, pwd = store.client.client_id
+    other = KazooClient(hosts=zk_server.connect_string, client_id=(sid, pwd), timeout=SESSION_S)
+    other.start(timeout=15)
+    other.stop()
+    other.close()
+
+
+def lisr(leader, epoch, isr, ce=1):
+    return LeaderIsrAndControllerEpoch(leader, epoch, tuple(isr), ce)
