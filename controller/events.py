@@ -1,0 +1,162 @@
+"""Every controller event, as frozen dataclasses (Kafka's ControllerEvent hierarchy).
+
+Rules:
+- ZooKeeper watches, broker responses, admin calls and timers only CREATE these and put
+  them on the controller's queue; the one event thread hands each to
+  `Controller.process(event)`, which calls `process_<snake_case_name>`.
+- Events carry data, never behaviour; a reply channel (for requests that wait for an
+  answer, e.g. controlled shutdown, AlterPartition) is a callable the handler calls once.
+- An event's name says what happened, not what to do.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from controller.zk_paths import LeaderIsrAndControllerEpoch, TopicPartition
+
+Reply = Callable[[Any], None]
+
+
+def _no_reply(_result) -> None:
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class Startup:
+    """The controller candidate starts: register watches, try to become controller."""
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerChange:
+    """/controller was created or changed: resign if it no longer names us."""
+
+
+@dataclass(frozen=True, slots=True)
+class Reelect:
+    """/controller was deleted: resign if we were controller, then try to win."""
+
+
+@dataclass(frozen=True, slots=True)
+class Expire:
+    """Our ZooKeeper session expired: the queue was cleared and this put first."""
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerChange:
+    """The children of /brokers/ids changed."""
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerModification:
+    """The data of /brokers/ids/<id> changed."""
+
+    broker_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class TopicChange:
+    """The children of /brokers/topics changed (topics created or removed)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TopicDeletion:
+    """The children of /admin/delete_topics changed."""
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionModifications:
+    """/brokers/topics/<topic> changed (partitions added, or a reassignment written)."""
+
+    topic: str
+
+
+@dataclass(frozen=True, slots=True)
+class TopicConfigChange:
+    """/config/topics/<topic> changed (e.g. unclean.leader.election.enable turned on)."""
+
+    topic: str
+
+
+@dataclass(frozen=True, slots=True)
+class ReassignPartitions:
+    """/admin/reassign_partitions was created."""
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionReassignmentIsrChange:
+    """The ISR of a partition being reassigned changed: maybe the new replicas caught up."""
+
+    partition: TopicPartition
+
+
+@dataclass(frozen=True, slots=True)
+class PreferredReplicaElection:
+    """/admin/preferred_replica_election was created (or an admin call asked directly)."""
+
+    partitions: frozenset = frozenset()
+    reply: Reply = field(default=_no_reply, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class AutoPreferredReplicaElection:
+    """The leader-imbalance timer fired (leader.imbalance.check.interval.seconds)."""
+
+
+@dataclass(frozen=True, slots=True)
+class IsrChangeNotification:
+    """Children appeared under /isr_change_notification: refresh those partitions."""
+
+
+@dataclass(frozen=True, slots=True)
+class AlterPartition:
+    """A partition leader proposes new ISRs (KIP-497); the reply is partition → state or error."""
+
+    broker_id: int
+    broker_epoch: int
+    proposals: Mapping[TopicPartition, LeaderIsrAndControllerEpoch]
+    reply: Reply = field(default=_no_reply, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class ControlledShutdown:
+    """A broker asks to shut down; the reply is the set of partitions it still leads."""
+
+    broker_id: int
+    broker_epoch: int
+    reply: Reply = field(default=_no_reply, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderAndIsrResponse:
+    """A broker answered a LeaderAndIsr: partition → error code (0 = none)."""
+
+    broker_id: int
+    errors: Mapping[TopicPartition, int]
+
+
+@dataclass(frozen=True, slots=True)
+class StopReplicaResponse:
+    """A broker answered a StopReplica(delete=true): partition → error code."""
+
+    broker_id: int
+    errors: Mapping[TopicPartition, int]
+
+
+@dataclass(frozen=True, slots=True)
+class Shutdown:
+    """Stop the event thread after resigning."""
+
+
+EVENTS = (Startup, ControllerChange, Reelect, Expire, BrokerChange, BrokerModification,
+          TopicChange, TopicDeletion, PartitionModifications, TopicConfigChange,
+          ReassignPartitions, PartitionReassignmentIsrChange, PreferredReplicaElection,
+          AutoPreferredReplicaElection, IsrChangeNotification, AlterPartition,
+          ControlledShutdown, LeaderAndIsrResponse, StopReplicaResponse, Shutdown)
+
+
+def handler_name(event) -> str:
+    """`process_<snake_case event name>`, e.g. BrokerChange → process_broker_change."""
+    return "process_" + re.sub(r"(?<!^)(?=[A-Z])", "_", type(event).__name__).lower()
