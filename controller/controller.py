@@ -1,0 +1,378 @@
+"""The controller (Kafka's KafkaController, ZooKeeper mode), KAFKA_FACTS §1-5.
+
+Rules:
+- Every change happens in `process(event)` on the event loop's one thread; ZooKeeper
+  watches and broker replies only enqueue events.
+- Election (`elect`): if /controller names someone, remember them and stop; otherwise the
+  store's one multi-op creates /controller and bumps /controller_epoch. Losing the race is
+  "controller moved" → maybe_resign. Any other failure half-way → trigger_controller_move
+  (delete /controller if ours, resign) so another candidate can try.
+- on_controller_failover, in Kafka's order: register watches → load the context from ZK →
+  UpdateMetadata to all live brokers → replica state machine startup → partition state
+  machine startup → (resume deletions/reassignments/preferred elections: later stages).
+- Every ZooKeeper write goes through the FencedWriter of the won epoch; a failed epoch
+  check (ControllerMovedError) aborts the event and resigns at once.
+- Resignation drops watches, context and pending requests; brokers will ignore anything a
+  resigned controller might still have in flight because its epoch is stale.
+- Broker change: (ZK ids − cached) started, (cached − ZK ids) failed, same id with a newer
+  czxid (broker epoch) bounced = failure then startup.
+- Requests from brokers (AlterPartition, ControlledShutdown) carry the broker epoch; a stale
+  one is rejected with STALE_BROKER_EPOCH (77).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Callable
+
+from controller import events as ev
+from controller.broker_requests import alter_partition, controlled_shutdown
+from controller.context import ControllerContext, PartitionReplica, ReplicaAssignment, TopicPartition
+from controller.event_loop import EventLoop
+from controller.partition_state_machine import Election, PartitionStateMachine, Strategy
+from controller.replica_state_machine import ReplicaStateMachine
+from controller.requests import BrokerChannel, RequestBatch
+from controller.states import PartitionState as P, ReplicaState as R
+from controller.store_api import ControllerMovedError, ZkStoreError
+from controller.zk_paths import LeaderIsrAndControllerEpoch
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerConfig:
+    auto_leader_rebalance_enable: bool = True
+    leader_imbalance_check_interval_ms: int = 300_000
+    leader_imbalance_per_broker_percentage: int = 10
+
+
+class _Fenced:
+    """The ControllerStore the state machines use: fenced writes, plain reads."""
+
+    def __init__(self, store, writer):
+        self.store, self.writer = store, writer
+
+    def create_partition_states(self, topic, states):
+        return self.writer.create_partition_states(topic, states)
+
+    def update_partition_states(self, updates):
+        return self.writer.update_partition_states(updates)
+
+    def get_partition_state(self, topic, partition):
+        return self.store.get_partition_state(topic, partition)
+
+
+class Controller:
+    def __init__(self, controller_id: int, store, channel: BrokerChannel,
+                 clock_ms: Callable[[], int], config: ControllerConfig = ControllerConfig()):
+        self.id = controller_id
+        self.store = store
+        self.channel = channel
+        self.clock_ms = clock_ms
+        self.config = config
+        self.active_controller_id: int | None = None
+        self.election = None
+        self.failovers = 0
+        self.loop = EventLoop(self.process, name=f"controller-{controller_id}-events")
+        self._watches: list = []
+        self._topic_watches: dict[str, object] = {}
+        self._reset()
+
+    def _reset(self) -> None:
+        self.ctx = ControllerContext()
+        self.batch = RequestBatch(self.id, self.ctx)
+        self.fenced = None
+        self.psm = self.rsm = None
+
+    @property
+    def is_active(self) -> bool:
+        return self.active_controller_id == self.id and self.election is not None
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def start(self) -> "Controller":
+        self.store.add_state_listener(self._on_session_state)
+        self.loop.start()
+        self.loop.put(ev.Startup())
+        return self
+
+    def shutdown(self) -> None:
+        self.loop.shutdown()
+
+    def _on_session_state(self, state: str) -> None:
+        if state == "LOST":
+            self.loop.expire()
+        elif state == "CONNECTED" and self._session_lost:
+            self.loop.put(ev.Reelect())
+        self._session_lost = state == "LOST" or (self._session_lost and state != "CONNECTED")
+
+    _session_lost = False
+
+    def process(self, event) -> None:
+        handler = getattr(self, ev.handler_name(event))
+        try:
+            self.batch.new_batch()
+            handler(event)
+        except ControllerMovedError as exc:
+            log.warning("controller %s: %s; resigning", self.id, exc)
+            self.batch.clear()
+            self.maybe_resign()
+        except ZkStoreError:
+            self.batch.clear()
+            raise
+
+    # -- election ----------------------------------------------------------------------------
+    def process_startup(self, _e) -> None:
+        self._watches.append(self.store.watch_controller(self._on_controller_znode))
+        self.elect()
+
+    def _on_controller_znode(self, controller_id) -> None:
+        self.loop.put(ev.Reelect() if controller_id is None else ev.ControllerChange())
+
+    def process_controller_change(self, _e) -> None:
+        self.maybe_resign()
+
+    def process_reelect(self, _e) -> None:
+        self.maybe_resign()
+        self.elect()
+
+    def process_expire(self, _e) -> None:
+        self.active_controller_id = None
+        if self.election is not None:
+            self.on_controller_resignation()
+
+    def process_shutdown(self, _e) -> None:
+        if self.is_active:
+            self.on_controller_resignation()
+            self.store.delete_controller_if_ours()
+
+    def elect(self) -> None:
+        current = self.store.get_controller()
+        if current is not None:
+            self.active_controller_id = current
+            return
+        try:
+            self.election = self.store.elect_controller(self.id)
+        except ControllerMovedError as exc:
+            self.election = None
+            self.active_controller_id = exc.controller_id
+            return
+        self.active_controller_id = self.id
+        try:
+            self.on_controller_failover()
+        except ControllerMovedError:
+            raise
+        except Exception:
+            log.exception("controller %s failed during failover; moving", self.id)
+            self.trigger_controller_move()
+
+    def maybe_resign(self) -> None:
+        was_active = self.is_active
+        self.active_controller_id = self.store.get_controller()
+        if was_active and self.active_controller_id != self.id:
+            self.on_controller_resignation()
+
+    def trigger_controller_move(self) -> None:
+        self.on_controller_resignation()
+        self.store.delete_controller_if_ours()
+        self.active_controller_id = None
+
+    def on_controller_resignation(self) -> None:
+        for watch in self._watches[1:] + list(self._topic_watches.values()):
+            watch.cancel()
+        del self._watches[1:]
+        self._topic_watches.clear()
+        self.election = None
+        self._reset()
+
+    def on_controller_failover(self) -> None:
+        election = self.election
+        self.fenced = _Fenced(self.store, self.store.fenced(election))
+        self.ctx.epoch, self.ctx.epoch_zk_version = election.epoch, election.epoch_zk_version
+        self.psm = PartitionStateMachine(self.ctx, self.batch, self.fenced)
+        self.rsm = ReplicaStateMachine(self.ctx, self.batch, self.fenced)
+        put = self.loop.put
+        self._watches += [
+            self.store.watch_broker_ids(lambda _ids: put(ev.BrokerChange())),
+            self.store.watch_topics(lambda _t: put(ev.TopicChange())),
+            self.store.watch_topic_deletions(lambda _t: put(ev.TopicDeletion())),
+            self.store.watch_isr_change_notifications(lambda _n: put(ev.IsrChangeNotification())),
+        ]
+        self._load_context()
+        self.batch.add_update_metadata(self.ctx.live_or_shutting_down_broker_ids())
+        self.rsm.startup()
+        self.psm.startup()
+        self.send()
+        self.failovers += 1
+        log.info("controller %s active at epoch %s: %d brokers, %d partitions", self.id,
+                 self.ctx.epoch, len(self.ctx.live_brokers), len(self.ctx.leadership))
+
+    def _load_context(self) -> None:
+        ctx = self.ctx
+        ctx.live_brokers = self.store.get_brokers()
+        for topic, assignment in self.store.get_all_assignments().items():
+            self._add_topic(topic, assignment)
+        ctx.leadership.update((TopicPartition(*tp), state)
+                              for tp, state in self.store.get_partition_states().items())
+        ctx.topics_to_delete |= self.store.get_topic_deletions()
+
+    def _add_topic(self, topic, assignment) -> None:
+        self.ctx.topic_ids[topic] = assignment.topic_id
+        self.ctx.topic_configs[topic] = self.store.get_topic_config(topic) or {}
+        for p, replicas in assignment.partitions.items():
+            self.ctx.set_assignment(TopicPartition(topic, p), ReplicaAssignment(
+                tuple(replicas), assignment.adding_replicas.get(p, ()),
+                assignment.removing_replicas.get(p, ())))
+        put = self.loop.put
+        self._topic_watches[topic] = self.store.watch_topic_assignment(
+            topic, lambda *_a, t=topic: put(ev.PartitionModifications(t)))
+
+    def send(self) -> None:
+        self.batch.send(self.channel)
+
+    # -- brokers -----------------------------------------------------------------------------
+    def process_broker_change(self, _e) -> None:
+        if not self.is_active:
+            return
+        current = self.store.get_brokers()
+        cached = self.ctx.live_brokers
+        started = set(current) - set(cached)
+        failed = set(cached) - set(current)
+        bounced = {b for b in set(current) & set(cached) if current[b].epoch > cached[b].epoch}
+        for b in failed | bounced:
+            cached.pop(b)
+        if failed or bounced:
+            self.on_broker_failure(failed | bounced)
+        for b in started | bounced:
+            cached[b] = current[b]
+        if started or bounced:
+            self.on_broker_startup(started | bounced)
+        self.send()
+
+    def process_broker_modification(self, e: ev.BrokerModification) -> None:
+        if self.is_active and (reg := self.store.get_broker(e.broker_id)) is not None:
+            self.ctx.live_brokers[e.broker_id] = reg
+            self.batch.add_update_metadata(self.ctx.live_or_shutting_down_broker_ids())
+            self.send()
+
+    def on_broker_startup(self, broker_ids: set[int]) -> None:
+        self.ctx.shutting_down -= broker_ids
+        self.batch.add_update_metadata(self.ctx.live_or_shutting_down_broker_ids())
+        self.rsm.handle_state_changes(self.ctx.replicas_on_brokers(broker_ids), R.ONLINE)
+        self.psm.trigger_online_state_change()
+
+    def on_broker_failure(self, broker_ids: set[int]) -> None:
+        self.ctx.shutting_down -= broker_ids
+        led = [tp for tp in self.ctx.all_partitions()
+               if (s := self.ctx.leadership.get(tp)) is not None and s.leader in broker_ids
+               and not self.ctx.is_topic_queued_for_deletion(tp.topic)]
+        self.psm.handle_state_changes(led, P.OFFLINE)
+        self.psm.trigger_online_state_change()
+        self.rsm.handle_state_changes(self.ctx.replicas_on_brokers(broker_ids), R.OFFLINE)
+        if not led:
+            self.batch.add_update_metadata(self.ctx.live_or_shutting_down_broker_ids())
+
+    # -- topics --------------------------------------------------------------------------------
+    def process_topic_change(self, _e) -> None:
+        if not self.is_active:
+            return
+        topics = self.store.get_topics()
+        new = topics - self.ctx.all_topics
+        for gone in self.ctx.all_topics - topics:
+            self.ctx.remove_topic(gone)
+            watch = self._topic_watches.pop(gone, None)
+            if watch is not None:
+                watch.cancel()
+        if not new:
+            return
+        created = []
+        for topic, assignment in self.store.get_all_assignments(new).items():
+            self._add_topic(topic, assignment)
+            created += self.ctx.partitions_for_topic(topic)
+        self.on_new_partition_creation(created)
+        self.send()
+
+    def on_new_partition_creation(self, partitions) -> None:
+        replicas = self.ctx.replicas_for_partitions(partitions)
+        self.psm.handle_state_changes(partitions, P.NEW)
+        self.rsm.handle_state_changes(replicas, R.NEW)
+        self.psm.handle_state_changes(partitions, P.ONLINE, Election(Strategy.OFFLINE, False))
+        self.rsm.handle_state_changes(replicas, R.ONLINE)
+
+    def process_partition_modifications(self, e: ev.PartitionModifications) -> None:
+        if not self.is_active or e.topic not in self.ctx.assignments:
+            return
+        assignment = self.store.get_topic_assignment(e.topic)
+        if assignment is None:
+            return
+        added = [TopicPartition(e.topic, p) for p in assignment.partitions
+                 if TopicPartition(e.topic, p) not in self.ctx.partition_states]
+        for tp in added:
+            self.ctx.set_assignment(tp, ReplicaAssignment(tuple(assignment.partitions[tp.partition])))
+        if added:
+            self.on_new_partition_creation(added)
+            self.send()
+
+    def process_topic_config_change(self, e: ev.TopicConfigChange) -> None:
+        if self.is_active:
+            self.ctx.topic_configs[e.topic] = self.store.get_topic_config(e.topic) or {}
+
+    def process_isr_change_notification(self, _e) -> None:
+        """Refresh partitions some broker changed in ZK directly (Kafka < 2.7 path)."""
+        if not self.is_active:
+            return
+        names = self.store.get_isr_change_notifications()
+        if not names:
+            return
+        partitions = self.store.read_isr_change_notifications(names)
+        for t, p in partitions:
+            state = self.store.get_partition_state(t, p)
+            if state is not None:
+                self.ctx.leadership[TopicPartition(t, p)] = state
+        self.fenced.writer.delete_isr_change_notifications(names)
+        self.batch.add_update_metadata(self.ctx.live_or_shutting_down_broker_ids(),
+                                       [TopicPartition(t, p) for t, p in partitions])
+        self.send()
+
+    # -- broker requests -------------------------------------------------------------------------
+    def process_alter_partition(self, e: ev.AlterPartition) -> None:
+        e.reply(alter_partition(self, e))
+
+    def process_controlled_shutdown(self, e: ev.ControlledShutdown) -> None:
+        e.reply(controlled_shutdown(self, e))
+
+    def process_leader_and_isr_response(self, e: ev.LeaderAndIsrResponse) -> None:
+        for tp, code in e.errors.items():
+            if code:
+                log.warning("broker %s: LeaderAndIsr for %s failed with error %s", e.broker_id, tp, code)
+
+    def process_stop_replica_response(self, e: ev.StopReplicaResponse) -> None:
+        pass  # topic deletion completes here in a later stage
+
+    def process_topic_deletion(self, _e) -> None:
+        pass  # topic deletion manager: later stage (issue 3 continues)
+
+    def process_reassign_partitions(self, _e) -> None:
+        pass  # reassignment: later stage
+
+    def process_partition_reassignment_isr_change(self, _e) -> None:
+        pass
+
+    def process_preferred_replica_election(self, e: ev.PreferredReplicaElection) -> None:
+        if not self.is_active:
+            e.reply({})
+            return
+        results = self.psm.handle_state_changes(
+            [TopicPartition(*tp) for tp in e.partitions], P.ONLINE, Election(Strategy.PREFERRED))
+        self.send()
+        e.reply(results)
+
+    def process_auto_preferred_replica_election(self, _e) -> None:
+        pass  # auto rebalance timer: later stage
+
+    # -- introspection (tests, `rayka status`) ----------------------------------------------------
+    def leadership(self, tp) -> LeaderIsrAndControllerEpoch | None:
+        return self.ctx.leadership.get(TopicPartition(*tp))
+
+    def replica_state(self, topic: str, partition: int, replica: int):
+        return self.ctx.replica_states.get(PartitionReplica(topic, partition, replica))

@@ -1,0 +1,164 @@
+"""The controller against the REAL ZooKeeper: election, failover, broker changes, topic
+creation, AlterPartition and controlled shutdown, with brokers as plain ZooKeeper sessions
+and a recording channel in place of the broker actors."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from controller import events as ev
+from controller.controller import Controller
+from controller.requests import LeaderAndIsrRequest, UpdateMetadataRequest
+from controller.zk_paths import BrokerRegistration, LeaderIsrAndControllerEpoch
+from controller.zk_store import ZkStore
+from replicas.errors import FencedLeaderEpoch, IneligibleReplica, StaleBrokerEpoch
+from tests.fakes import RecordingChannel
+from tests.zk_helpers import SESSION_S, wait_until
+
+pytestmark = pytest.mark.zk
+
+
+class Cluster:
+    def __init__(self, zk_server, name):
+        self.zk, self.name = zk_server, name
+        self.stores, self.controllers, self.brokers = [], {}, {}
+        self.admin = self.store()
+        self.channel = RecordingChannel()
+
+    def store(self):
+        s = ZkStore(self.zk.connect_string, self.name, session_timeout_s=SESSION_S).start()
+        self.stores.append(s)
+        return s
+
+    def controller(self, cid):
+        c = Controller(cid, self.store(), self.channel, lambda: int(time.monotonic() * 1000))
+        self.controllers[cid] = c.start()
+        return c
+
+    def broker(self, bid):
+        s = self.store()
+        s.register_broker(BrokerRegistration(bid, "127.0.0.1", 9000 + bid, node_id=f"n{bid}",
+                                             actor_name=f"broker-{bid}"))
+        self.brokers[bid] = s
+        return s
+
+    def kill_broker(self, bid):
+        self.brokers.pop(bid).close()
+
+    def active(self, timeout_s=10):
+        def find():
+            for c in self.controllers.values():
+                c.loop.idle(1)
+            got = [c for c in self.controllers.values() if c.is_active]
+            return got[0] if len(got) == 1 else None
+        return wait_until(find, timeout_s, "exactly one active controller")
+
+    def settled(self, controller, predicate, what, timeout_s=10):
+        def check():
+            controller.loop.idle(1)
+            return predicate()
+        return wait_until(check, timeout_s, what)
+
+    def close(self):
+        for c in self.controllers.values():
+            c.shutdown()
+        for s in self.stores:
+            s.close()
+
+
+@pytest.fixture
+def cluster(zk_server, zk_chroot):
+    c = Cluster(zk_server, zk_chroot.strip("/"))
+    yield c
+    c.close()
+
+
+def state(store, topic, p):
+    return store.get_partition_state(topic, p)
+
+
+def test_one_controller_creates_topics_and_handles_broker_failure(cluster):
+    for b in (1, 2, 3):
+        cluster.broker(b)
+    c1, c2 = cluster.controller(101), cluster.controller(102)
+    active = cluster.active()
+    assert active.ctx.epoch == 1 and active.ctx.live_broker_ids() == {1, 2, 3}
+    standby = c2 if active is c1 else c1
+    assert standby.active_controller_id == active.id
+
+    cluster.admin.create_topic("clicks", {0: [1, 2, 3], 1: [2, 3, 1], 2: [3, 1, 2]})
+    cluster.settled(active, lambda: all(state(cluster.admin, "clicks", p) for p in range(3)),
+                    "partition states created")
+    assert [(state(cluster.admin, "clicks", p).leader, state(cluster.admin, "clicks", p).isr)
+            for p in range(3)] == [(1, (1, 2, 3)), (2, (2, 3, 1)), (3, (3, 1, 2))]
+    new_lai = [(b, s.partition) for b, r in cluster.channel.sent if isinstance(r, LeaderAndIsrRequest)
+               for s in r.partition_states if s.is_new]
+    assert sorted(new_lai) == sorted((b, p) for p in range(3) for b in (1, 2, 3))
+    assert all(r.controller_epoch == 1 for _, r in cluster.channel.sent)
+
+    cluster.channel.clear()
+    cluster.kill_broker(1)
+    cluster.settled(active, lambda: state(cluster.admin, "clicks", 0).leader == 2, "clicks-0 moved to 2")
+    s0 = state(cluster.admin, "clicks", 0)
+    assert (s0.leader, s0.isr, s0.leader_epoch) == (2, (2, 3), 1)
+    assert all(1 not in state(cluster.admin, "clicks", p).isr for p in range(3))
+    assert {b for b, r in cluster.channel.sent if isinstance(r, UpdateMetadataRequest)} == {2, 3}
+
+
+def test_failover_to_the_standby_with_epoch_plus_one(cluster):
+    for b in (1, 2):
+        cluster.broker(b)
+    cluster.controller(101)
+    first = cluster.active()
+    cluster.controller(102)
+    cluster.admin.create_topic("t", {0: [1, 2]})
+    cluster.settled(first, lambda: state(cluster.admin, "t", 0) is not None, "t-0 online")
+    first.store.close()                                   # its session ends: /controller goes
+    del cluster.controllers[first.id]
+    second = cluster.active()
+    assert second.id != first.id and second.ctx.epoch == 2
+    assert second.ctx.leadership[("t", 0)].leader == 1
+    cluster.kill_broker(1)                                # the new controller handles it
+    cluster.settled(second, lambda: state(cluster.admin, "t", 0).leader == 2, "t-0 moved")
+    assert state(cluster.admin, "t", 0).controller_epoch == 2
+
+
+def test_alter_partition_and_controlled_shutdown(cluster):
+    for b in (1, 2, 3):
+        cluster.broker(b)
+    cluster.controller(101)
+    c = cluster.active()
+    cluster.admin.create_topic("t", {0: [1, 2, 3], 1: [2, 1, 3]})
+    cluster.settled(c, lambda: state(cluster.admin, "t", 1) is not None, "t online")
+    epoch1 = c.ctx.broker_epoch(1)
+
+    answers = {}
+    done = threading.Event()
+
+    def ask(event_cls, *args):
+        done.clear()
+        c.loop.put(event_cls(*args, reply=lambda r: (answers.update(r=r), done.set())))
+        assert done.wait(10)
+        return answers["r"]
+
+    current = state(cluster.admin, "t", 0)
+    shrink = LeaderIsrAndControllerEpoch(1, current.leader_epoch, (1, 2), 1, current.zk_version)
+    got = ask(ev.AlterPartition, 1, epoch1, {("t", 0): shrink})[("t", 0)]
+    assert (got.isr, got.leader_epoch, got.zk_version) == ((1, 2), 0, current.zk_version + 1)
+    assert state(cluster.admin, "t", 0).isr == (1, 2)
+    assert ask(ev.AlterPartition, 1, epoch1, {("t", 0): shrink})[("t", 0)] == got   # idempotent
+    stale = ask(ev.AlterPartition, 1, epoch1 - 1, {("t", 0): shrink})[("t", 0)]
+    assert isinstance(stale, StaleBrokerEpoch) and stale.code == 77
+    fenced = LeaderIsrAndControllerEpoch(1, -1, (1,), 1, got.zk_version)
+    assert isinstance(ask(ev.AlterPartition, 1, epoch1, {("t", 0): fenced})[("t", 0)], FencedLeaderEpoch)
+    bad = LeaderIsrAndControllerEpoch(1, 0, (1, 9), 1, got.zk_version)
+    assert isinstance(ask(ev.AlterPartition, 1, epoch1, {("t", 0): bad})[("t", 0)], IneligibleReplica)
+
+    remaining = ask(ev.ControlledShutdown, 1, epoch1)
+    assert remaining == set()
+    s0, s1 = state(cluster.admin, "t", 0), state(cluster.admin, "t", 1)
+    assert s0.leader == 2 and 1 not in s0.isr
+    assert s1.leader == 2 and 1 not in s1.isr
