@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import shutil
 import statistics
@@ -103,7 +104,7 @@ def main() -> None:
         report = {
             "benchmark": "log_bench",
             "value_bytes": VALUE, "batch_bytes": batch_size, "records_per_batch": per_batch,
-            "repeat": args.repeat, "machine": {"cpus": __import__("os").cpu_count(),
+            "repeat": args.repeat, "machine": {"cpus": os.cpu_count(),
                                                 "python": platform.python_version()},
             "target_append_no_fsync_records_per_s": 2_000_000,
             "results": results,

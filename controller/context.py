@@ -85,12 +85,6 @@ class ControllerContext:
         """Brokers eligible to lead: registered and not shutting down."""
         return set(self.live_brokers) - self.shutting_down
 
-    def is_replica_online(self, broker_id: int, tp: TopicPartition,
-                          include_shutting_down: bool = False) -> bool:
-        live = self.live_or_shutting_down_broker_ids() if include_shutting_down \
-            else self.live_broker_ids()
-        return broker_id in live
-
     # -- topics and partitions ---------------------------------------------------------------
     @property
     def all_topics(self) -> set[str]:

@@ -28,14 +28,13 @@ from typing import Callable
 
 from controller import events as ev
 from controller.broker_requests import alter_partition, controlled_shutdown
-from controller.context import ControllerContext, PartitionReplica, ReplicaAssignment, TopicPartition
+from controller.context import ControllerContext, ReplicaAssignment, TopicPartition
 from controller.event_loop import EventLoop
 from controller.partition_state_machine import Election, PartitionStateMachine, Strategy
 from controller.replica_state_machine import ReplicaStateMachine
 from controller.requests import BrokerChannel, RequestBatch
 from controller.states import PartitionState as P, ReplicaState as R
 from controller.store_api import ControllerMovedError, ZkStoreError
-from controller.zk_paths import LeaderIsrAndControllerEpoch
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +72,7 @@ class Controller:
         self.config = config
         self.active_controller_id: int | None = None
         self.election = None
-        self.failovers = 0
+        self._session_lost = False
         self.loop = EventLoop(self.process, name=f"controller-{controller_id}-events")
         self._watches: list = []
         self._topic_watches: dict[str, object] = {}
@@ -100,13 +99,13 @@ class Controller:
         self.loop.shutdown()
 
     def _on_session_state(self, state: str) -> None:
+        """kazoo's thread: only enqueue. A new session after LOST must re-run the election."""
         if state == "LOST":
+            self._session_lost = True
             self.loop.expire()
         elif state == "CONNECTED" and self._session_lost:
+            self._session_lost = False
             self.loop.put(ev.Reelect())
-        self._session_lost = state == "LOST" or (self._session_lost and state != "CONNECTED")
-
-    _session_lost = False
 
     def process(self, event) -> None:
         handler = getattr(self, ev.handler_name(event))
@@ -203,7 +202,6 @@ class Controller:
         self.rsm.startup()
         self.psm.startup()
         self.send()
-        self.failovers += 1
         log.info("controller %s active at epoch %s: %d brokers, %d partitions", self.id,
                  self.ctx.epoch, len(self.ctx.live_brokers), len(self.ctx.leadership))
 
@@ -370,9 +368,3 @@ class Controller:
     def process_auto_preferred_replica_election(self, _e) -> None:
         pass  # auto rebalance timer: later stage
 
-    # -- introspection (tests, `rayka status`) ----------------------------------------------------
-    def leadership(self, tp) -> LeaderIsrAndControllerEpoch | None:
-        return self.ctx.leadership.get(TopicPartition(*tp))
-
-    def replica_state(self, topic: str, partition: int, replica: int):
-        return self.ctx.replica_states.get(PartitionReplica(topic, partition, replica))

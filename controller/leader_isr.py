@@ -14,7 +14,7 @@ Rules:
 
 from __future__ import annotations
 
-from typing import Callable, Mapping
+from typing import Callable
 
 from controller.context import ControllerContext, TopicPartition
 from controller.store_api import BadVersion, ControllerStore, NoNode, ZkStoreError
@@ -88,6 +88,3 @@ def new_leader_and_isr(state: LeaderIsrAndControllerEpoch, leader: int, isr, con
     return LeaderIsrAndControllerEpoch(leader, state.leader_epoch + 1, tuple(isr), controller_epoch,
                                        state.zk_version)
 
-
-def errors_only(results: Mapping) -> dict:
-    return {tp: r for tp, r in results.items() if isinstance(r, Exception)}

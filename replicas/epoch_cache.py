@@ -57,24 +57,9 @@ class LeaderEpochCache:
     def latest_epoch(self) -> int:
         return self._epochs[-1] if self._epochs else UNDEFINED_EPOCH
 
-    @property
-    def earliest_entry(self) -> EpochEntry | None:
-        return EpochEntry(self._epochs[0], self._starts[0]) if self._epochs else None
-
-    def start_offset_of(self, epoch: int) -> int | None:
-        i = bisect.bisect_left(self._epochs, epoch)
-        if i < len(self._epochs) and self._epochs[i] == epoch:
-            return self._starts[i]
-        return None
-
     def epoch_for_offset(self, offset: int) -> int:
         """The epoch in which `offset` was written (UNDEFINED_EPOCH if before every entry)."""
         i = bisect.bisect_right(self._starts, offset) - 1
-        return self._epochs[i] if i >= 0 else UNDEFINED_EPOCH
-
-    def previous_epoch(self, epoch: int) -> int:
-        """Largest known epoch strictly below `epoch`, or UNDEFINED_EPOCH."""
-        i = bisect.bisect_left(self._epochs, epoch) - 1
         return self._epochs[i] if i >= 0 else UNDEFINED_EPOCH
 
     def end_offset_for(self, requested_epoch: int, log_end_offset: int) -> tuple[int, int]:

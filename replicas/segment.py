@@ -129,9 +129,7 @@ class Segment:
         offset = first_offset
         for header in headers:
             offset += header.last_offset_delta + 1
-            if self._bytes_since_index > self.index_interval_bytes:
-                index_bytes += self._add_index_entry(offset - 1, start + header.position)
-            self._bytes_since_index += header.size
+            index_bytes += self._maybe_index(offset - 1, start + header.position, header.size)
         _write_all(self._fd, buf, start)
         if index_bytes:
             _write_all(self._index_fd, index_bytes, len(self._index_offsets) * INDEX_ENTRY.size
@@ -140,10 +138,13 @@ class Segment:
         self.next_offset = offset
         self.dirty = True
 
-    def _maybe_index(self, last_offset: int, position: int, size: int) -> None:
+    def _maybe_index(self, last_offset: int, position: int, size: int) -> bytes:
+        """Kafka's rule for one batch; returns the 8 bytes of a new entry, or b""."""
+        entry = b""
         if self._bytes_since_index > self.index_interval_bytes:
-            self._add_index_entry(last_offset, position)
+            entry = self._add_index_entry(last_offset, position)
         self._bytes_since_index += size
+        return entry
 
     def _add_index_entry(self, last_offset: int, position: int) -> bytes:
         rel = last_offset - self.base_offset
