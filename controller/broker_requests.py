@@ -11,7 +11,8 @@ Rules (Kafka's processAlterPartition / doControlledShutdown, ZooKeeper mode):
   InvalidUpdateVersion; an ISR without the leader, outside the assignment, or with brokers
   that are not live (or are shutting down) → IneligibleReplica. The accepted ISR is written
   conditionally on the partition epoch WITHOUT bumping the leader epoch; the committed
-  state (new partition epoch) is the answer, and UpdateMetadata goes to every broker.
+  state (new partition epoch) is the answer, and UpdateMetadata goes to every broker; a
+  partition being reassigned is re-checked for completion (its new replicas may be in).
 - ControlledShutdown: the broker is marked shutting down; partitions it leads (RF > 1)
   move by the controlled-shutdown election; partitions it follows get StopReplica and
   lose it from their ISR; the answer is the partitions (RF > 1) it still leads.
@@ -98,6 +99,7 @@ def alter_partition(controller, event) -> dict:
             controller.batch.add_update_metadata(
                 controller.ctx.live_or_shutting_down_broker_ids(), changed)
             controller.send()
+            controller.on_isr_changed(changed)
     return answers
 
 

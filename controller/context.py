@@ -97,7 +97,7 @@ class ControllerContext:
         return [TopicPartition(topic, p) for p in sorted(self.assignments.get(topic, {}))]
 
     def assignment(self, tp: TopicPartition) -> ReplicaAssignment | None:
-        return self.assignments.get(tp.topic, {}).get(tp.partition)
+        return self.assignments.get(tp[0], {}).get(tp[1])
 
     def replicas(self, tp: TopicPartition) -> tuple[int, ...]:
         a = self.assignment(tp)

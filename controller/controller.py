@@ -9,7 +9,8 @@ Rules:
   (delete /controller if ours, resign) so another candidate can try.
 - on_controller_failover, in Kafka's order: register watches → load the context from ZK →
   UpdateMetadata to all live brokers → replica state machine startup → partition state
-  machine startup → (resume deletions/reassignments/preferred elections: later stages).
+  machine startup → resume reassignments → resume topic deletions → pending preferred
+  elections → schedule the auto leader-rebalance check.
 - Every ZooKeeper write goes through the FencedWriter of the won epoch; a failed epoch
   check (ControllerMovedError) aborts the event and resigns at once.
 - Resignation drops watches, context and pending requests; brokers will ignore anything a
@@ -18,6 +19,12 @@ Rules:
   czxid (broker epoch) bounced = failure then startup.
 - Requests from brokers (AlterPartition, ControlledShutdown) carry the broker epoch; a stale
   one is rejected with STALE_BROKER_EPOCH (77).
+- /admin/reassign_partitions and /admin/preferred_replica_election are acted on when they
+  are CREATED (Kafka's creation handlers); the controller's own rewrites of them do not
+  re-trigger anything. Topic deletion: controller/topic_deletion.py; reassignment:
+  controller/reassignment.py; which partitions a preferred election moves:
+  controller/rebalance.py.
+- Timers (auto rebalance) only enqueue events and are cancelled on resignation.
 """
 
 from __future__ import annotations
@@ -30,11 +37,17 @@ from controller import events as ev
 from controller.broker_requests import alter_partition, controlled_shutdown
 from controller.context import ControllerContext, ReplicaAssignment, TopicPartition
 from controller.event_loop import EventLoop
-from controller.partition_state_machine import Election, PartitionStateMachine, Strategy
+from controller.partition_state_machine import (UNCLEAN_CONFIG, Election, PartitionStateMachine,
+                                                Strategy)
+from controller.reassignment import ReassignmentManager
+from controller.rebalance import imbalanced_partitions, split_election_request
 from controller.replica_state_machine import ReplicaStateMachine
 from controller.requests import BrokerChannel, RequestBatch
+from controller.scheduler import ThreadScheduler
 from controller.states import PartitionState as P, ReplicaState as R
 from controller.store_api import ControllerMovedError, ZkStoreError
+from controller.topic_deletion import TopicDeletionManager
+from replicas.errors import NotController
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +57,7 @@ class ControllerConfig:
     auto_leader_rebalance_enable: bool = True
     leader_imbalance_check_interval_ms: int = 300_000
     leader_imbalance_per_broker_percentage: int = 10
+    delete_topic_enable: bool = True
 
 
 class _Fenced:
@@ -64,18 +78,21 @@ class _Fenced:
 
 class Controller:
     def __init__(self, controller_id: int, store, channel: BrokerChannel,
-                 clock_ms: Callable[[], int], config: ControllerConfig = ControllerConfig()):
+                 clock_ms: Callable[[], int], config: ControllerConfig = ControllerConfig(),
+                 scheduler=None):
         self.id = controller_id
         self.store = store
         self.channel = channel
         self.clock_ms = clock_ms
         self.config = config
+        self.scheduler = scheduler if scheduler is not None else ThreadScheduler()
         self.active_controller_id: int | None = None
         self.election = None
         self._session_lost = False
+        self.failovers_completed = 0        # for tests/benchmarks: on_controller_failover done
         self.loop = EventLoop(self.process, name=f"controller-{controller_id}-events")
         self._watches: list = []
-        self._topic_watches: dict[str, object] = {}
+        self._topic_watches: dict[str, list] = {}
         self._reset()
 
     def _reset(self) -> None:
@@ -83,6 +100,8 @@ class Controller:
         self.batch = RequestBatch(self.id, self.ctx)
         self.fenced = None
         self.psm = self.rsm = None
+        self.deletion = TopicDeletionManager(self, self.config.delete_topic_enable)
+        self.reassignment = ReassignmentManager(self)
 
     @property
     def is_active(self) -> bool:
@@ -116,6 +135,9 @@ class Controller:
             log.warning("controller %s: %s; resigning", self.id, exc)
             self.batch.clear()
             self.maybe_resign()
+            reply = getattr(event, "reply", None)
+            if reply is not None:  # the asker must not hang: it retries on the new controller
+                reply(NotController(f"controller {self.id} was fenced: {exc}"))
         except ZkStoreError:
             self.batch.clear()
             raise
@@ -177,7 +199,8 @@ class Controller:
         self.active_controller_id = None
 
     def on_controller_resignation(self) -> None:
-        for watch in self._watches[1:] + list(self._topic_watches.values()):
+        self.scheduler.cancel_all()
+        for watch in self._watches[1:] + [w for ws in self._topic_watches.values() for w in ws]:
             watch.cancel()
         del self._watches[1:]
         self._topic_watches.clear()
@@ -196,23 +219,33 @@ class Controller:
             self.store.watch_topics(lambda _t: put(ev.TopicChange())),
             self.store.watch_topic_deletions(lambda _t: put(ev.TopicDeletion())),
             self.store.watch_isr_change_notifications(lambda _n: put(ev.IsrChangeNotification())),
+            self.store.watch_reassignment(_on_creation(lambda: put(ev.ReassignPartitions()))),
+            self.store.watch_preferred_election(_on_creation(
+                lambda: put(ev.PreferredReplicaElection(trigger="zk")))),
         ]
-        self._load_context()
+        requested_deletions = self._load_context()
         self.batch.add_update_metadata(self.ctx.live_or_shutting_down_broker_ids())
         self.rsm.startup()
         self.psm.startup()
+        self.reassignment.init()
+        self.deletion.init(requested_deletions)
         self.send()
+        self.maybe_schedule_rebalance()
+        self.failovers_completed += 1
         log.info("controller %s active at epoch %s: %d brokers, %d partitions", self.id,
                  self.ctx.epoch, len(self.ctx.live_brokers), len(self.ctx.leadership))
 
-    def _load_context(self) -> None:
+    def _load_context(self) -> set[str]:
+        """Fill the context from ZooKeeper; returns the topics whose deletion was requested."""
         ctx = self.ctx
         ctx.live_brokers = self.store.get_brokers()
         for topic, assignment in self.store.get_all_assignments().items():
             self._add_topic(topic, assignment)
         ctx.leadership.update((TopicPartition(*tp), state)
                               for tp, state in self.store.get_partition_states().items())
-        ctx.topics_to_delete |= self.store.get_topic_deletions()
+        requested = self.store.get_topic_deletions()
+        ctx.topics_to_delete |= requested & ctx.all_topics
+        return requested
 
     def _add_topic(self, topic, assignment) -> None:
         self.ctx.topic_ids[topic] = assignment.topic_id
@@ -222,8 +255,17 @@ class Controller:
                 tuple(replicas), assignment.adding_replicas.get(p, ()),
                 assignment.removing_replicas.get(p, ())))
         put = self.loop.put
-        self._topic_watches[topic] = self.store.watch_topic_assignment(
-            topic, lambda *_a, t=topic: put(ev.PartitionModifications(t)))
+        self._topic_watches[topic] = [
+            self.store.watch_topic_assignment(
+                topic, lambda *_a, t=topic: put(ev.PartitionModifications(t))),
+            self.store.watch_topic_config(
+                topic, _on_change(lambda t=topic: put(ev.TopicConfigChange(t)))),
+        ]
+
+    def forget_topic(self, topic: str) -> None:
+        self.ctx.remove_topic(topic)
+        for watch in self._topic_watches.pop(topic, []):
+            watch.cancel()
 
     def send(self) -> None:
         self.batch.send(self.channel)
@@ -253,22 +295,36 @@ class Controller:
             self.batch.add_update_metadata(self.ctx.live_or_shutting_down_broker_ids())
             self.send()
 
+    def _split_deleting(self, replicas):
+        deleting = [r for r in replicas if self.ctx.is_topic_queued_for_deletion(r.topic)]
+        return [r for r in replicas if not self.ctx.is_topic_queued_for_deletion(r.topic)], deleting
+
     def on_broker_startup(self, broker_ids: set[int]) -> None:
-        self.ctx.shutting_down -= broker_ids
-        self.batch.add_update_metadata(self.ctx.live_or_shutting_down_broker_ids())
-        self.rsm.handle_state_changes(self.ctx.replicas_on_brokers(broker_ids), R.ONLINE)
+        ctx = self.ctx
+        ctx.shutting_down -= broker_ids
+        self.batch.add_update_metadata(ctx.live_or_shutting_down_broker_ids())
+        replicas, deleting = self._split_deleting(ctx.replicas_on_brokers(broker_ids))
+        self.rsm.handle_state_changes(replicas, R.ONLINE)
         self.psm.trigger_online_state_change()
+        for tp in sorted(self.reassignment.in_progress):
+            if set(ctx.replicas(tp)) & broker_ids:
+                self.reassignment.process_isr_change(tp)
+        if deleting:
+            self.deletion.on_broker_startup(broker_ids)
 
     def on_broker_failure(self, broker_ids: set[int]) -> None:
-        self.ctx.shutting_down -= broker_ids
-        led = [tp for tp in self.ctx.all_partitions()
-               if (s := self.ctx.leadership.get(tp)) is not None and s.leader in broker_ids
-               and not self.ctx.is_topic_queued_for_deletion(tp.topic)]
+        ctx = self.ctx
+        ctx.shutting_down -= broker_ids
+        led = [tp for tp in ctx.all_partitions()
+               if (s := ctx.leadership.get(tp)) is not None and s.leader in broker_ids
+               and not ctx.is_topic_queued_for_deletion(tp.topic)]
         self.psm.handle_state_changes(led, P.OFFLINE)
         self.psm.trigger_online_state_change()
-        self.rsm.handle_state_changes(self.ctx.replicas_on_brokers(broker_ids), R.OFFLINE)
+        replicas, deleting = self._split_deleting(ctx.replicas_on_brokers(broker_ids))
+        self.rsm.handle_state_changes(replicas, R.OFFLINE)
+        self.deletion.fail_replica_deletion(deleting)
         if not led:
-            self.batch.add_update_metadata(self.ctx.live_or_shutting_down_broker_ids())
+            self.batch.add_update_metadata(ctx.live_or_shutting_down_broker_ids())
 
     # -- topics --------------------------------------------------------------------------------
     def process_topic_change(self, _e) -> None:
@@ -277,10 +333,7 @@ class Controller:
         topics = self.store.get_topics()
         new = topics - self.ctx.all_topics
         for gone in self.ctx.all_topics - topics:
-            self.ctx.remove_topic(gone)
-            watch = self._topic_watches.pop(gone, None)
-            if watch is not None:
-                watch.cancel()
+            self.forget_topic(gone)
         if not new:
             return
         created = []
@@ -312,8 +365,14 @@ class Controller:
             self.send()
 
     def process_topic_config_change(self, e: ev.TopicConfigChange) -> None:
-        if self.is_active:
-            self.ctx.topic_configs[e.topic] = self.store.get_topic_config(e.topic) or {}
+        """Kafka's TopicUncleanLeaderElectionEnable: turning unclean election on retries the
+        topic's offline partitions at once."""
+        if not self.is_active or e.topic not in self.ctx.assignments:
+            return
+        self.ctx.topic_configs[e.topic] = self.store.get_topic_config(e.topic) or {}
+        if self.ctx.topic_config(e.topic, UNCLEAN_CONFIG, "false") == "true":
+            self.psm.trigger_online_state_change(self.ctx.partitions_for_topic(e.topic))
+            self.send()
 
     def process_isr_change_notification(self, _e) -> None:
         """Refresh partitions some broker changed in ZK directly (Kafka < 2.7 path)."""
@@ -328,9 +387,16 @@ class Controller:
             if state is not None:
                 self.ctx.leadership[TopicPartition(t, p)] = state
         self.fenced.writer.delete_isr_change_notifications(names)
-        self.batch.add_update_metadata(self.ctx.live_or_shutting_down_broker_ids(),
-                                       [TopicPartition(t, p) for t, p in partitions])
+        changed = [TopicPartition(t, p) for t, p in partitions]
+        self.batch.add_update_metadata(self.ctx.live_or_shutting_down_broker_ids(), changed)
+        self.on_isr_changed(changed)
         self.send()
+
+    def on_isr_changed(self, partitions) -> None:
+        """A reassignment may complete once its new replicas joined the ISR."""
+        for tp in partitions:
+            if tp in self.reassignment.in_progress:
+                self.loop.put(ev.PartitionReassignmentIsrChange(tp))
 
     # -- broker requests -------------------------------------------------------------------------
     def process_alter_partition(self, e: ev.AlterPartition) -> None:
@@ -345,26 +411,77 @@ class Controller:
                 log.warning("broker %s: LeaderAndIsr for %s failed with error %s", e.broker_id, tp, code)
 
     def process_stop_replica_response(self, e: ev.StopReplicaResponse) -> None:
-        pass  # topic deletion completes here in a later stage
+        if self.is_active:
+            self.deletion.process_stop_replica_response(e.broker_id, e.errors)
+            self.send()
 
+    # -- admin: deletion, reassignment, preferred elections --------------------------------------
     def process_topic_deletion(self, _e) -> None:
-        pass  # topic deletion manager: later stage (issue 3 continues)
+        if self.is_active:
+            self.deletion.process_requests(self.store.get_topic_deletions())
+            self.send()
 
     def process_reassign_partitions(self, _e) -> None:
-        pass  # reassignment: later stage
+        if self.is_active:
+            self.reassignment.process_zk_request()
+            self.send()
 
-    def process_partition_reassignment_isr_change(self, _e) -> None:
-        pass
+    def process_partition_reassignment_isr_change(self, e: ev.PartitionReassignmentIsrChange) -> None:
+        if self.is_active:
+            self.reassignment.process_isr_change(TopicPartition(*e.partition))
+            self.send()
 
     def process_preferred_replica_election(self, e: ev.PreferredReplicaElection) -> None:
+        """Answer: partition → committed state or error (admin); ZooKeeper requests are read
+        from /admin/preferred_replica_election, which is deleted afterwards."""
         if not self.is_active:
             e.reply({})
             return
-        results = self.psm.handle_state_changes(
-            [TopicPartition(*tp) for tp in e.partitions], P.ONLINE, Election(Strategy.PREFERRED))
+        requested = self.store.get_preferred_election() if e.trigger == "zk" else e.partitions
+        electable, answers = split_election_request(self.ctx, requested)
+        results = dict(answers)
+        results.update(self.psm.handle_state_changes(electable, P.ONLINE,
+                                                     Election(Strategy.PREFERRED)))
+        if e.trigger == "zk":
+            self.fenced.writer.delete_preferred_election()
         self.send()
         e.reply(results)
 
     def process_auto_preferred_replica_election(self, _e) -> None:
-        pass  # auto rebalance timer: later stage
+        if not self.is_active:
+            return
+        partitions = imbalanced_partitions(self.ctx, self.config.leader_imbalance_per_broker_percentage)
+        if partitions:
+            log.info("auto leader rebalance: preferred elections for %d partitions", len(partitions))
+            self.psm.handle_state_changes(partitions, P.ONLINE, Election(Strategy.PREFERRED))
+            self.send()
+        self.maybe_schedule_rebalance()
 
+    def maybe_schedule_rebalance(self) -> None:
+        if self.config.auto_leader_rebalance_enable:
+            put = self.loop.put
+            self.scheduler.schedule(self.config.leader_imbalance_check_interval_ms,
+                                    lambda: put(ev.AutoPreferredReplicaElection()))
+
+
+def _on_creation(fire: Callable[[], None]) -> Callable[[object], None]:
+    """A data-watch callback that fires only when the znode appears (absent → present)."""
+    present = [False]
+
+    def callback(value) -> None:
+        was, present[0] = present[0], value is not None
+        if present[0] and not was:
+            fire()
+    return callback
+
+
+def _on_change(fire: Callable[[], None]) -> Callable[[object], None]:
+    """A data-watch callback that skips the immediate first call (state already loaded)."""
+    first = [True]
+
+    def callback(_value) -> None:
+        if first[0]:
+            first[0] = False
+            return
+        fire()
+    return callback

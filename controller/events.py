@@ -94,9 +94,11 @@ class PartitionReassignmentIsrChange:
 
 @dataclass(frozen=True, slots=True)
 class PreferredReplicaElection:
-    """/admin/preferred_replica_election was created (or an admin call asked directly)."""
+    """A preferred-leader election was asked for: by an admin call (`partitions` given), by
+    /admin/preferred_replica_election being created (trigger "zk": partitions read there)."""
 
     partitions: frozenset = frozenset()
+    trigger: str = "admin"
     reply: Reply = field(default=_no_reply, compare=False)
 
 

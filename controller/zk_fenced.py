@@ -24,7 +24,7 @@ Rules:
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Sequence
 
 from kazoo.exceptions import BadVersionError, ConnectionLoss, NodeExistsError, NoNodeError
 
@@ -35,7 +35,8 @@ from controller.zk_paths import (CONTROLLER, CONTROLLER_EPOCH, PREFERRED_REPLICA
                                  REASSIGN_PARTITIONS, LeaderIsrAndControllerEpoch,
                                  TopicAssignment, TopicPartition, config_topic_path,
                                  decode_controller_id, decode_epoch, delete_topic_path,
-                                 encode_controller, encode_epoch, isr_change_path,
+                                 encode_controller, encode_epoch, encode_reassignment,
+                                 isr_change_path,
                                  partition_path, partition_state_path, partitions_path,
                                  topic_path)
 
@@ -253,8 +254,26 @@ class FencedWriter:
         return out
 
     @_zk_call
+    def delete_topic_marker(self, topic: str) -> bool:
+        """Remove /admin/delete_topics/<t> alone (a request for a topic that does not exist,
+        or while deletion is disabled)."""
+        return self._delete_one(delete_topic_path(topic))
+
+    @_zk_call
     def delete_reassign_partitions(self) -> bool:
         return self._delete_one(REASSIGN_PARTITIONS)
+
+    @_zk_call
+    def set_reassign_partitions(self, partitions: Mapping[TopicPartition, Sequence[int]]) -> bool:
+        """Kafka's removePartitionsFromZkReassignment: rewrite /admin/reassign_partitions with
+        the reassignments still pending, deleting it once none is left. False if it is gone."""
+        if not partitions:
+            return self._delete_one(REASSIGN_PARTITIONS)
+        try:
+            self._one(_Op("set", REASSIGN_PARTITIONS, encode_reassignment(partitions)))
+            return True
+        except NoNode:
+            return False
 
     @_zk_call
     def delete_preferred_election(self) -> bool:

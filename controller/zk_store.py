@@ -55,6 +55,7 @@ from controller.zk_paths import (BROKER_IDS, BROKER_TOPICS, DELETE_TOPICS,
                                  encode_reassignment, encode_topic_config, group_offsets_path,
                                  group_topic_offsets_path, isr_change_path, new_topic_id,
                                  offset_path, partition_state_path, partitions_path, topic_path)
+from controller.topic_config import normalize_topic_config
 from replicas.errors import TopicAlreadyExists, UnknownTopicOrPartition
 
 # Internals of the parts that were importable from here before the split stay importable.
@@ -147,6 +148,7 @@ class ZkStore(ZkElectionSession):
         writes the config first). TopicAlreadyExists if the topic exists or is being
         deleted; on any failure nothing is left behind."""
         check_topic(topic)
+        config = normalize_topic_config(config)
         if isinstance(assignment, TopicAssignment):
             ta = replace(assignment, topic_id=assignment.topic_id or topic_id or new_topic_id())
             if ta.topic != topic:
@@ -189,8 +191,9 @@ class ZkStore(ZkElectionSession):
 
     @_zk_call
     def set_topic_config(self, topic: str, config: Mapping[str, object]) -> None:
-        """Create-or-set /config/topics/<t> for an EXISTING topic (UnknownTopicOrPartition)."""
-        cfg_path, cfg = config_topic_path(topic), encode_topic_config(config)
+        """Create-or-set /config/topics/<t> for an EXISTING topic (UnknownTopicOrPartition).
+        The whole config is replaced; InvalidConfig (nothing written) for a bad key/value."""
+        cfg_path, cfg = config_topic_path(topic), encode_topic_config(normalize_topic_config(config))
         for _ in range(10):
             cfg_op = self._config_op(cfg_path, cfg)
             results = self._txn_async([_Op("check", topic_path(topic), version=-1), cfg_op],
@@ -330,6 +333,12 @@ class ZkStore(ZkElectionSession):
         """callback({(t, p)}) when /admin/preferred_replica_election exists, else None."""
         return self._data_watch(PREFERRED_REPLICA_ELECTION, lambda data, stat:
                                 None if stat is None else decode_partition_list(data), callback)
+
+    def watch_topic_config(self, topic: str,
+                           callback: Callable[[dict[str, str] | None], None]) -> ZkWatch:
+        """callback(config) when /config/topics/<t> exists or changes, else None."""
+        return self._data_watch(config_topic_path(topic), lambda data, stat:
+                                None if stat is None else decode_topic_config(data), callback)
 
     def watch_topic_assignment(self, topic: str,
                                callback: Callable[[TopicAssignment | None], None]) -> ZkWatch:

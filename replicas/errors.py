@@ -24,7 +24,7 @@ __all__ = [
     "UnknownProducerId", "FencedLeaderEpoch", "UnknownLeaderEpoch", "StaleBrokerEpoch",
     "ElectionNotNeeded", "PreferredLeaderNotAvailable", "EligibleLeadersNotAvailable",
     "FencedInstanceId", "InvalidUpdateVersion", "InconsistentTopicId", "NewLeaderElected",
-    "IneligibleReplica",
+    "IneligibleReplica", "ReassignmentInProgress", "TopicDeletionDisabled",
 ]
 
 
@@ -106,6 +106,8 @@ InvalidUpdateVersion = _error("InvalidUpdateVersion", 95, "INVALID_UPDATE_VERSIO
 InconsistentTopicId = _error("InconsistentTopicId", 103, "INCONSISTENT_TOPIC_ID")
 NewLeaderElected = _error("NewLeaderElected", 112, "NEW_LEADER_ELECTED")
 IneligibleReplica = _error("IneligibleReplica", 107, "INELIGIBLE_REPLICA")
+ReassignmentInProgress = _error("ReassignmentInProgress", 60, "REASSIGNMENT_IN_PROGRESS")
+TopicDeletionDisabled = _error("TopicDeletionDisabled", 73, "TOPIC_DELETION_DISABLED")
 
 ERRORS_BY_CODE: dict[int, type[KafkaError]] = {cls.code: cls for cls in _NAMES}
 

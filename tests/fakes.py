@@ -27,6 +27,42 @@ class RecordingChannel:
         self.sent.clear()
 
 
+class AnsweringChannel(RecordingChannel):
+    """A RecordingChannel whose brokers answer like real ones would, as controller events.
+
+    - Each broker remembers the highest controller epoch it has seen and REJECTS requests
+      from an older one (kept in `rejected`), as brokers do (STALE_CONTROLLER_EPOCH).
+    - StopReplica(delete=true) is answered with StopReplicaResponse to the controller that
+      sent it: error 0, or 56 (KafkaStorageError) for brokers in `failing`.
+    - Brokers in `unreachable` get nothing (requests still recorded).
+    """
+
+    def __init__(self):
+        super().__init__()
+        self.controllers: dict = {}
+        self.failing: set[int] = set()
+        self.unreachable: set[int] = set()
+        self.highest_epoch: dict[int, int] = {}
+        self.rejected: list[tuple[int, object]] = []
+
+    def send(self, broker_id, request) -> None:
+        from controller import events as ev
+        from controller.requests import StopReplicaRequest
+        super().send(broker_id, request)
+        if broker_id in self.unreachable:
+            return
+        if request.controller_epoch < self.highest_epoch.get(broker_id, 0):
+            self.rejected.append((broker_id, request))
+            return
+        self.highest_epoch[broker_id] = request.controller_epoch
+        controller = self.controllers.get(request.controller_id)
+        if controller is not None and isinstance(request, StopReplicaRequest):
+            code = 56 if broker_id in self.failing else 0
+            errors = {(p.topic, p.partition): code for p in request.partitions if p.delete}
+            if errors:
+                controller.loop.put(ev.StopReplicaResponse(broker_id, errors))
+
+
 class InMemoryStore:
     """The ControllerStore protocol over dicts, with the real store's fencing and outcomes.
 

@@ -4,80 +4,15 @@ and a recording channel in place of the broker actors."""
 
 from __future__ import annotations
 
-import threading
-import time
-
 import pytest
 
 from controller import events as ev
-from controller.controller import Controller
 from controller.requests import LeaderAndIsrRequest, UpdateMetadataRequest
-from controller.zk_paths import BrokerRegistration, LeaderIsrAndControllerEpoch
-from controller.zk_store import ZkStore
+from controller.zk_paths import LeaderIsrAndControllerEpoch
 from replicas.errors import FencedLeaderEpoch, IneligibleReplica, StaleBrokerEpoch
-from tests.fakes import RecordingChannel
-from tests.zk_helpers import SESSION_S, wait_until
+from tests.controller_cluster import cluster, state  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.zk
-
-
-class Cluster:
-    def __init__(self, zk_server, name):
-        self.zk, self.name = zk_server, name
-        self.stores, self.controllers, self.brokers = [], {}, {}
-        self.admin = self.store()
-        self.channel = RecordingChannel()
-
-    def store(self):
-        s = ZkStore(self.zk.connect_string, self.name, session_timeout_s=SESSION_S).start()
-        self.stores.append(s)
-        return s
-
-    def controller(self, cid):
-        c = Controller(cid, self.store(), self.channel, lambda: int(time.monotonic() * 1000))
-        self.controllers[cid] = c.start()
-        return c
-
-    def broker(self, bid):
-        s = self.store()
-        s.register_broker(BrokerRegistration(bid, "127.0.0.1", 9000 + bid, node_id=f"n{bid}",
-                                             actor_name=f"broker-{bid}"))
-        self.brokers[bid] = s
-        return s
-
-    def kill_broker(self, bid):
-        self.brokers.pop(bid).close()
-
-    def active(self, timeout_s=10):
-        def find():
-            for c in self.controllers.values():
-                c.loop.idle(1)
-            got = [c for c in self.controllers.values() if c.is_active]
-            return got[0] if len(got) == 1 else None
-        return wait_until(find, timeout_s, "exactly one active controller")
-
-    def settled(self, controller, predicate, what, timeout_s=10):
-        def check():
-            controller.loop.idle(1)
-            return predicate()
-        return wait_until(check, timeout_s, what)
-
-    def close(self):
-        for c in self.controllers.values():
-            c.shutdown()
-        for s in self.stores:
-            s.close()
-
-
-@pytest.fixture
-def cluster(zk_server, zk_chroot):
-    c = Cluster(zk_server, zk_chroot.strip("/"))
-    yield c
-    c.close()
-
-
-def state(store, topic, p):
-    return store.get_partition_state(topic, p)
 
 
 def test_one_controller_creates_topics_and_handles_broker_failure(cluster):
@@ -135,14 +70,8 @@ def test_alter_partition_and_controlled_shutdown(cluster):
     cluster.settled(c, lambda: state(cluster.admin, "t", 1) is not None, "t online")
     epoch1 = c.ctx.broker_epoch(1)
 
-    answers = {}
-    done = threading.Event()
-
     def ask(event_cls, *args):
-        done.clear()
-        c.loop.put(event_cls(*args, reply=lambda r: (answers.update(r=r), done.set())))
-        assert done.wait(10)
-        return answers["r"]
+        return cluster.ask(c, event_cls, *args)
 
     current = state(cluster.admin, "t", 0)
     shrink = LeaderIsrAndControllerEpoch(1, current.leader_epoch, (1, 2), 1, current.zk_version)

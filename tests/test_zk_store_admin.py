@@ -24,7 +24,7 @@ from controller.zk_store import (AdminOperationInProgress, BadVersion, BrokerIdI
                                  ZkStore, ZkUnavailable)
 from rayka.zookeeper import free_port
 from tests.zk_helpers import Inbox, raw, exists, expire_session, lisr
-from replicas.errors import InvalidTopic, TopicAlreadyExists, UnknownTopicOrPartition
+from replicas.errors import InvalidConfig, InvalidTopic, TopicAlreadyExists, UnknownTopicOrPartition
 
 pytestmark = pytest.mark.zk
 
@@ -100,16 +100,16 @@ def test_broker_registration_after_its_process_was_killed(stores, zk_server, clu
 # -- topics (admin) ----------------------------------------------------------------------------------
 def test_create_topic_twice_and_failed_creates_leave_nothing(stores, zk_client):
     s = stores()
-    s.create_topic("t", {0: [1, 2]}, {"a": "1"})
+    s.create_topic("t", {0: [1, 2]}, {"min.insync.replicas": "1"})
     before = {p: zk_client.get(s.root + p) for p in ("/brokers/topics/t", "/config/topics/t")}
     with pytest.raises(TopicAlreadyExists):
-        s.create_topic("t", {0: [3], 1: [3]}, {"a": "2"})
+        s.create_topic("t", {0: [3], 1: [3]}, {"min.insync.replicas": "2"})
     assert {p: zk_client.get(s.root + p) for p in before} == before
 
     # /brokers/topics/x exists without a config: the failed create must not leave a config
     zk_client.create(s.root + "/brokers/topics/x", b'{"version":3,"partitions":{}}')
     with pytest.raises(TopicAlreadyExists):
-        s.create_topic("x", {0: [1]}, {"b": "1"})
+        s.create_topic("x", {0: [1]}, {"retention.ms": "1"})
     assert not exists(zk_client, s, "/config/topics/x")
 
     # a topic being deleted cannot be re-created yet
@@ -131,10 +131,19 @@ def test_topic_deletion_requests_and_admin_requests(stores, zk_client):
     assert s.request_topic_deletion("t") is False
     assert s.get_topic_deletions() == {"t"}
     with pytest.raises(UnknownTopicOrPartition):
-        s.set_topic_config("nope", {"x": 1})
+        s.set_topic_config("nope", {"min.insync.replicas": 1})
     assert not exists(zk_client, s, "/config/topics/nope")
-    s.set_topic_config("t", {"x": 2})
-    assert s.get_topic_config("t") == {"x": "2"}
+    s.set_topic_config("t", {"min.insync.replicas": 2, "unclean.leader.election.enable": True})
+    assert s.get_topic_config("t") == {"min.insync.replicas": "2",
+                                       "unclean.leader.election.enable": "true"}
+    for bad in ({"x": 1}, {"min.insync.replicas": 0}, {"segment.bytes": "lots"},
+                {"unclean.leader.election.enable": "maybe"}, {"cleanup.policy": "compact"}):
+        with pytest.raises(InvalidConfig):
+            s.set_topic_config("t", bad)
+        with pytest.raises(InvalidConfig):
+            s.create_topic("fresh", {0: [1]}, bad)
+    assert s.get_topic_config("t")["min.insync.replicas"] == "2"
+    assert "fresh" not in s.get_topics()
 
     s.request_reassignment({("t", 0): [2, 1]})
     with pytest.raises(AdminOperationInProgress):
@@ -158,7 +167,7 @@ def test_topic_deletion_requests_and_admin_requests(stores, zk_client):
 def test_fenced_topic_deletion_removes_every_znode(stores, zk_client, monkeypatch):
     monkeypatch.setattr(zs, "MAX_OPS_PER_MULTI", 9)  # deletes span many multis, in order
     s = stores()
-    s.create_topic("gone", {p: [1] for p in range(10)}, {"c": 1})
+    s.create_topic("gone", {p: [1] for p in range(10)}, {"retention.bytes": 1})
     s.create_topic("kept", {0: [1]})
     w = s.fenced(s.elect_controller(1))
     w.create_partition_states("gone", {p: lisr(1, 0, [1]) for p in range(10)})

@@ -1,0 +1,113 @@
+"""Per-topic configuration (Kafka's LogConfig keys kept in /config/topics/<topic>).
+
+Rules:
+- Only the keys in CONFIG_DEFS are accepted; anything else, or a value that does not parse
+  or is out of range, raises InvalidConfig (40) naming the key, before anything is written.
+- Values are stored as strings (Kafka's JSON keeps strings); `normalize_topic_config`
+  returns the canonical string form (booleans lower-case, integers without spaces).
+- `TopicConfig.from_mapping` turns a stored (already valid) mapping into typed values with
+  Kafka's defaults for missing keys; brokers and the controller read typed values from it.
+- Cross-key rule checked at topic creation: min.insync.replicas may exceed the replication
+  factor (Kafka allows it; acks=all produces then fail with NotEnoughReplicas), so it is
+  not rejected here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Mapping
+
+from replicas.errors import InvalidConfig
+
+_INT_MAX = 2**31 - 1
+_LONG_MAX = 2**63 - 1
+
+
+def _parse_bool(v: str) -> bool:
+    low = v.strip().lower()
+    if low not in ("true", "false"):
+        raise ValueError("expected true or false")
+    return low == "true"
+
+
+def _int_in(lo: int, hi: int) -> Callable[[str], int]:
+    def parse(v: str) -> int:
+        n = int(v.strip())
+        if not lo <= n <= hi:
+            raise ValueError(f"must be in [{lo}, {hi}]")
+        return n
+    return parse
+
+
+def _one_of(*choices: str) -> Callable[[str], str]:
+    def parse(v: str) -> str:
+        if v.strip() not in choices:
+            raise ValueError(f"must be one of {', '.join(choices)}")
+        return v.strip()
+    return parse
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigDef:
+    parse: Callable[[str], object]
+    default: object
+    doc: str
+
+
+CONFIG_DEFS: dict[str, ConfigDef] = {
+    "min.insync.replicas": ConfigDef(_int_in(1, _INT_MAX), 1,
+                                     "acks=all needs at least this many ISR members"),
+    "unclean.leader.election.enable": ConfigDef(_parse_bool, False,
+                                                "allow an out-of-sync replica to lead (may lose data)"),
+    "retention.ms": ConfigDef(_int_in(-1, _LONG_MAX), 604_800_000, "-1: keep forever"),
+    "retention.bytes": ConfigDef(_int_in(-1, _LONG_MAX), -1, "per partition; -1: no limit"),
+    "segment.bytes": ConfigDef(_int_in(14, _INT_MAX), 1_073_741_824, "roll a segment at this size"),
+    "segment.ms": ConfigDef(_int_in(1, _LONG_MAX), 604_800_000, "roll a segment after this long"),
+    "max.message.bytes": ConfigDef(_int_in(0, _INT_MAX), 1_048_588, "largest batch accepted"),
+    "flush.messages": ConfigDef(_int_in(1, _LONG_MAX), _LONG_MAX, "fsync after this many records"),
+    "flush.ms": ConfigDef(_int_in(0, _LONG_MAX), _LONG_MAX, "fsync after this long"),
+    "cleanup.policy": ConfigDef(_one_of("delete"), "delete", "only deletion is supported"),
+}
+
+
+def _canonical(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value).strip()
+
+
+def normalize_topic_config(config: Mapping[str, object] | None) -> dict[str, str]:
+    """Validate every key/value; return them as canonical strings. InvalidConfig on error."""
+    out: dict[str, str] = {}
+    for key, value in (config or {}).items():
+        d = CONFIG_DEFS.get(key)
+        if d is None:
+            raise InvalidConfig(f"Unknown topic config name: {key}")
+        text = _canonical(value)
+        try:
+            parsed = d.parse(text)
+        except (ValueError, TypeError) as exc:
+            raise InvalidConfig(f"Invalid value {value!r} for configuration {key}: {exc}") from None
+        out[key] = _canonical(parsed)
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class TopicConfig:
+    min_insync_replicas: int = 1
+    unclean_leader_election_enable: bool = False
+    retention_ms: int = 604_800_000
+    retention_bytes: int = -1
+    segment_bytes: int = 1_073_741_824
+    segment_ms: int = 604_800_000
+    max_message_bytes: int = 1_048_588
+    flush_messages: int = _LONG_MAX
+    flush_ms: int = _LONG_MAX
+    cleanup_policy: str = "delete"
+
+    @classmethod
+    def from_mapping(cls, config: Mapping[str, object] | None,
+                     defaults: Mapping[str, object] | None = None) -> "TopicConfig":
+        """Typed values: `config` over `defaults` (e.g. broker-wide settings) over Kafka's."""
+        merged = {**normalize_topic_config(defaults), **normalize_topic_config(config)}
+        return cls(**{k.replace(".", "_"): CONFIG_DEFS[k].parse(v) for k, v in merged.items()})

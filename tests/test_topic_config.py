@@ -1,0 +1,37 @@
+"""Per-topic config: accepted keys, canonical values, typed view with Kafka's defaults."""
+
+import pytest
+
+from controller.topic_config import CONFIG_DEFS, TopicConfig, normalize_topic_config
+from replicas.errors import InvalidConfig
+
+pytestmark = pytest.mark.unit
+
+
+def test_normalize_canonical_strings():
+    got = normalize_topic_config({"min.insync.replicas": 2, "unclean.leader.election.enable": "TRUE",
+                                  "retention.ms": " -1 ", "segment.bytes": "1048576"})
+    assert got == {"min.insync.replicas": "2", "unclean.leader.election.enable": "true",
+                   "retention.ms": "-1", "segment.bytes": "1048576"}
+    assert normalize_topic_config(None) == {}
+
+
+@pytest.mark.parametrize("bad", [
+    {"no.such.key": "1"}, {"min.insync.replicas": "0"}, {"min.insync.replicas": "two"},
+    {"retention.ms": "-2"}, {"segment.bytes": "13"}, {"unclean.leader.election.enable": "yes"},
+    {"cleanup.policy": "compact"}, {"max.message.bytes": 2**31},
+])
+def test_bad_config_is_invalid_config(bad):
+    with pytest.raises(InvalidConfig) as info:
+        normalize_topic_config(bad)
+    assert info.value.code == 40 and next(iter(bad)) in str(info.value)
+
+
+def test_typed_view_defaults_and_overrides():
+    assert TopicConfig.from_mapping(None) == TopicConfig()
+    tc = TopicConfig.from_mapping({"min.insync.replicas": "2"}, defaults={"min.insync.replicas": 3,
+                                                                          "segment.bytes": 1024})
+    assert (tc.min_insync_replicas, tc.segment_bytes, tc.unclean_leader_election_enable) == (2, 1024, False)
+    # every defined key maps to a TopicConfig field with the same default
+    for key, d in CONFIG_DEFS.items():
+        assert getattr(TopicConfig(), key.replace(".", "_")) == d.default
