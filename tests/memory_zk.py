@@ -126,7 +126,10 @@ class MemoryWatch:
         self._last, self._pending, self.cancelled = _UNSEEN, False, False
 
     def cancel(self) -> None:
-        self.cancelled = True
+        if not self.cancelled:
+            self.cancelled = True
+            self._session.watches.remove(self)
+            self._session.zk._watches[self._abs].remove(self)
 
     def __repr__(self):
         return f"<MemoryWatch {self.kind} {self.path}{' cancelled' if self.cancelled else ''}>"
@@ -164,7 +167,7 @@ class MemoryZk:
         sess.session_id, self._next_session = self._next_session, self._next_session + 1
         sess.state = "CONNECTED"
         self._queue_state(sess, "CONNECTED")
-        for w in sess.watches:
+        for w in list(sess.watches):
             self._queue(w)
 
     def _drop_ephemerals(self, session_id: int) -> None:
@@ -364,7 +367,7 @@ class MemoryZkStore(AdminMixin):
         if self._closed:
             return
         self._closed = True
-        for w in self._client.watches:
+        for w in list(self._client.watches):
             w.cancel()
         self._client.listeners.clear()
         self.zk.close(self._client)

@@ -4,6 +4,7 @@ over it without a thread (no ZooKeeper, no sleeps: everything is driven by deliv
 from __future__ import annotations
 
 import json
+import threading
 
 import pytest
 
@@ -325,6 +326,7 @@ def sim_controller(zk, cid, channel):
 
 
 def test_controller_over_memory_zk_creates_partition_states(zk, stores):
+    threads = threading.active_count()
     channel = RecordingChannel()
     c = sim_controller(zk, 1, channel)
     settle(zk, c.loop)
@@ -348,6 +350,7 @@ def test_controller_over_memory_zk_creates_partition_states(zk, stores):
     s0 = c.store.get_partition_state("clicks", 0)
     assert (s0.leader, s0.isr, s0.leader_epoch) == (2, (2, 3), 1)
     assert c.loop.errors == [] and zk.callback_errors == []
+    assert threading.active_count() == threads            # no thread was started
 
 
 def test_controller_failover_on_session_expiry(zk, stores):
@@ -369,3 +372,17 @@ def test_controller_failover_on_session_expiry(zk, stores):
     settle(zk, c1.loop, c2.loop)
     assert not c1.is_active and c1.active_controller_id == 2 and c2.is_active
     assert c1.loop.errors == [] and c2.loop.errors == [] and zk.callback_errors == []
+
+
+def test_sim_loop_expire_clears_the_queue_and_puts_expire_first():
+    seen = []
+    loop = SimLoop(seen.append)
+    loop.put(ev.BrokerChange())
+    loop.put(ev.TopicChange())
+    loop.expire()
+    loop.put(ev.Reelect())
+    assert loop.queue_size() == 2 and loop.idle()
+    assert loop.run() == 2 and seen == [ev.Expire(), ev.Reelect()] and loop.run() == 0
+    loop.shutdown()
+    loop.put(ev.Startup())
+    assert seen[-1] == ev.Shutdown() and loop.queue_size() == 0 and loop.processed == 3
