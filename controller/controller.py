@@ -19,9 +19,13 @@ Rules:
   czxid (broker epoch) bounced = failure then startup.
 - Requests from brokers (AlterPartition, ControlledShutdown) carry the broker epoch; a stale
   one is rejected with STALE_BROKER_EPOCH (77).
-- /admin/reassign_partitions and /admin/preferred_replica_election are acted on when they
-  are CREATED (Kafka's creation handlers); the controller's own rewrites of them do not
-  re-trigger anything. Topic deletion: controller/topic_deletion.py; reassignment:
+- /admin/reassign_partitions and /admin/preferred_replica_election are acted on whenever
+  they exist or change (a watch that only saw creations could miss a re-creation between
+  two deliveries); handlers skip what is already under way, so the controller's own
+  rewrites are harmless.
+- A ZooKeeper failure in the middle of an event (connection lost) abandons the term:
+  resign, free /controller, re-elect after `reelect_backoff_ms`; the next failover reloads
+  everything from ZooKeeper. A standby that fails to read retries its election the same way. Topic deletion: controller/topic_deletion.py; reassignment:
   controller/reassignment.py; which partitions a preferred election moves:
   controller/rebalance.py.
 - Timers (auto rebalance) only enqueue events and are cancelled on resignation.
@@ -56,6 +60,7 @@ class ControllerConfig:
     leader_imbalance_check_interval_ms: int = 300_000
     leader_imbalance_per_broker_percentage: int = 10
     delete_topic_enable: bool = True
+    reelect_backoff_ms: int = 500
 
 
 class _Fenced:
@@ -133,12 +138,18 @@ class Controller(TopicEventsMixin):
             log.warning("controller %s: %s; resigning", self.id, exc)
             self.batch.clear()
             self.maybe_resign()
-            reply = getattr(event, "reply", None)
-            if reply is not None:  # the asker must not hang: it retries on the new controller
-                reply(NotController(f"controller {self.id} was fenced: {exc}"))
-        except ZkStoreError:
+            _reply_not_controller(event, f"controller {self.id} was fenced: {exc}")
+        except ZkStoreError as exc:
+            # The event's work is half done and ZooKeeper (the truth) is out of reach: give
+            # up the term so a fresh failover, ours or another candidate's, reloads it.
+            log.warning("controller %s: %s during %s; moving the controller", self.id, exc,
+                        type(event).__name__)
             self.batch.clear()
-            raise
+            if self.election is not None:
+                self.trigger_controller_move()
+            else:
+                self._schedule_reelect()
+            _reply_not_controller(event, f"controller {self.id}: {exc}")
 
     # -- election ----------------------------------------------------------------------------
     def process_startup(self, _e) -> None:
@@ -167,6 +178,10 @@ class Controller(TopicEventsMixin):
 
     def elect(self) -> None:
         current = self.store.get_controller()
+        if current == self.id and self.election is None:
+            # /controller left by our own failed term in this session: clear it and compete
+            self.store.delete_controller_if_ours()
+            current = self.store.get_controller()
         if current is not None:
             self.active_controller_id = current
             return
@@ -192,9 +207,18 @@ class Controller(TopicEventsMixin):
             self.on_controller_resignation()
 
     def trigger_controller_move(self) -> None:
+        """Resign and free /controller. Our own Reelect follows after a back-off: the other
+        candidates' watches may coalesce the create+delete into no change at all."""
         self.on_controller_resignation()
-        self.store.delete_controller_if_ours()
         self.active_controller_id = None
+        try:
+            self.store.delete_controller_if_ours()
+        finally:
+            self._schedule_reelect()
+
+    def _schedule_reelect(self) -> None:
+        put = self.loop.put
+        self.scheduler.schedule(self.config.reelect_backoff_ms, lambda: put(ev.Reelect()))
 
     def on_controller_resignation(self) -> None:
         self.scheduler.cancel_all()
@@ -217,8 +241,8 @@ class Controller(TopicEventsMixin):
             self.store.watch_topics(lambda _t: put(ev.TopicChange())),
             self.store.watch_topic_deletions(lambda _t: put(ev.TopicDeletion())),
             self.store.watch_isr_change_notifications(lambda _n: put(ev.IsrChangeNotification())),
-            self.store.watch_reassignment(_on_creation(lambda: put(ev.ReassignPartitions()))),
-            self.store.watch_preferred_election(_on_creation(
+            self.store.watch_reassignment(_when_present(lambda: put(ev.ReassignPartitions()))),
+            self.store.watch_preferred_election(_when_present(
                 lambda: put(ev.PreferredReplicaElection(trigger="zk")))),
         ]
         requested_deletions = self._load_context()
@@ -261,6 +285,7 @@ class Controller(TopicEventsMixin):
         ]
 
     def forget_topic(self, topic: str) -> None:
+        self.reassignment.forget_topic(topic)
         self.ctx.remove_topic(topic)
         for watch in self._topic_watches.pop(topic, []):
             watch.cancel()
@@ -325,15 +350,20 @@ class Controller(TopicEventsMixin):
             self.batch.add_update_metadata(ctx.live_or_shutting_down_broker_ids())
 
 
-def _on_creation(fire: Callable[[], None]) -> Callable[[object], None]:
-    """A data-watch callback that fires only when the znode appears (absent → present)."""
-    present = [False]
-
+def _when_present(fire: Callable[[], None]) -> Callable[[object], None]:
+    """A data-watch callback that fires whenever the znode exists (created or rewritten);
+    its handler reads the znode itself and ignores what is already under way."""
     def callback(value) -> None:
-        was, present[0] = present[0], value is not None
-        if present[0] and not was:
+        if value is not None:
             fire()
     return callback
+
+
+def _reply_not_controller(event, message: str) -> None:
+    """An asker must not hang when the event failed: it retries on the new controller."""
+    reply = getattr(event, "reply", None)
+    if reply is not None:
+        reply(NotController(message))
 
 
 def _on_change(fire: Callable[[], None]) -> Callable[[object], None]:

@@ -8,10 +8,11 @@ Rules:
   checked: the topic must exist and not be queued for deletion (UnknownTopicOrPartition);
   the target must be non-empty, without duplicates, of live brokers
   (InvalidReplicaAssignment). Rejected entries are removed from the znode at once.
+  Queuing a topic for deletion cancels its reassignments (`forget_topic`).
 - Phase A (start, or target changed): write RS/AR/RR into /brokers/topics/<t> (fenced),
   replicas no longer needed by a changed target are stopped; bump the leader epoch (same
   leader and ISR) and send LeaderAndIsr with the new RS to ORS (is_new=false) and to AR
-  (is_new=true); AR replicas → NewReplica. The topic becomes ineligible for deletion.
+  (is_new=true); AR replicas → NewReplica.
 - The reassignment completes once TRS ⊆ ISR, read from the partition state znode; it is
   re-checked whenever the partition's ISR changes (AlterPartition, ISR notifications).
 - Phase B (complete): AR → OnlineReplica; RS := TRS in memory; if the leader is not in
@@ -21,6 +22,7 @@ Rules:
   /admin/reassign_partitions (the znode goes when empty); UpdateMetadata to every broker;
   resume a pending deletion of the topic.
 - A target equal to the current replicas completes immediately (nothing to move).
+- A request for a partition already moving to the same target is a no-op.
 - On failover, reassignments found in /admin/reassign_partitions and partitions whose
   assignment still has AR/RR resume from where ZooKeeper says they are.
 """
@@ -74,6 +76,14 @@ class ReassignmentManager:
             if assignment is not None:
                 self._on_reassignment(tp, assignment)
 
+    def forget_topic(self, topic: str) -> None:
+        """The topic is gone: drop its reassignments, here and in ZooKeeper."""
+        gone = {tp for tp in self.in_progress if tp.topic == topic}
+        gone |= {TopicPartition(*tp) for tp in self.c.store.get_reassignment() if tp[0] == topic}
+        self.in_progress -= gone
+        if gone:
+            self._remove_from_zk(gone)
+
     def is_being_reassigned(self, topic: str) -> bool:
         return any(tp.topic == topic for tp in self.in_progress)
 
@@ -83,10 +93,15 @@ class ReassignmentManager:
         results: dict[TopicPartition, KafkaError | None] = {}
         todo: dict[TopicPartition, ReplicaAssignment] = {}
         for tp in resumed:
-            a = self.ctx.assignment(tp)
-            todo[tp] = reassign_to(a, a.target_replicas)
+            if not self.ctx.is_topic_queued_for_deletion(tp.topic):
+                a = self.ctx.assignment(tp)
+                todo[tp] = reassign_to(a, a.target_replicas)
         for raw, target in requested.items():
             tp = TopicPartition(*raw)
+            current = self.ctx.assignment(tp)
+            if tp in self.in_progress and current.target_replicas == tuple(target) \
+                    and tp not in resumed:
+                continue  # already moving there (e.g. our own rewrite of the znode)
             error = self._validate(tp, tuple(target))
             if error is not None:
                 results[tp] = error
@@ -119,7 +134,6 @@ class ReassignmentManager:
 
     def _on_reassignment(self, tp: TopicPartition, reassignment: ReplicaAssignment) -> None:
         c, ctx = self.c, self.ctx
-        c.deletion.mark_ineligible({tp.topic})
         self._update_current(tp, reassignment)
         if not self._is_complete(tp, reassignment):
             self._bump_leader_epoch_and_send(tp, reassignment)

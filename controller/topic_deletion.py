@@ -4,8 +4,12 @@ Rules:
 - A topic is queued for deletion when /admin/delete_topics/<t> appears (or is found there on
   failover). Markers for topics that do not exist are removed at once; with
   delete.topic.enable=false every marker is removed and nothing is deleted.
-- Deletion of a queued topic starts unless it is ineligible. Ineligible: a replica sits on
-  a dead broker, a replica failed to delete, or a partition is being reassigned. An
+- Queuing a topic cancels its reassignments (Kafka halts the deletion instead, which can
+  deadlock: the partitions of a topic being deleted are never brought back online, so a
+  reassignment waiting for its ISR to grow never finishes). Every replica of the full
+  replica set, including replicas being added, is deleted.
+- Deletion of a queued topic starts unless it is ineligible: a replica sits on a dead
+  broker or failed to delete. An
   ineligible topic waits: broker startup, reassignment completion or a new deletion request
   make it eligible again and deletion resumes.
 - Starting (Kafka's onTopicDeletion): the first time, its partitions → Offline →
@@ -60,8 +64,7 @@ class TopicDeletionManager:
         if not topics:
             return
         for topic in topics:
-            if self.c.reassignment.is_being_reassigned(topic):
-                self.ctx.topics_ineligible_for_deletion.add(topic)
+            self.c.reassignment.forget_topic(topic)  # no point moving what will be deleted
         self.ctx.topics_to_delete |= topics
         self.resume()
 
@@ -92,9 +95,6 @@ class TopicDeletionManager:
         if topics:
             self.ctx.topics_ineligible_for_deletion -= topics
             self.resume()
-
-    def mark_ineligible(self, topics: Iterable[str]) -> None:
-        self.ctx.topics_ineligible_for_deletion |= set(topics) & self.ctx.topics_to_delete
 
     def on_broker_startup(self, broker_ids: set[int]) -> None:
         self.resume_for_topics({r.topic for r in self.ctx.replicas_on_brokers(broker_ids)})

@@ -21,7 +21,8 @@ Rules:
   FIFO order, only by ``MemoryZk.deliver()``. A watch is one-shot like ZooKeeper's: while
   a notification is pending more changes coalesce into it; on delivery it reads the
   CURRENT value and calls back only if it changed since the last call (data: mzxid or
-  absence; children: parent incarnation and names), so every watch fires once on
+  absence; children: parent incarnation and cversion, so a child deleted and re-created
+  under the same name still fires, as a real one-shot watch would), so every watch fires once on
   registration and then on changes, always with the full current value. Children
   watches survive deletion and re-creation of their parent (the real store's
   ``_children_watch`` does so; a bare kazoo ChildrenWatch would stop) and report an empty
@@ -247,7 +248,7 @@ class MemoryZk:
                     value = w._convert(None if node is None else node.data)
                 else:
                     names = [] if node is None else sorted(node.children)
-                    obs = None if node is None else (node.czxid, tuple(names))
+                    obs = None if node is None else (node.czxid, node.cversion)
                     value = w._convert(names)
             except Exception as exc:
                 log.exception("cannot parse %s", w.path)
