@@ -40,6 +40,7 @@ test-unit: install
 
 bench: install
 	$(PY) bench/log_bench.py
+	$(PY) bench/controller_bench.py
 
 # Before merging: the committed HEAD, cloned into a fresh directory, passes `make test`.
 check-clean:
