@@ -27,7 +27,7 @@ __all__ = [
     "ROOT_PREFIX", "CONTROLLER", "CONTROLLER_EPOCH", "BROKERS", "BROKER_IDS", "BROKER_TOPICS",
     "ADMIN", "DELETE_TOPICS", "REASSIGN_PARTITIONS", "PREFERRED_REPLICA_ELECTION",
     "ISR_CHANGE_NOTIFICATION", "ISR_CHANGE_PREFIX", "CONFIG", "CONFIG_TOPICS", "CONSUMERS",
-    "PERSISTENT_PATHS", "cluster_root", "broker_path", "topic_path", "partitions_path",
+    "PERSISTENT_PATHS", "LATEST_PRODUCER_ID_BLOCK", "PRODUCER_ID_BLOCK_SIZE", "cluster_root", "broker_path", "topic_path", "partitions_path",
     "partition_path", "partition_state_path", "delete_topic_path", "config_topic_path",
     "isr_change_path", "group_offsets_path", "group_topic_offsets_path", "offset_path",
     "check_name", "check_topic", "dumps", "new_topic_id", "TopicPartition",
@@ -55,6 +55,8 @@ ISR_CHANGE_PREFIX = "isr_change_"
 CONFIG = "/config"
 CONFIG_TOPICS = "/config/topics"
 CONSUMERS = "/consumers"
+LATEST_PRODUCER_ID_BLOCK = "/latest_producer_id_block"
+PRODUCER_ID_BLOCK_SIZE = 1000
 
 # Created (persistent, empty) when the store starts, like Kafka's ZkData.PersistentZkPaths,
 # so that children watches always have a node to sit on.
@@ -328,3 +330,17 @@ def encode_offset(offset: int) -> bytes:
 
 def decode_offset(data: bytes) -> int:
     return int(data.decode("ascii").strip())
+
+
+def encode_producer_id_block(broker_id: int, block_start: int, block_end: int) -> bytes:
+    """Kafka's /latest_producer_id_block: {"version":1,"broker":..,"block_start":..,"block_end":..}
+    (block_start/block_end as strings, as Kafka writes them)."""
+    return dumps({"version": 1, "broker": broker_id, "block_start": str(block_start),
+                  "block_end": str(block_end)})
+
+
+def decode_producer_id_block(data: bytes | None) -> tuple[int, int] | None:
+    if not data:
+        return None
+    d = _loads(data)
+    return int(d["block_start"]), int(d["block_end"])

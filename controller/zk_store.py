@@ -44,7 +44,9 @@ from controller.zk_client import (AdminOperationInProgress, BadVersion, BrokerId
 from controller.zk_fenced import ControllerElection, FencedWriter, ZkElectionSession
 from controller.zk_multi import (MAX_BYTES_PER_MULTI, MAX_OPS_PER_MULTI, _all_ok,
                                  _first_failure, _Op, _Unit)
-from controller.zk_paths import (BROKER_IDS, BROKER_TOPICS, DELETE_TOPICS,
+from controller.zk_paths import (BROKER_IDS, BROKER_TOPICS, DELETE_TOPICS, LATEST_PRODUCER_ID_BLOCK,
+                                 PRODUCER_ID_BLOCK_SIZE, decode_producer_id_block,
+                                 encode_producer_id_block,
                                  ISR_CHANGE_NOTIFICATION, ISR_CHANGE_PREFIX,
                                  PREFERRED_REPLICA_ELECTION, REASSIGN_PARTITIONS,
                                  BrokerRegistration, LeaderIsrAndControllerEpoch,
@@ -345,6 +347,27 @@ class ZkStore(ZkElectionSession):
         return self._data_watch(topic_path(topic), lambda data, stat:
                                 None if stat is None else TopicAssignment.from_json(topic, data),
                                 callback)
+
+    # -- producer ids ------------------------------------------------------------------------------
+    @_zk_call
+    def allocate_producer_id_block(self, owner_id: int = -1,
+                                   size: int = PRODUCER_ID_BLOCK_SIZE) -> tuple[int, int]:
+        """Kafka's ProducerIdManager (ZK mode): claim the next block [start, end] of producer
+        ids by a conditional set of /latest_producer_id_block; retried on races."""
+        for _ in range(50):
+            got = self._get(LATEST_PRODUCER_ID_BLOCK)
+            last = decode_producer_id_block(got[0]) if got else None
+            start = 0 if last is None else last[1] + 1
+            data = encode_producer_id_block(owner_id, start, start + size - 1)
+            try:
+                if got is None:
+                    self._client.create(self._abs(LATEST_PRODUCER_ID_BLOCK), data, makepath=True)
+                else:
+                    self._client.set(self._abs(LATEST_PRODUCER_ID_BLOCK), data, version=got[1].version)
+                return start, start + size - 1
+            except (NodeExistsError, BadVersionError):
+                continue
+        raise ZkStoreError("allocate_producer_id_block: too many concurrent allocations")
 
     # -- consumer offsets ----------------------------------------------------------------------
     @_zk_call

@@ -1,0 +1,299 @@
+"""BrokerActor: one broker as a detached Ray actor, the shell around replicas.ReplicaManager.
+
+Rules:
+- Threaded actor (max_concurrency): an acks=all produce or a long-poll fetch waits on a
+  condition variable in its own thread and never blocks other calls. Every replica
+  manager call happens under ONE lock (the manager is single-threaded by design).
+- Start (also after a Ray restart, which re-runs __init__): recover the logs from disk,
+  register in ZooKeeper (an ephemeral /brokers/ids/<id> whose czxid is the broker epoch;
+  waits out the previous incarnation's session), then obey the controller.
+- A new ZooKeeper session after expiry re-registers (a new broker epoch): the controller
+  sees a bounce and resends everything.
+- Effects of the replica manager are carried out here: ISR proposals go to the active
+  controller (AlterPartition, retried until answered or moot), finished acks=all produces
+  and HW moves wake the waiting threads, leadership changes start/stop follower fetchers.
+- Background: tick (ISR shrink, produce timeouts) every `tick_ms`, HW checkpoint and
+  flush policy every `checkpoint_interval_ms`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import threading
+import time
+
+import ray
+
+from actors.fetcher import Fetcher
+from controller.requests import LeaderAndIsrRequest, StopReplicaRequest, UpdateMetadataRequest
+from controller.zk_paths import BrokerRegistration, LeaderIsrAndControllerEpoch
+from controller.zk_store import ZkStore
+from replicas.errors import KafkaError, RequestTimedOut, error_for_code
+from replicas.replica_manager import (BrokerConfig, HighWatermarkChanged, ProduceDone,
+                                      ProposeIsr, ReplicaManager)
+
+log = logging.getLogger(__name__)
+_BROKER_KEYS = {"replica_lag_time_max_ms", "max_fetch_bytes"}
+
+
+def _clock_ms() -> int:
+    return int(time.monotonic() * 1000)
+
+
+@ray.remote(max_restarts=-1, max_task_retries=0, max_concurrency=64, num_cpus=0)
+class BrokerActor:
+    def __init__(self, broker_id: int, cluster: str, zookeeper: str, namespace: str,
+                 data_dir: str, config: dict | None = None):
+        logging.basicConfig(level=logging.INFO)
+        config = dict(config or {})
+        self.id, self.cluster, self.namespace = broker_id, cluster, namespace
+        self.tick_ms = int(config.pop("tick_ms", 100))
+        self.checkpoint_interval_ms = int(config.pop("checkpoint_interval_ms", 1000))
+        session_ms = int(config.pop("zk_session_timeout_ms", 3000))
+        broker_cfg = {k: config.pop(k) for k in list(config) if k in _BROKER_KEYS}
+        topic_defaults = {k.replace("_", "."): v for k, v in config.items()}
+        os.makedirs(data_dir, exist_ok=True)
+        self.lock = threading.RLock()
+        self.changed = threading.Condition(self.lock)
+        self.rm = ReplicaManager(broker_id, BrokerConfig(data_dir=data_dir,
+                                                         default_topic_config=topic_defaults,
+                                                         **broker_cfg), _clock_ms)
+        self.recovery = self.rm.startup()
+        self.done: dict[int, ProduceDone] = {}
+        self.fetchers: dict[int, Fetcher] = {}
+        self._handles: dict[int, object] = {}
+        self._alter = queue.Queue()
+        self._stopped = threading.Event()
+        self.store = ZkStore(zookeeper, cluster, session_timeout_s=session_ms / 1000).start()
+        self._session_lost = False
+        self.store.add_state_listener(self._on_zk_state)
+        self._register()
+        threading.Thread(target=self._background, daemon=True, name="broker-background").start()
+        threading.Thread(target=self._alter_sender, daemon=True, name="broker-alter").start()
+
+    # -- ZooKeeper registration ---------------------------------------------------------------------
+    def _register(self) -> None:
+        ctx = ray.get_runtime_context()
+        reg = BrokerRegistration(self.id, ray.util.get_node_ip_address(), 0,
+                                 node_id=ctx.get_node_id(), actor_name=f"broker-{self.id}")
+        epoch = self.store.register_broker(reg, wait_s=60)
+        with self.lock:
+            self.rm.broker_epoch = epoch
+
+    def _on_zk_state(self, state: str) -> None:
+        if state == "LOST":
+            self._session_lost = True
+        elif state == "CONNECTED" and self._session_lost:
+            self._session_lost = False
+            threading.Thread(target=self._register, daemon=True).start()
+
+    # -- helpers ---------------------------------------------------------------------------------
+    def broker_handle(self, broker_id: int):
+        handle = self._handles.get(broker_id)
+        if handle is None:
+            handle = self._handles[broker_id] = ray.get_actor(f"broker-{broker_id}",
+                                                              namespace=self.namespace)
+        return handle
+
+    def forget_handle(self, broker_id: int) -> None:
+        self._handles.pop(broker_id, None)
+
+    def apply_effects(self, effects) -> None:
+        """Carry out replica-manager effects; caller holds the lock."""
+        wake = False
+        for e in effects:
+            if isinstance(e, ProduceDone):
+                self.done[e.pending_id] = e
+                wake = True
+            elif isinstance(e, HighWatermarkChanged):
+                wake = True
+            elif isinstance(e, ProposeIsr):
+                self._alter.put(e)
+        if wake:
+            self.changed.notify_all()
+
+    # -- controller → broker ---------------------------------------------------------------------
+    def handle_controller_request(self, request) -> dict:
+        with self.lock:
+            if isinstance(request, LeaderAndIsrRequest):
+                topic_configs = {t: self.store.get_topic_config(t) or {}
+                                 for t in {s.topic for s in request.partition_states}}
+                out = self.rm.handle_leader_and_isr(request, topic_configs)
+                self.apply_effects(out.effects)
+                self._move_fetchers(out.became_leader, out.became_follower)
+                return {"error": out.error, "partition_errors": dict(out.partition_errors)}
+            if isinstance(request, UpdateMetadataRequest):
+                return {"error": self.rm.handle_update_metadata(request), "partition_errors": {}}
+            if isinstance(request, StopReplicaRequest):
+                out = self.rm.handle_stop_replica(request)
+                self._move_fetchers(out.stopped, {})
+                self.changed.notify_all()
+                return {"error": out.error, "partition_errors": dict(out.partition_errors)}
+        raise TypeError(f"not a controller request: {type(request).__name__}")
+
+    def _move_fetchers(self, not_following, following: dict) -> None:
+        for tp in not_following:
+            for f in self.fetchers.values():
+                f.remove([tp])
+        for tp, leader in following.items():
+            for lid, f in self.fetchers.items():
+                if lid != leader:
+                    f.remove([tp])
+            fetcher = self.fetchers.get(leader)
+            if fetcher is None:
+                fetcher = self.fetchers[leader] = Fetcher(self, leader)
+            fetcher.add([tp])
+        for lid in [lid for lid, f in self.fetchers.items() if f.empty]:
+            self.fetchers.pop(lid).stop()
+
+    # -- produce -----------------------------------------------------------------------------------
+    def produce(self, tp, batches: bytes, acks: int = -1, timeout_ms: int = 30_000) -> dict:
+        tp = tuple(tp)
+        with self.lock:
+            r = self.rm.append(tp, batches, acks, timeout_ms)
+            if r.pending_id is None:
+                return {"error": r.error, "base_offset": r.base_offset, "last_offset": r.last_offset,
+                        "duplicate": r.duplicate}
+            deadline = time.monotonic() + timeout_ms / 1000 + 5
+            while r.pending_id not in self.done:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return {"error": RequestTimedOut.code, "base_offset": r.base_offset,
+                            "last_offset": r.last_offset, "duplicate": r.duplicate}
+                self.changed.wait(remaining)
+            d = self.done.pop(r.pending_id)
+            return {"error": d.error, "base_offset": d.base_offset, "last_offset": d.last_offset,
+                    "duplicate": r.duplicate}
+
+    # -- fetch ---------------------------------------------------------------------------------------
+    def fetch_many(self, replica_id: int, requests, max_wait_ms: int = 0, min_bytes: int = 1,
+                   max_bytes: int = 4 << 20) -> dict:
+        """requests: [(tp, offset, current_leader_epoch, last_fetched_epoch)] → {tp: result}."""
+        deadline = time.monotonic() + max_wait_ms / 1000
+        with self.lock:
+            while True:
+                out, total = {}, 0
+                for tp, offset, current_epoch, last_epoch in requests:
+                    tp = tuple(tp)
+                    r = self.rm.fetch(tp, offset, max_bytes, replica_id=replica_id,
+                                      current_leader_epoch=current_epoch,
+                                      last_fetched_epoch=last_epoch)
+                    self.apply_effects(r.effects)
+                    out[tp] = {"error": r.error, "records": r.records,
+                               "high_watermark": r.high_watermark,
+                               "log_start_offset": r.log_start_offset,
+                               "log_end_offset": r.log_end_offset,
+                               "diverging_epoch": r.diverging_epoch}
+                    total += len(r.records) + (1 if r.error or r.diverging_epoch else 0)
+                remaining = deadline - time.monotonic()
+                if total >= min_bytes or remaining <= 0:
+                    return out
+                self.changed.wait(remaining)
+
+    def offsets_for_leader_epoch(self, tp, current_leader_epoch: int, leader_epoch: int):
+        with self.lock:
+            return self.rm.offsets_for_leader_epoch(tuple(tp), current_leader_epoch, leader_epoch)
+
+    # -- metadata and status -----------------------------------------------------------------------
+    def metadata(self) -> dict:
+        with self.lock:
+            md = self.rm.metadata
+            return {"brokers": dict(md.live_brokers),
+                    "partitions": {tp: (s.leader, s.leader_epoch, tuple(s.replicas), tuple(s.isr))
+                                   for tp, s in md.partitions.items()}}
+
+    def metadata_leaders(self, topics) -> dict:
+        with self.lock:
+            return {tp: (s.leader, s.leader_epoch) for tp, s in self.rm.metadata.partitions.items()
+                    if tp[0] in set(topics)}
+
+    def partition_info(self, tp) -> dict | None:
+        with self.lock:
+            return self.rm.partition_info(tuple(tp))
+
+    def pid(self) -> int:
+        return os.getpid()
+
+    def node_id(self) -> str:
+        return ray.get_runtime_context().get_node_id()
+
+    # -- background work -----------------------------------------------------------------------------
+    def _background(self) -> None:
+        last_checkpoint = _clock_ms()
+        while not self._stopped.wait(self.tick_ms / 1000):  # the broker's timer wheel
+            with self.lock:
+                self.apply_effects(self.rm.tick())
+                if _clock_ms() - last_checkpoint >= self.checkpoint_interval_ms:
+                    self.rm.checkpoint_high_watermarks()
+                    last_checkpoint = _clock_ms()
+
+    def _alter_sender(self) -> None:
+        """AlterPartition proposals to the active controller, retried until answered."""
+        while not self._stopped.is_set():
+            proposal: ProposeIsr = self._alter.get()
+            if proposal is None:
+                return
+            while not self._stopped.is_set():
+                try:
+                    answer = self._send_alter(proposal)
+                except Exception as exc:
+                    log.info("AlterPartition %s failed: %s; retrying", proposal.tp, exc)
+                    self._stopped.wait(0.1)  # back-off before the retry
+                    continue
+                if isinstance(answer, KafkaError) and answer.retriable:
+                    self._stopped.wait(0.1)
+                    continue
+                with self.lock:
+                    self.apply_effects(self.rm.handle_alter_partition_response(proposal.tp, answer))
+                break
+
+    def _send_alter(self, p: ProposeIsr):
+        cid = self.store.get_controller()
+        if cid is None:
+            raise RuntimeError("no active controller")
+        controller = ray.get_actor(f"controller-{cid}", namespace=self.namespace)
+        with self.lock:
+            epoch = self.rm.broker_epoch
+        proposal = LeaderIsrAndControllerEpoch(self.id, p.leader_epoch, tuple(p.isr), -1,
+                                               p.partition_epoch)
+        answer = ray.get(controller.alter_partition.remote(self.id, epoch, {p.tp: proposal}),
+                         timeout=30)
+        if isinstance(answer, KafkaError):
+            return answer
+        return answer.get(p.tp, answer.get(tuple(p.tp)))
+
+    # -- shutdown ----------------------------------------------------------------------------------
+    def controlled_shutdown(self, timeout_s: float = 30.0) -> bool:
+        """Ask the controller to move leadership away until nothing is led (Kafka's
+        controlled shutdown); True when done within the timeout."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            cid = self.store.get_controller()
+            if cid is not None:
+                controller = ray.get_actor(f"controller-{cid}", namespace=self.namespace)
+                with self.lock:
+                    epoch = self.rm.broker_epoch
+                left = ray.get(controller.controlled_shutdown.remote(self.id, epoch), timeout=30)
+                if not isinstance(left, KafkaError) and not left:
+                    return True
+            self._stopped.wait(0.1)  # back-off before asking again
+        return False
+
+    def shutdown(self) -> None:
+        self._stopped.set()
+        self._alter.put(None)
+        for f in self.fetchers.values():
+            f.stop()
+        with self.lock:
+            self.rm.checkpoint_high_watermarks()
+            self.rm.flush()
+            self.rm.close()
+        self.store.close()
+
+
+def raise_for(result: dict) -> dict:
+    if result.get("error"):
+        raise error_for_code(result["error"], str(result))
+    return result

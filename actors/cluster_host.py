@@ -1,0 +1,48 @@
+"""ClusterHost: the detached actor that remembers how a named rayka cluster is set up and,
+for the embedded default, owns its ZooKeeper server.
+
+Rules:
+- One per cluster, named `rayka-cluster` in the namespace `rayka-<cluster>`; any driver
+  finds the cluster through it (`rayka.connect(name)`).
+- If no ZooKeeper connect string is given it starts the real ZooKeeper server (Debian's,
+  through rayka.zookeeper) inside its own process, on loopback, and stops it by pid on
+  `stop_zookeeper()`; a given ensemble is only recorded.
+- It holds plain facts (connect string, data dir, broker and controller ids, config);
+  nothing about leadership, which lives in ZooKeeper.
+"""
+
+from __future__ import annotations
+
+import ray
+
+HOST_NAME = "rayka-cluster"
+
+
+def namespace_for(cluster: str) -> str:
+    return f"rayka-{cluster}"
+
+
+@ray.remote(num_cpus=0, max_restarts=0)
+class ClusterHost:
+    def __init__(self, facts: dict, zookeeper: str | None, zk_tick_time_ms: int = 200):
+        self._server = None
+        if zookeeper is None:
+            from rayka.zookeeper import ZooKeeperServer
+            self._server = ZooKeeperServer(tick_time_ms=zk_tick_time_ms).start()
+            zookeeper = self._server.connect_string
+        self.facts = dict(facts, zookeeper=zookeeper, embedded_zookeeper=self._server is not None)
+
+    def info(self) -> dict:
+        return dict(self.facts)
+
+    def update(self, **changes) -> dict:
+        self.facts.update(changes)
+        return dict(self.facts)
+
+    def zookeeper_pid(self) -> int | None:
+        return self._server.pid if self._server is not None else None
+
+    def stop_zookeeper(self) -> None:
+        if self._server is not None:
+            self._server.stop()
+            self._server = None

@@ -1,0 +1,110 @@
+"""ControllerActor: one controller candidate as a Ray actor (the shell around controller/).
+
+Rules:
+- One candidate per actor, each with its OWN ZooKeeper session (ZkStore); the candidates
+  race through the ZooKeeper election, never through Ray. Ray restarts a killed candidate
+  (max_restarts=-1), which simply becomes a candidate again.
+- Threaded actor: calls that wait for the controller's answer (AlterPartition, controlled
+  shutdown, preferred elections) block only their own thread; the controller's event
+  thread does the work, in order.
+- Requests to brokers leave through RayBrokerChannel (per-broker sender threads).
+- Answers that carry typed errors are returned as values (picklable KafkaError objects),
+  per partition for batch calls.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+import ray
+
+from actors.channel import RayBrokerChannel
+from controller import events as ev
+from controller.controller import Controller, ControllerConfig
+from controller.zk_store import ZkStore
+from replicas.errors import NotController, RequestTimedOut
+
+log = logging.getLogger(__name__)
+
+
+def controller_actor_name(controller_id: int) -> str:
+    return f"controller-{controller_id}"
+
+
+def _clock_ms() -> int:
+    return int(time.monotonic() * 1000)
+
+
+@ray.remote(max_restarts=-1, max_task_retries=0, max_concurrency=32, num_cpus=0)
+class ControllerActor:
+    def __init__(self, controller_id: int, cluster: str, zookeeper: str, namespace: str,
+                 zk_session_timeout_ms: int = 3000, config: dict | None = None):
+        logging.basicConfig(level=logging.INFO)
+        self.id = controller_id
+        self.store = ZkStore(zookeeper, cluster,
+                             session_timeout_s=zk_session_timeout_ms / 1000).start()
+        self.controller = Controller(controller_id, self.store, None, _clock_ms,
+                                     ControllerConfig(**(config or {})))
+        self.channel = RayBrokerChannel(namespace, self.controller)
+        self.controller.channel = self.channel
+        self.controller.start()
+
+    # -- queries ---------------------------------------------------------------------------------
+    def info(self) -> dict:
+        c = self.controller
+        return {"id": self.id, "active": c.is_active, "epoch": c.ctx.epoch if c.is_active else None,
+                "active_controller_id": c.active_controller_id,
+                "failovers_completed": c.failovers_completed}
+
+    def pid(self) -> int:
+        import os
+        return os.getpid()
+
+    def node_id(self) -> str:
+        return ray.get_runtime_context().get_node_id()
+
+    def status(self) -> dict:
+        """Health figures of the active controller (`rayka status`, Ray metrics)."""
+        c = self.controller
+        if not c.is_active:
+            return {"active": False}
+        ctx = c.ctx
+        return {"active": True, "epoch": ctx.epoch, "live_brokers": sorted(ctx.live_brokers),
+                "shutting_down": sorted(ctx.shutting_down),
+                "partitions": len(ctx.all_partitions()),
+                "offline_partitions": ctx.offline_partition_count(),
+                "under_replicated_partitions": len(ctx.under_replicated()),
+                "topics_to_delete": sorted(ctx.topics_to_delete),
+                "reassigning": sorted(map(tuple, c.reassignment.in_progress))}
+
+    # -- requests that wait for the controller ------------------------------------------------------
+    def _ask(self, make_event, timeout_s: float = 30.0):
+        if not self.controller.is_active:
+            return NotController(f"controller {self.id} is not the active controller")
+        done, box = threading.Event(), {}
+
+        def reply(result):
+            box["r"] = result
+            done.set()
+        self.controller.loop.put(make_event(reply))
+        if not done.wait(timeout_s):
+            return RequestTimedOut(f"controller {self.id} did not answer within {timeout_s} s")
+        return box["r"]
+
+    def alter_partition(self, broker_id: int, broker_epoch: int, proposals: dict):
+        return self._ask(lambda reply: ev.AlterPartition(broker_id, broker_epoch, proposals,
+                                                         reply=reply))
+
+    def controlled_shutdown(self, broker_id: int, broker_epoch: int):
+        return self._ask(lambda reply: ev.ControlledShutdown(broker_id, broker_epoch, reply=reply))
+
+    def elect_preferred_leaders(self, partitions):
+        return self._ask(lambda reply: ev.PreferredReplicaElection(
+            frozenset(tuple(p) for p in partitions), reply=reply))
+
+    def shutdown(self) -> None:
+        self.controller.shutdown()
+        self.channel.stop()
+        self.store.close()

@@ -1,0 +1,187 @@
+"""The driver's entry points: `start_local`, `connect` and `Cluster`.
+
+Rules:
+- A cluster is named; its actors live in the Ray namespace `rayka-<name>`: the ClusterHost
+  `rayka-cluster` (facts, embedded ZooKeeper), controllers `controller-<id>` (ids 1001..),
+  brokers `broker-<id>` (ids 1..). All detached, so the cluster outlives the driver that
+  started it; `connect(name)` re-attaches from any driver.
+- `start_local` starts the embedded ZooKeeper when none is given, calls `ray.init()` when
+  Ray is not initialised, and starts (or re-attaches to) the named cluster; it returns
+  once every broker is registered in ZooKeeper and one controller is active.
+- Keyword config: ControllerConfig field names go to the controllers, the rest to the
+  brokers (e.g. min_insync_replicas, replica_lag_time_max_ms, zk_session_timeout_ms).
+- Leadership is read from ZooKeeper (the truth), never from Ray's actor table.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tempfile
+
+import ray
+
+from actors.cluster_host import HOST_NAME, ClusterHost, namespace_for
+from controller.controller import ControllerConfig
+from controller.zk_store import ZkStore
+from rayka.admin import Admin, wait_for
+from rayka.types import BrokerInfo, ControllerInfo
+from replicas.errors import NotController
+
+CONTROLLER_ID_BASE = 1000
+_CONTROLLER_KEYS = {f.name for f in dataclasses.fields(ControllerConfig)}
+
+
+def _ensure_ray() -> None:
+    if not ray.is_initialized():
+        ray.init(include_dashboard=False, logging_level="WARNING")
+
+
+def _split_config(config: dict) -> tuple[dict, dict]:
+    controller = {k: v for k, v in config.items() if k in _CONTROLLER_KEYS}
+    broker = {k: v for k, v in config.items() if k not in _CONTROLLER_KEYS}
+    return controller, broker
+
+
+def start_local(name: str = "default", brokers: int = 3, controllers: int = 2,
+                zookeeper: str | None = None, data_dir: str | None = None,
+                start_timeout_s: float = 60.0, **config) -> "Cluster":
+    _ensure_ray()
+    ns = namespace_for(name)
+    try:
+        host = ray.get_actor(HOST_NAME, namespace=ns)
+    except ValueError:
+        facts = {"name": name, "brokers": list(range(1, brokers + 1)),
+                 "controllers": [CONTROLLER_ID_BASE + i + 1 for i in range(controllers)],
+                 "data_dir": data_dir or tempfile.mkdtemp(prefix=f"rayka-{name}-"),
+                 "config": dict(config)}
+        host = ClusterHost.options(name=HOST_NAME, namespace=ns, lifetime="detached").remote(
+            facts, zookeeper)
+    cluster = Cluster(name, ray.get(host.info.remote()))
+    cluster.ensure_actors()
+    cluster.wait_ready(start_timeout_s)
+    return cluster
+
+
+def connect(name: str = "default", zookeeper: str | None = None) -> "Cluster":
+    _ensure_ray()
+    try:
+        host = ray.get_actor(HOST_NAME, namespace=namespace_for(name))
+    except ValueError:
+        raise NotController(f"no rayka cluster named {name!r} in this Ray cluster") from None
+    facts = ray.get(host.info.remote())
+    if zookeeper is not None:
+        facts["zookeeper"] = zookeeper
+    return Cluster(name, facts)
+
+
+class Cluster:
+    def __init__(self, name: str, facts: dict):
+        self.name = name
+        self.facts = facts
+        self.namespace = namespace_for(name)
+        self.zookeeper = facts["zookeeper"]
+        self.store = ZkStore(self.zookeeper, name).start()
+
+    # -- actors -------------------------------------------------------------------------------------
+    def _actor(self, actor_name: str):
+        try:
+            return ray.get_actor(actor_name, namespace=self.namespace)
+        except ValueError:
+            return None
+
+    def broker_actor(self, broker_id: int):
+        return self._actor(f"broker-{broker_id}")
+
+    def broker_actors(self, ids=None) -> list:
+        ids = self.facts["brokers"] if ids is None else ids
+        return [a for a in (self.broker_actor(b) for b in sorted(ids)) if a is not None]
+
+    def controller_actor(self, controller_id: int):
+        return self._actor(f"controller-{controller_id}")
+
+    def active_controller_actor(self):
+        cid = self.store.get_controller()
+        actor = self.controller_actor(cid) if cid is not None else None
+        if actor is None:
+            raise NotController("no active controller")
+        return actor
+
+    def ensure_actors(self) -> None:
+        """Create the controllers and brokers that do not exist (Ray restarts dead ones)."""
+        from actors.broker_actor import BrokerActor
+        from actors.controller_actor import ControllerActor
+        controller_cfg, broker_cfg = _split_config(self.facts.get("config", {}))
+        session_ms = broker_cfg.get("zk_session_timeout_ms", 3000)
+        for cid in self.facts["controllers"]:
+            if self.controller_actor(cid) is None:
+                ControllerActor.options(name=f"controller-{cid}", namespace=self.namespace,
+                                        lifetime="detached").remote(
+                    cid, self.name, self.zookeeper, self.namespace, session_ms, controller_cfg)
+        for b in self.facts["brokers"]:
+            if self.broker_actor(b) is None:
+                BrokerActor.options(name=f"broker-{b}", namespace=self.namespace,
+                                    lifetime="detached").remote(
+                    b, self.name, self.zookeeper, self.namespace,
+                    os.path.join(self.facts["data_dir"], f"broker-{b}"), broker_cfg)
+
+    def wait_ready(self, timeout_s: float = 60.0) -> None:
+        want = set(self.facts["brokers"])
+        wait_for(lambda: want <= self.store.get_broker_ids() and self.store.get_controller(),
+                 timeout_s, f"brokers {sorted(want)} registered and a controller elected")
+
+    # -- the public API -----------------------------------------------------------------------------
+    def admin(self) -> Admin:
+        return Admin(self)
+
+    def producer(self, **kw):
+        from rayka.producer import Producer
+        return Producer(self, **kw)
+
+    def consumer(self, group_id: str | None = None, **kw):
+        from rayka.consumer import Consumer
+        return Consumer(self, group_id=group_id, **kw)
+
+    def controller(self) -> ControllerInfo:
+        return self.admin().controller()
+
+    def brokers(self) -> list[BrokerInfo]:
+        registered = self.store.get_brokers()
+        return [BrokerInfo(b, registered[b].node_id if b in registered else None, b in registered)
+                for b in self.facts["brokers"]]
+
+    def kill_broker(self, broker_id: int, restart: bool = True) -> None:
+        actor = self.broker_actor(broker_id)
+        if actor is not None:
+            ray.kill(actor, no_restart=not restart)
+
+    def kill_controller(self, restart: bool = True) -> int:
+        """Kill the ACTIVE controller's actor; returns its id."""
+        cid = self.store.get_controller()
+        actor = self.controller_actor(cid) if cid is not None else None
+        if actor is None:
+            raise NotController("no active controller to kill")
+        ray.kill(actor, no_restart=not restart)
+        return cid
+
+    def shutdown(self, timeout_s: float = 30.0) -> None:
+        """Stop brokers (flushing their logs), controllers, and the embedded ZooKeeper."""
+        for b in self.facts["brokers"]:
+            actor = self.broker_actor(b)
+            if actor is not None:
+                try:
+                    ray.get(actor.shutdown.remote(), timeout=timeout_s)
+                finally:
+                    ray.kill(actor, no_restart=True)
+        for cid in self.facts["controllers"]:
+            actor = self.controller_actor(cid)
+            if actor is not None:
+                try:
+                    ray.get(actor.shutdown.remote(), timeout=timeout_s)
+                finally:
+                    ray.kill(actor, no_restart=True)
+        self.store.close()
+        host = self._actor(HOST_NAME)
+        if host is not None:
+            ray.get(host.stop_zookeeper.remote(), timeout=timeout_s)
+            ray.kill(host, no_restart=True)
