@@ -12,8 +12,8 @@ Rules:
 - Effects of the replica manager are carried out here: ISR proposals go to the active
   controller (AlterPartition, retried until answered or moot), finished acks=all produces
   and HW moves wake the waiting threads, leadership changes start/stop follower fetchers.
-- Background: tick (ISR shrink, produce timeouts) every `tick_ms`, HW checkpoint and
-  flush policy every `checkpoint_interval_ms`.
+- Background: the replica manager's tick every `tick_ms` (ISR shrink, produce timeouts,
+  HW checkpoint every `hw_checkpoint_interval_ms`, flush.ms).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from replicas.replica_manager import (BrokerConfig, HighWatermarkChanged, Produc
                                       ProposeIsr, ReplicaManager)
 
 log = logging.getLogger(__name__)
-_BROKER_KEYS = {"replica_lag_time_max_ms", "max_fetch_bytes"}
+_BROKER_KEYS = {"replica_lag_time_max_ms", "max_fetch_bytes", "hw_checkpoint_interval_ms"}
 
 
 def _clock_ms() -> int:
@@ -47,10 +47,11 @@ class BrokerActor:
     def __init__(self, broker_id: int, cluster: str, zookeeper: str, namespace: str,
                  data_dir: str, config: dict | None = None):
         logging.basicConfig(level=logging.INFO)
+        logging.getLogger("kazoo").setLevel(logging.WARNING)
         config = dict(config or {})
         self.id, self.cluster, self.namespace = broker_id, cluster, namespace
         self.tick_ms = int(config.pop("tick_ms", 100))
-        self.checkpoint_interval_ms = int(config.pop("checkpoint_interval_ms", 1000))
+        config.setdefault("hw_checkpoint_interval_ms", 1000)
         session_ms = int(config.pop("zk_session_timeout_ms", 3000))
         broker_cfg = {k: config.pop(k) for k in list(config) if k in _BROKER_KEYS}
         topic_defaults = {k.replace("_", "."): v for k, v in config.items()}
@@ -125,9 +126,12 @@ class BrokerActor:
                 self._move_fetchers(out.became_leader, out.became_follower)
                 return {"error": out.error, "partition_errors": dict(out.partition_errors)}
             if isinstance(request, UpdateMetadataRequest):
-                return {"error": self.rm.handle_update_metadata(request), "partition_errors": {}}
+                error = self.rm.handle_update_metadata(request)
+                self.changed.notify_all()         # clients waiting for metadata
+                return {"error": error, "partition_errors": {}}
             if isinstance(request, StopReplicaRequest):
                 out = self.rm.handle_stop_replica(request)
+                self.apply_effects(out.effects)
                 self._move_fetchers(out.stopped, {})
                 self.changed.notify_all()
                 return {"error": out.error, "partition_errors": dict(out.partition_errors)}
@@ -154,8 +158,10 @@ class BrokerActor:
         with self.lock:
             r = self.rm.append(tp, batches, acks, timeout_ms)
             if r.pending_id is None:
+                self.apply_effects(r.effects)
                 return {"error": r.error, "base_offset": r.base_offset, "last_offset": r.last_offset,
-                        "duplicate": r.duplicate}
+                        "duplicate": r.duplicate, "message": r.message}
+            self.apply_effects(r.effects)
             deadline = time.monotonic() + timeout_ms / 1000 + 5
             while r.pending_id not in self.done:
                 remaining = deadline - time.monotonic()
@@ -221,13 +227,10 @@ class BrokerActor:
 
     # -- background work -----------------------------------------------------------------------------
     def _background(self) -> None:
-        last_checkpoint = _clock_ms()
-        while not self._stopped.wait(self.tick_ms / 1000):  # the broker's timer wheel
+        """The broker's timer: ISR shrink, produce timeouts, deferred HW checkpoints, flush.ms."""
+        while not self._stopped.wait(self.tick_ms / 1000):
             with self.lock:
                 self.apply_effects(self.rm.tick())
-                if _clock_ms() - last_checkpoint >= self.checkpoint_interval_ms:
-                    self.rm.checkpoint_high_watermarks()
-                    last_checkpoint = _clock_ms()
 
     def _alter_sender(self) -> None:
         """AlterPartition proposals to the active controller, retried until answered."""
@@ -246,7 +249,8 @@ class BrokerActor:
                     self._stopped.wait(0.1)
                     continue
                 with self.lock:
-                    self.apply_effects(self.rm.handle_alter_partition_response(proposal.tp, answer))
+                    self.apply_effects(self.rm.handle_alter_partition_response(
+                        proposal.tp, answer, proposal=proposal))
                 break
 
     def _send_alter(self, p: ProposeIsr):

@@ -42,6 +42,7 @@ class ControllerActor:
     def __init__(self, controller_id: int, cluster: str, zookeeper: str, namespace: str,
                  zk_session_timeout_ms: int = 3000, config: dict | None = None):
         logging.basicConfig(level=logging.INFO)
+        logging.getLogger("kazoo").setLevel(logging.WARNING)
         self.id = controller_id
         self.store = ZkStore(zookeeper, cluster,
                              session_timeout_s=zk_session_timeout_ms / 1000).start()

@@ -22,6 +22,8 @@ import threading
 
 import ray
 
+from replicas.errors import KafkaError
+
 log = logging.getLogger(__name__)
 
 MAX_WAIT_MS = 500
@@ -78,53 +80,67 @@ class Fetcher:
                 self._stop.wait(BACKOFF_S)
 
     def _truncate(self, leader) -> None:
+        """OffsetsForLeaderEpoch for every partition still truncating (KIP-101/279)."""
         rm, lock = self.broker.rm, self.broker.lock
         with lock:
             todo = [tp for tp, pending in self.partitions.items() if pending]
         for tp in todo:
+            with lock:
+                if tp not in self.partitions:
+                    continue
+                pos = rm.follower_fetch_request(tp)
+            epoch = pos.last_fetched_epoch
             for _ in range(64):
-                with lock:
-                    if tp not in self.partitions:
-                        break
-                    asked = rm.truncation_request(tp)
-                if asked is None:
+                if epoch < 0:                     # an empty log: nothing to truncate
+                    with lock:
+                        self.partitions[tp] = False
                     break
-                current_epoch, latest_epoch = asked
-                answer = ray.get(leader.offsets_for_leader_epoch.remote(tp, current_epoch, latest_epoch),
-                                 timeout=30)
-                error, epoch, end_offset = answer
+                error, leader_epoch, end_offset = ray.get(
+                    leader.offsets_for_leader_epoch.remote(tp, pos.current_leader_epoch, epoch),
+                    timeout=30)
                 if error:
                     raise RuntimeError(f"OffsetsForLeaderEpoch {tp}: error {error}")
                 with lock:
-                    result = rm.follower_truncate(tp, epoch, end_offset)
-                    if result.done:
-                        self.partitions[tp] = False
-                        self.broker.apply_effects(result.effects)
+                    if tp not in self.partitions:
                         break
+                    r = rm.follower_truncate(tp, leader_epoch, end_offset,
+                                             leader_epoch=pos.current_leader_epoch)
+                    self.broker.apply_effects(r.effects)
+                    if r.completed or r.stale:
+                        self.partitions[tp] = False
+                        break
+                    epoch = r.next_epoch
 
     def _fetch(self, leader) -> None:
         rm, lock = self.broker.rm, self.broker.lock
         with lock:
-            requests = []
-            for tp, pending in self.partitions.items():
-                if not pending:
-                    offset, last_epoch, current_epoch = rm.follower_fetch_request(tp)
-                    requests.append((tp, offset, current_epoch, last_epoch))
-        if not requests:
+            positions = {tp: rm.follower_fetch_request(tp)
+                         for tp, pending in self.partitions.items() if not pending}
+        if not positions:
             return
+        requests = [(tp, p.fetch_offset, p.current_leader_epoch, p.last_fetched_epoch)
+                    for tp, p in positions.items()]
         results = ray.get(leader.fetch_many.remote(self.broker.id, requests, MAX_WAIT_MS, 1),
                           timeout=MAX_WAIT_MS / 1000 + 30)
         backoff = False
         with lock:
             for tp, r in results.items():
-                tp = tuple(tp)
-                if tp not in self.partitions or self.partitions[tp]:
-                    continue
-                if r["diverging_epoch"] is not None:
-                    self.partitions[tp] = True
-                elif r["error"]:
-                    backoff = True
-                else:
-                    self.broker.apply_effects(rm.append_as_follower(tp, r["records"], r["high_watermark"]))
+                tp, pos = tuple(tp), positions[tuple(tp)]
+                if self.partitions.get(tp) is not False:
+                    continue                      # removed, or back to truncation meanwhile
+                try:
+                    if r["diverging_epoch"] is not None:
+                        epoch, end_offset = r["diverging_epoch"]
+                        t = rm.follower_truncate(tp, epoch, end_offset,
+                                                 leader_epoch=pos.current_leader_epoch)
+                        self.broker.apply_effects(t.effects)
+                    elif r["error"]:
+                        backoff = True
+                    else:
+                        self.broker.apply_effects(rm.append_as_follower(
+                            tp, r["records"], r["high_watermark"], fetch_offset=pos.fetch_offset,
+                            leader_epoch=pos.current_leader_epoch))
+                except KafkaError as exc:         # leadership changed under us: the next
+                    log.info("fetcher %s: %s", tp, exc)   # LeaderAndIsr moves the partition
         if backoff:
             self._stop.wait(BACKOFF_S)

@@ -306,6 +306,7 @@ class Controller(TopicEventsMixin):
             cached.pop(b)
         if failed or bounced:
             self.on_broker_failure(failed | bounced)
+            self.batch.discard_stop_replica(bounced)  # the new incarnation must not get them
         for b in started | bounced:
             cached[b] = current[b]
         if started or bounced:

@@ -168,6 +168,12 @@ class RequestBatch:
                 leadership.leader_epoch if leadership is not None else NO_LEADER)
             per_broker[tp] = StopReplicaPartition(tp.topic, tp.partition, epoch, delete_now)
 
+    def discard_stop_replica(self, broker_ids) -> None:
+        """Drop StopReplica queued for these brokers (meant for a dead incarnation of a
+        bounced broker: Kafka's channel to it is gone before they are sent)."""
+        for b in broker_ids:
+            self._stop_replica.pop(b, None)
+
     def add_update_metadata(self, broker_ids, partitions=None) -> None:
         """UpdateMetadata to `broker_ids` for `partitions` (None = every partition)."""
         self._update_metadata_brokers.update(b for b in broker_ids if b >= 0)

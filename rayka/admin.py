@@ -15,6 +15,7 @@ Rules:
 
 from __future__ import annotations
 
+import random
 import time
 from typing import Callable, Mapping, Sequence
 
@@ -61,7 +62,8 @@ class Admin:
                 f"{len(live)}." if isinstance(replication_factor, int) and replication_factor > 0
                 else f"Replication factor must be at least 1 (got {replication_factor!r}).")
         config = normalize_topic_config(config)
-        self.store.create_topic(name, assign_replicas(live, partitions, replication_factor), config)
+        self.store.create_topic(name, assign_replicas(live, partitions, replication_factor,
+                                                     rng=random.Random()), config)
         if wait:
             self.wait_for_leaders(name, timeout_s)
         return self.describe_topic(name)

@@ -74,6 +74,7 @@ class Producer:
     def send(self, topic: str, value: bytes | None, key: bytes | None = None,
              partition: int | None = None, headers=None, timestamp_ms: int | None = None) -> Future:
         n = self.metadata.partition_count(topic)
+        sticky = partition is None and key is None
         if partition is None:
             partition = partition_for_key(key, n) if key is not None else self.sticky.partition(topic, n)
         elif not 0 <= partition < n:
@@ -83,7 +84,7 @@ class Producer:
             self._check_open()
             tp = (topic, partition)
             handle = self.acc.append(tp, value, key, headers, timestamp_ms,
-                                     abort_on_new_batch=key is None)
+                                     abort_on_new_batch=sticky)
             if handle is None:     # sticky: a new batch is due, move to another partition
                 self.sticky.on_new_batch(topic, partition, n)
                 tp = (topic, self.sticky.partition(topic, n))

@@ -253,8 +253,11 @@ class Log:
 
     # -- truncation and deletion ---------------------------------------------------------
     def truncate_to(self, offset: int) -> int:
-        """Remove every batch whose last offset ≥ `offset`; returns bytes removed."""
+        """Remove every batch whose last offset ≥ `offset`; returns bytes removed. The
+        epoch cache is ALWAYS cut at the new end (Kafka's UnifiedLog.truncateTo): a replica
+        that led an epoch without appending keeps no (epoch, LEO) entry for it."""
         if offset >= self.log_end_offset:
+            self.epoch_cache.truncate_from_end(self.log_end_offset)
             return 0
         if offset <= self.log_start_offset:
             return self.truncate_fully_and_start_at(self.log_start_offset)

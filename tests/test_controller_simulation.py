@@ -127,3 +127,22 @@ def test_the_checker_sees_a_fenced_write():
     w.zk.multi(None, w.admin.root, [Op("set", partition_state_path(*tp), forged.to_json())])
     with pytest.raises(AssertionError, match="fenced write landed"):
         check(w, w.admin.get_controller_epoch()[0])
+
+
+def test_a_bounced_broker_gets_leadership_back_and_no_stop_replica():
+    """Kafka's bounce: failure then startup in one event; StopReplica meant for the dead
+    incarnation must not reach the new one (it would stop the partitions the following
+    LeaderAndIsr cannot restart at the same leader epoch)."""
+    from controller.requests import LeaderAndIsrRequest, StopReplicaRequest
+    w = World(11)
+    w.create_topic()
+    w.settle()
+    tp = w.partitions()[0]
+    leader = w.admin.get_partition_state(*tp).leader
+    w.channel.clear()
+    w.broker_bounce(leader)
+    w.settle()
+    sent = w.channel.by_broker().get(leader, [])
+    assert not [r for r in sent if isinstance(r, StopReplicaRequest)]
+    assert any(isinstance(r, LeaderAndIsrRequest) and r.broker_epoch == w.broker_epochs[leader]
+               for r in sent)

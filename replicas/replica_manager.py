@@ -1,0 +1,731 @@
+"""Kafka's ReplicaManager for ONE broker: synchronous, pure core (no Ray, no ZK, no clock).
+
+The Ray actor shell calls it from one thread and carries out the effects it returns.
+Kafka 3.8 (ZK mode) names are cited; KAFKA_FACTS §5, §6, §8 hold the rules.
+
+Files: partitions live in `<data_dir>/<topic>-<partition>/` (a `Log` each, with its
+`leader-epoch-checkpoint`); `<data_dir>/replication-offset-checkpoint` holds the HWs and
+`<data_dir>/recovery-point-offset-checkpoint` the recovery points.
+
+Controller requests (`becomeLeaderOrFollower`, `stopReplicas`, `maybeUpdateMetadataCache`):
+- Requests are duck-typed (the attributes of controller.requests' dataclasses): replicas/
+  may not import controller/ (DESIGN §1, tests/test_import_boundaries.py).
+- Whole request: broker_epoch >= 0 and OLDER than ours → STALE_BROKER_EPOCH (77) (Kafka's
+  `isBrokerEpochStale`: a NEWER one is accepted, the controller may learn our new
+  registration before the shell sets `broker_epoch`); then controller_epoch < the highest
+  seen → STALE_CONTROLLER_EPOCH (11). Either way nothing is applied; otherwise the highest
+  controller epoch is remembered.
+- LeaderAndIsr, per partition, as Kafka 3.8: applied only if leader_epoch > the local
+  leader epoch (-1 for a partition never told); EQUAL or lower → STALE_CONTROLLER_EPOCH
+  (11), nothing changed. This broker not in replicas → UNKNOWN_TOPIC_OR_PARTITION (3);
+  ISR not within replicas, or a leader outside its ISR → INVALID_REQUEST (42); a bad topic
+  config → INVALID_CONFIG (40). The log is created only for an applied partition, with
+  the topic config (`topic_configs[topic]` over `BrokerConfig.default_topic_config`):
+  segment.bytes, max.message.bytes, flush.messages, flush.ms (2^63-1 = never), and
+  min.insync.replicas for the partition state.
+  `makeLeader`: producer state rebuilt if stale, epoch cache assign(leader_epoch, LEO),
+  PartitionState BecomeLeader. `makeFollower`: PartitionState BecomeFollower (pending
+  acks=all produces fail NOT_LEADER_OR_FOLLOWER; the replica must truncate before it
+  takes a HW). `became_follower` maps tp → leader id (-1: no leader, start no fetcher).
+- StopReplica, per partition (Kafka 3.8): leader epoch -2 (deleting), -1 (none) or >= local
+  → stopped (PartitionState StopReplica: pending produces fail NOT_LEADER_OR_FOLLOWER);
+  older → FENCED_LEADER_EPOCH (74). delete=True closes and removes the partition dir (also
+  for a partition not hosted) and forgets it; both checkpoints are rewritten.
+- UpdateMetadata fills `metadata` (replicas/metadata_cache.py).
+
+Produce (`appendRecordsToLeader`), every rejection appends NOTHING:
+  acks not in {0, 1, -1} → INVALID_REQUIRED_ACKS (21); unknown → UNKNOWN_TOPIC_OR_PARTITION
+  (3); not leader → NOT_LEADER_OR_FOLLOWER (6); acks=-1 with committed ISR < min ISR →
+  NOT_ENOUGH_REPLICAS (19); bad magic/length/CRC → CORRUPT_MESSAGE (2); a batch over
+  max.message.bytes → MESSAGE_TOO_LARGE (10); then idempotence (replicas/producer_state.py):
+  INVALID_PRODUCER_EPOCH (47), OUT_OF_ORDER_SEQUENCE_NUMBER (45), or a duplicate answered with
+  the ORIGINAL offsets (duplicate=True). Corruption is reported before producer errors.
+  acks=0/1 are answered at once. acks=-1 waits until HW >= last offset + 1 (a duplicate
+  too): `pending_id` is returned and the answer comes later as ProduceDone, unless it is
+  already satisfied (then answered at once, pending_id None).
+Fetch (`fetchRecords`), KIP-320 fencing by current_leader_epoch first (74 older / 75
+  newer), then leader only (6). Consumers (replica_id -1): offsets outside [log start, LEO]
+  → OFFSET_OUT_OF_RANGE (1); data only below the HW (an offset in [HW, LEO] reads nothing,
+  as Kafka: a consumer may be ahead of a new leader's HW). Followers (replica_id >= 0) must
+  be a replica of the partition (else 6); with last_fetched_epoch >= 0 the leader checks
+  divergence (Kafka's `validateFetchOffsetAndMaybeGetDivergingEpoch`): its (epoch, end) for
+  that epoch has end < fetch offset or epoch < last_fetched_epoch → diverging_epoch=(epoch,
+  end), no records, follower state untouched; else reads up to the LEO and records
+  FollowerFetched (HW, ISR expansion, acks=-1 completions). The returned HW is the one AFTER
+  that update.
+Follower side (`AbstractFetcherThread`): `follower_fetch_request` gives (LEO, latest epoch of
+  the epoch cache, current leader epoch); the shell MUST send all three. Truncation: either
+  ask `offsets_for_leader_epoch` while `partition_info(tp)["truncation_pending"]`, or
+  fetch and act on `diverging_epoch`; both answers go to `follower_truncate`
+  (epoch_cache.follower_truncation; never to the HW alone, KAFKA-1211), repeated with
+  `next_epoch` while not `completed`. A NON-diverging fetch answer to a fetch that carried
+  last_fetched_epoch proves the logs agree (the leader validated it), so
+  `append_as_follower` completes a pending truncation at the current LEO first
+  (truncate-on-fetch, Kafka >= 2.7). Answers carrying a fetch_offset / leader_epoch that no
+  longer match are stale and ignored. A truncation at or beyond the LEO still cuts the
+  epoch cache at the LEO (Kafka's UnifiedLog.truncateTo): a replica that led an epoch
+  without appending must not keep offering that epoch. Follower appends keep the leader's
+  offsets and epochs (the epoch cache follows the batch epochs) and feed the producer state.
+Producer state is derived from the log: marked stale on open (unless the log is empty) and
+  after any truncation that removed data; rebuilt from batch headers when the partition
+  becomes leader (or at its first idempotent append), so startup scans nothing.
+Time: `tick()` = PartitionState Tick per leader (ISR shrink proposals, produce timeouts)
+  plus flush.ms. AlterPartition answers go to `handle_alter_partition_response`.
+Persist before send: HW changes are written to replication-offset-checkpoint inside the
+  call that changed them, before it returns (`hw_checkpoint_interval_ms` = 0, default);
+  with an interval > 0 they are written by `tick()` at most that often (Kafka's
+  replica.high.watermark.checkpoint.interval.ms, 5000) — safe because truncation is by
+  epoch, never by HW. Epoch-cache writes persist themselves. The recovery-point checkpoint
+  is written on startup, flush(), close(), after a flush.ms flush in tick(), and after
+  every truncation (as Kafka's LogManager.truncateTo) so a stale, higher recovery point
+  never makes recovery trust rewritten bytes.
+
+Effects (plain frozen dataclasses; the shell carries them out in list order):
+- HighWatermarkChanged(tp, high_watermark): wake long-poll fetches of tp (already persisted).
+- ProposeIsr(tp, isr, leader_epoch, partition_epoch): send AlterPartition (KIP-497) for tp;
+  feed the answer to handle_alter_partition_response(tp, answer, proposal=effect).
+- ProduceDone(pending_id, error, base_offset, last_offset): answer the acks=-1 produce
+  `pending_id` (error 0, 7 timed out, 6 leadership lost, 20 ISR shrank below min).
+Disk errors (OSError) propagate: the actor dies and recovery runs on restart.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterator, Mapping, NamedTuple
+
+from replicas import partition_state as ps
+from replicas import records
+from replicas.checkpoints import recovery_point_checkpoint, replication_offset_checkpoint
+from replicas.epoch_cache import follower_truncation
+from replicas.errors import (InvalidConfig, KafkaError, NotLeaderOrFollower,
+                             UnknownTopicOrPartition)
+from replicas.log import Log, LogConfig, RecoveryReport, partition_dir_name
+from replicas.metadata_cache import MetadataCache, TopicPartition
+from replicas.producer_state import ProducerStateManager
+
+__all__ = [
+    "BrokerConfig", "ReplicaManager", "TopicPartition", "HighWatermarkChanged", "ProposeIsr",
+    "ProduceDone", "Effect", "AppendResult", "FetchResult", "FetchPosition",
+    "TruncationResult", "LeaderAndIsrOutcome", "StopReplicaOutcome", "partition_configs",
+]
+
+NONE = 0
+OFFSET_OUT_OF_RANGE = 1
+UNKNOWN_TOPIC_OR_PARTITION = 3
+NOT_LEADER_OR_FOLLOWER = 6
+STALE_CONTROLLER_EPOCH = 11
+INVALID_REQUIRED_ACKS = 21
+INVALID_CONFIG = 40
+INVALID_REQUEST = 42
+FENCED_LEADER_EPOCH = 74
+STALE_BROKER_EPOCH = 77
+EPOCH_DURING_DELETE = -2
+NO_EPOCH = -1
+ACKS_ALL = -1
+_LONG_MAX = 2**63 - 1
+_RECOVERY_MAX_MESSAGE_BYTES = 2**31 - 1   # recovery before the topic config is known
+_PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
+
+
+# ---------------------------------------------------------------- effects
+@dataclass(frozen=True, slots=True)
+class HighWatermarkChanged:
+    tp: TopicPartition
+    high_watermark: int
+
+
+@dataclass(frozen=True, slots=True)
+class ProposeIsr:
+    tp: TopicPartition
+    isr: tuple[int, ...]
+    leader_epoch: int
+    partition_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class ProduceDone:
+    pending_id: int
+    error: int
+    base_offset: int
+    last_offset: int
+
+
+Effect = HighWatermarkChanged | ProposeIsr | ProduceDone
+
+
+# ---------------------------------------------------------------- results
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    error: int
+    base_offset: int = -1
+    last_offset: int = -1
+    pending_id: int | None = None
+    duplicate: bool = False
+    effects: list = field(default_factory=list)
+    message: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class FetchResult:
+    error: int
+    records: bytes = b""
+    high_watermark: int = -1
+    log_start_offset: int = -1
+    log_end_offset: int = -1
+    diverging_epoch: tuple[int, int] | None = None
+    effects: list = field(default_factory=list)
+    message: str = ""
+
+
+class FetchPosition(NamedTuple):
+    fetch_offset: int
+    last_fetched_epoch: int
+    current_leader_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class TruncationResult:
+    log_end_offset: int            # after truncation
+    removed_bytes: int
+    completed: bool                # False: ask the leader again about `next_epoch`
+    next_epoch: int = NO_EPOCH
+    effects: list = field(default_factory=list)
+    stale: bool = False            # the answer was for an older leader epoch: nothing done
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderAndIsrOutcome:
+    error: int
+    partition_errors: dict = field(default_factory=dict)      # tp -> code
+    became_leader: list = field(default_factory=list)         # [tp]
+    became_follower: dict = field(default_factory=dict)       # tp -> leader id
+    effects: list = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class StopReplicaOutcome:
+    error: int
+    partition_errors: dict = field(default_factory=dict)
+    stopped: list = field(default_factory=list)               # stop fetchers for these
+    deleted: list = field(default_factory=list)
+    effects: list = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class BrokerConfig:
+    data_dir: str
+    replica_lag_time_max_ms: int = 10_000
+    default_topic_config: Mapping[str, object] = field(default_factory=dict)
+    max_fetch_bytes: int = 4 << 20
+    hw_checkpoint_interval_ms: int = 0      # 0: persist in the call that moved the HW
+
+
+# ---------------------------------------------------------------- topic config
+def _setting(config: Mapping[str, object], key: str, default: int) -> int:
+    value = config.get(key)
+    if value is None:
+        return default
+    try:
+        return int(str(value).strip())
+    except ValueError:
+        raise InvalidConfig(f"Invalid value {value!r} for configuration {key}") from None
+
+
+def partition_configs(topic_config: Mapping[str, object] | None,
+                      defaults: Mapping[str, object] | None,
+                      replica_lag_time_max_ms: int) -> tuple[LogConfig, ps.PartitionConfig]:
+    """LogConfig + PartitionConfig from Kafka topic config keys (topic over broker defaults)."""
+    merged = {**(defaults or {}), **(topic_config or {})}
+    base = LogConfig()
+    flush_messages = _setting(merged, "flush.messages", _LONG_MAX)
+    flush_ms = _setting(merged, "flush.ms", _LONG_MAX)
+    log_config = LogConfig(
+        segment_bytes=_setting(merged, "segment.bytes", base.segment_bytes),
+        index_interval_bytes=_setting(merged, "index.interval.bytes", base.index_interval_bytes),
+        max_message_bytes=_setting(merged, "max.message.bytes", base.max_message_bytes),
+        flush_messages=None if flush_messages >= _LONG_MAX else flush_messages,
+        flush_ms=None if flush_ms >= _LONG_MAX else flush_ms)
+    try:
+        partition_config = ps.PartitionConfig(_setting(merged, "min.insync.replicas", 1),
+                                              replica_lag_time_max_ms)
+    except ValueError as exc:
+        raise InvalidConfig(str(exc)) from None
+    return log_config, partition_config
+
+
+class _Partition:
+    __slots__ = ("tp", "log", "state", "producers", "configured")
+
+    def __init__(self, tp: TopicPartition, log: Log, state: ps.PartitionState):
+        self.tp, self.log, self.state = tp, log, state
+        self.producers = ProducerStateManager()
+        self.configured = False
+
+
+def _log_headers(log: Log) -> Iterator[records.BatchHeader]:
+    """Every batch header of the log, oldest first, reading headers only."""
+    for segment in log.segments:
+        yield from segment._headers_from(0)  # noqa: SLF001 - same package, header-only scan
+
+
+# ---------------------------------------------------------------- the replica manager
+class ReplicaManager:
+    def __init__(self, broker_id: int, config: BrokerConfig, clock_ms: Callable[[], int]):
+        self.broker_id = broker_id
+        self.config = config
+        self._clock = clock_ms
+        self.data_dir = Path(config.data_dir)
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.controller_epoch = 0
+        self.broker_epoch = -1
+        self.metadata = MetadataCache()
+        self._partitions: dict[TopicPartition, _Partition] = {}
+        self._pending: dict[int, tuple[TopicPartition, int, int]] = {}
+        self._ids = itertools.count(1)
+        self._hw_file = replication_offset_checkpoint(self.data_dir)
+        self._recovery_file = recovery_point_checkpoint(self.data_dir)
+        self._hw_dirty = False
+        self._last_hw_checkpoint_ms = clock_ms()
+        self._closed = False
+
+    # ---- lifecycle ------------------------------------------------------------------
+    def startup(self) -> dict[TopicPartition, RecoveryReport]:
+        """Open every partition dir on disk (recovery from the recovery point), load HWs."""
+        recovery_points = self._recovery_file.read()
+        hws = self._hw_file.read()
+        log_config, partition_config = partition_configs(
+            None, self.config.default_topic_config, self.config.replica_lag_time_max_ms)
+        log_config = LogConfig(log_config.segment_bytes, log_config.index_interval_bytes,
+                               _RECOVERY_MAX_MESSAGE_BYTES, log_config.flush_messages,
+                               log_config.flush_ms)
+        reports = {}
+        for path in sorted(self.data_dir.iterdir()):
+            match = _PARTITION_DIR.match(path.name)
+            if not path.is_dir() or match is None:
+                continue
+            tp = TopicPartition(match["topic"], int(match["partition"]))
+            if tp in self._partitions:
+                continue
+            part = self._open(tp, log_config, partition_config, recovery_points.get(tp, 0))
+            log = part.log
+            part.state.high_watermark = min(max(hws.get(tp, 0), log.log_start_offset),
+                                            log.log_end_offset)
+            reports[tp] = log.recovery
+        self._write_recovery_points()
+        self.checkpoint_high_watermarks()
+        return reports
+
+    def _open(self, tp: TopicPartition, log_config: LogConfig,
+              partition_config: ps.PartitionConfig, recovery_point: int = 0) -> _Partition:
+        log = Log(self.data_dir / partition_dir_name(tp.topic, tp.partition), log_config,
+                  recovery_point=recovery_point, clock_ms=self._clock)
+        state = ps.PartitionState(tp.topic, tp.partition, self.broker_id, partition_config)
+        state.log_end_offset = log.log_end_offset
+        state.high_watermark = min(state.high_watermark, log.log_end_offset)
+        part = self._partitions[tp] = _Partition(tp, log, state)
+        if log.size_bytes == 0:
+            part.producers.loaded = True    # nothing to scan: follower appends keep it current
+        return part
+
+    def checkpoint_high_watermarks(self) -> None:
+        if self._closed:
+            return   # never overwrite the files of a closed manager with nothing
+        self._hw_file.write({tp: p.state.high_watermark for tp, p in self._partitions.items()})
+        self._hw_dirty = False
+        self._last_hw_checkpoint_ms = self._clock()
+
+    def _write_recovery_points(self) -> None:
+        if self._closed:
+            return
+        self._recovery_file.write({tp: p.log.recovery_point for tp, p in self._partitions.items()})
+
+    def flush(self) -> None:
+        if self._closed:
+            return
+        for part in self._partitions.values():
+            part.log.flush()
+        self._write_recovery_points()
+        self.checkpoint_high_watermarks()
+
+    def close(self) -> None:
+        """Flush and checkpoint everything; pending acks=-1 produces are NOT answered.
+        Idempotent; the manager is unusable afterwards."""
+        if self._closed:
+            return
+        self.flush()
+        self._closed = True
+        for part in self._partitions.values():
+            part.log.close()
+        self._partitions.clear()
+        self._pending.clear()
+
+    # ---- queries --------------------------------------------------------------------
+    def partitions(self) -> list[TopicPartition]:
+        return sorted(self._partitions)
+
+    def log(self, tp) -> Log:
+        return self._get(tp).log
+
+    def partition_info(self, tp) -> dict:
+        part = self._get(tp)
+        s, log = part.state, part.log
+        return {"role": s.role.value, "leader": s.leader_id, "leader_epoch": s.leader_epoch,
+                "partition_epoch": s.partition_epoch, "replicas": s.replicas, "isr": s.isr,
+                "proposed_isr": s.proposed_isr, "high_watermark": s.high_watermark,
+                "log_end_offset": log.log_end_offset, "log_start_offset": log.log_start_offset,
+                "latest_epoch": log.latest_epoch, "truncation_pending": s.truncation_pending,
+                "pending_produces": len(s.pending_produces), "min_insync_replicas":
+                s.config.min_insync_replicas}
+
+    def _get(self, tp) -> _Partition:
+        part = self._partitions.get(TopicPartition(*tp))
+        if part is None:
+            raise UnknownTopicOrPartition(
+                f"{tp[0]}-{tp[1]} is not hosted on broker {self.broker_id}")
+        return part
+
+    def _follower(self, tp) -> _Partition:
+        part = self._get(tp)
+        if part.state.role is not ps.Role.FOLLOWER:
+            raise NotLeaderOrFollower(f"{tp[0]}-{tp[1]} is {part.state.role.value} on broker "
+                                      f"{self.broker_id}, not a follower")
+        return part
+
+    # ---- effects --------------------------------------------------------------------
+    def _process(self, part: _Partition, event) -> list:
+        out = []
+        for e in part.state.process(event):
+            if isinstance(e, ps.HighWatermarkChanged):
+                self._hw_dirty = True
+                out.append(HighWatermarkChanged(part.tp, e.high_watermark))
+            elif isinstance(e, ps.ProposeIsr):
+                out.append(ProposeIsr(part.tp, tuple(e.isr), e.leader_epoch, e.partition_epoch))
+            elif isinstance(e, ps.ProduceCompleted):
+                pending = self._pending.pop(e.request_id, None)
+                if pending is not None:
+                    out.append(ProduceDone(e.request_id, e.error, pending[1], pending[2]))
+        return out
+
+    def _persist(self) -> None:
+        """Persist before send: the HW checkpoint is written before the call returns."""
+        if self._hw_dirty and self.config.hw_checkpoint_interval_ms <= 0:
+            self.checkpoint_high_watermarks()
+
+    # ---- controller requests ------------------------------------------------------------
+    def _check_request(self, req) -> int:
+        if 0 <= req.broker_epoch < self.broker_epoch:
+            return STALE_BROKER_EPOCH
+        if req.controller_epoch < self.controller_epoch:
+            return STALE_CONTROLLER_EPOCH
+        self.controller_epoch = req.controller_epoch
+        return NONE
+
+    def handle_leader_and_isr(self, req, topic_configs: Mapping[str, Mapping] | None = None
+                              ) -> LeaderAndIsrOutcome:
+        states = list(req.partition_states)
+        error = self._check_request(req)
+        if error:
+            return LeaderAndIsrOutcome(error, {TopicPartition(s.topic, s.partition): error
+                                               for s in states})
+        topic_configs = topic_configs or {}
+        now = self._clock()
+        out = LeaderAndIsrOutcome(NONE)
+        for st in states:
+            tp = TopicPartition(st.topic, st.partition)
+            code = self._apply_partition_state(tp, st, topic_configs, now, out)
+            out.partition_errors[tp] = code
+        self._persist()
+        return out
+
+    def _apply_partition_state(self, tp, st, topic_configs, now, out: LeaderAndIsrOutcome) -> int:
+        part = self._partitions.get(tp)
+        local_epoch = part.state.leader_epoch if part is not None else NO_EPOCH
+        if st.leader_epoch <= local_epoch:
+            return STALE_CONTROLLER_EPOCH
+        replicas, isr = tuple(st.replicas), tuple(st.isr)
+        if self.broker_id not in replicas:
+            return UNKNOWN_TOPIC_OR_PARTITION
+        if not set(isr) <= set(replicas) or (st.leader == self.broker_id
+                                             and self.broker_id not in isr):
+            return INVALID_REQUEST
+        given = topic_configs.get(tp.topic)
+        try:
+            if part is None or given is not None or not part.configured:
+                log_config, partition_config = partition_configs(
+                    given, self.config.default_topic_config, self.config.replica_lag_time_max_ms)
+                if part is None:
+                    part = self._open(tp, log_config, partition_config)
+                else:
+                    part.log.config, part.state.config = log_config, partition_config
+                part.configured = True
+        except InvalidConfig:
+            return INVALID_CONFIG
+        if st.leader == self.broker_id:
+            out.effects.extend(self._make_leader(part, st, replicas, isr, now))
+            out.became_leader.append(tp)
+        else:
+            out.effects.extend(self._make_follower(part, st, replicas, isr, now))
+            out.became_follower[tp] = st.leader
+        return NONE
+
+    def _make_leader(self, part: _Partition, st, replicas, isr, now: int) -> list:
+        log = part.log
+        if not part.producers.loaded:
+            part.producers.rebuild(_log_headers(log))
+        log.epoch_cache.assign(st.leader_epoch, log.log_end_offset)
+        return self._process(part, ps.BecomeLeader(
+            replicas, isr, st.leader_epoch, st.zk_version, log.log_end_offset,
+            part.state.high_watermark, now))
+
+    def _make_follower(self, part: _Partition, st, replicas, isr, now: int) -> list:
+        return self._process(part, ps.BecomeFollower(
+            st.leader, st.leader_epoch, st.zk_version, replicas, isr, part.log.log_end_offset,
+            part.state.high_watermark, now))
+
+    def handle_update_metadata(self, req) -> int:
+        error = self._check_request(req)
+        if error == NONE:
+            self.metadata.update(req)
+        return error
+
+    def handle_stop_replica(self, req) -> StopReplicaOutcome:
+        parts = list(req.partitions)
+        error = self._check_request(req)
+        if error:
+            return StopReplicaOutcome(error, {TopicPartition(p.topic, p.partition): error
+                                              for p in parts})
+        out = StopReplicaOutcome(NONE)
+        for p in parts:
+            tp = TopicPartition(p.topic, p.partition)
+            part = self._partitions.get(tp)
+            if part is not None and not (p.leader_epoch in (EPOCH_DURING_DELETE, NO_EPOCH)
+                                         or p.leader_epoch >= part.state.leader_epoch):
+                out.partition_errors[tp] = FENCED_LEADER_EPOCH
+                continue
+            if part is not None:
+                out.effects.extend(self._process(part, ps.StopReplica()))
+            if p.delete:
+                self._delete(tp)
+                out.deleted.append(tp)
+            out.partition_errors[tp] = NONE
+            out.stopped.append(tp)
+        if out.deleted:
+            self._write_recovery_points()
+            self.checkpoint_high_watermarks()
+        self._persist()
+        return out
+
+    def _delete(self, tp: TopicPartition) -> None:
+        part = self._partitions.pop(tp, None)
+        if part is not None:
+            part.log.delete()
+            for pid in [i for i, (t, _, _) in self._pending.items() if t == tp]:
+                del self._pending[pid]
+        shutil.rmtree(self.data_dir / partition_dir_name(tp.topic, tp.partition),
+                      ignore_errors=True)
+
+    # ---- produce -----------------------------------------------------------------------
+    def append(self, tp, batches, acks: int, timeout_ms: int) -> AppendResult:
+        if acks not in (0, 1, ACKS_ALL):
+            return AppendResult(INVALID_REQUIRED_ACKS,
+                                message=f"acks must be 0, 1 or -1, not {acks}")
+        part = self._partitions.get(TopicPartition(*tp))
+        if part is None:
+            return AppendResult(UNKNOWN_TOPIC_OR_PARTITION,
+                                message=f"{tp[0]}-{tp[1]} is not hosted on broker {self.broker_id}")
+        code = part.state.check_append(acks)
+        if code:
+            return AppendResult(code, message=f"{tp[0]}-{tp[1]}: cannot append with acks={acks} "
+                                f"(role {part.state.role.value}, ISR {list(part.state.isr)})")
+        log = part.log
+        try:
+            headers = list(records.iter_headers(batches))
+            producer_append = None
+            if any(h.producer_id >= 0 for h in headers):
+                if not part.producers.loaded:
+                    part.producers.rebuild(_log_headers(log))
+                try:
+                    producer_append = part.producers.prepare(headers, log.log_end_offset)
+                except KafkaError:
+                    records.validate_batches(batches, log.config.max_message_bytes)
+                    raise
+                if producer_append.duplicate is not None:
+                    records.validate_batches(batches, log.config.max_message_bytes)
+                    dup = producer_append.duplicate
+                    return self._answer(part, dup.first_offset, dup.last_offset, acks, timeout_ms,
+                                        [], duplicate=True)
+            info = log.append_as_leader(batches, part.state.leader_epoch)
+        except KafkaError as exc:
+            return AppendResult(exc.code, message=str(exc))
+        if producer_append is not None:
+            part.producers.commit(producer_append)
+        effects = self._process(part, ps.LeaderAppended(log.log_end_offset, self._clock()))
+        return self._answer(part, info.first_offset, info.last_offset, acks, timeout_ms, effects)
+
+    def _answer(self, part: _Partition, base: int, last: int, acks: int, timeout_ms: int,
+                effects: list, duplicate: bool = False) -> AppendResult:
+        if acks != ACKS_ALL:
+            self._persist()
+            return AppendResult(NONE, base, last, None, duplicate, effects)
+        pending_id = next(self._ids)
+        self._pending[pending_id] = (part.tp, base, last)
+        effects = effects + self._process(part, ps.DelayedProduce(
+            pending_id, last + 1, self._clock() + timeout_ms))
+        self._persist()
+        for e in effects:
+            if isinstance(e, ProduceDone) and e.pending_id == pending_id:
+                effects.remove(e)
+                return AppendResult(e.error, base, last, None, duplicate, effects)
+        return AppendResult(NONE, base, last, pending_id, duplicate, effects)
+
+    # ---- fetch (leader side) ---------------------------------------------------------------
+    def fetch(self, tp, offset: int, max_bytes: int, replica_id: int = -1,
+              current_leader_epoch: int = -1, last_fetched_epoch: int = -1) -> FetchResult:
+        part = self._partitions.get(TopicPartition(*tp))
+        if part is None:
+            return FetchResult(UNKNOWN_TOPIC_OR_PARTITION, message=f"{tp[0]}-{tp[1]} is unknown")
+        state, log = part.state, part.log
+        code = ps.check_leader_epoch(state.leader_epoch, current_leader_epoch)
+        if code == NONE and not state.is_leader:
+            code = NOT_LEADER_OR_FOLLOWER
+        if code == NONE and replica_id >= 0 and (replica_id == self.broker_id
+                                                 or replica_id not in state.followers):
+            code = NOT_LEADER_OR_FOLLOWER
+        if code:
+            return FetchResult(code, message=f"{tp[0]}-{tp[1]} on broker {self.broker_id}: role "
+                               f"{state.role.value}, leader epoch {state.leader_epoch}, asked "
+                               f"{current_leader_epoch} by replica {replica_id}")
+        start, end, hw = log.log_start_offset, log.log_end_offset, state.high_watermark
+        if replica_id >= 0 and last_fetched_epoch >= 0:
+            epoch, epoch_end = log.epoch_cache.end_offset_for(last_fetched_epoch, end)
+            if epoch_end < offset or epoch < last_fetched_epoch:
+                return FetchResult(NONE, b"", hw, start, end, (epoch, epoch_end))
+        if not start <= offset <= end:
+            return FetchResult(OFFSET_OUT_OF_RANGE, b"", hw, start, end,
+                               message=f"offset {offset} outside [{start}, {end}]")
+        limit = min(max_bytes, self.config.max_fetch_bytes) if max_bytes > 0 \
+            else self.config.max_fetch_bytes
+        if replica_id < 0:
+            return FetchResult(NONE, log.read(offset, limit, max_offset=hw), hw, start, end)
+        data = log.read(offset, limit)
+        effects = self._process(part, ps.FollowerFetched(replica_id, offset, self._clock()))
+        self._persist()
+        return FetchResult(NONE, data, state.high_watermark, start, end, None, effects)
+
+    def offsets_for_leader_epoch(self, tp, current_leader_epoch: int,
+                                 leader_epoch: int) -> tuple[int, int, int]:
+        """(error, epoch, end offset) for an OffsetsForLeaderEpoch request (KIP-101/279)."""
+        part = self._partitions.get(TopicPartition(*tp))
+        if part is None:
+            return UNKNOWN_TOPIC_OR_PARTITION, NO_EPOCH, -1
+        code = ps.check_leader_epoch(part.state.leader_epoch, current_leader_epoch)
+        if code == NONE and not part.state.is_leader:
+            code = NOT_LEADER_OR_FOLLOWER
+        if code:
+            return code, NO_EPOCH, -1
+        epoch, end = part.log.epoch_cache.end_offset_for(leader_epoch, part.log.log_end_offset)
+        return NONE, epoch, end
+
+    # ---- follower side -----------------------------------------------------------------
+    def follower_fetch_request(self, tp) -> FetchPosition:
+        part = self._follower(tp)
+        return FetchPosition(part.log.log_end_offset, part.log.latest_epoch,
+                             part.state.leader_epoch)
+
+    def follower_truncate(self, tp, leader_epoch_answer: int, leader_end_offset: int, *,
+                          leader_epoch: int | None = None) -> TruncationResult:
+        """Truncate on the leader's (epoch, end offset) answer or a diverging epoch."""
+        part = self._follower(tp)
+        state, log = part.state, part.log
+        if leader_epoch is not None and leader_epoch != state.leader_epoch:
+            return TruncationResult(log.log_end_offset, 0, False, log.latest_epoch, stale=True)
+        if not state.truncation_pending:   # a diverging epoch arrived in a fetch answer
+            self._process(part, ps.FollowerFetchResponse(log.log_end_offset,
+                                                         state.high_watermark, diverging=True))
+        decision = follower_truncation(log.epoch_cache, log.log_end_offset, leader_epoch_answer,
+                                       leader_end_offset, state.high_watermark)
+        removed = self._truncate(part, decision.offset)
+        effects = []
+        if decision.completed:
+            effects = self._process(part, ps.TruncationCompleted(log.log_end_offset))
+        self._persist()
+        return TruncationResult(log.log_end_offset, removed, decision.completed,
+                                NO_EPOCH if decision.completed else log.latest_epoch, effects)
+
+    def _truncate(self, part: _Partition, offset: int) -> int:
+        log = part.log
+        if offset >= log.log_end_offset:
+            # Kafka's UnifiedLog.truncateTo: ALWAYS cut the epoch cache at the LEO. A replica
+            # that led an epoch without appending keeps (epoch, LEO) at its end, would keep
+            # sending it as last_fetched_epoch and diverge forever.
+            log.epoch_cache.truncate_from_end(log.log_end_offset)
+            return 0
+        removed = log.truncate_to(offset)
+        part.state.log_end_offset = log.log_end_offset
+        part.producers.invalidate()
+        self._write_recovery_points()
+        return removed
+
+    def append_as_follower(self, tp, records_buf, leader_high_watermark: int, *,
+                           fetch_offset: int | None = None,
+                           leader_epoch: int | None = None) -> list:
+        """Append a fetch answer from the leader; [] if the answer is stale (see module doc)."""
+        part = self._follower(tp)
+        state, log = part.state, part.log
+        if (leader_epoch is not None and leader_epoch != state.leader_epoch) or \
+                (fetch_offset is not None and fetch_offset != log.log_end_offset):
+            return []
+        effects = []
+        if state.truncation_pending:
+            effects += self._process(part, ps.TruncationCompleted(log.log_end_offset))
+        if records_buf:
+            log.append_as_follower(records_buf)
+            if part.producers.loaded:
+                part.producers.update_all(records.iter_headers(records_buf))
+        effects += self._process(part, ps.FollowerFetchResponse(log.log_end_offset,
+                                                                leader_high_watermark))
+        self._persist()
+        return effects
+
+    # ---- time and controller answers ------------------------------------------------------
+    def tick(self) -> list:
+        now = self._clock()
+        effects = []
+        flushed = False
+        for part in self._partitions.values():
+            if part.state.is_leader:
+                effects += self._process(part, ps.Tick(now))
+            flushed |= part.log.maybe_flush()
+        if flushed:
+            self._write_recovery_points()
+        interval = self.config.hw_checkpoint_interval_ms
+        if self._hw_dirty and interval > 0 and now - self._last_hw_checkpoint_ms >= interval:
+            self.checkpoint_high_watermarks()
+        self._persist()
+        return effects
+
+    def handle_alter_partition_response(self, tp, result, proposal: ProposeIsr | None = None
+                                        ) -> list:
+        """`result`: the committed LeaderIsrAndControllerEpoch, or a KafkaError."""
+        part = self._partitions.get(TopicPartition(*tp))
+        if part is None:
+            return []
+        state = part.state
+        if proposal is not None and (state.proposed_isr != tuple(proposal.isr)
+                                     or state.leader_epoch != proposal.leader_epoch
+                                     or state.partition_epoch != proposal.partition_epoch):
+            return []   # answers a proposal that is no longer in flight
+        if isinstance(result, BaseException):
+            code = getattr(result, "code", -1) or -1
+            event = ps.AlterPartitionResponse((), state.leader_epoch, state.partition_epoch, code)
+        else:
+            event = ps.AlterPartitionResponse(tuple(result.isr), result.leader_epoch,
+                                              result.zk_version)
+        effects = self._process(part, event)
+        self._persist()
+        return effects

@@ -1,0 +1,686 @@
+"""ReplicaManager: three brokers replicating by direct calls (tests/replication_harness.py).
+
+Checks Kafka's broker-side rules (KAFKA_FACTS §5, §6, §8; DESIGN §3, §7, §9): acks=all
+completes only after the ISR fetched, consumers never read above the HW, leader change
+truncates exactly the unreplicated tail by leader epoch, min ISR, stale controller and
+broker epochs, idempotent duplicates and sequence errors, corrupt/oversized batches append
+nothing, StopReplica(delete), and restart recovery of logs, HWs and producer state.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from controller.requests import (LeaderAndIsrRequest, PartitionLeaderState,
+                                 StopReplicaPartition, StopReplicaRequest)
+from replicas import records
+from replicas.checkpoints import replication_offset_checkpoint
+from replicas.errors import InvalidUpdateVersion
+from replicas.replica_manager import BrokerConfig, ProduceDone, ProposeIsr, ReplicaManager
+from tests.replication_harness import Cluster, FakeClock
+
+pytestmark = pytest.mark.unit
+
+ALL = -1
+
+
+def batch(n: int = 3, tag: bytes = b"v", pid: int = -1, epoch: int = -1, seq: int = -1,
+          size: int = 20) -> bytes:
+    values = [(tag + b"-%04d" % i).ljust(size, b".") for i in range(n)]
+    return bytes(records.build_batch(values, timestamps_ms=1_000, producer_id=pid,
+                                     producer_epoch=epoch, base_sequence=seq))
+
+
+def values_of(data: bytes) -> list[bytes]:
+    return [r.value for r in records.decode_records(data)]
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    return Cluster(tmp_path)
+
+
+def info(cluster, b, tp):
+    return cluster.brokers[b].partition_info(tp)
+
+
+# ---------------------------------------------------------------- produce and replicate
+def test_acks_all_completes_only_after_every_isr_follower_fetched(cluster):
+    tp = cluster.create("clicks", config={"min.insync.replicas": "2"})
+    leader = cluster.brokers[1]
+    assert info(cluster, 1, tp)["role"] == "leader"
+    assert cluster.fetching == {(2, tp): 1, (3, tp): 1}
+    result = leader.append(tp, batch(3), ALL, 30_000)
+    assert (result.error, result.base_offset, result.last_offset) == (0, 0, 2)
+    assert result.pending_id is not None and not cluster.done
+    assert cluster.fetch_once(2, tp) and cluster.fetch_once(3, tp)   # both copied it...
+    assert not cluster.done and info(cluster, 1, tp)["high_watermark"] == 0
+    cluster.fetch_once(2, tp)                   # ...the leader learns from the NEXT fetch offset
+    assert not cluster.done and info(cluster, 1, tp)["high_watermark"] == 0
+    cluster.fetch_once(3, tp)
+    assert cluster.done[(1, result.pending_id)] == ProduceDone(result.pending_id, 0, 0, 2)
+    assert info(cluster, 1, tp)["high_watermark"] == 3
+    cluster.replicate()                         # followers learn the HW on their next fetch
+    assert [info(cluster, b, tp)["high_watermark"] for b in (1, 2, 3)] == [3, 3, 3]
+    # the HW is on disk before the call that moved it returned (persist before send)
+    on_disk = replication_offset_checkpoint(leader.data_dir).read()
+    assert on_disk[("clicks", 0)] == 3
+
+
+def test_consumers_never_read_above_the_high_watermark(cluster):
+    tp = cluster.create("clicks")
+    leader = cluster.brokers[1]
+    assert leader.append(tp, batch(2, b"a"), 1, 1000).error == 0
+    cluster.replicate()
+    assert leader.append(tp, batch(2, b"b"), 1, 1000).error == 0   # not replicated yet
+    got = leader.fetch(tp, 0, 1 << 20)
+    assert got.error == 0 and got.high_watermark == 2 and got.log_end_offset == 4
+    assert values_of(got.records) == [b"a-0000".ljust(20, b"."), b"a-0001".ljust(20, b".")]
+    above = leader.fetch(tp, 2, 1 << 20)        # between HW and LEO: nothing, no error
+    assert (above.error, above.records) == (0, b"")
+    assert leader.fetch(tp, 5, 1 << 20).error == 1            # beyond the LEO
+    # a follower reads up to the LEO; a consumer on a follower is refused
+    assert cluster.brokers[2].fetch(tp, 0, 1 << 20).error == 6
+    follower_view = leader.fetch(tp, 2, 1 << 20, replica_id=2, current_leader_epoch=0)
+    assert len(values_of(follower_view.records)) == 2
+    cluster.replicate()
+    assert len(values_of(leader.fetch(tp, 0, 1 << 20).records)) == 4
+
+
+def test_fetch_fencing_and_unknown_partitions(cluster):
+    tp = cluster.create("clicks")
+    cluster.elect(tp, 1)                        # leader epoch 1
+    leader = cluster.brokers[1]
+    assert leader.fetch(tp, 0, 100, current_leader_epoch=0).error == 74
+    assert leader.fetch(tp, 0, 100, current_leader_epoch=2).error == 75
+    assert leader.fetch(tp, 0, 100, current_leader_epoch=1).error == 0
+    assert leader.fetch(tp, 0, 100, replica_id=9).error == 6      # not a replica
+    assert leader.fetch(("nope", 0), 0, 100).error == 3
+    assert leader.append(("nope", 0), batch(), 1, 100).error == 3
+    assert leader.append(tp, batch(), 2, 100).error == 21
+    assert cluster.brokers[2].append(tp, batch(), 1, 100).error == 6
+    assert leader.offsets_for_leader_epoch(tp, 1, 1) == (0, 1, 0)
+    assert leader.offsets_for_leader_epoch(tp, 0, 1)[0] == 74
+    assert cluster.brokers[2].offsets_for_leader_epoch(tp, 1, 1)[0] == 6
+
+
+# ---------------------------------------------------------------- leader change
+def test_leader_change_truncates_exactly_the_unreplicated_tail(cluster):
+    tp = cluster.create("clicks", config={"min.insync.replicas": "2"})
+    old = cluster.brokers[1]
+    for i in range(3):
+        r = old.append(tp, batch(4, b"acked%d" % i), ALL, 30_000)
+        cluster.replicate()
+        assert cluster.done[(1, r.pending_id)].error == 0
+    acked_end = info(cluster, 1, tp)["log_end_offset"]
+    unacked = old.append(tp, batch(5, b"lost"), ALL, 30_000)
+    tail_bytes = old.log(tp).log_end_offset
+    assert unacked.pending_id is not None and tail_bytes == acked_end + 5
+    size_before = old.log(tp).size_bytes
+    # broker 1 is cut off; 2 is elected in epoch 1 and takes new writes
+    cluster.down.add(1)
+    cluster.elect(tp, 2, isr=(2, 3), to=(2, 3))
+    new = cluster.brokers[2]
+    r = new.append(tp, batch(2, b"new"), ALL, 30_000)
+    cluster.replicate()
+    assert cluster.done[(2, r.pending_id)].error == 0
+    # broker 1 comes back and is told it follows 2 now
+    cluster.down.discard(1)
+    cluster.send_leader_and_isr(tp, to=(1,))
+    assert cluster.done[(1, unacked.pending_id)].error == 6      # leadership lost
+    assert info(cluster, 1, tp)["role"] == "follower" and info(cluster, 1, tp)["truncation_pending"]
+    # first fetch: the leader reports the diverging epoch, broker 1 cuts the tail
+    pos = old.follower_fetch_request(tp)
+    assert pos == (acked_end + 5, 0, 1)
+    answer = new.fetch(tp, pos.fetch_offset, 1 << 20, 1, pos.current_leader_epoch,
+                       pos.last_fetched_epoch)
+    assert answer.diverging_epoch == (0, acked_end) and answer.records == b""
+    result = old.follower_truncate(tp, *answer.diverging_epoch, leader_epoch=1)
+    assert result.completed and result.log_end_offset == acked_end
+    assert result.removed_bytes == size_before - old.log(tp).size_bytes > 0
+    cluster.replicate()
+    hw = info(cluster, 2, tp)["high_watermark"]
+    assert hw == acked_end + 2
+    assert info(cluster, 2, tp)["isr"] == (2, 3, 1)             # rejoined by AlterPartition
+    logs = {cluster.log_bytes(b, tp, hw) for b in (1, 2, 3)}
+    assert len(logs) == 1
+    everything = values_of(logs.pop())
+    assert not any(v.startswith(b"lost") for v in everything)
+    assert sum(v.startswith(b"acked") for v in everything) == 12
+    assert [e.epoch for e in old.log(tp).epoch_cache.entries] == [0, 1]
+
+
+def test_truncation_by_offsets_for_leader_epoch_repeats_with_an_older_epoch(cluster):
+    """Broker 1 holds epochs [0, 2]; the leader knows [0, 1, 3]: ask twice (KIP-279)."""
+    tp = cluster.create("clicks")
+    b1, b2 = cluster.brokers[1], cluster.brokers[2]
+    b1.append(tp, batch(2, b"A"), 1, 1000)
+    cluster.replicate()
+    cluster.down.add(1)
+    cluster.elect(tp, 2, isr=(2, 3), to=(2, 3))                  # epoch 1
+    b2.append(tp, batch(3, b"B"), 1, 1000)
+    cluster.replicate()
+    cluster.down = {2, 3}
+    cluster.elect(tp, 1, isr=(1,), to=(1,))                       # epoch 2, unclean on 1
+    b1.append(tp, batch(4, b"C"), 1, 1000)
+    cluster.down = {1}
+    cluster.elect(tp, 2, isr=(2, 3), to=(2, 3))                   # epoch 3
+    b2.append(tp, batch(1, b"D"), 1, 1000)
+    cluster.replicate()
+    cluster.down = set()
+    cluster.send_leader_and_isr(tp, to=(1,))
+    assert [(e.epoch, e.start_offset) for e in b1.log(tp).epoch_cache.entries] == [(0, 0), (2, 2)]
+    pos = b1.follower_fetch_request(tp)
+    asked = []
+    while info(cluster, 1, tp)["truncation_pending"]:
+        error, epoch, end = b2.offsets_for_leader_epoch(tp, pos.current_leader_epoch,
+                                                        pos.last_fetched_epoch)
+        assert error == 0
+        asked.append((pos.last_fetched_epoch, epoch, end))
+        result = b1.follower_truncate(tp, epoch, end, leader_epoch=pos.current_leader_epoch)
+        pos = b1.follower_fetch_request(tp)
+        assert result.completed or result.next_epoch == pos.last_fetched_epoch
+    assert asked == [(2, 1, 5), (0, 0, 2)]
+    assert b1.log(tp).log_end_offset == 2
+    cluster.replicate()
+    hw = info(cluster, 2, tp)["high_watermark"]
+    assert hw == 6 and len({cluster.log_bytes(b, tp, hw) for b in (1, 2, 3)}) == 1
+
+
+def test_stale_fetch_answers_are_ignored(cluster):
+    tp = cluster.create("clicks")
+    cluster.brokers[1].append(tp, batch(2), 1, 1000)
+    follower = cluster.brokers[2]
+    pos = follower.follower_fetch_request(tp)
+    answer = cluster.brokers[1].fetch(tp, pos.fetch_offset, 1 << 20, 2, pos.current_leader_epoch,
+                                      pos.last_fetched_epoch)
+    cluster.elect(tp, 1)                                          # epoch moves on meanwhile
+    assert follower.append_as_follower(tp, answer.records, answer.high_watermark,
+                                       fetch_offset=pos.fetch_offset,
+                                       leader_epoch=pos.current_leader_epoch) == []
+    assert follower.log(tp).log_end_offset == 0
+    assert follower.follower_truncate(tp, 0, 0, leader_epoch=0).stale
+
+
+# ---------------------------------------------------------------- ISR and min ISR
+def test_min_isr_rejects_acks_all_and_appends_nothing(cluster):
+    tp = cluster.create("clicks", config={"min.insync.replicas": "2"})
+    leader = cluster.brokers[1]
+    cluster.down.update({2, 3})                 # followers stop fetching
+    cluster.clock.advance(10_001)
+    effects = cluster.tick(1)
+    assert effects == [ProposeIsr(tp, (1,), 0, 0)]
+    assert info(cluster, 1, tp)["isr"] == (1,)
+    leo = leader.log(tp).log_end_offset
+    rejected = leader.append(tp, batch(), ALL, 1000)
+    assert rejected.error == 19 and leader.log(tp).log_end_offset == leo
+    assert leader.append(tp, batch(), 1, 1000).error == 0        # acks=1 still works
+    # followers come back and rejoin; acks=all works again
+    cluster.down.clear()
+    cluster.replicate()
+    assert info(cluster, 1, tp)["isr"] == (1, 2, 3)
+    ok = leader.append(tp, batch(), ALL, 1000)
+    cluster.replicate()
+    assert cluster.done[(1, ok.pending_id)].error == 0
+
+
+def test_pending_produce_times_out_and_isr_answers_are_matched(cluster):
+    tp = cluster.create("clicks", config={"min.insync.replicas": "2"})
+    leader = cluster.brokers[1]
+    pending = leader.append(tp, batch(), ALL, 500)
+    cluster.clock.advance(500)
+    cluster.tick(1)
+    assert cluster.done[(1, pending.pending_id)].error == 7
+    # an AlterPartition error drops the proposal; an answer to an old proposal is ignored
+    cluster.hold_alter_partition = True
+    cluster.down.add(3)
+    cluster.replicate()
+    cluster.clock.advance(10_001)
+    cluster.fetch_once(2, tp)
+    cluster.tick(1)
+    (b, proposal), = cluster.held
+    assert proposal.isr == (1, 2)
+    stale = ProposeIsr(tp, (1,), 0, 0)
+    assert leader.handle_alter_partition_response(tp, InvalidUpdateVersion("x"), stale) == []
+    assert info(cluster, 1, tp)["proposed_isr"] == (1, 2)
+    leader.handle_alter_partition_response(tp, InvalidUpdateVersion("x"), proposal)
+    assert info(cluster, 1, tp)["proposed_isr"] is None and info(cluster, 1, tp)["isr"] == (1, 2, 3)
+
+
+# ---------------------------------------------------------------- controller requests
+def test_stale_controller_and_broker_epochs_apply_nothing(cluster):
+    tp = cluster.create("clicks")
+    cluster.controller_epoch = 3
+    cluster.elect(tp, 1)
+    rm = cluster.brokers[2]
+    assert rm.controller_epoch == 3
+    before = rm.partition_info(tp)
+    old = PartitionLeaderState("clicks", 0, 2, 2, 9, (1, 2, 3), 9, (1, 2, 3))
+    other = PartitionLeaderState("other", 0, 2, 2, 0, (2,), 0, (2,))
+    outcome = rm.handle_leader_and_isr(cluster.leader_and_isr([old, other], controller_epoch=2))
+    assert outcome.error == 11 and set(outcome.partition_errors.values()) == {11}
+    assert not outcome.became_leader and rm.partition_info(tp) == before
+    assert ("other", 0) not in rm.partitions() and not (rm.data_dir / "other-0").exists()
+    stale_stop = StopReplicaRequest(0, 2, -1, (StopReplicaPartition("clicks", 0, -2, True),))
+    assert rm.handle_stop_replica(stale_stop).error == 11 and tp in rm.partitions()
+    # stale broker epoch: older than ours → 77; newer is accepted (Kafka's isBrokerEpochStale)
+    rm.broker_epoch = 50
+    outcome = rm.handle_leader_and_isr(cluster.leader_and_isr([other], broker_epoch=49))
+    assert outcome.error == 77 and ("other", 0) not in rm.partitions()
+    outcome = rm.handle_leader_and_isr(cluster.leader_and_isr([other], broker_epoch=51))
+    assert outcome.error == 0 and outcome.became_leader == [("other", 0)]
+    # same leader epoch again → per-partition STALE_CONTROLLER_EPOCH, nothing re-applied
+    again = rm.handle_leader_and_isr(cluster.leader_and_isr([cluster.state(tp)]))
+    assert again.error == 0 and again.partition_errors == {tp: 11}
+    assert not again.became_follower
+    # not a replica of it → UNKNOWN_TOPIC_OR_PARTITION
+    foreign = PartitionLeaderState("foreign", 0, 3, 1, 0, (1,), 0, (1,))
+    assert rm.handle_leader_and_isr(cluster.leader_and_isr([foreign])).partition_errors == \
+        {("foreign", 0): 3}
+
+
+def test_update_metadata_fills_the_cache(cluster):
+    tp = cluster.create("clicks")
+    rm = cluster.brokers[3]
+    assert cluster.update_metadata(3) == 0
+    assert rm.metadata.leader(tp) == 1 and sorted(rm.metadata.live_brokers) == [1, 2, 3]
+    assert rm.metadata.topics() == ["clicks"]
+    cluster.down.add(1)
+    assert cluster.update_metadata(3) == 0
+    assert rm.metadata.leader(tp) is None                  # leader not live
+    cluster.controller_epoch = 0
+    assert cluster.update_metadata(3) == 11
+
+
+def test_stop_replica_delete_removes_the_partition(cluster):
+    tp = cluster.create("clicks", config={"min.insync.replicas": "2"})
+    leader = cluster.brokers[1]
+    pending = leader.append(tp, batch(), ALL, 30_000)
+    directory = leader.data_dir / "clicks-0"
+    assert directory.is_dir()
+    cluster.elect(tp, 1)                                      # epoch 1
+    assert cluster.stop_replica(2, tp, delete=False, leader_epoch=0).partition_errors == {tp: 74}
+    outcome = cluster.stop_replica(1, tp, delete=True)
+    assert outcome.partition_errors == {tp: 0} and outcome.stopped == [tp]
+    assert cluster.done[(1, pending.pending_id)].error == 6
+    assert not directory.exists() and tp not in leader.partitions()
+    assert ("clicks", 0) not in replication_offset_checkpoint(leader.data_dir).read()
+    assert leader.append(tp, batch(), 1, 100).error == 3
+
+
+# ---------------------------------------------------------------- bad input
+def test_corrupt_and_oversized_batches_append_nothing(cluster):
+    tp = cluster.create("clicks", config={"max.message.bytes": "400"})
+    leader = cluster.brokers[1]
+    good = batch(2)
+    assert leader.append(tp, good, 1, 100).error == 0
+    leo, size = leader.log(tp).log_end_offset, leader.log(tp).size_bytes
+    corrupt = bytearray(batch(2))
+    corrupt[-1] ^= 0xFF
+    assert leader.append(tp, bytes(corrupt), 1, 100).error == 2
+    assert leader.append(tp, batch(2) + bytes(corrupt), 1, 100).error == 2   # all or nothing
+    assert leader.append(tp, batch(2)[:40], 1, 100).error == 2
+    too_big = batch(30, size=50)
+    assert len(too_big) > 400
+    result = leader.append(tp, too_big, ALL, 100)
+    assert result.error == 10 and "max.message.bytes" in result.message
+    # a corrupt idempotent batch is CORRUPT_MESSAGE even if its sequence is also wrong
+    bad_seq = bytearray(batch(2, pid=5, epoch=0, seq=7))
+    bad_seq[-1] ^= 0xFF
+    leader.append(tp, batch(1, pid=5, epoch=0, seq=0), 1, 100)
+    leo += 1
+    assert leader.append(tp, bytes(bad_seq), 1, 100).error == 2
+    assert leader.log(tp).log_end_offset == leo
+    assert leader.log(tp).size_bytes > size
+
+
+# ---------------------------------------------------------------- idempotence
+def test_idempotent_duplicate_returns_the_original_offsets(cluster):
+    tp = cluster.create("clicks")
+    leader = cluster.brokers[1]
+    first = leader.append(tp, batch(3, pid=7, epoch=0, seq=0), ALL, 30_000)
+    second = leader.append(tp, batch(2, pid=7, epoch=0, seq=3), ALL, 30_000)
+    assert (first.base_offset, first.last_offset, second.base_offset) == (0, 2, 3)
+    leo = leader.log(tp).log_end_offset
+    retry = leader.append(tp, batch(2, pid=7, epoch=0, seq=3), ALL, 30_000)
+    assert retry.duplicate and (retry.base_offset, retry.last_offset) == (3, 4)
+    assert retry.pending_id is not None and leader.log(tp).log_end_offset == leo
+    cluster.replicate()
+    assert cluster.done[(1, retry.pending_id)] == ProduceDone(retry.pending_id, 0, 3, 4)
+    # below the HW already: answered at once
+    again = leader.append(tp, batch(3, pid=7, epoch=0, seq=0), ALL, 30_000)
+    assert again.duplicate and again.pending_id is None and again.error == 0
+    assert (again.base_offset, again.last_offset) == (0, 2)
+    acks1 = leader.append(tp, batch(3, pid=7, epoch=0, seq=0), 1, 30_000)
+    assert acks1.duplicate and acks1.base_offset == 0
+    # followers built the same producer state from replication: a duplicate after failover
+    cluster.elect(tp, 2)
+    dup = cluster.brokers[2].append(tp, batch(2, pid=7, epoch=0, seq=3), 1, 1000)
+    assert dup.duplicate and (dup.base_offset, dup.last_offset) == (3, 4)
+
+
+def test_sequence_gaps_and_old_producer_epochs_are_rejected(cluster):
+    tp = cluster.create("clicks")
+    leader = cluster.brokers[1]
+    assert leader.append(tp, batch(2, pid=9, epoch=1, seq=0), 1, 100).error == 0
+    leo = leader.log(tp).log_end_offset
+    gap = leader.append(tp, batch(2, pid=9, epoch=1, seq=5), 1, 100)
+    assert gap.error == 45 and leader.log(tp).log_end_offset == leo
+    assert leader.append(tp, batch(2, pid=9, epoch=0, seq=2), 1, 100).error == 47
+    assert leader.append(tp, batch(2, pid=9, epoch=2, seq=4), 1, 100).error == 45
+    assert leader.log(tp).log_end_offset == leo
+    assert leader.append(tp, batch(2, pid=9, epoch=2, seq=0), 1, 100).error == 0   # epoch bump
+    assert leader.append(tp, batch(1, pid=9, epoch=2, seq=2), 1, 100).error == 0
+    assert leader.append(tp, batch(1, pid=9, epoch=1, seq=2), 1, 100).error == 47
+    assert leader.append(tp, batch(1, pid=10, epoch=0, seq=42), 1, 100).error == 0  # unknown pid
+
+
+# ---------------------------------------------------------------- restart
+def test_restart_recovers_logs_high_watermarks_and_producer_state(cluster):
+    tp = cluster.create("clicks", config={"min.insync.replicas": "2", "segment.bytes": "300"})
+    leader = cluster.brokers[1]
+    for seq in range(0, 12, 3):
+        r = leader.append(tp, batch(3, b"k%d" % seq, pid=3, epoch=0, seq=seq), ALL, 30_000)
+        cluster.replicate()
+        assert cluster.done[(1, r.pending_id)].error == 0
+    assert len(leader.log(tp).segments) > 1
+    hw = info(cluster, 1, tp)["high_watermark"]
+    before = cluster.log_bytes(1, tp, hw)
+    reports = cluster.restart(1)
+    assert set(reports) == {tp} and reports[tp].clean
+    rm = cluster.brokers[1]
+    assert rm.partitions() == [tp]
+    restored = rm.partition_info(tp)
+    assert restored["role"] == "inactive" and restored["high_watermark"] == hw
+    assert restored["log_end_offset"] == hw and cluster.log_bytes(1, tp, hw) == before
+    assert rm.append(tp, batch(), 1, 100).error == 6            # inactive until told
+    cluster.elect(tp, 1)
+    retry = rm.append(tp, batch(3, b"k9", pid=3, epoch=0, seq=9), ALL, 30_000)
+    assert retry.duplicate and (retry.base_offset, retry.last_offset) == (9, 11)
+    assert retry.error == 0 and retry.pending_id is None         # below the restored HW
+    nxt = rm.append(tp, batch(1, pid=3, epoch=0, seq=12), ALL, 30_000)
+    assert nxt.error == 0 and nxt.base_offset == 12
+    assert rm.append(tp, batch(1, pid=3, epoch=0, seq=20), 1, 100).error == 45
+
+
+def test_restart_cuts_a_torn_tail_and_follower_rejoins(cluster):
+    tp = cluster.create("clicks")
+    cluster.brokers[1].append(tp, batch(3), 1, 100)
+    cluster.replicate()
+    cluster.brokers[3].flush()
+    segment = sorted((cluster.brokers[3].data_dir / "clicks-0").glob("*.log"))[-1]
+    cluster.brokers[3].close()
+    with open(segment, "ab") as f:
+        f.write(batch(5)[:50])
+    reports = cluster.start(3)
+    assert reports[tp].truncated_bytes == 50
+    cluster.elect(tp, 1)
+    cluster.brokers[1].append(tp, batch(2), 1, 100)
+    cluster.replicate()
+    hw = info(cluster, 1, tp)["high_watermark"]
+    assert hw == 5 and len({cluster.log_bytes(b, tp, hw) for b in (1, 2, 3)}) == 1
+
+
+def test_hw_checkpoint_interval_defers_writes_to_tick(tmp_path):
+    clock = FakeClock()
+    rm = ReplicaManager(1, BrokerConfig(str(tmp_path), hw_checkpoint_interval_ms=5_000), clock)
+    rm.startup()
+    state = PartitionLeaderState("t", 0, 1, 1, 0, (1,), 0, (1,))
+    rm.handle_leader_and_isr(LeaderAndIsrRequest(0, 1, -1, (state,), ()))
+    result = rm.append(("t", 0), batch(), ALL, 100)
+    assert result.error == 0 and result.pending_id is None       # RF 1: done at once
+    checkpoint = replication_offset_checkpoint(tmp_path)
+    assert checkpoint.read().get(("t", 0), 0) == 0
+    clock.advance(5_000)
+    rm.tick()
+    assert checkpoint.read()[("t", 0)] == 3
+    rm.close()
+
+
+# ---------------------------------------------------------------- smaller rules
+def test_bad_partition_states_and_configs_are_refused_per_partition(cluster):
+    rm = cluster.brokers[1]
+    bad_isr = PartitionLeaderState("a", 0, 1, 1, 0, (1, 4), 0, (1, 2))
+    leader_outside_isr = PartitionLeaderState("b", 0, 1, 1, 0, (2,), 0, (1, 2))
+    bad_config = PartitionLeaderState("c", 0, 1, 1, 0, (1,), 0, (1,))
+    outcome = rm.handle_leader_and_isr(
+        cluster.leader_and_isr([bad_isr, leader_outside_isr, bad_config]),
+        {"c": {"min.insync.replicas": "zero"}})
+    assert outcome.error == 0
+    assert outcome.partition_errors == {("a", 0): 42, ("b", 0): 42, ("c", 0): 40}
+    assert rm.partitions() == [] and not any(rm.data_dir.glob("*-0"))
+    with pytest.raises(Exception) as unknown:
+        rm.follower_fetch_request(("a", 0))
+    assert unknown.value.code == 3
+
+
+def test_follower_side_calls_on_a_leader_raise_not_leader(cluster):
+    tp = cluster.create("clicks")
+    for call in (lambda: cluster.brokers[1].follower_fetch_request(tp),
+                 lambda: cluster.brokers[1].append_as_follower(tp, b"", 0),
+                 lambda: cluster.brokers[1].follower_truncate(tp, 0, 0)):
+        with pytest.raises(Exception) as err:
+            call()
+        assert err.value.code == 6
+    assert cluster.brokers[1].handle_alter_partition_response(("zz", 0), None) == []
+
+
+def test_a_diverging_epoch_after_truncation_completed_truncates_again(cluster):
+    tp = cluster.create("clicks")
+    cluster.brokers[1].append(tp, batch(4), 1, 100)
+    cluster.replicate()
+    follower = cluster.brokers[2]
+    assert not follower.partition_info(tp)["truncation_pending"]
+    assert follower.partition_info(tp)["high_watermark"] == 4
+    result = follower.follower_truncate(tp, 0, 0)        # e.g. a diverging answer (0, 0)
+    assert result.completed and result.log_end_offset == 0
+    assert follower.partition_info(tp)["high_watermark"] == 0
+    assert replication_offset_checkpoint(follower.data_dir).read()[("clicks", 0)] == 0
+    cluster.replicate()
+    assert follower.log(tp).log_end_offset == 4
+
+
+def test_flush_ms_is_applied_by_tick(cluster):
+    tp = cluster.create("clicks", config={"flush.ms": "100"})
+    leader = cluster.brokers[1]
+    leader.append(tp, batch(), 1, 100)
+    assert leader.log(tp).recovery_point == 0
+    cluster.clock.advance(100)
+    cluster.tick(1)
+    assert leader.log(tp).recovery_point == 3
+    from replicas.checkpoints import recovery_point_checkpoint
+    assert recovery_point_checkpoint(leader.data_dir).read()[("clicks", 0)] == 3
+
+
+def test_update_metadata_drops_partitions_being_deleted(cluster):
+    tp = cluster.create("clicks")
+    cluster.update_metadata(2)
+    assert cluster.brokers[2].metadata.partitions_of("clicks") == [0]
+    cluster.leadership[tp].leader = -2
+    cluster.update_metadata(2)
+    assert cluster.brokers[2].metadata.topics() == []
+
+
+def test_close_is_idempotent_and_keeps_the_checkpoints(cluster):
+    tp = cluster.create("clicks")
+    cluster.brokers[1].append(tp, batch(), 1, 100)
+    cluster.replicate()
+    rm = cluster.brokers[1]
+    rm.close()
+    rm.close()
+    assert replication_offset_checkpoint(rm.data_dir).read() == {("clicks", 0): 3}
+
+
+def test_a_leader_that_appended_nothing_does_not_diverge_forever(cluster):
+    """Kafka's UnifiedLog.truncateTo always cuts the epoch cache at the LEO: a broker that
+    led epoch 1 without appending holds (1, LEO) and must drop it once it follows."""
+    tp = cluster.create("clicks")
+    cluster.brokers[1].append(tp, batch(3), 1, 100)
+    cluster.replicate()
+    cluster.elect(tp, 3, to=(3,))                 # only broker 3 hears of epoch 1
+    assert [e.epoch for e in cluster.brokers[3].log(tp).epoch_cache.entries] == [0, 1]
+    cluster.elect(tp, 2)                          # epoch 2, led by 2, which never saw 1
+    cluster.brokers[2].append(tp, batch(2), 1, 100)
+    cluster.replicate()
+    assert cluster.brokers[3].log(tp).log_end_offset == 5
+    assert [e.epoch for e in cluster.brokers[3].log(tp).epoch_cache.entries] == [0, 2]
+
+
+# ---------------------------------------------------------------- seeded failure simulation
+class _Producer:
+    """One idempotent producer, one batch in flight, retrying the same sequence."""
+
+    def __init__(self):
+        self.seq, self.batch_no = 0, 0
+        self.current: tuple[int, list[bytes]] | None = None       # (first seq, values)
+        self.inflight: tuple[int, int] | None = None               # (broker, pending id)
+        self.acked: dict[int, tuple[int, list[bytes]]] = {}        # batch no -> (base, values)
+        self.sent: dict[bytes, int] = {}                           # value -> batch no
+
+    def next_batch(self, rng) -> tuple[int, list[bytes]]:
+        if self.current is None:
+            n = rng.randint(1, 4)
+            values = [b"b%04d-%d" % (self.batch_no, i) for i in range(n)]
+            self.current = (self.seq, values)
+            for v in values:
+                self.sent[v] = self.batch_no
+        return self.current
+
+    def ack(self, base: int) -> None:
+        first_seq, values = self.current
+        self.acked[self.batch_no] = (base, values)
+        self.seq += len(values)
+        self.batch_no += 1
+        self.current = self.inflight = None
+
+
+def _elect_offline(cluster, tp) -> None:
+    """The controller's offline election + replica-offline handling (KAFKA_FACTS §3, §4)."""
+    lead = cluster.leadership[tp]
+    live = [r for r in lead.replicas if r not in cluster.down]
+    if lead.leader in cluster.down or lead.leader < 0:
+        candidates = [r for r in lead.replicas if r in lead.isr and r in live]
+        if not candidates and lead.leader < 0:
+            return
+        if candidates:
+            lead.leader = candidates[0]
+            lead.isr = tuple(r for r in lead.isr if r in live)
+        else:
+            lead.leader = -1                     # the last ISR member is kept
+    elif any(r in cluster.down for r in lead.isr) and len(lead.isr) > 1:
+        lead.isr = tuple(r for r in lead.isr if r in live) or lead.isr
+    else:
+        return
+    lead.leader_epoch += 1
+    lead.zk_version += 1
+    cluster.send_leader_and_isr(tp)
+
+
+def _check_consumer_view(cluster, tp) -> None:
+    lead = cluster.leadership[tp]
+    if lead.leader < 0 or lead.leader in cluster.down:
+        return
+    rm = cluster.brokers[lead.leader]
+    got = rm.fetch(tp, 0, 1 << 20, current_leader_epoch=lead.leader_epoch)
+    if got.error == 0 and got.records:
+        offsets = [r.offset for r in records.decode_records(got.records)]
+        assert max(offsets) < got.high_watermark
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_random_failures_never_lose_or_duplicate_acknowledged_writes(tmp_path, seed):
+    """Seeded kills, cut-offs, elections, zombie writes, idempotent retries; DESIGN §7 1-3, 5, 6.
+    Odd seeds checkpoint HWs lazily (every 5 s): a restart then loads an older HW."""
+    import random
+    rng = random.Random(seed)
+    cluster = Cluster(tmp_path, lag_ms=3_000, hw_checkpoint_interval_ms=5_000 * (seed % 2))
+    tp = cluster.create("chaos", config={"min.insync.replicas": "2", "segment.bytes": "600"})
+    producer = _Producer()
+    hw_seen: dict[tuple[int, int], int] = {}
+    for _step in range(90):
+        action = rng.random()
+        lead = cluster.leadership[tp]
+        if action < 0.35:                                     # produce (sometimes to a zombie)
+            if producer.inflight is None:
+                target = lead.leader if rng.random() < 0.85 else rng.choice(cluster.broker_ids)
+                if target >= 0 and target not in cluster.dead:
+                    first_seq, values = producer.next_batch(rng)
+                    buf = records.build_batch(values, timestamps_ms=0, producer_id=1,
+                                              producer_epoch=0, base_sequence=first_seq)
+                    r = cluster.brokers[target].append(tp, bytes(buf), ALL, 2_000)
+                    cluster.apply(target, r.effects)
+                    if r.error == 0 and r.pending_id is None:
+                        producer.ack(r.base_offset)
+                    elif r.error == 0:
+                        producer.inflight = (target, r.pending_id)
+        elif action < 0.70:                                   # some fetcher round trips
+            for key in rng.sample(sorted(cluster.fetching), k=len(cluster.fetching)):
+                if rng.random() < 0.7:
+                    cluster.fetch_once(*key)
+        elif action < 0.82:                                   # time passes
+            cluster.clock.advance(rng.choice([100, 1_000, 3_500]))
+            for b in cluster.broker_ids:
+                if b not in cluster.dead:
+                    cluster.tick(b)
+        elif action < 0.92:                                   # a broker fails
+            if not cluster.down:
+                victim = rng.choice(cluster.broker_ids)
+                if rng.random() < 0.5:
+                    cluster.kill(victim)
+                    if producer.inflight and producer.inflight[0] == victim:
+                        producer.inflight = None              # the connection died
+                else:
+                    cluster.down.add(victim)                  # cut off, still running
+                _elect_offline(cluster, tp)
+        else:                                                 # the failed broker returns
+            for b in sorted(cluster.down):
+                if b in cluster.dead:
+                    cluster.revive(b)
+                cluster.down.discard(b)
+                lead = cluster.leadership[tp]
+                if lead.leader < 0:
+                    _elect_offline(cluster, tp)
+                else:
+                    cluster.send_leader_and_isr(tp, to=(b,))
+        # answers to the producer
+        if producer.inflight is not None:
+            b, pid = producer.inflight
+            done = cluster.done.get((b, pid))
+            if done is not None:
+                if done.error == 0:
+                    producer.ack(done.base_offset)
+                else:
+                    producer.inflight = None
+        _check_consumer_view(cluster, tp)
+        lead = cluster.leadership[tp]
+        if lead.leader >= 0 and lead.leader not in cluster.down:
+            hw = cluster.brokers[lead.leader].partition_info(tp)["high_watermark"]
+            key = (lead.leader, lead.leader_epoch)
+            assert hw >= hw_seen.get(key, 0), "HW moved back on a leader"
+            hw_seen[key] = hw
+    # heal: everyone back, settle replication and ISR
+    for b in sorted(cluster.down):
+        if b in cluster.dead:
+            cluster.revive(b)
+        cluster.down.discard(b)
+    _elect_offline(cluster, tp)
+    cluster.send_leader_and_isr(tp, to=tuple(b for b in cluster.broker_ids
+                                             if b != cluster.leadership[tp].leader))
+    for _ in range(4):
+        cluster.replicate()
+        cluster.clock.advance(100)
+        cluster.tick(cluster.leadership[tp].leader)
+    lead = cluster.leadership[tp]
+    leader = cluster.brokers[lead.leader]
+    hw = leader.partition_info(tp)["high_watermark"]
+    assert hw == leader.log(tp).log_end_offset and sorted(lead.isr) == [1, 2, 3]
+    assert len({cluster.log_bytes(b, tp, hw) for b in lead.isr}) == 1       # invariant 3
+    stored = records.decode_records(cluster.log_bytes(lead.leader, tp, hw))
+    assert [r.offset for r in stored] == list(range(hw))                    # dense offsets
+    at = {r.offset: r.value for r in stored}
+    for base, values in producer.acked.values():                            # invariant 1
+        assert [at.get(base + i) for i in range(len(values))] == values
+    counts: dict[bytes, int] = {}
+    for r in stored:
+        counts[r.value] = counts.get(r.value, 0) + 1
+    assert all(c == 1 for c in counts.values())                             # invariant 2
