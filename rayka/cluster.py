@@ -7,7 +7,9 @@ Rules:
   started it; `connect(name)` re-attaches from any driver.
 - `start_local` starts the embedded ZooKeeper when none is given, calls `ray.init()` when
   Ray is not initialised, and starts (or re-attaches to) the named cluster; it returns
-  once every broker is registered in ZooKeeper and one controller is active.
+  once every broker is registered in ZooKeeper and one controller is active. A given
+  ZooKeeper that cannot be reached fails within `zk_connect_timeout_s` with ZkUnavailable
+  naming the address, before any actor is created.
 - Keyword config: ControllerConfig field names go to the controllers, the rest to the
   brokers (e.g. min_insync_replicas, replica_lag_time_max_ms, zk_session_timeout_ms).
 - Leadership is read from ZooKeeper (the truth), never from Ray's actor table.
@@ -45,12 +47,15 @@ def _split_config(config: dict) -> tuple[dict, dict]:
 
 def start_local(name: str = "default", brokers: int = 3, controllers: int = 2,
                 zookeeper: str | None = None, data_dir: str | None = None,
-                start_timeout_s: float = 60.0, **config) -> "Cluster":
+                start_timeout_s: float = 60.0, zk_connect_timeout_s: float = 10.0,
+                **config) -> "Cluster":
     _ensure_ray()
     ns = namespace_for(name)
     try:
         host = ray.get_actor(HOST_NAME, namespace=ns)
     except ValueError:
+        if zookeeper is not None:      # fail fast, with the address, before any actor exists
+            ZkStore(zookeeper, name, connection_timeout_s=zk_connect_timeout_s).start().close()
         facts = {"name": name, "brokers": list(range(1, brokers + 1)),
                  "controllers": [CONTROLLER_ID_BASE + i + 1 for i in range(controllers)],
                  "data_dir": data_dir or tempfile.mkdtemp(prefix=f"rayka-{name}-"),

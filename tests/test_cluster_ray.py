@@ -138,3 +138,13 @@ def test_bad_input_is_typed_and_appends_nothing(cluster):
     assert r["error"] == InvalidRequiredAcks.code
     info = ray.get(broker.partition_info.remote(("once", 0)))
     assert info["log_end_offset"] == 0                          # nothing was appended
+
+
+def test_unreachable_zookeeper_fails_fast_with_the_address(ray_session):
+    from controller.store_api import ZkUnavailable
+    from rayka.zookeeper import free_port
+    address, name = f"127.0.0.1:{free_port()}", f"nozk{uuid.uuid4().hex[:6]}"
+    with pytest.raises(ZkUnavailable, match=address):
+        rayka.start_local(name=name, zookeeper=address, zk_connect_timeout_s=2)
+    with pytest.raises(ValueError):        # nothing was created in Ray for it
+        ray.get_actor("rayka-cluster", namespace=f"rayka-{name}")
