@@ -26,11 +26,12 @@ import time
 
 import ray
 
+from actors.cluster_host import broker_actor_name, controller_actor_name
 from actors.fetcher import Fetcher
 from controller.requests import LeaderAndIsrRequest, StopReplicaRequest, UpdateMetadataRequest
 from controller.zk_paths import BrokerRegistration, LeaderIsrAndControllerEpoch
 from controller.zk_store import ZkStore
-from replicas.errors import KafkaError, RequestTimedOut, error_for_code
+from replicas.errors import KafkaError, RequestTimedOut
 from replicas.replica_manager import (BrokerConfig, HighWatermarkChanged, ProduceDone,
                                       ProposeIsr, ReplicaManager)
 
@@ -78,7 +79,7 @@ class BrokerActor:
     def _register(self) -> None:
         ctx = ray.get_runtime_context()
         reg = BrokerRegistration(self.id, ray.util.get_node_ip_address(), 0,
-                                 node_id=ctx.get_node_id(), actor_name=f"broker-{self.id}")
+                                 node_id=ctx.get_node_id(), actor_name=broker_actor_name(self.id))
         epoch = self.store.register_broker(reg, wait_s=60)
         with self.lock:
             self.rm.broker_epoch = epoch
@@ -94,7 +95,7 @@ class BrokerActor:
     def broker_handle(self, broker_id: int):
         handle = self._handles.get(broker_id)
         if handle is None:
-            handle = self._handles[broker_id] = ray.get_actor(f"broker-{broker_id}",
+            handle = self._handles[broker_id] = ray.get_actor(broker_actor_name(broker_id),
                                                               namespace=self.namespace)
         return handle
 
@@ -253,11 +254,15 @@ class BrokerActor:
                         proposal.tp, answer, proposal=proposal))
                 break
 
-    def _send_alter(self, p: ProposeIsr):
+    def _active_controller(self):
+        """The active controller's actor, as ZooKeeper names it (never Ray's view)."""
         cid = self.store.get_controller()
         if cid is None:
             raise RuntimeError("no active controller")
-        controller = ray.get_actor(f"controller-{cid}", namespace=self.namespace)
+        return ray.get_actor(controller_actor_name(cid), namespace=self.namespace)
+
+    def _send_alter(self, p: ProposeIsr):
+        controller = self._active_controller()
         with self.lock:
             epoch = self.rm.broker_epoch
         proposal = LeaderIsrAndControllerEpoch(self.id, p.leader_epoch, tuple(p.isr), -1,
@@ -274,9 +279,11 @@ class BrokerActor:
         controlled shutdown); True when done within the timeout."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            cid = self.store.get_controller()
-            if cid is not None:
-                controller = ray.get_actor(f"controller-{cid}", namespace=self.namespace)
+            try:
+                controller = self._active_controller()
+            except (RuntimeError, ValueError):    # none elected yet, or its actor restarting
+                controller = None
+            if controller is not None:
                 with self.lock:
                     epoch = self.rm.broker_epoch
                 left = ray.get(controller.controlled_shutdown.remote(self.id, epoch), timeout=30)
@@ -296,8 +303,3 @@ class BrokerActor:
             self.rm.close()
         self.store.close()
 
-
-def raise_for(result: dict) -> dict:
-    if result.get("error"):
-        raise error_for_code(result["error"], str(result))
-    return result

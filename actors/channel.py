@@ -22,6 +22,7 @@ import threading
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError, RayError
 
+from actors.cluster_host import broker_actor_name
 from controller import events as ev
 from controller.requests import LeaderAndIsrRequest, StopReplicaRequest
 
@@ -29,10 +30,6 @@ log = logging.getLogger(__name__)
 
 REQUEST_TIMEOUT_S = 10.0
 RETRY_BACKOFF_S = 0.1
-
-
-def broker_actor_name(broker_id: int) -> str:
-    return f"broker-{broker_id}"
 
 
 class RayBrokerChannel:

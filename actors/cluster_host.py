@@ -22,6 +22,14 @@ def namespace_for(cluster: str) -> str:
     return f"rayka-{cluster}"
 
 
+def broker_actor_name(broker_id: int) -> str:
+    return f"broker-{broker_id}"
+
+
+def controller_actor_name(controller_id: int) -> str:
+    return f"controller-{controller_id}"
+
+
 @ray.remote(num_cpus=0, max_restarts=0)
 class ClusterHost:
     def __init__(self, facts: dict, zookeeper: str | None, zk_tick_time_ms: int = 200):

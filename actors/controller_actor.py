@@ -29,10 +29,6 @@ from replicas.errors import NotController, RequestTimedOut
 log = logging.getLogger(__name__)
 
 
-def controller_actor_name(controller_id: int) -> str:
-    return f"controller-{controller_id}"
-
-
 def _clock_ms() -> int:
     return int(time.monotonic() * 1000)
 

@@ -13,7 +13,6 @@ Rules:
 
 from __future__ import annotations
 
-from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Iterable, NamedTuple
 
@@ -152,17 +151,3 @@ class ControllerContext:
     def under_replicated(self) -> list[TopicPartition]:
         return [tp for tp, l in self.leadership.items()
                 if len(l.isr) < len(self.replicas(tp))]
-
-    def preferred_imbalance(self) -> dict[int, tuple[int, int]]:
-        """broker → (partitions it should lead but does not, partitions it should lead)."""
-        counts: dict[int, list[int]] = defaultdict(lambda: [0, 0])
-        for tp in self.all_partitions():
-            replicas = self.replicas(tp)
-            if not replicas or self.is_topic_queued_for_deletion(tp.topic):
-                continue
-            preferred = replicas[0]
-            counts[preferred][1] += 1
-            leadership = self.leadership.get(tp)
-            if leadership is None or leadership.leader != preferred:
-                counts[preferred][0] += 1
-        return {b: (c[0], c[1]) for b, c in counts.items()}

@@ -84,9 +84,6 @@ class ReassignmentManager:
         if gone:
             self._remove_from_zk(gone)
 
-    def is_being_reassigned(self, topic: str) -> bool:
-        return any(tp.topic == topic for tp in self.in_progress)
-
     # -- the work ---------------------------------------------------------------------------
     def _trigger(self, resumed: Mapping[TopicPartition, None],
                  requested: Mapping[tuple, Sequence[int]]) -> dict:

@@ -26,7 +26,7 @@ from controller.topic_config import normalize_topic_config
 from controller.zk_paths import TopicPartition
 from rayka.types import ControllerInfo, PartitionInfo
 from replicas.errors import (InvalidPartitions, InvalidReplicaAssignment, InvalidReplicationFactor,
-                             KafkaError, NotController, RequestTimedOut, UnknownTopicOrPartition)
+                             KafkaError, RequestTimedOut, UnknownTopicOrPartition)
 
 POLL_S = 0.02
 
@@ -163,9 +163,3 @@ class Admin:
                     return False
             return True
         wait_for(visible, timeout_s, f"leaders of {topic} in broker metadata")
-
-    def require_controller(self):
-        info = self.controller()
-        if info.id is None:
-            raise NotController("no active controller")
-        return info

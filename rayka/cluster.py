@@ -23,7 +23,8 @@ import tempfile
 
 import ray
 
-from actors.cluster_host import HOST_NAME, ClusterHost, namespace_for
+from actors.cluster_host import (HOST_NAME, ClusterHost, broker_actor_name,
+                                 controller_actor_name, namespace_for)
 from controller.controller import ControllerConfig
 from controller.zk_store import ZkStore
 from rayka.admin import Admin, wait_for
@@ -96,14 +97,14 @@ class Cluster:
             return None
 
     def broker_actor(self, broker_id: int):
-        return self._actor(f"broker-{broker_id}")
+        return self._actor(broker_actor_name(broker_id))
 
     def broker_actors(self, ids=None) -> list:
         ids = self.facts["brokers"] if ids is None else ids
         return [a for a in (self.broker_actor(b) for b in sorted(ids)) if a is not None]
 
     def controller_actor(self, controller_id: int):
-        return self._actor(f"controller-{controller_id}")
+        return self._actor(controller_actor_name(controller_id))
 
     def active_controller_actor(self):
         cid = self.store.get_controller()
@@ -120,12 +121,12 @@ class Cluster:
         session_ms = broker_cfg.get("zk_session_timeout_ms", 3000)
         for cid in self.facts["controllers"]:
             if self.controller_actor(cid) is None:
-                ControllerActor.options(name=f"controller-{cid}", namespace=self.namespace,
+                ControllerActor.options(name=controller_actor_name(cid), namespace=self.namespace,
                                         lifetime="detached").remote(
                     cid, self.name, self.zookeeper, self.namespace, session_ms, controller_cfg)
         for b in self.facts["brokers"]:
             if self.broker_actor(b) is None:
-                BrokerActor.options(name=f"broker-{b}", namespace=self.namespace,
+                BrokerActor.options(name=broker_actor_name(b), namespace=self.namespace,
                                     lifetime="detached").remote(
                     b, self.name, self.zookeeper, self.namespace,
                     os.path.join(self.facts["data_dir"], f"broker-{b}"), broker_cfg)
@@ -171,15 +172,9 @@ class Cluster:
 
     def shutdown(self, timeout_s: float = 30.0) -> None:
         """Stop brokers (flushing their logs), controllers, and the embedded ZooKeeper."""
-        for b in self.facts["brokers"]:
-            actor = self.broker_actor(b)
-            if actor is not None:
-                try:
-                    ray.get(actor.shutdown.remote(), timeout=timeout_s)
-                finally:
-                    ray.kill(actor, no_restart=True)
-        for cid in self.facts["controllers"]:
-            actor = self.controller_actor(cid)
+        actors = [self.broker_actor(b) for b in self.facts["brokers"]] + \
+            [self.controller_actor(c) for c in self.facts["controllers"]]
+        for actor in actors:
             if actor is not None:
                 try:
                     ray.get(actor.shutdown.remote(), timeout=timeout_s)

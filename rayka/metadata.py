@@ -57,8 +57,3 @@ class Metadata:
         if got is None or got[0] < 0:
             return None
         return got[0], got[1]
-
-    def topic_partitions(self, topic: str) -> list[tuple[str, int]]:
-        self.partition_count(topic)
-        with self._lock:
-            return sorted(tp for tp in self.partitions if tp[0] == topic)

@@ -80,12 +80,7 @@ Persist before send: HW changes are written to replication-offset-checkpoint ins
   every truncation (as Kafka's LogManager.truncateTo) so a stale, higher recovery point
   never makes recovery trust rewritten bytes.
 
-Effects (plain frozen dataclasses; the shell carries them out in list order):
-- HighWatermarkChanged(tp, high_watermark): wake long-poll fetches of tp (already persisted).
-- ProposeIsr(tp, isr, leader_epoch, partition_epoch): send AlterPartition (KIP-497) for tp;
-  feed the answer to handle_alter_partition_response(tp, answer, proposal=effect).
-- ProduceDone(pending_id, error, base_offset, last_offset): answer the acks=-1 produce
-  `pending_id` (error 0, 7 timed out, 6 leadership lost, 20 ISR shrank below min).
+Effects, results and BrokerConfig live in replicas/replica_types.py (re-exported here).
 Disk errors (OSError) propagate: the actor dies and recovery runs on restart.
 """
 
@@ -94,19 +89,24 @@ from __future__ import annotations
 import itertools
 import re
 import shutil
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator, Mapping, NamedTuple
+from typing import Callable, Iterator, Mapping
 
 from replicas import partition_state as ps
 from replicas import records
 from replicas.checkpoints import recovery_point_checkpoint, replication_offset_checkpoint
 from replicas.epoch_cache import follower_truncation
-from replicas.errors import (InvalidConfig, KafkaError, NotLeaderOrFollower,
-                             UnknownTopicOrPartition)
+from replicas.errors import (InvalidConfig, InvalidRequest, KafkaError, NotLeaderOrFollower,
+                             StaleBrokerEpoch, StaleControllerEpoch, UnknownTopicOrPartition)
 from replicas.log import Log, LogConfig, RecoveryReport, partition_dir_name
 from replicas.metadata_cache import MetadataCache, TopicPartition
+from replicas.partition_state import (ACKS_ALL, FENCED_LEADER_EPOCH, INVALID_REQUIRED_ACKS,
+                                     NO_EPOCH, NONE, NOT_LEADER_OR_FOLLOWER, OFFSET_OUT_OF_RANGE)
 from replicas.producer_state import ProducerStateManager
+from replicas.replica_types import (AppendResult, BrokerConfig, Effect, FetchPosition,  # noqa: F401
+                                    FetchResult, HighWatermarkChanged, LeaderAndIsrOutcome,
+                                    ProduceDone, ProposeIsr, StopReplicaOutcome,
+                                    TruncationResult, partition_configs)
 
 __all__ = [
     "BrokerConfig", "ReplicaManager", "TopicPartition", "HighWatermarkChanged", "ProposeIsr",
@@ -114,148 +114,15 @@ __all__ = [
     "TruncationResult", "LeaderAndIsrOutcome", "StopReplicaOutcome", "partition_configs",
 ]
 
-NONE = 0
-OFFSET_OUT_OF_RANGE = 1
-UNKNOWN_TOPIC_OR_PARTITION = 3
-NOT_LEADER_OR_FOLLOWER = 6
-STALE_CONTROLLER_EPOCH = 11
-INVALID_REQUIRED_ACKS = 21
-INVALID_CONFIG = 40
-INVALID_REQUEST = 42
-FENCED_LEADER_EPOCH = 74
-STALE_BROKER_EPOCH = 77
+# Kafka error codes: partition_state's int constants, the others from the typed errors.
+UNKNOWN_TOPIC_OR_PARTITION = UnknownTopicOrPartition.code
+STALE_CONTROLLER_EPOCH = StaleControllerEpoch.code
+INVALID_CONFIG = InvalidConfig.code
+INVALID_REQUEST = InvalidRequest.code
+STALE_BROKER_EPOCH = StaleBrokerEpoch.code
 EPOCH_DURING_DELETE = -2
-NO_EPOCH = -1
-ACKS_ALL = -1
-_LONG_MAX = 2**63 - 1
 _RECOVERY_MAX_MESSAGE_BYTES = 2**31 - 1   # recovery before the topic config is known
 _PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
-
-
-# ---------------------------------------------------------------- effects
-@dataclass(frozen=True, slots=True)
-class HighWatermarkChanged:
-    tp: TopicPartition
-    high_watermark: int
-
-
-@dataclass(frozen=True, slots=True)
-class ProposeIsr:
-    tp: TopicPartition
-    isr: tuple[int, ...]
-    leader_epoch: int
-    partition_epoch: int
-
-
-@dataclass(frozen=True, slots=True)
-class ProduceDone:
-    pending_id: int
-    error: int
-    base_offset: int
-    last_offset: int
-
-
-Effect = HighWatermarkChanged | ProposeIsr | ProduceDone
-
-
-# ---------------------------------------------------------------- results
-@dataclass(frozen=True, slots=True)
-class AppendResult:
-    error: int
-    base_offset: int = -1
-    last_offset: int = -1
-    pending_id: int | None = None
-    duplicate: bool = False
-    effects: list = field(default_factory=list)
-    message: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class FetchResult:
-    error: int
-    records: bytes = b""
-    high_watermark: int = -1
-    log_start_offset: int = -1
-    log_end_offset: int = -1
-    diverging_epoch: tuple[int, int] | None = None
-    effects: list = field(default_factory=list)
-    message: str = ""
-
-
-class FetchPosition(NamedTuple):
-    fetch_offset: int
-    last_fetched_epoch: int
-    current_leader_epoch: int
-
-
-@dataclass(frozen=True, slots=True)
-class TruncationResult:
-    log_end_offset: int            # after truncation
-    removed_bytes: int
-    completed: bool                # False: ask the leader again about `next_epoch`
-    next_epoch: int = NO_EPOCH
-    effects: list = field(default_factory=list)
-    stale: bool = False            # the answer was for an older leader epoch: nothing done
-
-
-@dataclass(frozen=True, slots=True)
-class LeaderAndIsrOutcome:
-    error: int
-    partition_errors: dict = field(default_factory=dict)      # tp -> code
-    became_leader: list = field(default_factory=list)         # [tp]
-    became_follower: dict = field(default_factory=dict)       # tp -> leader id
-    effects: list = field(default_factory=list)
-
-
-@dataclass(frozen=True, slots=True)
-class StopReplicaOutcome:
-    error: int
-    partition_errors: dict = field(default_factory=dict)
-    stopped: list = field(default_factory=list)               # stop fetchers for these
-    deleted: list = field(default_factory=list)
-    effects: list = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class BrokerConfig:
-    data_dir: str
-    replica_lag_time_max_ms: int = 10_000
-    default_topic_config: Mapping[str, object] = field(default_factory=dict)
-    max_fetch_bytes: int = 4 << 20
-    hw_checkpoint_interval_ms: int = 0      # 0: persist in the call that moved the HW
-
-
-# ---------------------------------------------------------------- topic config
-def _setting(config: Mapping[str, object], key: str, default: int) -> int:
-    value = config.get(key)
-    if value is None:
-        return default
-    try:
-        return int(str(value).strip())
-    except ValueError:
-        raise InvalidConfig(f"Invalid value {value!r} for configuration {key}") from None
-
-
-def partition_configs(topic_config: Mapping[str, object] | None,
-                      defaults: Mapping[str, object] | None,
-                      replica_lag_time_max_ms: int) -> tuple[LogConfig, ps.PartitionConfig]:
-    """LogConfig + PartitionConfig from Kafka topic config keys (topic over broker defaults)."""
-    merged = {**(defaults or {}), **(topic_config or {})}
-    base = LogConfig()
-    flush_messages = _setting(merged, "flush.messages", _LONG_MAX)
-    flush_ms = _setting(merged, "flush.ms", _LONG_MAX)
-    log_config = LogConfig(
-        segment_bytes=_setting(merged, "segment.bytes", base.segment_bytes),
-        index_interval_bytes=_setting(merged, "index.interval.bytes", base.index_interval_bytes),
-        max_message_bytes=_setting(merged, "max.message.bytes", base.max_message_bytes),
-        flush_messages=None if flush_messages >= _LONG_MAX else flush_messages,
-        flush_ms=None if flush_ms >= _LONG_MAX else flush_ms)
-    try:
-        partition_config = ps.PartitionConfig(_setting(merged, "min.insync.replicas", 1),
-                                              replica_lag_time_max_ms)
-    except ValueError as exc:
-        raise InvalidConfig(str(exc)) from None
-    return log_config, partition_config
 
 
 class _Partition:
