@@ -5,8 +5,10 @@ Rules:
   condition variable in its own thread and never blocks other calls. Every replica
   manager call happens under ONE lock (the manager is single-threaded by design).
 - Start (also after a Ray restart, which re-runs __init__): recover the logs from disk,
-  register in ZooKeeper (an ephemeral /brokers/ids/<id> whose czxid is the broker epoch;
-  waits out the previous incarnation's session), then obey the controller.
+  register in ZooKeeper (an ephemeral /brokers/ids/<id> whose czxid is the broker epoch),
+  then obey the controller. A fresh actor waits out a previous registration's session; a
+  RESTARTED one (Ray only restarts a dead actor) deletes its dead incarnation's node, so
+  the controller sees a bounce within the restart time instead of a session timeout.
 - A new ZooKeeper session after expiry re-registers (a new broker epoch): the controller
   sees a bounce and resends everything.
 - Effects of the replica manager are carried out here: ISR proposals go to the active
@@ -80,7 +82,9 @@ class BrokerActor:
         ctx = ray.get_runtime_context()
         reg = BrokerRegistration(self.id, ray.util.get_node_ip_address(), 0,
                                  node_id=ctx.get_node_id(), actor_name=broker_actor_name(self.id))
-        epoch = self.store.register_broker(reg, wait_s=60)
+        # after a Ray restart the old incarnation is dead: take its registration over at once
+        epoch = self.store.register_broker(
+            reg, wait_s=60, replace_dead_incarnation=ctx.was_current_actor_reconstructed)
         with self.lock:
             self.rm.broker_epoch = epoch
 

@@ -6,7 +6,8 @@ Rules:
   finds the cluster through it (`rayka.connect(name)`).
 - If no ZooKeeper connect string is given it starts the real ZooKeeper server (Debian's,
   through rayka.zookeeper) inside its own process, on loopback, and stops it by pid on
-  `stop_zookeeper()`; a given ensemble is only recorded.
+  `stop_zookeeper()`; a given ensemble is only recorded. A launch failure is raised by
+  `info()` (start_local removes the host and re-raises it to the driver).
 - It holds plain facts (connect string, data dir, broker and controller ids, config);
   nothing about leadership, which lives in ZooKeeper.
 """
@@ -34,13 +35,19 @@ def controller_actor_name(controller_id: int) -> str:
 class ClusterHost:
     def __init__(self, facts: dict, zookeeper: str | None, zk_tick_time_ms: int = 200):
         self._server = None
+        self._error = None
         if zookeeper is None:
-            from rayka.zookeeper import ZooKeeperServer
-            self._server = ZooKeeperServer(tick_time_ms=zk_tick_time_ms).start()
-            zookeeper = self._server.connect_string
+            from rayka.zookeeper import ZooKeeperLaunchError, ZooKeeperServer
+            try:
+                self._server = ZooKeeperServer(tick_time_ms=zk_tick_time_ms).start()
+                zookeeper = self._server.connect_string
+            except ZooKeeperLaunchError as exc:   # answered by info(): a typed error, not a dead actor
+                self._error = exc
         self.facts = dict(facts, zookeeper=zookeeper, embedded_zookeeper=self._server is not None)
 
     def info(self) -> dict:
+        if self._error is not None:
+            raise self._error
         return dict(self.facts)
 
     def update(self, **changes) -> dict:

@@ -89,12 +89,16 @@ class ZkStore(ZkElectionSession):
 
     # -- brokers -------------------------------------------------------------------------------
     @_zk_call
-    def register_broker(self, reg: BrokerRegistration, wait_s: float = 30.0) -> int:
+    def register_broker(self, reg: BrokerRegistration, wait_s: float = 30.0,
+                        replace_dead_incarnation: bool = False) -> int:
         """Create the EPHEMERAL ``/brokers/ids/<id>``; return the broker epoch (its czxid).
 
         A node of the same id left by an OLD session is waited out (exists-watch + Event,
         deadline ``wait_s``, then ``BrokerIdInUse``); a node already owned by this session
-        is accepted as is (its czxid is returned)."""
+        is accepted as is (its czxid is returned). With ``replace_dead_incarnation`` (the
+        caller KNOWS its previous incarnation is dead: a Ray actor restart) a node of another
+        session carrying the same actor name is deleted instead of waited out, so a restart
+        does not cost a session timeout; the controller sees a bounce (czxid grows)."""
         if not reg.timestamp_ms:
             reg = replace(reg, timestamp_ms=int(time.time() * 1000))
         path, data = self._abs(broker_path(reg.id)), reg.to_json()
@@ -111,11 +115,25 @@ class ZkStore(ZkElectionSession):
                 continue
             if stat.ephemeralOwner == self.session_id:
                 return stat.czxid
+            if replace_dead_incarnation and self._is_same_actor(path, reg, stat):
+                try:
+                    self._client.delete(path, version=stat.version)
+                except (NoNodeError, BadVersionError):
+                    pass
+                continue
             remaining = deadline - time.monotonic()
             if remaining <= 0 or not gone.wait(remaining):
                 raise BrokerIdInUse(
                     f"/brokers/ids/{reg.id} is still held by session 0x{stat.ephemeralOwner:x} "
                     f"(ours: 0x{self.session_id or 0:x}) after {wait_s:g} s")
+
+    def _is_same_actor(self, path: str, reg: BrokerRegistration, stat) -> bool:
+        try:
+            data, now = self._client.get(path)
+        except NoNodeError:
+            return False
+        old = BrokerRegistration.from_json(reg.id, data, now.czxid)
+        return now.czxid == stat.czxid and bool(reg.actor_name) and old.actor_name == reg.actor_name
 
     @_zk_call
     def get_broker(self, broker_id: int) -> BrokerRegistration | None:

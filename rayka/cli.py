@@ -1,43 +1,365 @@
-"""The `rayka` command.
+"""The `rayka` command: start/stop a cluster, inspect it, manage topics, produce, consume.
 
-Rules: every user error prints ONE line (`rayka: <Kafka error name> (<code>): <why>`, or
-the launcher's message) and exits non-zero; no tracebacks for errors a user can cause.
+Rules:
+- Every user error prints ONE line on stderr (`rayka: <KAFKA_NAME> (<code>): <why>`, or the
+  launcher's / Ray's reason) and exits 1; argument errors exit 2, also in one line. No
+  tracebacks for errors a user can cause.
+- `rayka start` uses the Ray cluster given by `--address` (or RAY_ADDRESS) or runs a private
+  Ray head it owns (rayka/ray_head.py); every other command finds Ray through the state
+  file `rayka start` wrote for `--name` (default "default"), or `--address`.
+- `produce` reads lines from stdin (optionally `key<sep>value`) or generates `--count`
+  records of `--size` bytes; it reports acknowledged records, and a progress bar on stderr.
+- `consume` prints values (or `partition offset key value` with --print-offsets) to stdout
+  from the earliest offset (or `--from latest`, or a group's committed offsets) until
+  `--max-records` or `--timeout-ms` without new records.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import sys
+import time
 
+from controller.store_api import ZkStoreError
+from rayka import ray_head
+from rayka.zookeeper import ZooKeeperLaunchError
 from replicas.errors import KafkaError
 
 
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line instead of usage + message
+        print(f"rayka: error: {message}", file=sys.stderr)
+        sys.exit(2)
+
+
+def _config_pairs(items) -> dict:
+    out = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise argparse.ArgumentTypeError(f"--config wants key=value, got {item!r}")
+        out[key] = int(value) if value.lstrip("-").isdigit() else value
+    return out
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="rayka", description="A Kafka-style log inside Ray.")
-    sub = parser.add_subparsers(dest="command", required=True)
-    demo = sub.add_parser("demo", help="run the demonstration job")
-    demo.add_argument("--records", type=int, default=300_000)
-    demo.add_argument("--keep", action="store_true", help="keep the data directory")
+    parser = _Parser(prog="rayka", description="A Kafka-style replicated log inside Ray.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    def command(name, help_text):
+        p = sub.add_parser(name, help=help_text)
+        p.add_argument("--name", default="default", help="cluster name (default: default)")
+        p.add_argument("--address", default=os.environ.get("RAY_ADDRESS"),
+                       help="Ray cluster address (default: the one `rayka start` used)")
+        return p
+
+    p = command("start", "start (or re-attach to) a cluster")
+    p.add_argument("--brokers", type=int, default=3)
+    p.add_argument("--controllers", type=int, default=2)
+    p.add_argument("--zookeeper", help="ZooKeeper connect string (default: embedded server)")
+    p.add_argument("--data-dir", help="broker data directory (default: a new temp dir)")
+    p.add_argument("--num-cpus", type=int, help="CPUs of a private Ray head")
+    p.add_argument("--config", action="append", metavar="KEY=VALUE",
+                   help="broker/controller config, e.g. min.insync.replicas=2 (repeatable)")
+    p = command("status", "controller, brokers, under-replicated and offline partitions")
+    p.add_argument("--json", action="store_true")
+    command("stop", "shut the cluster down (and the Ray head rayka started)")
+
+    topics = sub.add_parser("topics", help="create, list, describe, delete topics")
+    tsub = topics.add_subparsers(dest="topics_command", required=True, parser_class=_Parser)
+
+    def topic_command(name, help_text, with_topic=True):
+        p = tsub.add_parser(name, help=help_text)
+        p.add_argument("--name", default="default", help="cluster name")
+        p.add_argument("--address", default=os.environ.get("RAY_ADDRESS"))
+        if with_topic:
+            p.add_argument("topic")
+        return p
+    p = topic_command("create", "create a topic")
+    p.add_argument("--partitions", type=int, default=1)
+    p.add_argument("--replication-factor", type=int, default=1)
+    p.add_argument("--config", action="append", metavar="KEY=VALUE")
+    topic_command("list", "list topics", with_topic=False)
+    topic_command("describe", "leaders, replicas and ISR per partition")
+    topic_command("delete", "delete a topic")
+
+    p = command("produce", "produce lines from stdin, or generated records")
+    p.add_argument("topic")
+    p.add_argument("--count", type=int, help="generate this many records instead of reading stdin")
+    p.add_argument("--size", type=int, default=100, help="bytes per generated value")
+    p.add_argument("--acks", default="all", choices=["all", "1", "0", "-1"])
+    p.add_argument("--partition", type=int)
+    p.add_argument("--key-separator", help="split stdin lines into key<sep>value")
+    p.add_argument("--no-progress", action="store_true")
+
+    p = command("consume", "print records to stdout")
+    p.add_argument("topic")
+    p.add_argument("--partition", type=int)
+    p.add_argument("--group")
+    p.add_argument("--from", dest="start", default="earliest", choices=["earliest", "latest"])
+    p.add_argument("--max-records", type=int)
+    p.add_argument("--timeout-ms", type=int, help="exit after this long without a record")
+    p.add_argument("--print-offsets", action="store_true")
+    p.add_argument("--commit", action="store_true", help="commit the group's offsets at exit")
+
+    p = sub.add_parser("demo", help="run the end-to-end demonstration job")
+    p.add_argument("--records", type=int, default=300_000)
+    p.add_argument("--partitions", type=int, default=6)
+    p.add_argument("--keep", action="store_true", help="keep the data directory")
     sub.add_parser("version", help="print the version")
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+# -- connecting ----------------------------------------------------------------------------------------
+def _attach(args):
+    """Connect this process to the cluster's Ray and return rayka's Cluster."""
+    import rayka
+    state = ray_head.load_state(args.name)
+    if args.address:
+        ray_head.connect_ray(args.address, owned=bool(state and state.owned
+                                                      and state.ray_address == args.address))
+    elif state is not None:
+        ray_head.connect_ray(state.ray_address, state.owned)
+    else:
+        raise ray_head.RayHeadError(
+            f"no running rayka cluster {args.name!r} (start one with `rayka start --name "
+            f"{args.name}`, or give --address)")
+    return rayka.connect(args.name)
+
+
+def cmd_start(args) -> None:
+    import rayka
+    config = {k.replace(".", "_"): v for k, v in _config_pairs(args.config).items()}
+    state = ray_head.load_state(args.name)
+    started_head = False
+    if args.address:
+        state = ray_head.ClusterState(args.name, args.address, owned=False)
+    elif state is None or (state.owned and not ray_head.alive(state.pid)):
+        state = ray_head.start_head(args.name, args.num_cpus)
+        started_head = True
     try:
-        if args.command == "demo":
-            from rayka import demo
-            demo.run(records_total=args.records, keep=args.keep)
-        elif args.command == "version":
+        ray_head.connect_ray(state.ray_address, state.owned)
+        cluster = rayka.start_local(name=args.name, brokers=args.brokers,
+                                    controllers=args.controllers, zookeeper=args.zookeeper,
+                                    data_dir=args.data_dir, **config)
+    except BaseException:
+        if started_head:
+            ray_head.stop_head(state)
+            ray_head.remove_state(args.name)
+        raise
+    ray_head.save_state(state)
+    ctl = cluster.controller()
+    print(f"rayka cluster {args.name!r} up: brokers {[b.id for b in cluster.brokers() if b.alive]}, "
+          f"controller {ctl.id} (epoch {ctl.epoch}), ZooKeeper {cluster.zookeeper}, "
+          f"Ray {state.ray_address}{' (private head)' if state.owned else ''}, "
+          f"data {cluster.facts['data_dir']}")
+
+
+def status_of(cluster) -> dict:
+    import ray
+    admin = cluster.admin()
+    ctl = admin.controller()
+    live = {b.id for b in cluster.brokers() if b.alive}
+    topics, under, offline = {}, [], []
+    for t in admin.list_topics():
+        infos = admin.describe_topic(t)
+        topics[t] = len(infos)
+        for p in infos:
+            if p.leader not in live:
+                offline.append(f"{t}-{p.partition}")
+            elif len(p.isr) < len(p.replicas):
+                under.append(f"{t}-{p.partition}")
+    controller_node = None
+    if ctl.id is not None:
+        try:
+            controller_node = ray.get(cluster.controller_actor(ctl.id).node_id.remote(), timeout=10)
+        except Exception:  # restarting: its node is unknown for the moment
+            pass
+    return {"cluster": cluster.name, "zookeeper": cluster.zookeeper,
+            "controller": {"id": ctl.id, "epoch": ctl.epoch, "node_id": controller_node},
+            "brokers": [{"id": b.id, "alive": b.alive, "node_id": b.node_id} for b in cluster.brokers()],
+            "topics": topics, "partitions": sum(topics.values()),
+            "under_replicated": under, "offline": offline}
+
+
+def cmd_status(args) -> None:
+    s = status_of(_attach(args))
+    if args.json:
+        print(json.dumps(s, indent=2))
+        return
+    c = s["controller"]
+    print(f"cluster {s['cluster']}  ZooKeeper {s['zookeeper']}")
+    print(f"controller {c['id']} epoch {c['epoch']} on node {(c['node_id'] or '?')[:12]}")
+    for b in s["brokers"]:
+        print(f"broker {b['id']}  {'alive' if b['alive'] else 'DOWN '}  node {(b['node_id'] or '-')[:12]}")
+    print(f"topics {len(s['topics'])}  partitions {s['partitions']}  "
+          f"under-replicated {len(s['under_replicated'])}  offline {len(s['offline'])}")
+    for label in ("under_replicated", "offline"):
+        if s[label]:
+            print(f"{label.replace('_', '-')}: {' '.join(s[label])}")
+
+
+def cmd_stop(args) -> None:
+    state = ray_head.load_state(args.name)
+    try:
+        cluster = _attach(args)
+    except ray_head.RayHeadError:
+        if state is None or not state.owned:
+            raise
+        cluster = None                      # its Ray is gone already: just clean up the head
+    if cluster is not None:
+        cluster.shutdown()
+        import ray
+        ray.shutdown()
+    if state is not None:
+        ray_head.stop_head(state)
+        ray_head.remove_state(args.name)
+    print(f"rayka cluster {args.name!r} stopped")
+
+
+def cmd_topics(args) -> None:
+    config = _config_pairs(getattr(args, "config", None))   # bad syntax fails before connecting
+    admin = _attach(args).admin()
+    if args.topics_command == "create":
+        infos = admin.create_topic(args.topic, args.partitions, args.replication_factor, config)
+        print(f"Created topic {args.topic} ({len(infos)} partitions, "
+              f"replication factor {args.replication_factor}).")
+    elif args.topics_command == "list":
+        for t in admin.list_topics():
+            print(t)
+    elif args.topics_command == "describe":
+        infos = admin.describe_topic(args.topic)
+        config = ",".join(f"{k}={v}" for k, v in sorted(admin.topic_config(args.topic).items()))
+        print(f"Topic: {args.topic}\tPartitionCount: {len(infos)}\t"
+              f"ReplicationFactor: {len(infos[0].replicas)}\tConfigs: {config}")
+        for p in infos:
+            print(f"\tTopic: {args.topic}\tPartition: {p.partition}\tLeader: {p.leader}\t"
+                  f"LeaderEpoch: {p.leader_epoch}\tReplicas: {','.join(map(str, p.replicas))}\t"
+                  f"Isr: {','.join(map(str, p.isr))}")
+    elif args.topics_command == "delete":
+        admin.delete_topic(args.topic)
+        print(f"Deleted topic {args.topic}.")
+
+
+def cmd_produce(args) -> None:
+    from tqdm import tqdm
+    cluster = _attach(args)
+    producer = cluster.producer(acks=args.acks)
+    t0 = time.monotonic()
+    acked = 0
+    bar = tqdm(total=args.count, unit="rec", unit_scale=True, file=sys.stderr,
+               disable=args.no_progress, desc=f"produce {args.topic}")
+    try:
+        if args.count is not None:
+            acked = _produce_generated(producer, args, bar)
+        else:
+            acked = _produce_stdin(producer, args, bar)
+    finally:
+        bar.close()
+        producer.close(30)
+    elapsed = time.monotonic() - t0
+    print(f"{acked} records acknowledged (acks={args.acks}) in {elapsed:.2f} s, "
+          f"{acked / max(elapsed, 1e-9):,.0f} records/s", file=sys.stderr)
+
+
+def _produce_generated(producer, args, bar) -> int:
+    chunk, acked, sent = 10_000, 0, 0
+    pad = max(args.size, 12)
+    pending = []
+    while sent < args.count:
+        n = min(chunk, args.count - sent)
+        values = [(b"%012d" % (sent + i)).ljust(pad, b"x")[:args.size] for i in range(n)]
+        pending.append(producer.send_batch(args.topic, values, partition=args.partition))
+        sent += n
+        while len(pending) > 8 or (sent >= args.count and pending):
+            got = len(pending.pop(0).result())
+            acked += got
+            bar.update(got)
+    return acked
+
+
+def _produce_stdin(producer, args, bar) -> int:
+    futures, acked = [], 0
+    sep = args.key_separator.encode() if args.key_separator else None
+    for line in sys.stdin.buffer:
+        line = line.rstrip(b"\n")
+        key = None
+        if sep is not None and sep in line:
+            key, line = line.split(sep, 1)
+        futures.append(producer.send(args.topic, line, key=key, partition=args.partition))
+        if len(futures) >= 10_000:
+            acked += _settle(futures, bar)
+    acked += _settle(futures, bar)
+    return acked
+
+
+def _settle(futures, bar) -> int:
+    for f in futures:
+        f.result()
+    n = len(futures)
+    bar.update(n)
+    futures.clear()
+    return n
+
+
+def cmd_consume(args) -> None:
+    cluster = _attach(args)
+    consumer = cluster.consumer(group_id=args.group, auto_offset_reset=args.start)
+    if args.partition is not None:
+        consumer.assign([(args.topic, args.partition)])
+    else:
+        consumer.subscribe([args.topic])
+    seen, last_record = 0, time.monotonic()
+    out = sys.stdout.buffer
+    try:
+        while args.max_records is None or seen < args.max_records:
+            want = None if args.max_records is None else args.max_records - seen
+            records = consumer.poll(timeout_ms=500, max_records=want)
+            for r in records:
+                if args.print_offsets:
+                    out.write(b"%d\t%d\t%s\t%s\n" % (r.partition, r.offset, r.key or b"", r.value or b""))
+                else:
+                    out.write((r.value or b"") + b"\n")
+            out.flush()
+            seen += len(records)
+            if records:
+                last_record = time.monotonic()
+            elif args.timeout_ms is not None and (time.monotonic() - last_record) * 1000 >= args.timeout_ms:
+                break
+    finally:
+        if args.commit and args.group:
+            consumer.commit()
+    print(f"{seen} records consumed", file=sys.stderr)
+
+
+def cmd_demo(args) -> None:
+    from rayka import demo
+    demo.run(records_total=args.records, partitions=args.partitions, keep=args.keep)
+
+
+COMMANDS = {"start": cmd_start, "status": cmd_status, "stop": cmd_stop, "topics": cmd_topics,
+            "produce": cmd_produce, "consume": cmd_consume, "demo": cmd_demo}
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+        if args.command == "version":
             from rayka import __version__
             print(__version__)
+            return 0
+        COMMANDS[args.command](args)
         return 0
-    except KafkaError as exc:
+    except (KafkaError, ZkStoreError, ZooKeeperLaunchError, ray_head.RayHeadError,
+            argparse.ArgumentTypeError) as exc:
         print(f"rayka: {exc}", file=sys.stderr)
-    except Exception as exc:  # launcher and environment errors: one line, not a traceback
-        if type(exc).__name__ not in {"ZooKeeperLaunchError"}:
-            raise
-        print(f"rayka: {exc}", file=sys.stderr)
+    except BrokenPipeError:                    # `rayka consume ... | head`
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except KeyboardInterrupt:
+        return 130
     return 1
 
 

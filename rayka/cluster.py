@@ -63,7 +63,12 @@ def start_local(name: str = "default", brokers: int = 3, controllers: int = 2,
                  "config": dict(config)}
         host = ClusterHost.options(name=HOST_NAME, namespace=ns, lifetime="detached").remote(
             facts, zookeeper)
-    cluster = Cluster(name, ray.get(host.info.remote()))
+    try:
+        facts = ray.get(host.info.remote())
+    except ray.exceptions.RayTaskError as exc:   # e.g. the embedded ZooKeeper did not start
+        ray.kill(host, no_restart=True)
+        raise exc.cause from None
+    cluster = Cluster(name, facts)
     cluster.ensure_actors()
     cluster.wait_ready(start_timeout_s)
     return cluster

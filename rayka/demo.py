@@ -1,206 +1,149 @@
-"""`rayka demo` (storage stage): three replicas of one partition on real files.
+"""`rayka demo`: the end-to-end job on the embedded default, with a leader killed mid-way.
 
-What it shows, end to end, with the pieces that exist today:
-- a real ZooKeeper server started from the Debian jars on loopback (and stopped by pid);
-- a leader appending acks=all batches, two followers pulling whole batches, the pure
-  replication state machine moving the HW and completing the acks=all produces;
-- the leader dying with an unacknowledged batch and a torn write at its log's tail;
-- a new leader in a new epoch; the old one restarting: crash recovery cuts the torn
-  tail, leader-epoch truncation drops the unacknowledged batch, it catches up and
-  rejoins the ISR;
-- a check that every acknowledged record is present and all three logs are
-  byte-identical up to the HW.
-The Ray broker actors and the controller replace the hand-driven steps in later stages.
+What it does, on real Ray and a real ZooKeeper:
+1. start a local cluster (3 broker actors, 2 controller actors, embedded ZooKeeper);
+2. create `clicks` (RF 3, min.insync.replicas 2);
+3. produce `records_total` records with acks=all through the bulk API, a progress bar
+   on the way; every value carries a unique sequence number;
+4. half-way, kill the broker actor leading partition 0 (Ray restarts it) and time the
+   failover: from the kill to the first acks=all write acknowledged on partition 0;
+5. keep producing, then consume everything back and compare by sequence number:
+   acknowledged vs read, lost, duplicated; wait for the restarted broker to rejoin ISRs;
+6. print a summary and shut the cluster down. A loss or duplicate makes it fail (exit 1).
 """
 
 from __future__ import annotations
 
-import itertools
 import shutil
 import tempfile
 import time
-from dataclasses import dataclass, field
-from pathlib import Path
+import uuid
 
 from rich.console import Console
 from rich.table import Table
 from tqdm import tqdm
 
-from rayka.zookeeper import ZooKeeperServer
-from replicas import partition_state as ps
-from replicas import records
-from replicas.checkpoints import recovery_point_checkpoint
-from replicas.epoch_cache import UNDEFINED_EPOCH, follower_truncation
-from replicas.log import Log, LogConfig
+from replicas.errors import KafkaError
 
-TOPIC, PARTITION = "clicks", 0
-BROKERS = (1, 2, 3)
-CONFIG = LogConfig(segment_bytes=8 << 20)
+TOPIC = "clicks"
+CHUNK = 5_000
 
 
-def now_ms() -> int:
-    return int(time.monotonic() * 1000)
+class DemoFailed(KafkaError):
+    """The demo's own check found a lost or duplicated record."""
 
 
-@dataclass
-class Broker:
-    id: int
-    data_dir: Path
-    log: Log = field(init=False)
-    state: ps.PartitionState = field(init=False)
-
-    def __post_init__(self):
-        self.open()
-
-    def open(self) -> None:
-        rp = recovery_point_checkpoint(self.data_dir).read().get((TOPIC, PARTITION), 0)
-        self.log = Log(self.data_dir / f"{TOPIC}-{PARTITION}", CONFIG, recovery_point=rp)
-        self.state = ps.PartitionState(TOPIC, PARTITION, self.id, ps.PartitionConfig(
-            min_insync_replicas=2, replica_lag_time_max_ms=10_000))
-
-    def checkpoint(self) -> None:
-        self.log.flush()
-        recovery_point_checkpoint(self.data_dir).write({(TOPIC, PARTITION): self.log.recovery_point})
+def _values(start: int, n: int, size: int) -> list[bytes]:
+    return [(b"click-%012d|" % i).ljust(size, b".") for i in range(start, start + n)]
 
 
-class Demo:
-    def __init__(self, data_dir: Path):
-        self.brokers = {b: Broker(b, data_dir / f"broker-{b}") for b in BROKERS}
-        self.leader, self.epoch, self.isr = 1, 0, [1, 2, 3]
-        self.acked: dict[int, bytes] = {}      # offset -> value of acknowledged records
-        self.pending: dict[int, list[bytes]] = {}
-        self.request_ids = itertools.count()
-
-    def elect(self, leader: int, isr: list[int], epoch: int) -> None:
-        self.leader, self.isr, self.epoch = leader, isr, epoch
-        lead = self.brokers[leader]
-        lead.log.epoch_cache.assign(self.epoch, lead.log.log_end_offset)
-        lead.state.process(ps.BecomeLeader(list(BROKERS), isr, self.epoch, self.epoch,
-                                           lead.log.log_end_offset, lead.state.high_watermark,
-                                           now_ms()))
-        for b in isr:
-            if b != leader:
-                self.become_follower(b)
-
-    def become_follower(self, b: int) -> int:
-        f, lead = self.brokers[b], self.brokers[self.leader]
-        f.state.process(ps.BecomeFollower(self.leader, self.epoch, self.epoch, list(BROKERS),
-                                          self.isr, f.log.log_end_offset, f.state.high_watermark,
-                                          now_ms()))
-        dropped = 0
-        while f.log.latest_epoch != UNDEFINED_EPOCH:       # KIP-279: ask, truncate, repeat
-            epoch, end = lead.log.epoch_cache.end_offset_for(f.log.latest_epoch,
-                                                             lead.log.log_end_offset)
-            decision = follower_truncation(f.log.epoch_cache, f.log.log_end_offset, epoch, end,
-                                           f.state.high_watermark)
-            before = f.log.log_end_offset
-            f.log.truncate_to(decision.offset)
-            dropped += before - f.log.log_end_offset
-            if decision.completed:
-                break
-        f.state.process(ps.TruncationCompleted(f.log.log_end_offset))
-        return dropped
-
-    def produce(self, values: list[bytes], replicate_to: list[int]) -> None:
-        lead = self.brokers[self.leader]
-        if lead.state.check_append(ps.ACKS_ALL) != ps.NONE:
-            raise RuntimeError("not enough in-sync replicas")
-        info = lead.log.append_as_leader(records.build_batch(values, timestamps_ms=now_ms()),
-                                         self.epoch)
-        request = next(self.request_ids)
-        self.pending[request] = (info.first_offset, values)
-        self.apply(lead.state.process(ps.LeaderAppended(lead.log.log_end_offset, now_ms())))
-        self.apply(lead.state.process(ps.DelayedProduce(request, info.last_offset + 1,
-                                                        now_ms() + 30_000)))
-        for b in replicate_to:
-            self.fetch(b)
-
-    def fetch(self, b: int) -> None:
-        f, lead = self.brokers[b], self.brokers[self.leader]
-        data = lead.log.read(f.log.log_end_offset, 4 << 20)
-        if data:
-            f.log.append_as_follower(data)
-        effects = lead.state.process(ps.FollowerFetched(b, f.log.log_end_offset, now_ms()))
-        self.apply(effects)
-        f.state.process(ps.FollowerFetchResponse(f.log.log_end_offset, lead.state.high_watermark))
-
-    def apply(self, effects) -> None:
-        """Carry out the leader's effects: completions, and the controller's ISR answer."""
-        lead = self.brokers[self.leader]
-        for effect in effects:
-            if isinstance(effect, ps.ProduceCompleted) and effect.error == ps.NONE:
-                first, values = self.pending.pop(effect.request_id)
-                self.acked.update(zip(range(first, first + len(values)), values))
-            elif isinstance(effect, ps.ProposeIsr):
-                self.isr = list(effect.isr)
-                self.apply(lead.state.process(ps.AlterPartitionResponse(
-                    effect.isr, effect.leader_epoch, effect.partition_epoch + 1)))
+def _seq(value: bytes) -> int:
+    return int(value[6:18])
 
 
-def run(records_total: int = 300_000, batch_records: int = 5_000, console: Console | None = None,
-        keep: bool = False) -> dict:
-    console = console or Console()
-    base = Path(tempfile.mkdtemp(prefix="rayka-demo-"))
-    zk = ZooKeeperServer().start()
+def run(records_total: int = 300_000, partitions: int = 6, value_size: int = 100,
+        keep: bool = False, console: Console | None = None) -> dict:
+    import ray
+
+    import rayka
+    from rayka.admin import wait_for
+    console = console or Console(stderr=True)
+    own_ray = not ray.is_initialized()
+    if own_ray:
+        ray.init(address="local", include_dashboard=False, logging_level="ERROR",
+                 log_to_driver=False)
+    data_dir = tempfile.mkdtemp(prefix="rayka-demo-")
+    cluster = None
     try:
-        console.print(f"ZooKeeper {zk.mode()} at {zk.connect_string} (pid {zk.pid}); data in {base}")
-        demo = Demo(base)
-        demo.elect(1, [1, 2, 3], epoch=0)
-        value = lambda i: (b"click-%09d|" % i).ljust(100, b".")  # noqa: E731
-        n_batches = records_total // batch_records
-        crash_at = n_batches * 2 // 3
-        counter = itertools.count()
-        started = time.perf_counter()
-        for i in tqdm(range(n_batches), desc="produce acks=all", unit="batch"):
-            if i == crash_at:
-                # broker 1 appends a batch nobody fetches, then dies mid-write
-                demo.produce([value(next(counter)) for _ in range(batch_records)], replicate_to=[])
-                demo.brokers[1].checkpoint()
-                unacked_on_1 = demo.brokers[1].log.log_end_offset - max(demo.acked) - 1
-                demo.brokers[1].log.close()
-                segment = sorted((base / "broker-1" / f"{TOPIC}-{PARTITION}").glob("*.log"))[-1]
-                with open(segment, "ab") as torn:
-                    torn.write(bytes(records.build_batch([b"torn"] * 50, timestamps_ms=0))[:400])
-                demo.elect(2, [2, 3], epoch=1)
-            demo.produce([value(next(counter)) for _ in range(batch_records)],
-                         replicate_to=[3] if i >= crash_at else [2, 3])
-        elapsed = time.perf_counter() - started
-        # broker 1 restarts: recovery from disk, epoch truncation, catch-up, ISR rejoin
-        demo.brokers[1].open()
-        recovery = demo.brokers[1].log.recovery
-        dropped = demo.become_follower(1)
-        for _ in range(1000):
-            demo.fetch(1)
-            if demo.brokers[1].log.log_end_offset == demo.brokers[2].log.log_end_offset and 1 in demo.isr:
-                break
-        demo.fetch(3)
-        hw = demo.brokers[demo.leader].state.high_watermark
-        leader_log = demo.brokers[demo.leader].log
-        stored = {r.offset: r.value for chunk in leader_log.iter_reads(0, hw)
-                  for r in records.decode_records(chunk)}
-        lost = sum(1 for o, v in demo.acked.items() if stored.get(o) != v)
-        identical = len({b"".join(demo.brokers[b].log.iter_reads(0, hw)) for b in BROKERS}) == 1
-        summary = {
-            "records_acknowledged": len(demo.acked), "high_watermark": hw,
-            "lost": lost, "replicas_identical_to_hw": identical,
-            "torn_bytes_cut_on_recovery": recovery.truncated_bytes,
-            "recovery_found": recovery.reason,
-            "unacked_records_dropped_by_epoch_truncation": dropped,
-            "unacked_records_on_dead_leader": unacked_on_1,
-            "isr": sorted(demo.isr), "leader": demo.leader, "leader_epoch": demo.epoch,
-            "produce_records_per_s": round(len(demo.acked) / elapsed),
-        }
-        table = Table(title="rayka storage demo: clicks-0, RF 3, min ISR 2")
-        table.add_column("measure")
-        table.add_column("value", justify="right")
-        for k, v in summary.items():
-            table.add_row(k.replace("_", " "), str(v))
-        console.print(table)
-        if lost or not identical or dropped != unacked_on_1 or recovery.truncated_bytes != 400:
-            raise SystemExit("demo check FAILED: " + str(summary))
-        console.print("[bold green]OK[/]: every acknowledged record survived; replicas identical to the HW")
-        return summary
+        t_start = time.monotonic()
+        cluster = rayka.start_local(name=f"demo-{uuid.uuid4().hex[:6]}", brokers=3,
+                                    controllers=2, data_dir=data_dir,
+                                    replica_lag_time_max_ms=5000)
+        console.print(f"cluster up in {time.monotonic() - t_start:.1f} s: brokers "
+                      f"{[b.id for b in cluster.brokers()]}, controller {cluster.controller().id}, "
+                      f"ZooKeeper {cluster.zookeeper}")
+        admin = cluster.admin()
+        admin.create_topic(TOPIC, partitions, 3, {"min.insync.replicas": 2})
+        summary = _produce_kill_consume(cluster, admin, wait_for, records_total, value_size, console)
     finally:
-        zk.stop()
+        if cluster is not None:
+            cluster.shutdown()
+        if own_ray:
+            ray.shutdown()
         if not keep:
-            shutil.rmtree(base, ignore_errors=True)
+            shutil.rmtree(data_dir, ignore_errors=True)
+    _print_summary(summary, console)
+    if summary["lost"] or summary["duplicated"]:
+        raise DemoFailed(f"{summary['lost']} acknowledged records lost, "
+                         f"{summary['duplicated']} duplicated")
+    return summary
+
+
+def _produce_kill_consume(cluster, admin, wait_for, total, size, console) -> dict:
+    """Produce with a leader kill half-way; return what was acknowledged and read."""
+    producer = cluster.producer(acks="all", linger_ms=5)
+    acked: set[int] = set()
+    pending: list = []                # (future, first sequence number, count), in send order
+    killed = victim = None
+    probe_acked: list[float] = []
+    t0 = time.monotonic()
+    with tqdm(total=total + 1, unit="rec", unit_scale=True, desc="produce acks=all") as bar:
+        sent = 0
+        while sent < total or pending:
+            if sent < total:
+                n = min(CHUNK, total - sent)
+                pending.append((producer.send_batch(TOPIC, _values(sent, n, size)), sent, n))
+                sent += n
+            if killed is None and sent >= total // 2:
+                victim = admin.describe_topic(TOPIC)[0].leader
+                console.print(f"killing broker {victim}, leader of {TOPIC}-0")
+                killed = time.monotonic()
+                cluster.kill_broker(victim, restart=True)
+                # the probe's acknowledgement is the first acks=all write after the kill
+                probe = producer.send(TOPIC, _values(total, 1, size)[0], partition=0)
+                probe.add_done_callback(lambda _f: probe_acked.append(time.monotonic()))
+                pending.append((probe, total, 1))
+            while pending and (len(pending) > 6 or sent >= total):
+                future, first, n = pending.pop(0)
+                future.result(timeout=300)
+                acked.update(range(first, first + n))
+                bar.update(n)
+    producer.close(60)
+    failover_s = probe_acked[0] - killed
+    produce_s = time.monotonic() - t0
+    t1 = time.monotonic()
+    consumer = cluster.consumer()
+    consumer.subscribe([TOPIC])
+    read: list[int] = []
+    wait_for(lambda: read.extend(_seq(r.value) for r in consumer.poll(timeout_ms=500))
+             or len(read) >= len(acked), 300, "every acknowledged record read back")
+    consume_s = time.monotonic() - t1
+    wait_for(lambda: all(victim in p.isr for p in admin.describe_topic(TOPIC)), 120,
+             f"broker {victim} back in every ISR")
+    rejoin_s = time.monotonic() - killed
+    unique = set(read)
+    return {"records_acknowledged": len(acked), "records_read": len(read),
+            "lost": len(acked - unique), "duplicated": len(read) - len(unique),
+            "produce_records_per_s": round(len(acked) / produce_s),
+            "consume_records_per_s": round(len(read) / consume_s),
+            "killed_broker": victim, "failover_s": round(failover_s, 3),
+            "isr_rejoin_s": round(rejoin_s, 1)}
+
+
+def _print_summary(s: dict, console: Console) -> None:
+    table = Table(title=f"rayka demo: {TOPIC}, RF 3, min ISR 2, acks=all, leader killed mid-way")
+    table.add_column("measure")
+    table.add_column("value", justify="right")
+    rows = [("records acknowledged", f"{s['records_acknowledged']:,}"),
+            ("records read back", f"{s['records_read']:,}"),
+            ("lost", str(s["lost"])), ("duplicated", str(s["duplicated"])),
+            ("produce throughput", f"{s['produce_records_per_s']:,} records/s"),
+            ("consume throughput", f"{s['consume_records_per_s']:,} records/s"),
+            (f"broker {s['killed_broker']} killed → first acked write", f"{s['failover_s']} s"),
+            (f"broker {s['killed_broker']} back in every ISR after", f"{s['isr_rejoin_s']} s")]
+    for row in rows:
+        table.add_row(*row)
+    console.print(table)
+    ok = not s["lost"] and not s["duplicated"]
+    console.print("[bold green]OK[/]: every acknowledged record read back exactly once" if ok
+                  else "[bold red]FAILED[/]: acknowledged records lost or duplicated")
