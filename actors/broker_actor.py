@@ -16,6 +16,11 @@ Rules:
   and HW moves wake the waiting threads, leadership changes start/stop follower fetchers.
 - Background: the replica manager's tick every `tick_ms` (ISR shrink, produce timeouts,
   HW checkpoint every `hw_checkpoint_interval_ms`, flush.ms).
+- Evidence for the chaos checker: the first time this incarnation ACCEPTS (error 0) a
+  controller request of a (controller_epoch, controller_id) pair, it appends the line
+  `<controller_epoch> <controller_id>` to `<data_dir>/controller-epochs.log` (a plain file:
+  the replica manager only opens `<topic>-<partition>` dirs). Two ids on one epoch would
+  mean two controllers acted in the same term.
 """
 
 from __future__ import annotations
@@ -33,12 +38,13 @@ from actors.fetcher import Fetcher
 from controller.requests import LeaderAndIsrRequest, StopReplicaRequest, UpdateMetadataRequest
 from controller.zk_paths import BrokerRegistration, LeaderIsrAndControllerEpoch
 from controller.zk_store import ZkStore
-from replicas.errors import KafkaError, RequestTimedOut
+from replicas.errors import KafkaError, NotController, RequestTimedOut
 from replicas.replica_manager import (BrokerConfig, HighWatermarkChanged, ProduceDone,
                                       ProposeIsr, ReplicaManager)
 
 log = logging.getLogger(__name__)
 _BROKER_KEYS = {"replica_lag_time_max_ms", "max_fetch_bytes", "hw_checkpoint_interval_ms"}
+CONTROLLER_EPOCHS_LOG = "controller-epochs.log"
 
 
 def _clock_ms() -> int:
@@ -59,6 +65,8 @@ class BrokerActor:
         broker_cfg = {k: config.pop(k) for k in list(config) if k in _BROKER_KEYS}
         topic_defaults = {k.replace("_", "."): v for k, v in config.items()}
         os.makedirs(data_dir, exist_ok=True)
+        self.data_dir = data_dir
+        self._controller_terms: set[tuple[int, int]] = set()  # recorded by THIS incarnation
         self.lock = threading.RLock()
         self.changed = threading.Condition(self.lock)
         self.rm = ReplicaManager(broker_id, BrokerConfig(data_dir=data_dir,
@@ -123,23 +131,41 @@ class BrokerActor:
     # -- controller → broker ---------------------------------------------------------------------
     def handle_controller_request(self, request) -> dict:
         with self.lock:
-            if isinstance(request, LeaderAndIsrRequest):
-                topic_configs = {t: self.store.get_topic_config(t) or {}
-                                 for t in {s.topic for s in request.partition_states}}
-                out = self.rm.handle_leader_and_isr(request, topic_configs)
-                self.apply_effects(out.effects)
-                self._move_fetchers(out.became_leader, out.became_follower)
-                return {"error": out.error, "partition_errors": dict(out.partition_errors)}
-            if isinstance(request, UpdateMetadataRequest):
-                error = self.rm.handle_update_metadata(request)
-                self.changed.notify_all()         # clients waiting for metadata
-                return {"error": error, "partition_errors": {}}
-            if isinstance(request, StopReplicaRequest):
-                out = self.rm.handle_stop_replica(request)
-                self.apply_effects(out.effects)
-                self._move_fetchers(out.stopped, {})
-                self.changed.notify_all()
-                return {"error": out.error, "partition_errors": dict(out.partition_errors)}
+            answer = self._apply_controller_request(request)
+            if not answer["error"]:
+                self._record_controller_term(request.controller_epoch, request.controller_id)
+            return answer
+
+    def _record_controller_term(self, epoch: int, controller_id: int) -> None:
+        """Append a newly seen accepted (epoch, controller) pair; caller holds the lock, so
+        the lines are in acceptance order. Open-append-close: the file survives a SIGKILL."""
+        term = (int(epoch), int(controller_id))
+        if term in self._controller_terms:
+            return
+        with open(os.path.join(self.data_dir, CONTROLLER_EPOCHS_LOG), "a") as f:
+            f.write(f"{term[0]} {term[1]}\n")
+            f.flush()
+        self._controller_terms.add(term)
+
+    def _apply_controller_request(self, request) -> dict:
+        """One controller request through the replica manager; caller holds the lock."""
+        if isinstance(request, LeaderAndIsrRequest):
+            topic_configs = {t: self.store.get_topic_config(t) or {}
+                             for t in {s.topic for s in request.partition_states}}
+            out = self.rm.handle_leader_and_isr(request, topic_configs)
+            self.apply_effects(out.effects)
+            self._move_fetchers(out.became_leader, out.became_follower)
+            return {"error": out.error, "partition_errors": dict(out.partition_errors)}
+        if isinstance(request, UpdateMetadataRequest):
+            error = self.rm.handle_update_metadata(request)
+            self.changed.notify_all()         # clients waiting for metadata
+            return {"error": error, "partition_errors": {}}
+        if isinstance(request, StopReplicaRequest):
+            out = self.rm.handle_stop_replica(request)
+            self.apply_effects(out.effects)
+            self._move_fetchers(out.stopped, {})
+            self.changed.notify_all()
+            return {"error": out.error, "partition_errors": dict(out.partition_errors)}
         raise TypeError(f"not a controller request: {type(request).__name__}")
 
     def _move_fetchers(self, not_following, following: dict) -> None:
@@ -227,6 +253,10 @@ class BrokerActor:
     def pid(self) -> int:
         return os.getpid()
 
+    def zk_session(self) -> tuple[int, bytes]:
+        """(session id, password) of this broker's ZooKeeper session (fault injection)."""
+        return self.store.session_credentials()
+
     def node_id(self) -> str:
         return ray.get_runtime_context().get_node_id()
 
@@ -238,25 +268,34 @@ class BrokerActor:
                 self.apply_effects(self.rm.tick())
 
     def _alter_sender(self) -> None:
-        """AlterPartition proposals to the active controller, retried until answered."""
+        """AlterPartition proposals to the active controller. Only a controller that cannot
+        answer (moving, restarting, unreachable) is retried, and only while the proposal is
+        still the one in flight; a per-partition answer (even a retriable error such as
+        NOT_LEADER_OR_FOLLOWER from a leader that was replaced) settles the proposal, so one
+        stale proposal never blocks the ones queued behind it."""
         while not self._stopped.is_set():
             proposal: ProposeIsr = self._alter.get()
             if proposal is None:
                 return
-            while not self._stopped.is_set():
+            while not self._stopped.is_set() and self._in_flight(proposal):
                 try:
                     answer = self._send_alter(proposal)
                 except Exception as exc:
                     log.info("AlterPartition %s failed: %s; retrying", proposal.tp, exc)
                     self._stopped.wait(0.1)  # back-off before the retry
                     continue
-                if isinstance(answer, KafkaError) and answer.retriable:
-                    self._stopped.wait(0.1)
+                if isinstance(answer, (NotController, RequestTimedOut)):
+                    log.info("AlterPartition %s: %s; retrying", proposal.tp, answer)
+                    self._stopped.wait(0.1)  # back-off before the retry
                     continue
                 with self.lock:
                     self.apply_effects(self.rm.handle_alter_partition_response(
                         proposal.tp, answer, proposal=proposal))
                 break
+
+    def _in_flight(self, proposal: ProposeIsr) -> bool:
+        with self.lock:
+            return self.rm.alter_partition_in_flight(proposal)
 
     def _active_controller(self):
         """The active controller's actor, as ZooKeeper names it (never Ray's view)."""

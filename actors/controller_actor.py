@@ -62,6 +62,10 @@ class ControllerActor:
     def node_id(self) -> str:
         return ray.get_runtime_context().get_node_id()
 
+    def zk_session(self) -> tuple[int, bytes]:
+        """(session id, password) of this candidate's ZooKeeper session (fault injection)."""
+        return self.store.session_credentials()
+
     def status(self) -> dict:
         """Health figures of the active controller (`rayka status`, Ray metrics)."""
         c = self.controller

@@ -56,7 +56,7 @@ __all__ = [
     "ZkSession", "ZkWatch",
     "ZkStoreError", "ZkUnavailable", "ControllerMovedError", "NodeExists", "NoNode",
     "BadVersion", "NotEmpty", "BrokerIdInUse", "AdminOperationInProgress",
-    "MAX_READS_PER_MULTI_READ",
+    "MAX_READS_PER_MULTI_READ", "expire_session",
 ]
 
 # One logger for the whole store (its name predates the split into controller/zk_* modules).
@@ -246,6 +246,15 @@ class ZkSession:
     def connected(self) -> bool:
         return bool(self._client.connected)
 
+    def session_credentials(self) -> tuple[int, bytes]:
+        """(session id, password) of the current session, kazoo's ``client_id``: what
+        ``expire_session`` needs to force a real server-side expiry (fault injection).
+        ZkUnavailable while no session is established."""
+        cid = self._client.client_id
+        if not cid:
+            raise ZkUnavailable(f"no ZooKeeper session (hosts {self.hosts})")
+        return int(cid[0]), bytes(cid[1])
+
     def add_state_listener(self, callback: Callable[[str], None]) -> None:
         """Forward kazoo session states as "CONNECTED" / "SUSPENDED" / "LOST" (from kazoo's
         thread: the callback must not block)."""
@@ -408,3 +417,24 @@ class ZkSession:
 
         DataWatch(self._client, self._abs(path), on_parent)
         return w
+
+
+# -- fault injection ---------------------------------------------------------------------------
+def expire_session(connect_string: str, session_id: int, password: bytes,
+                   timeout_s: float = 10.0) -> None:
+    """Force a REAL server-side expiry of the session (session_id, password): a second client
+    attaches to it (same client_id) and closes it, so the server ends the session and deletes
+    its ephemerals at once; the owner then sees SUSPENDED → LOST and reconnects with a NEW
+    session. ``connect_string`` must not carry a chroot (the session is global to the
+    server). ZkUnavailable if the server cannot be reached within timeout_s."""
+    other = KazooClient(hosts=connect_string, client_id=(session_id, password),
+                        timeout=timeout_s)
+    try:
+        other.start(timeout=timeout_s)   # on a timeout kazoo has stopped and closed it
+    except KazooTimeoutError:
+        raise ZkUnavailable(f"could not attach to session 0x{session_id:x} at "
+                            f"{connect_string} within {timeout_s:g} s") from None
+    try:
+        other.stop()    # sends closeSession for the attached session: THAT is the expiry
+    finally:
+        other.close()

@@ -5,7 +5,9 @@ controller modules that import kazoo (tests/test_import_boundaries.py):
 
 - ``controller/zk_paths.py``  pure half: paths, records, JSON codecs (no kazoo);
 - ``controller/zk_client.py`` the kazoo session: lifecycle, state listeners, reads
-  (incl. multiRead), watches (``ZkWatch``), the store's exceptions, ``_zk_call``;
+  (incl. multiRead), watches (``ZkWatch``), the store's exceptions, ``_zk_call``, and
+  ``expire_session`` (a real server-side expiry of a session whose
+  ``session_credentials()`` are known: fault injection);
 - ``controller/zk_multi.py``  the multi-op engine: per-item result checking, batching and
   re-commit of failed multis, epoch fencing of each multi;
 - ``controller/zk_fenced.py`` the controller election (``ControllerElection``) and the
@@ -40,7 +42,8 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from controller.zk_client import (AdminOperationInProgress, BadVersion, BrokerIdInUse,
                                   ControllerMovedError, NodeExists, NoNode, NotEmpty,
-                                  ZkStoreError, ZkUnavailable, ZkWatch, _zk_call)
+                                  ZkStoreError, ZkUnavailable, ZkWatch, _zk_call,
+                                  expire_session)
 from controller.zk_fenced import ControllerElection, FencedWriter, ZkElectionSession
 from controller.zk_multi import (MAX_BYTES_PER_MULTI, MAX_OPS_PER_MULTI, _all_ok,
                                  _first_failure, _Op, _Unit)
@@ -69,7 +72,7 @@ __all__ = [
     "ZkStore", "FencedWriter", "ControllerElection", "ZkWatch",
     "ZkStoreError", "ZkUnavailable", "ControllerMovedError", "NodeExists", "NoNode",
     "BadVersion", "NotEmpty", "BrokerIdInUse", "AdminOperationInProgress",
-    "MAX_OPS_PER_MULTI", "MAX_BYTES_PER_MULTI",
+    "MAX_OPS_PER_MULTI", "MAX_BYTES_PER_MULTI", "expire_session",
 ]
 
 

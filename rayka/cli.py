@@ -24,6 +24,7 @@ import time
 
 from controller.store_api import ZkStoreError
 from rayka import ray_head
+from rayka.chaos.runner import FAULT_KINDS as FAULT_KINDS_DEFAULT
 from rayka.zookeeper import ZooKeeperLaunchError
 from replicas.errors import KafkaError
 
@@ -103,6 +104,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout-ms", type=int, help="exit after this long without a record")
     p.add_argument("--print-offsets", action="store_true")
     p.add_argument("--commit", action="store_true", help="commit the group's offsets at exit")
+
+    p = sub.add_parser("chaos", help="run a seeded fault schedule and check the history")
+    p.add_argument("--duration", type=float, default=60.0, help="seconds of faults")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--faults", default=",".join(FAULT_KINDS_DEFAULT),
+                   help="comma-separated fault kinds (default: all)")
+    p.add_argument("--min-per-kind", type=int, default=0,
+                   help="run past --duration until every kind happened this often")
+    p.add_argument("--partitions", type=int, default=6)
+    p.add_argument("--rate", type=float, default=150.0, help="records/s per producer (3 producers)")
+    p.add_argument("--scenario", default="random", choices=["random", "isr-of-one"],
+                   help="random: the seeded fault schedule; isr-of-one: Jepsen's loss, scripted")
+    p.add_argument("--unsafe", action="store_true",
+                   help="unclean election on, min ISR 1: the checker must be able to see loss")
+    p.add_argument("--out", help="output directory (history.jsonl, verdict.json)")
+    p.add_argument("--keep-data", action="store_true")
 
     p = sub.add_parser("demo", help="run the end-to-end demonstration job")
     p.add_argument("--records", type=int, default=300_000)
@@ -334,13 +351,35 @@ def cmd_consume(args) -> None:
     print(f"{seen} records consumed", file=sys.stderr)
 
 
+def cmd_chaos(args) -> int:
+    from rayka.chaos.runner import ChaosConfig, run_chaos
+    kinds = tuple(k.strip() for k in args.faults.split(",") if k.strip())
+    unknown = sorted(set(kinds) - set(FAULT_KINDS_DEFAULT))
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown fault kinds {unknown}; known: "
+                                         f"{','.join(FAULT_KINDS_DEFAULT)}")
+    config = ChaosConfig(duration_s=args.duration, seed=args.seed, faults=kinds,
+                         min_faults_per_kind=args.min_per_kind, partitions=args.partitions,
+                         rate_per_producer=args.rate, unsafe=args.unsafe,
+                         scenario=args.scenario,
+                         out_dir=args.out or "", keep_data=args.keep_data)
+    verdict, out = run_chaos(config, say=lambda line: print(line, file=sys.stderr))
+    print(verdict.table())
+    failures = verdict.stats.get("liveness_failures") or []
+    for line in failures:
+        print(f"liveness: {line}")
+    ok = verdict.ok and not failures
+    print(f"{'PASS' if ok else 'FAIL'}: seed {args.seed}, history and verdict in {out}")
+    return 0 if ok else 1
+
+
 def cmd_demo(args) -> None:
     from rayka import demo
     demo.run(records_total=args.records, partitions=args.partitions, keep=args.keep)
 
 
 COMMANDS = {"start": cmd_start, "status": cmd_status, "stop": cmd_stop, "topics": cmd_topics,
-            "produce": cmd_produce, "consume": cmd_consume, "demo": cmd_demo}
+            "produce": cmd_produce, "consume": cmd_consume, "demo": cmd_demo, "chaos": cmd_chaos}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -350,8 +389,7 @@ def main(argv: list[str] | None = None) -> int:
             from rayka import __version__
             print(__version__)
             return 0
-        COMMANDS[args.command](args)
-        return 0
+        return COMMANDS[args.command](args) or 0
     except (KafkaError, ZkStoreError, ZooKeeperLaunchError, ray_head.RayHeadError,
             argparse.ArgumentTypeError) as exc:
         print(f"rayka: {exc}", file=sys.stderr)

@@ -12,6 +12,9 @@ Rules:
   naming the address, before any actor is created.
 - Keyword config: ControllerConfig field names go to the controllers, the rest to the
   brokers (e.g. min_insync_replicas, replica_lag_time_max_ms, zk_session_timeout_ms).
+- Placement: `broker_resources` (e.g. {"rayka_broker": 1} with one unit per node: one
+  broker per node) and `control_resources` (controllers and the ClusterHost) are Ray
+  custom resources every incarnation asks for, restarts included.
 - Leadership is read from ZooKeeper (the truth), never from Ray's actor table.
 """
 
@@ -49,6 +52,7 @@ def _split_config(config: dict) -> tuple[dict, dict]:
 def start_local(name: str = "default", brokers: int = 3, controllers: int = 2,
                 zookeeper: str | None = None, data_dir: str | None = None,
                 start_timeout_s: float = 60.0, zk_connect_timeout_s: float = 10.0,
+                broker_resources: dict | None = None, control_resources: dict | None = None,
                 **config) -> "Cluster":
     _ensure_ray()
     ns = namespace_for(name)
@@ -60,9 +64,10 @@ def start_local(name: str = "default", brokers: int = 3, controllers: int = 2,
         facts = {"name": name, "brokers": list(range(1, brokers + 1)),
                  "controllers": [CONTROLLER_ID_BASE + i + 1 for i in range(controllers)],
                  "data_dir": data_dir or tempfile.mkdtemp(prefix=f"rayka-{name}-"),
-                 "config": dict(config)}
-        host = ClusterHost.options(name=HOST_NAME, namespace=ns, lifetime="detached").remote(
-            facts, zookeeper)
+                 "config": dict(config), "broker_resources": dict(broker_resources or {}),
+                 "control_resources": dict(control_resources or {})}
+        host = ClusterHost.options(name=HOST_NAME, namespace=ns, lifetime="detached",
+                                   resources=facts["control_resources"]).remote(facts, zookeeper)
     try:
         facts = ray.get(host.info.remote())
     except ray.exceptions.RayTaskError as exc:   # e.g. the embedded ZooKeeper did not start
@@ -127,12 +132,14 @@ class Cluster:
         for cid in self.facts["controllers"]:
             if self.controller_actor(cid) is None:
                 ControllerActor.options(name=controller_actor_name(cid), namespace=self.namespace,
-                                        lifetime="detached").remote(
+                                        lifetime="detached",
+                                        resources=self.facts.get("control_resources", {})).remote(
                     cid, self.name, self.zookeeper, self.namespace, session_ms, controller_cfg)
         for b in self.facts["brokers"]:
             if self.broker_actor(b) is None:
                 BrokerActor.options(name=broker_actor_name(b), namespace=self.namespace,
-                                    lifetime="detached").remote(
+                                    lifetime="detached",
+                                    resources=self.facts.get("broker_resources", {})).remote(
                     b, self.name, self.zookeeper, self.namespace,
                     os.path.join(self.facts["data_dir"], f"broker-{b}"), broker_cfg)
 

@@ -123,9 +123,13 @@ class Consumer:
                 by_leader.setdefault(leader[0], []).append((tp, self.position(tp), leader[1], -1))
         if not by_leader:
             return []
-        refs = {b: self.cluster.broker_actor(b).fetch_many.remote(
-            -1, reqs, timeout_ms, 1, self.fetch_max_bytes) for b, reqs in by_leader.items()
-            if self.cluster.broker_actor(b) is not None}
+        refs = {}
+        for b, reqs in by_leader.items():
+            actor = self.cluster.broker_actor(b)
+            if actor is None:        # the leader's actor is gone for good: find the new leader
+                self.metadata.refresh()
+                continue
+            refs[b] = actor.fetch_many.remote(-1, reqs, timeout_ms, 1, self.fetch_max_bytes)
         out: list[ConsumerRecord] = []
         for broker, ref in refs.items():
             try:

@@ -16,6 +16,7 @@ import time
 
 import ray
 
+from controller.store_api import ZkStoreError
 from replicas.errors import UnknownTopicOrPartition
 
 POLL_S = 0.05
@@ -29,7 +30,11 @@ class Metadata:
         self._lock = threading.Lock()
 
     def refresh(self) -> None:
-        for broker in self.cluster.broker_actors(sorted(self.cluster.store.get_broker_ids())):
+        try:
+            live = sorted(self.cluster.store.get_broker_ids())
+        except ZkStoreError:       # ZooKeeper is failing over: keep what we know, retry later
+            return
+        for broker in self.cluster.broker_actors(live):
             try:
                 md = ray.get(broker.metadata.remote(), timeout=5)
             except Exception:  # that broker is down or restarting: ask the next one

@@ -9,14 +9,17 @@ Rules:
   producer id and sequence, so the leader answers a duplicate with its original offsets).
 - Retriable answers (NOT_LEADER, LEADER_NOT_AVAILABLE, NOT_ENOUGH_REPLICAS(_AFTER_APPEND),
   REQUEST_TIMED_OUT, FENCED/UNKNOWN_LEADER_EPOCH, UNKNOWN_TOPIC_OR_PARTITION, a dead or
-  restarting broker actor) refresh metadata and retry after retry_backoff_ms until
-  delivery_timeout_ms; anything else fails the batch's futures with the typed error.
+  restarting broker actor, or no answer within request_timeout_ms + a grace: a paused
+  broker) refresh metadata and retry after retry_backoff_ms until delivery_timeout_ms;
+  anything else fails the batch's futures with the typed error. The sender thread survives
+  any unexpected error (logged), so futures never hang on a dead thread.
 - acks ∈ {"all", -1, 1, 0}; anything else raises InvalidRequiredAcks (21) at once.
 """
 
 from __future__ import annotations
 
 import collections
+import logging
 import random
 import threading
 import time
@@ -32,7 +35,9 @@ from rayka.types import RecordMetadata
 from replicas.errors import (InvalidRequiredAcks, KafkaError, RequestTimedOut,
                              UnknownTopicOrPartition, error_for_code)
 
+log = logging.getLogger(__name__)
 RETRIABLE = {3, 5, 6, 7, 19, 20, 74, 75}
+REQUEST_GRACE_MS = 5_000      # the broker's own timeout answers first when it can
 _ACKS = {"all": -1, "-1": -1, -1: -1, "1": 1, 1: 1, "0": 0, 0: 0}
 
 
@@ -60,7 +65,8 @@ class Producer:
         self.cond = threading.Condition()
         self.waiters: dict[int, list] = collections.defaultdict(list)  # id(batch) → [(future, index)]
         self.outbox: dict[tuple, collections.deque] = collections.defaultdict(collections.deque)
-        self.in_flight: dict = {}            # ObjectRef → (batch, first_sent_ms)
+        self.in_flight: dict = {}            # ObjectRef → batch
+        self.sent_ms: dict = {}              # ObjectRef → (when sent, to which broker)
         self.busy: set[tuple] = set()        # partitions with a batch in flight
         self.retry_at: dict[tuple, int] = {}
         self.first_try_ms: dict[int, int] = {}
@@ -151,24 +157,48 @@ class Producer:
     # -- the sender ----------------------------------------------------------------------------------
     def _run(self) -> None:
         while True:
-            with self.cond:
-                if self.closed and not self.unfinished:
+            try:
+                if self._run_once():
                     return
-                for batch in self.acc.drain(ready_only=not self.flushing):
-                    self.outbox[batch.tp].append(batch)
-                    self.first_try_ms.setdefault(id(batch), _clock_ms())
-                self._dispatch()
-                refs = list(self.in_flight)
-                if not refs:
-                    nxt = self.acc.next_ready_ms()
-                    wait_ms = 50 if nxt is None else max(0, nxt - _clock_ms())
-                    if self.retry_at:
-                        wait_ms = min(wait_ms, max(0, min(self.retry_at.values()) - _clock_ms()))
-                    self.cond.wait(wait_ms / 1000)
-                    continue
-            done, _ = ray.wait(refs, num_returns=1, timeout=0.005)
-            for ref in done:
-                self._on_answer(ref)
+            except Exception:  # the sender must outlive any surprise, or every future hangs
+                log.exception("producer sender: unexpected error; continuing")
+                time.sleep(self.retry_backoff_ms / 1000)   # back-off before the next round
+
+    def _run_once(self) -> bool:
+        """One round of the sender: drain, dispatch, collect answers; True when closed."""
+        with self.cond:
+            if self.closed and not self.unfinished:
+                return True
+            for batch in self.acc.drain(ready_only=not self.flushing):
+                self.outbox[batch.tp].append(batch)
+                self.first_try_ms.setdefault(id(batch), _clock_ms())
+            self._dispatch()
+            refs = list(self.in_flight)
+            if not refs:
+                nxt = self.acc.next_ready_ms()
+                wait_ms = 50 if nxt is None else max(0, nxt - _clock_ms())
+                if self.retry_at:
+                    wait_ms = min(wait_ms, max(0, min(self.retry_at.values()) - _clock_ms()))
+                self.cond.wait(wait_ms / 1000)
+                return False
+        done, _ = ray.wait(refs, num_returns=1, timeout=0.005)
+        for ref in done:
+            self._on_answer(ref)
+        self._expire_requests()
+        return False
+
+    def _expire_requests(self) -> None:
+        """A request unanswered past request_timeout_ms (its broker paused, partitioned), or
+        sent to a broker that metadata no longer names as leader, is given up as
+        REQUEST_TIMED_OUT and retried: the idempotent sequence makes a late landing of the
+        abandoned one harmless (the leader answers the retry as a duplicate, or no longer
+        leads)."""
+        limit = _clock_ms() - self.request_timeout_ms - REQUEST_GRACE_MS
+        for ref, (sent, broker) in list(self.sent_ms.items()):
+            leader = self.metadata.leader(self.in_flight[ref].tp)
+            moved = leader is not None and leader[0] != broker   # a newer leader is known
+            if sent < limit or moved:
+                self._on_answer(ref, timed_out=True)
 
     def _dispatch(self) -> None:
         now = _clock_ms()
@@ -184,18 +214,24 @@ class Producer:
             try:
                 ref = self.cluster.broker_actor(leader[0]).produce.remote(
                     tp, bytes(batch.build()), self.acks, self.request_timeout_ms)
-            except AttributeError:      # broker actor not found (being restarted)
+            except AttributeError:      # broker actor not found (restarting, or gone for good)
+                self.metadata.refresh()     # a dead leader's actor never comes back by itself
                 self.retry_at[tp] = now + self.retry_backoff_ms
                 continue
             self.retry_at.pop(tp, None)
             self.in_flight[ref] = batch
+            self.sent_ms[ref] = (now, leader[0])
             self.busy.add(tp)
 
-    def _on_answer(self, ref) -> None:
+    def _on_answer(self, ref, timed_out: bool = False) -> None:
         batch = self.in_flight.pop(ref)
+        self.sent_ms.pop(ref, None)
         try:
-            answer = ray.get(ref)
-            code = answer["error"]
+            if timed_out:
+                answer, code = None, RequestTimedOut.code
+            else:
+                answer = ray.get(ref)
+                code = answer["error"]
         except RayError:
             answer, code = None, 6        # the broker died or restarted: like NOT_LEADER
         with self.cond:

@@ -3,13 +3,11 @@
 The Ray actor shell calls it from one thread and carries out the effects it returns.
 Kafka 3.8 (ZK mode) names are cited; KAFKA_FACTS §5, §6, §8 hold the rules.
 
-Files: partitions live in `<data_dir>/<topic>-<partition>/` (a `Log` each, with its
-`leader-epoch-checkpoint`); `<data_dir>/replication-offset-checkpoint` holds the HWs and
-`<data_dir>/recovery-point-offset-checkpoint` the recovery points.
+Files: `<data_dir>/<topic>-<partition>/` (a `Log` with its `leader-epoch-checkpoint`),
+`<data_dir>/replication-offset-checkpoint` (HWs), `recovery-point-offset-checkpoint`.
 
 Controller requests (`becomeLeaderOrFollower`, `stopReplicas`, `maybeUpdateMetadataCache`):
-- Requests are duck-typed (the attributes of controller.requests' dataclasses): replicas/
-  may not import controller/ (DESIGN §1, tests/test_import_boundaries.py).
+- Duck-typed (controller.requests' attributes): replicas/ may not import controller/.
 - Whole request: broker_epoch >= 0 and OLDER than ours → STALE_BROKER_EPOCH (77) (Kafka's
   `isBrokerEpochStale`: a NEWER one is accepted, the controller may learn our new
   registration before the shell sets `broker_epoch`); then controller_epoch < the highest
@@ -32,7 +30,6 @@ Controller requests (`becomeLeaderOrFollower`, `stopReplicas`, `maybeUpdateMetad
   older → FENCED_LEADER_EPOCH (74). delete=True closes and removes the partition dir (also
   for a partition not hosted) and forgets it; both checkpoints are rewritten.
 - UpdateMetadata fills `metadata` (replicas/metadata_cache.py).
-
 Produce (`appendRecordsToLeader`), every rejection appends NOTHING:
   acks not in {0, 1, -1} → INVALID_REQUIRED_ACKS (21); unknown → UNKNOWN_TOPIC_OR_PARTITION
   (3); not leader → NOT_LEADER_OR_FOLLOWER (6); acks=-1 with committed ISR < min ISR →
@@ -70,7 +67,8 @@ Producer state is derived from the log: marked stale on open (unless the log is 
   after any truncation that removed data; rebuilt from batch headers when the partition
   becomes leader (or at its first idempotent append), so startup scans nothing.
 Time: `tick()` = PartitionState Tick per leader (ISR shrink proposals, produce timeouts)
-  plus flush.ms. AlterPartition answers go to `handle_alter_partition_response`.
+  plus flush.ms. AlterPartition answers go to `handle_alter_partition_response`; the shell
+  resends a proposal only while `alter_partition_in_flight` says it is still pending.
 Persist before send: HW changes are written to replication-offset-checkpoint inside the
   call that changed them, before it returns (`hw_checkpoint_interval_ms` = 0, default);
   with an interval > 0 they are written by `tick()` at most that often (Kafka's
@@ -80,8 +78,7 @@ Persist before send: HW changes are written to replication-offset-checkpoint ins
   every truncation (as Kafka's LogManager.truncateTo) so a stale, higher recovery point
   never makes recovery trust rewritten bytes.
 
-Effects, results and BrokerConfig live in replicas/replica_types.py (re-exported here).
-Disk errors (OSError) propagate: the actor dies and recovery runs on restart.
+Effects, results, BrokerConfig: replicas/replica_types.py. Disk errors (OSError) propagate.
 """
 
 from __future__ import annotations
@@ -576,6 +573,13 @@ class ReplicaManager:
         self._persist()
         return effects
 
+    def alter_partition_in_flight(self, proposal: ProposeIsr) -> bool:
+        """Is `proposal` still the partition's pending ISR change (worth sending again)?"""
+        part = self._partitions.get(TopicPartition(*proposal.tp))
+        return part is not None and (part.state.proposed_isr, part.state.leader_epoch,
+                                     part.state.partition_epoch) == (
+            tuple(proposal.isr), proposal.leader_epoch, proposal.partition_epoch)
+
     def handle_alter_partition_response(self, tp, result, proposal: ProposeIsr | None = None
                                         ) -> list:
         """`result`: the committed LeaderIsrAndControllerEpoch, or a KafkaError."""
@@ -583,9 +587,7 @@ class ReplicaManager:
         if part is None:
             return []
         state = part.state
-        if proposal is not None and (state.proposed_isr != tuple(proposal.isr)
-                                     or state.leader_epoch != proposal.leader_epoch
-                                     or state.partition_epoch != proposal.partition_epoch):
+        if proposal is not None and not self.alter_partition_in_flight(proposal):
             return []   # answers a proposal that is no longer in flight
         if isinstance(result, BaseException):
             code = getattr(result, "code", -1) or -1

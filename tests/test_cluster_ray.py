@@ -1,19 +1,28 @@
 """End to end on REAL Ray and the REAL ZooKeeper: rayka.start_local with 3 broker actors and
 2 controller actors, topics, acks=all production, consumption, leader and controller kills,
-and bad input."""
+bad input, stale controller epochs, a fenced (SIGSTOPped) old leader, a broker killed for good
+and recovered from disk, committed offsets, reassignment and preferred elections, and reads
+below the high watermark only."""
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
+import time
 import uuid
 
 import pytest
 import ray
 
 import rayka
+from controller.requests import (LeaderAndIsrRequest, PartitionLeaderState, StopReplicaPartition,
+                                 StopReplicaRequest, UpdateMetadataRequest, live_broker)
 from rayka.admin import wait_for
-from replicas.errors import (CorruptRecord, InvalidRequiredAcks, InvalidReplicationFactor,
-                             RecordTooLarge, TopicAlreadyExists, UnknownTopicOrPartition)
+from rayka.types import PartitionInfo
+from replicas.errors import (CorruptRecord, ElectionNotNeeded, InvalidRequiredAcks,
+                             InvalidReplicationFactor, RecordTooLarge, StaleControllerEpoch,
+                             TopicAlreadyExists, UnknownTopicOrPartition)
 from replicas.records import build_batch
 
 pytestmark = pytest.mark.ray
@@ -21,7 +30,9 @@ pytestmark = pytest.mark.ray
 
 @pytest.fixture(scope="module")
 def ray_session():
-    ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING")
+    # address="local": always a private Ray instance, never a `ray start` cluster that another
+    # process left running on this machine (ray.init would attach to it and refuse num_cpus).
+    ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="WARNING")
     yield
     ray.shutdown()
 
@@ -148,3 +159,361 @@ def test_unreachable_zookeeper_fails_fast_with_the_address(ray_session):
         rayka.start_local(name=name, zookeeper=address, zk_connect_timeout_s=2)
     with pytest.raises(ValueError):        # nothing was created in Ray for it
         ray.get_actor("rayka-cluster", namespace=f"rayka-{name}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Helpers for the tests below.
+
+def isr_full(admin, topic) -> bool:
+    return all(p.leader >= 0 and set(p.isr) == set(p.replicas) for p in admin.describe_topic(topic))
+
+
+def wait_cluster_healthy(cluster, timeout_s=120):
+    """Every broker registered, and every partition of every topic led with a full ISR."""
+    admin = cluster.admin()
+    cluster.wait_ready(timeout_s)
+    wait_for(lambda: all(isr_full(admin, t) for t in admin.list_topics()), timeout_s,
+             "every ISR full again")
+
+
+def produce_acked(producer, topic, values, partition=0, timeout_s=120):
+    futures = [(producer.send(topic, v, partition=partition), v) for v in values]
+    producer.flush(timeout_s)
+    return [(f.result(), v) for f, v in futures]
+
+
+def read_partition(cluster, tp, timeout_s=60):
+    """Every record of one partition below its high watermark, from offset 0."""
+    consumer = cluster.consumer()
+    consumer.assign([tp])
+    hw = consumer.end_offsets([tp])[tuple(tp)]
+    got = []
+    wait_for(lambda: got.extend(consumer.poll(timeout_ms=200)) or len(got) >= hw, timeout_s,
+             f"{hw} records from {tp}")
+    return hw, got
+
+
+# ---------------------------------------------------------------------------------------------
+# Controller fencing at the broker.
+
+def test_stale_controller_epoch_is_rejected(cluster):
+    admin = cluster.admin()
+    topic = "stale-ctl"
+    admin.create_topic(topic, 1, 3)      # wait=True: every broker heard the current controller
+    controller = admin.controller()
+    assert controller.epoch >= 1
+    stale = controller.epoch - 1
+    tp = (topic, 0)
+    zk = cluster.store.get_partition_state(topic, 0)
+    replicas = admin.describe_topic(topic)[0].replicas
+    registered = cluster.store.get_brokers()
+    live = tuple(live_broker(registered[b]) for b in sorted(registered))
+    for b in sorted(registered):
+        broker = cluster.broker_actor(b)
+        broker_epoch = registered[b].epoch
+        before = ray.get(broker.partition_info.remote(tp))
+        md_before = ray.get(broker.metadata.remote())
+        other = next(x for x in sorted(registered) if x != zk.leader)
+        # Would make `other` the leader at a higher leader epoch if it were accepted.
+        state = PartitionLeaderState(topic, 0, stale, other, zk.leader_epoch + 5, tuple(zk.isr),
+                                     zk.zk_version + 5, tuple(replicas))
+        leader_and_isr = LeaderAndIsrRequest(controller.id, stale, broker_epoch, (state,),
+                                             tuple(x for x in live if x.id == other))
+        r = ray.get(broker.handle_controller_request.remote(leader_and_isr))
+        assert r["error"] == StaleControllerEpoch.code, r
+        stop = StopReplicaRequest(controller.id, stale, broker_epoch,
+                                  (StopReplicaPartition(topic, 0, zk.leader_epoch + 5, True),))
+        r = ray.get(broker.handle_controller_request.remote(stop))
+        assert r["error"] == StaleControllerEpoch.code, r
+        update = UpdateMetadataRequest(controller.id, stale, broker_epoch, (state,), ())
+        r = ray.get(broker.handle_controller_request.remote(update))
+        assert r["error"] == StaleControllerEpoch.code, r
+        after = ray.get(broker.partition_info.remote(tp))   # not deleted, not stopped
+        for key in ("role", "leader", "leader_epoch", "partition_epoch", "replicas", "isr"):
+            assert after[key] == before[key], (b, key, before, after)
+        assert after["leader"] == zk.leader and after["leader_epoch"] == zk.leader_epoch
+        md_after = ray.get(broker.metadata.remote())
+        assert md_after["brokers"].keys() == md_before["brokers"].keys() == set(registered)
+        assert md_after["partitions"][tp] == md_before["partitions"][tp]
+        assert md_after["partitions"][tp][:2] == (zk.leader, zk.leader_epoch)
+    assert admin.describe_topic(topic)[0].leader == zk.leader
+    # The partition still works: the real controller's view was never overridden.
+    producer = cluster.producer(acks="all")
+    acked = produce_acked(producer, topic, [b"s%d" % i for i in range(20)])
+    producer.close()
+    check_exactly_once(acked, read_all(cluster, topic, 20))
+
+
+# ---------------------------------------------------------------------------------------------
+# A zombie leader (SIGSTOP past its ZooKeeper session) must not commit acks=all.
+
+def test_fenced_old_leader_cannot_commit_acks_all(cluster):
+    admin = cluster.admin()
+    topic, tp = "zombie", ("zombie", 0)
+    admin.create_topic(topic, 1, 3, {"min.insync.replicas": 2})
+    wait_for(lambda: isr_full(admin, topic), 60, f"{topic} ISR full")
+    producer = cluster.producer(acks="all")
+    acked = produce_acked(producer, topic, [b"before%d" % i for i in range(100)])
+    producer.close()
+    start = admin.describe_topic(topic)[0]
+    old = start.leader
+    old_broker = cluster.broker_actor(old)
+    pid = ray.get(old_broker.pid.remote())
+    unique = b"zombie-" + uuid.uuid4().hex.encode()
+    batch = bytes(build_batch([unique], timestamps_ms=0))
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        ref = old_broker.produce.remote(tp, batch, -1, 20_000)
+        new = wait_for(lambda: (p := admin.describe_topic(topic)[0]).leader not in (-1, old)
+                       and p.leader_epoch > start.leader_epoch and p,
+                       60, "a new leader elected after the old leader's session expired")
+        assert old not in new.isr
+        # Every other replica has obeyed the new leader epoch, so none of them still fetches
+        # from the zombie (which could otherwise legally commit with a stale ISR member).
+        wait_for(lambda: all(ray.get(cluster.broker_actor(b).partition_info.remote(tp))
+                             ["leader_epoch"] >= new.leader_epoch for b in new.isr),
+                 60, "the surviving replicas at the new leader epoch")
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    answer = ray.get(ref, timeout=120)
+    assert answer["error"] != 0, f"the fenced old leader acknowledged an acks=all write: {answer}"
+    producer = cluster.producer(acks="all")
+    acked += produce_acked(producer, topic, [b"after%d" % i for i in range(200)])
+    producer.close()
+    hw, records = read_partition(cluster, tp)
+    assert hw == len(acked) == 300
+    assert unique not in {r.value for r in records}
+    check_exactly_once(acked, records)
+    assert len(records) == len(acked)
+    wait_for(lambda: old in admin.describe_topic(topic)[0].isr, 90,
+             f"broker {old} back in the ISR with a new session")
+    leader = cluster.broker_actor(admin.describe_topic(topic)[0].leader)
+    wait_for(lambda: ray.get(cluster.broker_actor(old).partition_info.remote(tp))["log_end_offset"]
+             == ray.get(leader.partition_info.remote(tp))["log_end_offset"] == 300,
+             60, "the old leader truncated its uncommitted write and caught up")
+    wait_cluster_healthy(cluster)
+
+
+# ---------------------------------------------------------------------------------------------
+# A broker killed for good, production goes on, then a new actor recovers its data dir.
+
+def test_leader_killed_without_restart_then_recovered_from_disk(cluster):
+    admin = cluster.admin()
+    topic = "orders-nr"
+    admin.create_topic(topic, 2, 3, {"min.insync.replicas": 2})
+    producer = cluster.producer(acks="all", linger_ms=2)
+    acked, stop = [], threading.Event()
+
+    def produce():
+        i = 0
+        while not stop.is_set() or i < 4000:
+            value = b"n%d" % i
+            acked.append((producer.send(topic, value, partition=i % 2), value))
+            i += 1
+            if i % 500 == 0:
+                producer.flush(120)
+    # A consumer of partition 0 only, that knows the old leader before the kill and keeps
+    # polling through it (nothing else would make it refresh its metadata).
+    early = cluster.consumer()
+    early.assign([(topic, 0)])
+    early_got = []
+    t = threading.Thread(target=produce)
+    t.start()
+    try:
+        wait_for(lambda: len(acked) > 1000, 60, "production under way")
+        wait_for(lambda: early_got.extend(early.poll(timeout_ms=100)) or early_got, 60,
+                 "the early consumer reading")
+        leader = admin.describe_topic(topic)[0].leader
+        cluster.kill_broker(leader, restart=False)
+        wait_for(lambda: admin.describe_topic(topic)[0].leader not in (-1, leader), 60, "new leader")
+        wait_for(lambda: cluster.broker_actor(leader) is None, 60, "the killed actor gone from Ray")
+    finally:
+        stop.set()
+        t.join(180)
+    assert not t.is_alive()
+    producer.flush(120)
+    producer.close()
+    results = [(f.result(), v) for f, v in acked]
+    assert leader not in cluster.store.get_broker_ids()      # still dead: not restarted
+    assert all(leader not in p.isr for p in admin.describe_topic(topic))
+    records = read_all(cluster, topic, len(results))
+    check_exactly_once(results, records)
+    assert len(records) == len(results)
+    on_p0 = [(m, v) for m, v in results if m.partition == 0]
+    wait_for(lambda: early_got.extend(early.poll(timeout_ms=200)) or len(early_got) >= len(on_p0),
+             60, "the early consumer following the leader move")
+    check_exactly_once(on_p0, early_got)
+    assert len(early_got) == len(on_p0)
+    # Bring it back: a NEW actor on the same data dir recovers and truncates by epoch.
+    cluster.ensure_actors()
+    cluster.wait_ready(60)
+    wait_for(lambda: isr_full(admin, topic), 90, f"broker {leader} back in every ISR of {topic}")
+    revived = cluster.broker_actor(leader)
+    for p in admin.describe_topic(topic):
+        tp = (topic, p.partition)
+        lead = cluster.broker_actor(p.leader)
+
+        def same_log():
+            mine = ray.get(revived.partition_info.remote(tp))
+            theirs = ray.get(lead.partition_info.remote(tp))
+            return mine["log_end_offset"] == theirs["log_end_offset"] == theirs["high_watermark"]
+        wait_for(same_log, 60, f"broker {leader}'s log of {tp} equal to the leader's")
+        mine = ray.get(revived.partition_info.remote(tp))
+        assert mine["role"] == "follower" or p.leader == leader
+        assert mine["log_end_offset"] == sum(1 for m, _ in results if m.partition == p.partition)
+    # Read the recovered log itself: make the revived broker (partition 0's preferred replica,
+    # which led it until the kill) the leader again and read everything back from it.
+    p0 = admin.describe_topic(topic)[0]
+    assert p0.replicas[0] == leader
+    if p0.leader != leader:
+        admin.elect_preferred_leaders(topic)
+        admin.wait_for_leaders(topic, 60)
+    assert admin.describe_topic(topic)[0].leader == leader
+    records = read_all(cluster, topic, len(results))
+    check_exactly_once(results, records)
+    assert len(records) == len(results)
+    wait_cluster_healthy(cluster)
+
+
+# ---------------------------------------------------------------------------------------------
+# Consumer groups' committed offsets.
+
+def test_commit_and_committed(cluster):
+    admin = cluster.admin()
+    topic, tp = "commits", ("commits", 0)
+    admin.create_topic(topic, 1, 2)
+    producer = cluster.producer(acks="all")
+    acked = produce_acked(producer, topic, [b"c%d" % i for i in range(50)])
+    producer.close()
+    group = f"g-{uuid.uuid4().hex[:6]}"
+    first = cluster.consumer(group_id=group)
+    first.subscribe([topic])
+    assert first.committed(tp) is None
+    got = []
+    wait_for(lambda: got.extend(first.poll(timeout_ms=200, max_records=20 - len(got)))
+             or len(got) >= 20, 60, "20 records")
+    assert [r.offset for r in got] == list(range(20))
+    assert first.position(tp) == 20
+    first.commit()
+    assert first.committed(tp) == 20
+    second = cluster.consumer(group_id=group)
+    second.subscribe([topic])
+    assert second.committed(tp) == 20
+    rest = []
+    wait_for(lambda: rest.extend(second.poll(timeout_ms=200)) or len(rest) >= 30, 60, "30 records")
+    assert rest[0].offset == 20 and len(rest) == 30
+    check_exactly_once(acked, got + rest)
+    assert second.end_offsets([tp]) == {tp: 50}
+    second.commit()
+    assert cluster.consumer(group_id=group).committed(tp) == 50
+    second.commit({tp: 35})                                     # explicit offsets
+    third = cluster.consumer(group_id=group)
+    third.subscribe([topic])
+    assert third.committed(tp) == 35 and third.position(tp) == 35
+    assert cluster.consumer(group_id=f"other-{group}").committed(tp) is None   # groups are separate
+
+
+# ---------------------------------------------------------------------------------------------
+# Admin operations on Ray: describe, reassign, preferred elections.
+
+def test_admin_describe_elect_reassign_on_ray(cluster):
+    admin = cluster.admin()
+    topic = "moves"
+    infos = admin.create_topic(topic, 2, 2)
+    assert [p.partition for p in infos] == [0, 1] and all(len(p.replicas) == 2 for p in infos)
+    wait_for(lambda: isr_full(admin, topic), 60, f"{topic} ISR full")
+    p0 = admin.describe_topic(topic)[0]
+    outside = next(b for b in cluster.facts["brokers"] if b not in p0.replicas)
+    target = [outside, p0.replicas[0]]
+    moved = admin.reassign_partitions(topic, {0: target}, timeout_s=90)
+    assert moved[0].replicas == tuple(target) and moved[0].leader in target
+    assert set(moved[0].isr) <= set(target)
+    assert moved[1].replicas == infos[1].replicas                # untouched
+    wait_for(lambda: isr_full(admin, topic), 60, f"{topic} ISR full after the reassignment")
+    producer = cluster.producer(acks="all")
+    acked = produce_acked(producer, topic, [b"m%d" % i for i in range(100)], partition=0)
+    producer.close()
+    check_exactly_once(acked, read_all(cluster, topic, 100))
+
+    def check_elected(results):
+        assert set(results) == {(topic, 0), (topic, 1)}
+        now = {p.partition: p for p in admin.describe_topic(topic)}
+        for tp, r in results.items():
+            assert now[tp.partition].leader == now[tp.partition].replicas[0]
+            if isinstance(r, PartitionInfo):
+                assert r.leader == r.replicas[0] == now[tp.partition].replicas[0]
+            else:
+                assert isinstance(r, ElectionNotNeeded), r
+    check_elected(admin.elect_preferred_leaders(topic))
+    again = admin.elect_preferred_leaders(topic)         # everything is preferred by now
+    assert all(isinstance(r, ElectionNotNeeded) for r in again.values()), again
+    # Move partition 1's leadership away by killing its preferred leader, then elect it back.
+    p1 = admin.describe_topic(topic)[1]
+    preferred = p1.replicas[0]
+    assert p1.leader == preferred
+    cluster.kill_broker(preferred, restart=True)
+    wait_for(lambda: admin.describe_topic(topic)[1].leader not in (-1, preferred), 60,
+             f"leadership of {topic}-1 moved away from {preferred}")
+    wait_for(lambda: isr_full(admin, topic), 90, f"broker {preferred} back in the ISR")
+    assert admin.describe_topic(topic)[1].leader != preferred    # no automatic move back
+    results = admin.elect_preferred_leaders(topic)
+    check_elected(results)
+    assert isinstance(results[(topic, 1)], PartitionInfo) and results[(topic, 1)].leader == preferred
+    admin.wait_for_leaders(topic, 60)
+    assert admin.describe_topic(topic)[1].leader == preferred
+    producer = cluster.producer(acks="all")
+    acked2 = produce_acked(producer, topic, [b"p%d" % i for i in range(50)], partition=1)
+    producer.close()
+    assert {m.partition for m, _ in acked2} == {1}
+    check_exactly_once(acked + acked2, read_all(cluster, topic, 150))
+    wait_cluster_healthy(cluster)
+
+
+# ---------------------------------------------------------------------------------------------
+# Consumers read committed data only.
+
+def test_consumer_never_sees_above_high_watermark(cluster):
+    admin = cluster.admin()
+    topic, tp = "hw-only", ("hw-only", 0)
+    admin.create_topic(topic, 1, 3)
+    producer = cluster.producer(acks=1, linger_ms=1, batch_size=4096)
+    acked, stop = [], threading.Event()
+
+    def produce():
+        i = 0
+        while not stop.is_set() and i < 20_000:
+            value = b"h%d-" % i + b"x" * 100
+            acked.append((producer.send(topic, value, partition=0), value))
+            i += 1
+            if i % 200 == 0:
+                producer.flush(60)
+    leader = cluster.broker_actor(admin.describe_topic(topic)[0].leader)
+    consumer = cluster.consumer()
+    consumer.assign([tp])
+    seen, polls, ahead, last_hw = [], 0, 0, 0
+    t = threading.Thread(target=produce)
+    t.start()
+    deadline = time.monotonic() + 180
+    try:
+        while t.is_alive() or len(seen) < len(acked):
+            assert time.monotonic() < deadline, f"consumer stuck at {len(seen)} of {len(acked)}"
+            got = consumer.poll(timeout_ms=50)
+            info = ray.get(leader.partition_info.remote(tp))
+            assert info["high_watermark"] >= last_hw
+            last_hw = info["high_watermark"]
+            above = [r.offset for r in got if r.offset >= last_hw]
+            assert not above, f"consumer saw offsets {above[:5]} at/above the HW {last_hw}"
+            ahead += info["log_end_offset"] > info["high_watermark"]
+            seen += got
+            polls += 1
+            if len(seen) >= 5000:
+                stop.set()
+    finally:
+        stop.set()
+        t.join(120)
+    producer.flush(60)
+    producer.close()
+    results = [(f.result(), v) for f, v in acked]
+    assert polls > 10 and ahead > 0, (polls, ahead)   # uncommitted data existed while polling
+    check_exactly_once(results, seen)
+    assert len(seen) == len(results)

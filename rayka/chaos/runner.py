@@ -1,0 +1,367 @@
+"""`rayka chaos`: a seeded fault schedule against a live cluster, then the checker's verdict.
+
+Rules:
+- Everything is real: a 3-server ZooKeeper ensemble on loopback, Ray (a multi-node
+  `ray.cluster_utils.Cluster` with one broker per node when `kill-node` is among the faults,
+  else a local Ray), broker and controller actors, the workload of rayka/chaos/workload.py.
+- The schedule is a seeded round robin over the requested fault kinds (shuffled per round,
+  so every kind gets its turn): inject, hold (a pause or an outage lasts `hold_s`), heal,
+  wait until the cluster is healthy again (every broker registered, every partition led
+  with a full ISR), let traffic flow for a moment, next fault. The seed is printed first
+  and written into the history; the same seed gives the same schedule and targets.
+- At the end: heal everything, stop producing (every outstanding send answered), read every
+  partition to its high watermark, shut the cluster down cleanly (logs flushed), and run
+  the checker over the history AND the brokers' files. A cluster that does not heal within
+  `heal_timeout_s` is reported as a liveness failure (the run fails) but is still checked.
+- `unsafe=True` sets unclean.leader.election.enable=true and min.insync.replicas=1: the
+  configuration in which Kafka (and rayka) CAN lose acknowledged writes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+
+from rayka.chaos.checker import Verdict, check
+from rayka.chaos.history import History, load_history
+
+TOPIC = "chaos"
+FAULT_KINDS = ("kill-broker", "kill-broker-norestart", "kill-controller", "pause-leader",
+               "pause-controller", "expire-broker", "expire-controller", "zk-restart-server",
+               "zk-kill-leader", "corrupt-tail", "controlled-shutdown", "kill-node")
+RE_REGISTER = {"kill-broker", "kill-broker-norestart", "expire-broker", "corrupt-tail",
+               "controlled-shutdown", "kill-node"}
+HELD = {"pause-leader", "pause-controller", "zk-restart-server", "zk-kill-leader",
+        "kill-broker-norestart"}
+
+
+@dataclass
+class ChaosConfig:
+    duration_s: float = 60.0
+    seed: int = 0
+    faults: tuple[str, ...] = FAULT_KINDS
+    min_faults_per_kind: int = 0        # keep going past duration until each kind had this many
+    partitions: int = 6
+    brokers: int = 3
+    producers: int = 3
+    consumers: int = 1
+    rate_per_producer: float = 150.0
+    hold_s: tuple[float, float] = (3.5, 5.0)    # > the ZooKeeper session timeout: pauses expire
+    rest_s: tuple[float, float] = (0.5, 1.5)
+    heal_timeout_s: float = 120.0
+    zk_session_timeout_ms: int = 3000
+    replica_lag_time_max_ms: int = 3000
+    unsafe: bool = False
+    scenario: str = "random"            # or "isr-of-one": Jepsen 2013's loss, scripted
+    out_dir: str = ""
+    keep_data: bool = False
+    fault_log: list = field(default_factory=list)
+
+
+class ChaosRun:
+    def __init__(self, config: ChaosConfig, say=print):
+        unknown = set(config.faults) - set(FAULT_KINDS)
+        if unknown:
+            raise ValueError(f"unknown fault kinds {sorted(unknown)}; known: {', '.join(FAULT_KINDS)}")
+        self.cfg = config
+        self.say = say
+        self.rng = random.Random(config.seed)
+        self.out = config.out_dir or os.path.join("chaos-runs", f"seed-{config.seed}-{int(time.time())}")
+        os.makedirs(self.out, exist_ok=True)
+        self.data_dir = os.path.join(self.out, "data")
+        self.history = History(os.path.join(self.out, "history.jsonl"))
+        self.multi_node = "kill-node" in config.faults
+        self.ensemble = self.ray_cluster = self.cluster = self.injector = self.workload = None
+        self.liveness: list[str] = []
+        self.fault_counts: dict[str, int] = {}
+
+    # -- setup and teardown ------------------------------------------------------------------------
+    def _start(self) -> None:
+        import ray
+
+        import rayka
+        from rayka.chaos.faults import FaultInjector
+        from rayka.chaos.workload import Workload
+        from rayka.zookeeper import ZooKeeperEnsemble
+        self.ensemble = ZooKeeperEnsemble(3).start()
+        if self.multi_node:
+            from ray.cluster_utils import Cluster as RayTestCluster
+            self.ray_cluster = RayTestCluster(initialize_head=True, head_node_args={
+                "num_cpus": 2, "resources": {"rayka_control": 100}})
+            self.broker_node_args = {"num_cpus": 1, "resources": {"rayka_broker": 1}}
+            for _ in range(self.cfg.brokers):
+                self.ray_cluster.add_node(**self.broker_node_args)
+            ray.init(address=self.ray_cluster.address, include_dashboard=False,
+                     logging_level="ERROR", log_to_driver=False)
+        else:
+            ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="ERROR",
+                     log_to_driver=False)
+        placement = ({"broker_resources": {"rayka_broker": 1},
+                      "control_resources": {"rayka_control": 1}} if self.multi_node else {})
+        self.cluster = rayka.start_local(
+            name=f"chaos{uuid.uuid4().hex[:6]}", brokers=self.cfg.brokers, controllers=2,
+            zookeeper=self.ensemble.connect_string, data_dir=self.data_dir,
+            replica_lag_time_max_ms=self.cfg.replica_lag_time_max_ms,
+            zk_session_timeout_ms=self.cfg.zk_session_timeout_ms, **placement)
+        topic_config = ({"min.insync.replicas": 1, "unclean.leader.election.enable": "true"}
+                        if self.cfg.unsafe else {"min.insync.replicas": 2})
+        self.cluster.admin().create_topic(TOPIC, self.cfg.partitions, 3, topic_config)
+        self.history.record("info", "meta", topic=TOPIC, partitions=self.cfg.partitions,
+                            replication_factor=3, min_isr=topic_config["min.insync.replicas"],
+                            seed=self.cfg.seed, faults=list(self.cfg.faults),
+                            unsafe=self.cfg.unsafe)
+        self.injector = FaultInjector(self.cluster, ensemble=self.ensemble, rng=self.rng)
+        self.workload = Workload(self.cluster, TOPIC, self.history,
+                                 producers=self.cfg.producers, consumers=self.cfg.consumers,
+                                 rate_per_producer=self.cfg.rate_per_producer)
+
+    def _teardown(self) -> None:
+        import ray
+        if self.cluster is not None:
+            try:
+                self.cluster.shutdown()
+            except Exception as exc:  # report, but still stop ZooKeeper and Ray below
+                self.liveness.append(f"shutdown: {type(exc).__name__}: {exc}")
+        if ray.is_initialized():
+            ray.shutdown()
+        if self.ray_cluster is not None:
+            self.ray_cluster.shutdown()
+        if self.ensemble is not None:
+            self.ensemble.stop()
+
+    # -- the run ---------------------------------------------------------------------------------------
+    def run(self) -> Verdict:
+        self.say(f"chaos seed {self.cfg.seed}: faults {', '.join(self.cfg.faults)}; "
+                 f"output in {self.out}")
+        try:
+            self._start()
+            self.workload.start()
+            from rayka.admin import wait_for
+            wait_for(lambda: self.workload.acked > 50, 60, "the workload's first acknowledgements")
+            if self.cfg.scenario == "isr-of-one":
+                self._isr_of_one()
+            else:
+                self._fault_loop()
+            self._heal_all()
+            self.workload.stop()
+            if not self._wait_healthy():
+                self.liveness.append("not healthy before the final read")
+            self.workload.final_read()
+        finally:
+            if self.workload is not None:
+                self.workload.stop_all.set()
+            if self.injector is not None:
+                self.injector.resume_all()
+            self._teardown()
+            self.history.close()
+        verdict = check(load_history(self.history.path), data_root=self.data_dir)
+        verdict.stats["liveness_failures"] = list(self.liveness) + list(
+            self.workload.errors if self.workload else [])
+        verdict.stats["seed"] = self.cfg.seed
+        with open(os.path.join(self.out, "verdict.json"), "w") as f:
+            json.dump({"config": {k: v for k, v in asdict(self.cfg).items() if k != "fault_log"},
+                       "verdict": verdict.to_json()}, f, indent=2, default=str)
+        if not self.cfg.keep_data and verdict.ok and not verdict.stats["liveness_failures"]:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+        return verdict
+
+    def _schedule(self):
+        while True:
+            kinds = list(self.cfg.faults)
+            self.rng.shuffle(kinds)
+            yield from kinds
+
+    def _fault_loop(self) -> None:
+        deadline = time.monotonic() + self.cfg.duration_s
+        schedule = self._schedule()
+        fault_id = 0
+        while time.monotonic() < deadline or any(
+                self.fault_counts.get(k, 0) < self.cfg.min_faults_per_kind for k in self.cfg.faults):
+            kind = next(schedule)
+            fault_id += 1
+            started = time.monotonic()
+            epochs = self._broker_epochs()
+            what = self._inject(kind)
+            self.history.record("info", "fault", id=fault_id, kind=kind, phase="start",
+                                target=str(what.get("target")), partition=what.get("partition"))
+            if kind in HELD:
+                time.sleep(self.rng.uniform(*self.cfg.hold_s))   # the outage lasts this long
+            self._heal(kind, what)
+            self.history.record("info", "fault", id=fault_id, kind=kind, phase="end",
+                                target=str(what.get("target")), partition=what.get("partition"))
+            self.fault_counts[kind] = self.fault_counts.get(kind, 0) + 1
+            healthy = self._wait_reregistered(kind, what, epochs) and self._wait_healthy()
+            self.say(f"fault {fault_id:3d} {kind:22s} {str(what.get('target')):>12s} "
+                     f"healed in {time.monotonic() - started:5.1f} s"
+                     f"{'' if healthy else '  NOT HEALTHY'}  acked {self.workload.acked}")
+            if not healthy:
+                self.liveness.append(f"fault {fault_id} ({kind}) did not heal within "
+                                     f"{self.cfg.heal_timeout_s} s")
+                self._heal_all()
+                if not self._wait_healthy():
+                    raise RuntimeError(f"cluster did not recover after fault {fault_id} ({kind}); "
+                                       f"seed {self.cfg.seed}")
+            time.sleep(self.rng.uniform(*self.cfg.rest_s))   # traffic between faults
+
+    def _isr_of_one(self) -> None:
+        """Jepsen's Kafka 0.8 loss, scripted: both followers of partition 0 stop (SIGSTOP), the
+        ISR shrinks to the leader alone, which keeps acknowledging acks=all writes (min ISR 1);
+        then the leader dies for good and the followers come back: only an UNCLEAN election
+        can give the partition a leader, and the writes only the old leader had are gone.
+        With the safe defaults (min ISR 2, unclean off) the same script loses nothing."""
+        import ray
+
+        from rayka.admin import wait_for
+        from replicas.errors import RequestTimedOut
+        inj, admin = self.injector, self.cluster.admin()
+        p = admin.describe_topic(TOPIC)[0]
+        followers = [b for b in p.replicas if b != p.leader]
+        pids = [inj.pause_pid(ray.get(self.cluster.broker_actor(b).pid.remote(), timeout=30),
+                              f"broker-{b}")["pid"] for b in followers]
+        self.history.record("info", "fault", id=1, kind="pause-followers", phase="start",
+                            target=",".join(map(str, followers)), partition=0)
+        wait_for(lambda: admin.describe_topic(TOPIC)[0].isr == (p.leader,), 60,
+                 "the ISR of partition 0 shrunk to its leader")
+        acked = self.workload.acked
+        try:      # unsafe: acknowledged by the leader alone; safe: refused (NOT_ENOUGH_REPLICAS)
+            wait_for(lambda: self.workload.acked > acked + 300, 20, "writes acked by one replica")
+        except RequestTimedOut:
+            pass
+        inj.kill_broker(p.leader, restart=False)
+        self.history.record("info", "fault", id=2, kind="kill-broker-norestart", phase="start",
+                            target=f"broker-{p.leader}", partition=0)
+        for pid in pids:
+            inj.resume_pid(pid)
+        if self.cfg.unsafe:       # safe: partition 0 stays offline until its last ISR member
+            wait_for(lambda: admin.describe_topic(TOPIC)[0].leader in followers, 90,
+                     "an unclean leader for partition 0 among the returning followers")
+        inj.revive_brokers()
+        for i in (1, 2):
+            self.history.record("info", "fault", id=i, kind="isr-of-one", phase="end",
+                                target="", partition=0)
+        if not self._wait_healthy():
+            self.liveness.append("isr-of-one: not healthy after the scenario")
+
+    def _random_partition(self) -> int:
+        return self.rng.randrange(self.cfg.partitions)
+
+    def _inject(self, kind: str) -> dict:
+        inj, p = self.injector, self._random_partition()
+        if kind == "kill-broker":
+            return inj.kill_leader(TOPIC, p, restart=True)
+        if kind == "kill-broker-norestart":
+            return inj.kill_leader(TOPIC, p, restart=False)
+        if kind == "kill-controller":
+            return inj.kill_controller()
+        if kind == "pause-leader":
+            return inj.pause_leader(TOPIC, p)
+        if kind == "pause-controller":
+            return inj.pause_controller()
+        if kind == "expire-broker":
+            leader = inj.live_leaders(TOPIC).get(p, -1)
+            if leader < 0:
+                leader = self.rng.choice(self.cluster.facts["brokers"])
+            return dict(inj.expire_broker_session(leader), partition=p)
+        if kind == "expire-controller":
+            return inj.expire_controller_session()
+        if kind == "zk-restart-server":
+            return inj.zk_stop_server(self.rng.randrange(3))
+        if kind == "zk-kill-leader":
+            return inj.zk_kill_leader()
+        if kind == "corrupt-tail":
+            broker = self.rng.choice(self.cluster.facts["brokers"])
+            return dict(inj.corrupt_segment_tail(broker, TOPIC, p), partition=p)
+        if kind == "controlled-shutdown":
+            broker = self.rng.choice(self.cluster.facts["brokers"])
+            return inj.controlled_shutdown(broker)
+        if kind == "kill-node":
+            return self._kill_node(p)
+        raise ValueError(kind)
+
+    def _kill_node(self, partition: int) -> dict:
+        import ray
+        leader = self.injector.live_leaders(TOPIC).get(partition)
+        node_id = ray.get(self.cluster.broker_actor(leader).node_id.remote(), timeout=30)
+        node = next(n for n in self.ray_cluster.worker_nodes if n.node_id == node_id)
+        self.injector.kill_node(self.ray_cluster, node, **self.broker_node_args)
+        return {"kind": "kill-node", "target": f"node-of-broker-{leader}", "partition": partition,
+                "broker": leader}
+
+    def _heal(self, kind: str, what: dict) -> None:
+        inj = self.injector
+        if kind in ("pause-leader", "pause-controller"):
+            inj.resume_pid(what["pid"])
+        elif kind == "kill-broker-norestart":
+            inj.revive_brokers()
+        elif kind in ("zk-restart-server", "zk-kill-leader"):
+            inj.zk_start_server(what["server"])
+
+    def _heal_all(self) -> None:
+        inj = self.injector
+        inj.resume_all()
+        for i, server in enumerate(self.ensemble.servers):
+            if not server.is_running():
+                inj.zk_start_server(i)
+        inj.revive_brokers()
+
+    def _broker_epochs(self) -> dict[int, int]:
+        try:
+            return {b: r.epoch for b, r in self.cluster.store.get_brokers().items()}
+        except Exception:  # ZooKeeper under attack: nothing to compare with
+            return {}
+
+    def _wait_reregistered(self, kind: str, what: dict, before: dict[int, int]) -> bool:
+        """A broker that lost its process or session must come back as a NEW incarnation
+        (larger broker epoch) before the cluster can be called healed: otherwise a health
+        check could pass before anyone noticed the fault."""
+        broker = what.get("broker")
+        if kind not in RE_REGISTER or broker is None or broker not in before:
+            return True
+        from rayka.admin import wait_for
+        from replicas.errors import RequestTimedOut
+        try:
+            wait_for(lambda: self._broker_epochs().get(broker, -1) > before[broker],
+                     self.cfg.heal_timeout_s, f"broker {broker} registered anew")
+            return True
+        except RequestTimedOut:
+            return False
+
+    def _wait_healthy(self) -> bool:
+        import ray
+
+        from rayka.admin import wait_for
+        from replicas.errors import RequestTimedOut
+        store, admin = self.cluster.store, self.cluster.admin()
+        want = set(self.cluster.facts["brokers"])
+
+        def healthy():
+            try:
+                if not want <= store.get_broker_ids() or store.get_controller() is None:
+                    return False
+                if not all(p.leader in want and len(p.isr) == len(p.replicas)
+                           for p in admin.describe_topic(TOPIC)):
+                    return False
+                # every actor answers: none is still restarting (Ray may not have begun to)
+                actors = self.cluster.broker_actors() + [
+                    self.cluster.controller_actor(c) for c in self.cluster.facts["controllers"]]
+                ray.get([a.pid.remote() for a in actors if a is not None], timeout=5)
+                return len(actors) == len(want) + len(self.cluster.facts["controllers"])
+            except Exception:  # ZooKeeper or an actor is recovering
+                return False
+        try:
+            wait_for(healthy, self.cfg.heal_timeout_s, "a healthy cluster")
+            return True
+        except RequestTimedOut:
+            return False
+
+
+def run_chaos(config: ChaosConfig, say=print) -> tuple[Verdict, str]:
+    """Run one chaos scenario; returns the verdict and the output directory."""
+    run = ChaosRun(config, say)
+    verdict = run.run()
+    return verdict, run.out

@@ -1,0 +1,216 @@
+"""The chaos workload: concurrent producers and consumers, and samplers, writing a history.
+
+Rules:
+- Producers: `producers` threads, each with its OWN idempotent acks=all Producer, send
+  unique values `p<process>-<n>` keyed by themselves (murmur2 spreads them over every
+  partition), paced at `rate_per_producer` records/s. Each send is recorded as `invoke`,
+  then `ok` (partition, offset) or `info` (indeterminate: the producer gave up, the record
+  may or may not be in the log). Nothing is recorded as `fail`: with retries a rayka
+  producer cannot know that a failed record was not written.
+- Consumers: `consumers` threads subscribed to the topic from the beginning record every
+  record they see (`read`): the checker proves none was above the high watermark.
+- Samplers record ZooKeeper's partition states and the active controller when they change,
+  and every leader's high watermark (`hw-sample`): evidence for invariants 4 and 5.
+- `final_read()` (after healing) reads every partition from its log start to its high
+  watermark with a fresh consumer (`final-read`, `final-hw`).
+- Pacing uses sleeps: they set a rate, they never wait for an event.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import ray
+
+from rayka.admin import wait_for
+from replicas.errors import KafkaError
+
+
+class Workload:
+    def __init__(self, cluster, topic: str, history, *, producers: int = 3, consumers: int = 1,
+                 rate_per_producer: float = 200.0, delivery_timeout_ms: int = 120_000):
+        self.cluster, self.topic, self.history = cluster, topic, history
+        self.n_producers, self.n_consumers = producers, consumers
+        self.rate = rate_per_producer
+        self.delivery_timeout_ms = delivery_timeout_ms
+        self.stop_producing = threading.Event()
+        self.stop_all = threading.Event()
+        self.threads: list[threading.Thread] = []
+        self.producers: list = []
+        self.acked = 0
+        self.indeterminate = 0
+        self._lock = threading.Lock()
+        self.errors: list[str] = []
+
+    # -- lifecycle ------------------------------------------------------------------------------------
+    def start(self) -> None:
+        for i in range(self.n_producers):
+            self._spawn(self._produce, i, f"chaos-producer-{i}")
+        for i in range(self.n_consumers):
+            self._spawn(self._consume, 100 + i, f"chaos-consumer-{i}")
+        self._spawn(self._sample, 0, "chaos-sampler")
+
+    def _spawn(self, target, arg, name) -> None:
+        def guarded():
+            try:
+                target(arg)
+            except Exception as exc:  # a dead workload thread must fail the run, not hide
+                self.errors.append(f"{name}: {type(exc).__name__}: {exc}")
+                raise
+        t = threading.Thread(target=guarded, name=name, daemon=True)
+        t.start()
+        self.threads.append(t)
+
+    def stop(self, timeout_s: float = 180.0) -> None:
+        """Stop producing, wait for every outstanding send to be answered, stop the rest."""
+        self.stop_producing.set()
+        for p in list(self.producers):
+            try:
+                p.close(timeout_s)
+            except KafkaError as exc:   # still unanswered: those sends stay indeterminate
+                self.errors.append(f"close: {exc}")
+        self.stop_all.set()
+        for t in self.threads:
+            t.join(30)
+
+    # -- producers ------------------------------------------------------------------------------------
+    def _produce(self, process: int) -> None:
+        producer = self.cluster.producer(acks="all", enable_idempotence=True, linger_ms=2,
+                                         delivery_timeout_ms=self.delivery_timeout_ms)
+        self.producers.append(producer)
+        burst = max(1, int(self.rate / 20))
+        n = 0
+        next_t = time.monotonic()
+        while not self.stop_producing.is_set():
+            for _ in range(burst):
+                value = f"p{process}-{n}"
+                n += 1
+                self.history.record("invoke", "send", process=process, value=value)
+                try:
+                    future = producer.send(self.topic, value.encode(), key=value.encode())
+                except KafkaError as exc:
+                    self._indeterminate(process, value, exc)
+                    continue
+                future.add_done_callback(
+                    lambda f, v=value: self._answered(process, v, f))
+            next_t += burst / self.rate
+            delay = next_t - time.monotonic()
+            if delay > 0:
+                self.stop_producing.wait(delay)   # pacing, not synchronisation
+            else:
+                next_t = time.monotonic()
+
+    def _answered(self, process: int, value: str, future) -> None:
+        exc = future.exception()
+        if exc is not None:
+            self._indeterminate(process, value, exc)
+            return
+        meta = future.result()
+        self.history.record("ok", "send", process=process, value=value,
+                            partition=meta.partition, offset=meta.offset)
+        with self._lock:
+            self.acked += 1
+
+    def _indeterminate(self, process: int, value: str, exc: BaseException) -> None:
+        self.history.record("info", "send", process=process, value=value,
+                            error=f"{type(exc).__name__}: {exc}")
+        with self._lock:
+            self.indeterminate += 1
+
+    # -- consumers ------------------------------------------------------------------------------------
+    def _consume(self, process: int) -> None:
+        consumer = self.cluster.consumer()
+        consumer.subscribe([self.topic])
+        consumer.seek_to_beginning()
+        while not self.stop_all.is_set():
+            try:
+                records = consumer.poll(timeout_ms=200)
+            except KafkaError:     # a partition without leader right now: next poll
+                continue
+            for r in records:
+                self.history.record("ok", "read", process=process, partition=r.partition,
+                                    offset=r.offset, value=r.value.decode())
+
+    # -- samplers -------------------------------------------------------------------------------------
+    def _sample(self, _arg) -> None:
+        store = self.cluster.store
+        last_zk: dict[int, tuple] = {}
+        last_hw: dict[tuple, tuple] = {}
+        last_controller = None
+        while not self.stop_all.wait(0.2):        # the sampling period
+            try:
+                controller = self._controller_sample(store)
+                states = store.get_partition_states([self.topic])
+            except Exception:  # ZooKeeper itself is under attack: sample next time
+                continue
+            if controller != last_controller and controller[0] is not None:
+                self.history.record("ok", "controller-sample", controller_id=controller[0],
+                                    epoch=controller[1])
+                last_controller = controller
+            for (_t, p), s in states.items():
+                key = (s.leader, s.leader_epoch, tuple(s.isr))
+                if last_zk.get(p) != key:
+                    self.history.record("ok", "zk-sample", partition=p, leader=s.leader,
+                                        leader_epoch=s.leader_epoch, isr=list(s.isr))
+                    last_zk[p] = key
+            self._sample_high_watermarks(states, last_hw)
+
+    @staticmethod
+    def _controller_sample(store) -> tuple:
+        """(controller id, epoch) from two reads that agree: the epoch is read before and
+        after /controller, so a failover in between cannot pair an id with another epoch."""
+        before = store.get_controller_epoch()[0]
+        controller = store.get_controller()
+        if store.get_controller_epoch()[0] != before:
+            return (None, None)
+        return (controller, before)
+
+    def _sample_high_watermarks(self, states, last_hw) -> None:
+        refs = {}
+        for (t, p), s in states.items():
+            actor = self.cluster.broker_actor(s.leader) if s.leader >= 0 else None
+            if actor is not None:
+                refs[(p, s.leader)] = actor.partition_info.remote((t, p))
+        for (p, broker), ref in refs.items():
+            try:
+                info = ray.get(ref, timeout=2)
+            except Exception:  # that broker is down or paused: no sample
+                continue
+            if not info or info["role"] != "leader":
+                continue
+            key = (info["leader_epoch"], info["high_watermark"])
+            if last_hw.get((p, broker)) != key:
+                self.history.record("ok", "hw-sample", partition=p, broker=broker,
+                                    leader_epoch=info["leader_epoch"],
+                                    high_watermark=info["high_watermark"])
+                last_hw[(p, broker)] = key
+
+    # -- the end ---------------------------------------------------------------------------------------
+    def final_read(self, timeout_s: float = 300.0) -> int:
+        """Every partition from log start to HW, recorded; returns the records read."""
+        admin = self.cluster.admin()
+        infos = admin.describe_topic(self.topic)
+        consumer = self.cluster.consumer()
+        tps = [(self.topic, p.partition) for p in infos]
+        consumer.assign(tps)
+        consumer.seek_to_beginning()
+        ends = consumer.end_offsets(tps)
+        starts = {tp: consumer.position(tp) for tp in tps}
+        total = 0
+
+        def done():
+            nonlocal total
+            for r in consumer.poll(timeout_ms=200):
+                if r.offset < ends[(r.topic, r.partition)]:
+                    self.history.record("ok", "final-read", partition=r.partition,
+                                        offset=r.offset, value=r.value.decode())
+                    total += 1
+            return all(consumer.position(tp) >= ends[tp] for tp in tps)
+        wait_for(done, timeout_s, f"the final read of {self.topic}")
+        for p in infos:
+            tp = (self.topic, p.partition)
+            self.history.record("ok", "final-hw", partition=p.partition,
+                                log_start_offset=starts[tp], high_watermark=ends[tp],
+                                isr=list(p.isr), leader=p.leader)
+        return total

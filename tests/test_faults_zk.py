@@ -1,0 +1,132 @@
+"""Fault plumbing on the REAL ZooKeeper (no Ray): a forced server-side session expiry through
+``controller.zk_store.expire_session``, and the ensemble faults (leader kill, restart,
+rejoin) through ``rayka.zookeeper.ZooKeeperEnsemble`` and the FaultInjector's zk_* methods.
+
+Synchronisation is poll-with-deadline (tests.zk_helpers.wait_until), never a sleep."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from controller.zk_paths import BrokerRegistration
+from controller.zk_store import ZkStore, ZkUnavailable, expire_session
+from rayka.chaos.faults import FaultInjector
+from rayka.zookeeper import free_port
+from tests.zk_helpers import SESSION_S, wait_until
+
+pytestmark = pytest.mark.zk
+
+
+class States:
+    """Session states forwarded by a ZkStore listener (from kazoo's thread)."""
+
+    def __init__(self):
+        self.seen: list[str] = []
+        self._lock = threading.Lock()
+
+    def __call__(self, state: str) -> None:
+        with self._lock:
+            self.seen.append(state)
+
+    def snapshot(self) -> list[str]:
+        with self._lock:
+            return list(self.seen)
+
+
+def registered(store, broker_id) -> int:
+    return store.register_broker(BrokerRegistration(broker_id, "127.0.0.1", 0,
+                                                    actor_name=f"broker-{broker_id}"), wait_s=5)
+
+
+def owner(client, store, broker_id):
+    stat = client.exists(f"{store.root}/brokers/ids/{broker_id}")
+    return None if stat is None else stat.ephemeralOwner
+
+
+def test_session_credentials_and_forced_expiry(stores, zk_server, zk_client):
+    store = stores()
+    states = States()
+    store.add_state_listener(states)
+    registered(store, 1)
+    session_id, password = store.session_credentials()
+    assert session_id == store.session_id and isinstance(password, bytes) and password
+    assert owner(zk_client, store, 1) == session_id
+
+    expire_session(zk_server.connect_string, session_id, password)
+
+    # the server ended the session: its ephemeral is gone at once (not after a timeout) ...
+    wait_until(lambda: owner(zk_client, store, 1) is None, 10, "the ephemeral deleted")
+    # ... and the owner saw LOST, then reconnected on a NEW session
+    wait_until(lambda: "LOST" in states.snapshot(), 15, "LOST")
+    wait_until(lambda: store.connected and store.session_id not in (None, session_id), 15,
+               "a new session")
+    seen = states.snapshot()
+    assert "CONNECTED" in seen[seen.index("LOST"):]
+    assert store.session_credentials()[0] != session_id
+    # the new session works: the broker can register again, with a larger epoch (czxid)
+    assert store.get_broker(1) is None
+    epoch = registered(store, 1)
+    assert owner(zk_client, store, 1) == store.session_id and epoch > 0
+
+
+def test_expire_session_of_an_unreachable_server_raises_zk_unavailable():
+    with pytest.raises(ZkUnavailable):
+        expire_session(f"127.0.0.1:{free_port()}", 0x1234, b"\0" * 16, timeout_s=1.0)
+
+
+def test_kill_ensemble_leader_keeps_the_session_and_the_killed_server_rejoins(
+        zk_ensemble, cluster):
+    ensemble = zk_ensemble
+    injector = FaultInjector(None, ensemble=ensemble)   # zk_* faults need no rayka cluster
+    store = ZkStore(ensemble.connect_string, cluster, session_timeout_s=SESSION_S).start()
+    try:
+        states = States()
+        store.add_state_listener(states)
+        registered(store, 7)
+        session_id = store.session_id
+        old_leader = ensemble.leader()
+
+        what = injector.zk_kill_leader()
+        assert what["kind"] == "zk_kill_leader" and what["server"] == old_leader
+        assert what["target"] == f"zk-{old_leader}" and what["partition"] is None
+        assert not ensemble.servers[old_leader].is_running()
+
+        new_leader = ensemble.leader(timeout_s=30)        # the two survivors elect one
+        assert new_leader != old_leader
+        wait_until(lambda: store.connected, 30, "the client reconnected")
+        assert store.session_id == session_id and "LOST" not in states.snapshot()
+        assert store.get_broker(7) is not None            # the ephemeral survived
+        assert store.client.exists(f"{store.root}/brokers/ids/7").ephemeralOwner == session_id
+        store.create_topic("after-leader-kill", {0: [7]})  # and the quorum takes writes
+        assert store.get_topic_assignment("after-leader-kill").partitions == {0: (7,)}
+
+        back = injector.zk_restart_server(old_leader)      # killed: nothing to stop, start
+        assert back["server"] == old_leader and ensemble.servers[old_leader].is_running()
+        wait_until(lambda: ensemble.servers[old_leader].mode() == "follower", 30,
+                   "the restarted server following")
+        assert ensemble.leader() == new_leader
+
+        # a graceful stop/start of a follower: it rejoins on the same ports and data dir
+        follower = next(i for i in range(3) if i != new_leader)
+        injector.zk_stop_server(follower)
+        assert ensemble.modes()[follower] is None
+        store.create_topic("while-follower-down", {0: [7]})
+        injector.zk_start_server(follower)
+        wait_until(lambda: ensemble.servers[follower].mode() == "follower", 30,
+                   "the follower back")
+        wait_until(lambda: sorted(m for m in ensemble.modes()) ==
+                   ["follower", "follower", "leader"], 30, "a full ensemble")
+        assert store.session_id == session_id and "LOST" not in states.snapshot()
+        assert {"after-leader-kill", "while-follower-down"} <= store.get_topics()
+    finally:
+        store.close()
+        for i, server in enumerate(ensemble.servers):    # leave the module's ensemble whole
+            if not server.is_running():
+                ensemble.start_server(i)
+
+
+def test_ensemble_faults_need_an_ensemble():
+    with pytest.raises(RuntimeError):
+        FaultInjector(None).zk_kill_leader()
