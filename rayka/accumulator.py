@@ -14,7 +14,8 @@ Rules:
   newer one was opened behind it), or sealed (bulk or retried), or at least linger_ms
   old (clock_ms() - created_ms >= linger_ms). drain(ready_only=True) pops, per
   partition, the ready batches from the front of the queue, stopping at the first one
-  that is not; drain(ready_only=False) pops everything (flush/close).
+  that is not; drain(ready_only=False) pops everything (flush/close); partitions passed
+  in `skip` (a batch in flight) are left alone, so their open batch keeps growing.
 - Idempotence (producer_id >= 0): sequence numbers are assigned at DRAIN time, per
   partition, starting at 0 and increasing by each batch's record count (int32, wrapping
   to 0 like Kafka). A drained batch is sealed: nothing more is appended to it.
@@ -202,11 +203,15 @@ class RecordAccumulator:
         return (batch.sealed or queue_len > 1 or batch.estimated_bytes >= self.batch_size
                 or now - batch.created_ms >= self.linger_ms)
 
-    def drain(self, ready_only: bool = True) -> list[ProducerBatch]:
-        """Pop the sendable batches (all of them when not ready_only), sequences assigned."""
+    def drain(self, ready_only: bool = True, skip=frozenset()) -> list[ProducerBatch]:
+        """Pop the sendable batches (all of them when not ready_only), sequences assigned.
+        Partitions in `skip` (a batch in flight) keep theirs: their open batch goes on
+        filling up instead of becoming a queue of tiny batches sent one by one."""
         now = self._clock()
         out: list[ProducerBatch] = []
         for tp, queue in list(self._queues.items()):
+            if tp in skip:
+                continue
             while queue and (not ready_only or self._ready(queue[0], len(queue), now)):
                 batch = queue.popleft()
                 batch.sealed = True
@@ -236,11 +241,12 @@ class RecordAccumulator:
         batch.attempts += 1
         batch.done, batch.base_offset, batch.error = False, None, None
 
-    def next_ready_ms(self) -> int | None:
-        """Earliest clock time at which some queued batch is ready (None if nothing queued)."""
+    def next_ready_ms(self, skip=frozenset()) -> int | None:
+        """Earliest clock time at which some queued batch outside `skip` is ready (None if
+        nothing is queued there)."""
         now = self._clock()
         times = [now if self._ready(q[0], len(q), now) else q[0].created_ms + self.linger_ms
-                 for q in self._queues.values() if q]
+                 for tp, q in self._queues.items() if q and tp not in skip]
         return min(times) if times else None
 
     def next_sequence(self, tp: TopicPartition) -> int:

@@ -351,8 +351,16 @@ def cmd_consume(args) -> None:
     print(f"{seen} records consumed", file=sys.stderr)
 
 
+def _interrupt(_signum, _frame):
+    raise KeyboardInterrupt
+
+
 def cmd_chaos(args) -> int:
+    import signal
+
     from rayka.chaos.runner import ChaosConfig, run_chaos
+    # SIGTERM (e.g. `timeout`) unwinds like Ctrl-C, so the run stops its ZooKeeper and Ray
+    signal.signal(signal.SIGTERM, _interrupt)
     kinds = tuple(k.strip() for k in args.faults.split(",") if k.strip())
     unknown = sorted(set(kinds) - set(FAULT_KINDS_DEFAULT))
     if unknown:

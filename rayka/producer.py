@@ -169,13 +169,14 @@ class Producer:
         with self.cond:
             if self.closed and not self.unfinished:
                 return True
-            for batch in self.acc.drain(ready_only=not self.flushing):
+            waiting = self.busy | {tp for tp, q in self.outbox.items() if q}
+            for batch in self.acc.drain(ready_only=not self.flushing, skip=waiting):
                 self.outbox[batch.tp].append(batch)
                 self.first_try_ms.setdefault(id(batch), _clock_ms())
             self._dispatch()
             refs = list(self.in_flight)
             if not refs:
-                nxt = self.acc.next_ready_ms()
+                nxt = self.acc.next_ready_ms(skip=waiting)
                 wait_ms = 50 if nxt is None else max(0, nxt - _clock_ms())
                 if self.retry_at:
                     wait_ms = min(wait_ms, max(0, min(self.retry_at.values()) - _clock_ms()))

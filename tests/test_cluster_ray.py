@@ -25,25 +25,9 @@ from replicas.errors import (CorruptRecord, ElectionNotNeeded, InvalidRequiredAc
                              TopicAlreadyExists, UnknownTopicOrPartition)
 from replicas.records import build_batch
 
+from tests.ray_cluster import cluster, ray_session  # noqa: F401  (fixtures)
+
 pytestmark = pytest.mark.ray
-
-
-@pytest.fixture(scope="module")
-def ray_session():
-    # address="local": always a private Ray instance, never a `ray start` cluster that another
-    # process left running on this machine (ray.init would attach to it and refuse num_cpus).
-    ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="WARNING")
-    yield
-    ray.shutdown()
-
-
-@pytest.fixture(scope="module")
-def cluster(ray_session, tmp_path_factory):
-    c = rayka.start_local(name=f"t{uuid.uuid4().hex[:8]}", brokers=3, controllers=2,
-                          data_dir=str(tmp_path_factory.mktemp("rayka")),
-                          replica_lag_time_max_ms=3000)
-    yield c
-    c.shutdown()
 
 
 def read_all(cluster, topic, expected, timeout_s=60):

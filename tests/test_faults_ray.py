@@ -8,35 +8,19 @@ Waits are rayka.admin.wait_for with generous deadlines (2 cores, other Ray tests
 from __future__ import annotations
 
 import random
-import uuid
 from pathlib import Path
 
 import pytest
 import ray
 
-import rayka
 from rayka.admin import wait_for
 from rayka.chaos.faults import FaultInjector
+
+from tests.ray_cluster import cluster, ray_session  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.ray
 
 TIMEOUT_S = 120
-
-
-@pytest.fixture(scope="module")
-def ray_session():
-    ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="WARNING")
-    yield
-    ray.shutdown()
-
-
-@pytest.fixture(scope="module")
-def cluster(ray_session, tmp_path_factory):
-    c = rayka.start_local(name=f"f{uuid.uuid4().hex[:8]}", brokers=3, controllers=2,
-                          data_dir=str(tmp_path_factory.mktemp("rayka")),
-                          replica_lag_time_max_ms=3000)
-    yield c
-    c.shutdown()
 
 
 def isr_full(admin, topic) -> bool:

@@ -78,11 +78,15 @@ class ChaosRun:
         self.multi_node = "kill-node" in config.faults
         self.ensemble = self.ray_cluster = self.cluster = self.injector = self.workload = None
         self.liveness: list[str] = []
+        self.t0 = time.monotonic()
         self.fault_counts: dict[str, int] = {}
 
     # -- setup and teardown ------------------------------------------------------------------------
     def _start(self) -> None:
+        import logging
+
         import ray
+        logging.getLogger("kazoo").setLevel(logging.ERROR)   # ZooKeeper faults are the point
 
         import rayka
         from rayka.chaos.faults import FaultInjector
@@ -121,18 +125,19 @@ class ChaosRun:
                                  rate_per_producer=self.cfg.rate_per_producer)
 
     def _teardown(self) -> None:
+        """Every step runs whatever the previous one did: nothing may outlive the run."""
         import ray
-        if self.cluster is not None:
+        steps = [("cluster shutdown", self.cluster.shutdown if self.cluster else None),
+                 ("ray shutdown", ray.shutdown if ray.is_initialized() else None),
+                 ("ray test cluster", self.ray_cluster.shutdown if self.ray_cluster else None),
+                 ("ZooKeeper ensemble", self.ensemble.stop if self.ensemble else None)]
+        for what, step in steps:
+            if step is None:
+                continue
             try:
-                self.cluster.shutdown()
-            except Exception as exc:  # report, but still stop ZooKeeper and Ray below
-                self.liveness.append(f"shutdown: {type(exc).__name__}: {exc}")
-        if ray.is_initialized():
-            ray.shutdown()
-        if self.ray_cluster is not None:
-            self.ray_cluster.shutdown()
-        if self.ensemble is not None:
-            self.ensemble.stop()
+                step()
+            except Exception as exc:  # report it; the remaining steps still run
+                self.liveness.append(f"teardown ({what}): {type(exc).__name__}: {exc}")
 
     # -- the run ---------------------------------------------------------------------------------------
     def run(self) -> Verdict:
@@ -143,15 +148,21 @@ class ChaosRun:
             self.workload.start()
             from rayka.admin import wait_for
             wait_for(lambda: self.workload.acked > 50, 60, "the workload's first acknowledgements")
+            self._phase(f"scenario {self.cfg.scenario}")
             if self.cfg.scenario == "isr-of-one":
                 self._isr_of_one()
             else:
                 self._fault_loop()
+            self._phase("healing everything")
             self._heal_all()
+            self._phase("stopping the workload (every outstanding send answered)")
             self.workload.stop()
+            self._phase("waiting for a healthy cluster")
             if not self._wait_healthy():
                 self.liveness.append("not healthy before the final read")
+            self._phase("final read")
             self.workload.final_read()
+            self._phase("shutting down")
         finally:
             if self.workload is not None:
                 self.workload.stop_all.set()
@@ -169,6 +180,9 @@ class ChaosRun:
         if not self.cfg.keep_data and verdict.ok and not verdict.stats["liveness_failures"]:
             shutil.rmtree(self.data_dir, ignore_errors=True)
         return verdict
+
+    def _phase(self, what: str) -> None:
+        self.say(f"[{time.monotonic() - self.t0:7.1f} s] {what}")
 
     def _schedule(self):
         while True:
