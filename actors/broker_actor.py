@@ -1,9 +1,11 @@
 """BrokerActor: one broker as a detached Ray actor, the shell around replicas.ReplicaManager.
 
 Rules:
-- Threaded actor (max_concurrency): an acks=all produce or a long-poll fetch waits on a
-  condition variable in its own thread and never blocks other calls. Every replica
-  manager call happens under ONE lock (the manager is single-threaded by design).
+- Threaded actor: an acks=all produce or a long-poll fetch waits on a condition variable
+  in its own thread and never blocks other calls. Produces, fetches (followers and
+  consumers) and controller requests run in SEPARATE thread pools (Ray concurrency
+  groups), so waiting produces can never starve the fetches that complete them. Every
+  replica manager call happens under ONE lock (the manager is single-threaded by design).
 - Start (also after a Ray restart, which re-runs __init__): recover the logs from disk,
   register in ZooKeeper (an ephemeral /brokers/ids/<id> whose czxid is the broker epoch),
   then obey the controller. A fresh actor waits out a previous registration's session; a
@@ -21,6 +23,8 @@ Rules:
   `<controller_epoch> <controller_id>` to `<data_dir>/controller-epochs.log` (a plain file:
   the replica manager only opens `<topic>-<partition>` dirs). Two ids on one epoch would
   mean two controllers acted in the same term.
+- Ray metrics (actors/metrics.py): a daemon thread publishes `metrics()` (computed under the
+  lock) every `metrics_interval_s` (config key, default 5 s) until shutdown.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ import time
 
 import ray
 
+from actors import metrics
 from actors.cluster_host import broker_actor_name, controller_actor_name
 from actors.fetcher import Fetcher
 from controller.requests import LeaderAndIsrRequest, StopReplicaRequest, UpdateMetadataRequest
@@ -51,7 +56,11 @@ def _clock_ms() -> int:
     return int(time.monotonic() * 1000)
 
 
-@ray.remote(max_restarts=-1, max_task_retries=0, max_concurrency=64, num_cpus=0)
+# Separate thread pools: acks=all produces and consumer long-polls WAIT on a condition, and
+# must never take every thread while the follower fetches that would release them queue up
+# (seen with 3,000 partitions: nothing was ever acknowledged).
+@ray.remote(max_restarts=-1, max_task_retries=0, max_concurrency=16, num_cpus=0,
+            concurrency_groups={"produce": 64, "fetch": 32, "control": 4})
 class BrokerActor:
     def __init__(self, broker_id: int, cluster: str, zookeeper: str, namespace: str,
                  data_dir: str, config: dict | None = None):
@@ -60,6 +69,7 @@ class BrokerActor:
         config = dict(config or {})
         self.id, self.cluster, self.namespace = broker_id, cluster, namespace
         self.tick_ms = int(config.pop("tick_ms", 100))
+        metrics_interval_s = float(config.pop("metrics_interval_s", metrics.DEFAULT_INTERVAL_S))
         config.setdefault("hw_checkpoint_interval_ms", 1000)
         session_ms = int(config.pop("zk_session_timeout_ms", 3000))
         broker_cfg = {k: config.pop(k) for k in list(config) if k in _BROKER_KEYS}
@@ -84,6 +94,8 @@ class BrokerActor:
         self._register()
         threading.Thread(target=self._background, daemon=True, name="broker-background").start()
         threading.Thread(target=self._alter_sender, daemon=True, name="broker-alter").start()
+        metrics.Reporter(self.metrics, metrics.broker_gauges(cluster, broker_id),
+                         metrics_interval_s, self._stopped, name="broker-metrics")
 
     # -- ZooKeeper registration ---------------------------------------------------------------------
     def _register(self) -> None:
@@ -129,6 +141,7 @@ class BrokerActor:
             self.changed.notify_all()
 
     # -- controller → broker ---------------------------------------------------------------------
+    @ray.method(concurrency_group="control")
     def handle_controller_request(self, request) -> dict:
         with self.lock:
             answer = self._apply_controller_request(request)
@@ -184,6 +197,7 @@ class BrokerActor:
             self.fetchers.pop(lid).stop()
 
     # -- produce -----------------------------------------------------------------------------------
+    @ray.method(concurrency_group="produce")
     def produce(self, tp, batches: bytes, acks: int = -1, timeout_ms: int = 30_000) -> dict:
         tp = tuple(tp)
         with self.lock:
@@ -205,6 +219,7 @@ class BrokerActor:
                     "duplicate": r.duplicate}
 
     # -- fetch ---------------------------------------------------------------------------------------
+    @ray.method(concurrency_group="fetch")
     def fetch_many(self, replica_id: int, requests, max_wait_ms: int = 0, min_bytes: int = 1,
                    max_bytes: int = 4 << 20) -> dict:
         """requests: [(tp, offset, current_leader_epoch, last_fetched_epoch)] → {tp: result}."""
@@ -229,6 +244,7 @@ class BrokerActor:
                     return out
                 self.changed.wait(remaining)
 
+    @ray.method(concurrency_group="fetch")
     def offsets_for_leader_epoch(self, tp, current_leader_epoch: int, leader_epoch: int):
         with self.lock:
             return self.rm.offsets_for_leader_epoch(tuple(tp), current_leader_epoch, leader_epoch)
@@ -250,6 +266,11 @@ class BrokerActor:
         with self.lock:
             return self.rm.partition_info(tuple(tp))
 
+    def metrics(self) -> dict:
+        """The figures this broker publishes as Ray gauges (actors/metrics.py)."""
+        with self.lock:
+            return metrics.broker_figures(self.rm.partition_info(tp) for tp in self.rm.partitions())
+
     def pid(self) -> int:
         return os.getpid()
 
@@ -268,29 +289,44 @@ class BrokerActor:
                 self.apply_effects(self.rm.tick())
 
     def _alter_sender(self) -> None:
-        """AlterPartition proposals to the active controller. Only a controller that cannot
-        answer (moving, restarting, unreachable) is retried, and only while the proposal is
-        still the one in flight; a per-partition answer (even a retriable error such as
-        NOT_LEADER_OR_FOLLOWER from a leader that was replaced) settles the proposal, so one
-        stale proposal never blocks the ones queued behind it."""
+        """AlterPartition proposals to the active controller, every queued one in ONE request
+        (Kafka batches them too: a restarted broker rejoins thousands of ISRs at once). Only
+        a controller that cannot answer (moving, restarting, unreachable) is retried, and only
+        for proposals still in flight; a per-partition answer (even a retriable error such as
+        NOT_LEADER_OR_FOLLOWER from a leader that was replaced) settles that proposal."""
         while not self._stopped.is_set():
-            proposal: ProposeIsr = self._alter.get()
-            if proposal is None:
+            first: ProposeIsr = self._alter.get()
+            if first is None:
                 return
-            while not self._stopped.is_set() and self._in_flight(proposal):
+            pending = {first.tp: first}
+            while True:                       # everything queued meanwhile joins the request
                 try:
-                    answer = self._send_alter(proposal)
+                    more = self._alter.get_nowait()
+                except queue.Empty:
+                    break
+                if more is None:
+                    return
+                pending[more.tp] = more
+            while pending and not self._stopped.is_set():
+                pending = {tp: p for tp, p in pending.items() if self._in_flight(p)}
+                if not pending:
+                    break
+                try:
+                    answers = self._send_alter(pending)
                 except Exception as exc:
-                    log.info("AlterPartition %s failed: %s; retrying", proposal.tp, exc)
+                    log.info("AlterPartition (%d partitions) failed: %s; retrying", len(pending), exc)
                     self._stopped.wait(0.1)  # back-off before the retry
                     continue
-                if isinstance(answer, (NotController, RequestTimedOut)):
-                    log.info("AlterPartition %s: %s; retrying", proposal.tp, answer)
+                if isinstance(answers, (NotController, RequestTimedOut)):
+                    log.info("AlterPartition (%d partitions): %s; retrying", len(pending), answers)
                     self._stopped.wait(0.1)  # back-off before the retry
                     continue
                 with self.lock:
-                    self.apply_effects(self.rm.handle_alter_partition_response(
-                        proposal.tp, answer, proposal=proposal))
+                    for tp, p in pending.items():
+                        answer = answers if isinstance(answers, KafkaError) else \
+                            answers.get(tp, answers.get(tuple(tp)))
+                        self.apply_effects(self.rm.handle_alter_partition_response(
+                            tp, answer, proposal=p))
                 break
 
     def _in_flight(self, proposal: ProposeIsr) -> bool:
@@ -304,19 +340,18 @@ class BrokerActor:
             raise RuntimeError("no active controller")
         return ray.get_actor(controller_actor_name(cid), namespace=self.namespace)
 
-    def _send_alter(self, p: ProposeIsr):
+    def _send_alter(self, proposals: dict):
+        """One AlterPartition request for {tp: ProposeIsr}: {tp: answer} or a KafkaError."""
         controller = self._active_controller()
         with self.lock:
             epoch = self.rm.broker_epoch
-        proposal = LeaderIsrAndControllerEpoch(self.id, p.leader_epoch, tuple(p.isr), -1,
-                                               p.partition_epoch)
-        answer = ray.get(controller.alter_partition.remote(self.id, epoch, {p.tp: proposal}),
-                         timeout=30)
-        if isinstance(answer, KafkaError):
-            return answer
-        return answer.get(p.tp, answer.get(tuple(p.tp)))
+        request = {tp: LeaderIsrAndControllerEpoch(self.id, p.leader_epoch, tuple(p.isr), -1,
+                                                   p.partition_epoch)
+                   for tp, p in proposals.items()}
+        return ray.get(controller.alter_partition.remote(self.id, epoch, request), timeout=30)
 
     # -- shutdown ----------------------------------------------------------------------------------
+    @ray.method(concurrency_group="control")
     def controlled_shutdown(self, timeout_s: float = 30.0) -> bool:
         """Ask the controller to move leadership away until nothing is led (Kafka's
         controlled shutdown); True when done within the timeout."""
@@ -335,6 +370,7 @@ class BrokerActor:
             self._stopped.wait(0.1)  # back-off before asking again
         return False
 
+    @ray.method(concurrency_group="control")
     def shutdown(self) -> None:
         self._stopped.set()
         self._alter.put(None)

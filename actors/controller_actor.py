@@ -10,6 +10,8 @@ Rules:
 - Requests to brokers leave through RayBrokerChannel (per-broker sender threads).
 - Answers that carry typed errors are returned as values (picklable KafkaError objects),
   per partition for batch calls.
+- Ray metrics (actors/metrics.py): a daemon thread publishes `metrics()` every
+  `metrics_interval_s` (config key, default 5 s) until shutdown.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import time
 
 import ray
 
+from actors import metrics
 from actors.channel import RayBrokerChannel
 from controller import events as ev
 from controller.controller import Controller, ControllerConfig
@@ -40,13 +43,18 @@ class ControllerActor:
         logging.basicConfig(level=logging.INFO)
         logging.getLogger("kazoo").setLevel(logging.WARNING)
         self.id = controller_id
+        config = dict(config or {})
+        metrics_interval_s = float(config.pop("metrics_interval_s", metrics.DEFAULT_INTERVAL_S))
         self.store = ZkStore(zookeeper, cluster,
                              session_timeout_s=zk_session_timeout_ms / 1000).start()
         self.controller = Controller(controller_id, self.store, None, _clock_ms,
-                                     ControllerConfig(**(config or {})))
+                                     ControllerConfig(**config))
         self.channel = RayBrokerChannel(namespace, self.controller)
         self.controller.channel = self.channel
         self.controller.start()
+        self._metrics_stop = threading.Event()
+        metrics.Reporter(self.metrics, metrics.controller_gauges(cluster, controller_id),
+                         metrics_interval_s, self._metrics_stop, name="controller-metrics")
 
     # -- queries ---------------------------------------------------------------------------------
     def info(self) -> dict:
@@ -80,6 +88,10 @@ class ControllerActor:
                 "topics_to_delete": sorted(ctx.topics_to_delete),
                 "reassigning": sorted(map(tuple, c.reassignment.in_progress))}
 
+    def metrics(self) -> dict:
+        """The figures this candidate publishes as Ray gauges (actors/metrics.py)."""
+        return metrics.controller_figures(self.status())
+
     # -- requests that wait for the controller ------------------------------------------------------
     def _ask(self, make_event, timeout_s: float = 30.0):
         if not self.controller.is_active:
@@ -106,6 +118,7 @@ class ControllerActor:
             frozenset(tuple(p) for p in partitions), reply=reply))
 
     def shutdown(self) -> None:
+        self._metrics_stop.set()
         self.controller.shutdown()
         self.channel.stop()
         self.store.close()

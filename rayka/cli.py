@@ -62,11 +62,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--zookeeper", help="ZooKeeper connect string (default: embedded server)")
     p.add_argument("--data-dir", help="broker data directory (default: a new temp dir)")
     p.add_argument("--num-cpus", type=int, help="CPUs of a private Ray head")
+    p.add_argument("--broker-resource", default="auto",
+                   help="Ray custom resource each broker takes one unit of, e.g. one per node "
+                        "(auto: rayka_broker if the cluster has it; none: no placement)")
+    p.add_argument("--control-resource", default="auto",
+                   help="resource for controllers and the cluster host (auto: rayka_control)")
     p.add_argument("--config", action="append", metavar="KEY=VALUE",
                    help="broker/controller config, e.g. min.insync.replicas=2 (repeatable)")
     p = command("status", "controller, brokers, under-replicated and offline partitions")
     p.add_argument("--json", action="store_true")
     command("stop", "shut the cluster down (and the Ray head rayka started)")
+    p = command("restart-brokers", "rolling restart: controlled shutdown, restart, wait for "
+                "full ISRs, one broker at a time")
+    p.add_argument("--broker", type=int, action="append", help="only these (repeatable)")
 
     topics = sub.add_parser("topics", help="create, list, describe, delete topics")
     tsub = topics.add_subparsers(dest="topics_command", required=True, parser_class=_Parser)
@@ -114,7 +122,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="run past --duration until every kind happened this often")
     p.add_argument("--partitions", type=int, default=6)
     p.add_argument("--rate", type=float, default=150.0, help="records/s per producer (3 producers)")
-    p.add_argument("--scenario", default="random", choices=["random", "isr-of-one"],
+    p.add_argument("--scenario", default="random",
+                   choices=["random", "isr-of-one", "rolling-restart"],
                    help="random: the seeded fault schedule; isr-of-one: Jepsen's loss, scripted")
     p.add_argument("--unsafe", action="store_true",
                    help="unclean election on, min ISR 1: the checker must be able to see loss")
@@ -125,6 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--records", type=int, default=300_000)
     p.add_argument("--partitions", type=int, default=6)
     p.add_argument("--keep", action="store_true", help="keep the data directory")
+    _add_zookeeper_parser(sub)
     sub.add_parser("version", help="print the version")
     return parser
 
@@ -158,9 +168,10 @@ def cmd_start(args) -> None:
         started_head = True
     try:
         ray_head.connect_ray(state.ray_address, state.owned)
+        placement = _placement(args)
         cluster = rayka.start_local(name=args.name, brokers=args.brokers,
                                     controllers=args.controllers, zookeeper=args.zookeeper,
-                                    data_dir=args.data_dir, **config)
+                                    data_dir=args.data_dir, **placement, **config)
     except BaseException:
         if started_head:
             ray_head.stop_head(state)
@@ -172,6 +183,28 @@ def cmd_start(args) -> None:
           f"controller {ctl.id} (epoch {ctl.epoch}), ZooKeeper {cluster.zookeeper}, "
           f"Ray {state.ray_address}{' (private head)' if state.owned else ''}, "
           f"data {cluster.facts['data_dir']}")
+
+
+def _placement(args) -> dict:
+    """One broker per unit of the broker resource (one per node when each node carries
+    one): Ray keeps every incarnation of a broker on a node that has it."""
+    import ray
+    have = ray.cluster_resources()
+    out = {}
+    for key, arg, default in (("broker_resources", args.broker_resource, "rayka_broker"),
+                              ("control_resources", args.control_resource, "rayka_control")):
+        name = default if arg == "auto" else arg
+        if arg == "none" or (arg == "auto" and name not in have):
+            continue
+        if name not in have:
+            raise ray_head.RayHeadError(f"the Ray cluster has no resource {name!r}")
+        out[key] = {name: 1}
+    if "broker_resources" in out:
+        name = next(iter(out["broker_resources"]))
+        if have[name] < args.brokers:
+            raise ray_head.RayHeadError(f"{args.brokers} brokers need {args.brokers} units of "
+                                        f"{name!r}; the Ray cluster has {have[name]:g}")
+    return out
 
 
 def status_of(cluster) -> dict:
@@ -216,6 +249,18 @@ def cmd_status(args) -> None:
     for label in ("under_replicated", "offline"):
         if s[label]:
             print(f"{label.replace('_', '-')}: {' '.join(s[label])}")
+
+
+def cmd_restart_brokers(args) -> None:
+    cluster = _attach(args)
+    t0 = time.monotonic()
+
+    def say(r):
+        print(f"broker {r['broker']}: controlled shutdown {r['controlled_shutdown_s']:.2f} s"
+              f"{'' if r['completed'] else ' (still leading some partitions)'}, registered "
+              f"again after {r['restart_s']:.1f} s, every ISR full {r['isr_full_s']:.1f} s later")
+    cluster.rolling_restart(args.broker, say=say)
+    print(f"rolling restart done in {time.monotonic() - t0:.1f} s")
 
 
 def cmd_stop(args) -> None:
@@ -386,8 +431,57 @@ def cmd_demo(args) -> None:
     demo.run(records_total=args.records, partitions=args.partitions, keep=args.keep)
 
 
-COMMANDS = {"start": cmd_start, "status": cmd_status, "stop": cmd_stop, "topics": cmd_topics,
-            "produce": cmd_produce, "consume": cmd_consume, "demo": cmd_demo, "chaos": cmd_chaos}
+def _add_zookeeper_parser(sub) -> None:
+    """`rayka zookeeper start|stop|status`: one ZooKeeper server of a `ray up` deployment."""
+    from rayka import zookeeper_service as zs
+    zk = sub.add_parser("zookeeper", help="run one ZooKeeper server (standalone or ensemble member)")
+    zsub = zk.add_subparsers(dest="zookeeper_command", required=True, parser_class=_Parser)
+    p = zsub.add_parser("start", help="start one server (foreground, or --daemon)")
+    p.add_argument("--data-dir", required=True, help="snapshots, txn logs, myid, conf/")
+    p.add_argument("--client-port", type=int, help=f"default {zs.DEFAULT_CLIENT_PORT}, or the "
+                   "client port of this member's host:client:peer:election entry")
+    p.add_argument("--bind", default="127.0.0.1",
+                   help="client bind address (default 127.0.0.1; 0.0.0.0 = every interface)")
+    p.add_argument("--myid", type=int, help="this member's position (1..N) in --servers")
+    p.add_argument("--servers", help="ensemble members host[,host...]; an entry may be "
+                   "host:peer:election or host:client:peer:election")
+    p.add_argument("--peer-port", type=int, default=zs.DEFAULT_PEER_PORT,
+                   help="quorum port of bare-host --servers entries")
+    p.add_argument("--election-port", type=int, default=zs.DEFAULT_ELECTION_PORT,
+                   help="election port of bare-host --servers entries")
+    p.add_argument("--tick-time-ms", type=int, default=500,
+                   help="ZooKeeper tickTime (sessions may last 2..20 ticks)")
+    p.add_argument("--heap-mb", type=int, default=256)
+    p.add_argument("--daemon", action="store_true",
+                   help="detach (own session) and return once the server answers")
+    p.add_argument("--pid-file", help="write the JVM's pid here (required with --daemon)")
+    p.add_argument("--log-file", help="server log (default <data-dir>/zookeeper.log)")
+    p.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for the server")
+    p = zsub.add_parser("stop", help="stop the server whose pid the pid file holds")
+    p.add_argument("--pid-file", required=True)
+    p.add_argument("--timeout", type=float, default=30.0, help="seconds before SIGKILL")
+    p = zsub.add_parser("status", help="`srvr` mode of every server of a connect string")
+    p.add_argument("--zookeeper", default=f"127.0.0.1:{zs.DEFAULT_CLIENT_PORT}",
+                   help="host:port[,host:port...]")
+
+
+def cmd_zookeeper(args) -> int:
+    from rayka import zookeeper_service as zs
+    if args.zookeeper_command == "start":
+        return zs.start(data_dir=args.data_dir, client_port=args.client_port, bind=args.bind,
+                        myid=args.myid, servers=args.servers, peer_port=args.peer_port,
+                        election_port=args.election_port, tick_time_ms=args.tick_time_ms,
+                        heap_mb=args.heap_mb, daemon=args.daemon, pid_file=args.pid_file,
+                        log_file=args.log_file, timeout_s=args.timeout)
+    if args.zookeeper_command == "stop":
+        return zs.stop(args.pid_file, timeout_s=args.timeout)
+    return zs.status(args.zookeeper)
+
+
+COMMANDS = {"start": cmd_start, "status": cmd_status, "stop": cmd_stop,
+            "restart-brokers": cmd_restart_brokers, "topics": cmd_topics,
+            "produce": cmd_produce, "consume": cmd_consume, "demo": cmd_demo, "chaos": cmd_chaos,
+            "zookeeper": cmd_zookeeper}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -11,7 +11,8 @@ Rules:
   ZooKeeper that cannot be reached fails within `zk_connect_timeout_s` with ZkUnavailable
   naming the address, before any actor is created.
 - Keyword config: ControllerConfig field names go to the controllers, the rest to the
-  brokers (e.g. min_insync_replicas, replica_lag_time_max_ms, zk_session_timeout_ms).
+  brokers (e.g. min_insync_replicas, replica_lag_time_max_ms, zk_session_timeout_ms);
+  `metrics_interval_s` (Ray gauges' refresh, actors/metrics.py) goes to both.
 - Placement: `broker_resources` (e.g. {"rayka_broker": 1} with one unit per node: one
   broker per node) and `control_resources` (controllers and the ClusterHost) are Ray
   custom resources every incarnation asks for, restarts included.
@@ -23,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import tempfile
+import time
 
 import ray
 
@@ -32,10 +34,11 @@ from controller.controller import ControllerConfig
 from controller.zk_store import ZkStore
 from rayka.admin import Admin, wait_for
 from rayka.types import BrokerInfo, ControllerInfo
-from replicas.errors import NotController
+from replicas.errors import BrokerNotAvailable, NotController
 
 CONTROLLER_ID_BASE = 1000
 _CONTROLLER_KEYS = {f.name for f in dataclasses.fields(ControllerConfig)}
+_SHARED_KEYS = {"metrics_interval_s"}
 
 
 def _ensure_ray() -> None:
@@ -44,7 +47,7 @@ def _ensure_ray() -> None:
 
 
 def _split_config(config: dict) -> tuple[dict, dict]:
-    controller = {k: v for k, v in config.items() if k in _CONTROLLER_KEYS}
+    controller = {k: v for k, v in config.items() if k in _CONTROLLER_KEYS | _SHARED_KEYS}
     broker = {k: v for k, v in config.items() if k not in _CONTROLLER_KEYS}
     return controller, broker
 
@@ -181,6 +184,51 @@ class Cluster:
             raise NotController("no active controller to kill")
         ray.kill(actor, no_restart=not restart)
         return cid
+
+    def restart_broker(self, broker_id: int, timeout_s: float = 120.0) -> dict:
+        """Kafka's restart of one broker: controlled shutdown (the controller moves every
+        leadership away), clean shutdown (logs flushed, HWs checkpointed), the actor removed,
+        a new one started on the same data dir; returns once it is registered anew.
+        Answers {"controlled_shutdown_s", "completed", "restart_s"}."""
+        actor = self.broker_actor(broker_id)
+        if actor is None:
+            raise BrokerNotAvailable(f"broker {broker_id} has no actor")
+        before = self.store.get_broker(broker_id)
+        t0 = time.monotonic()
+        completed = ray.get(actor.controlled_shutdown.remote(), timeout=timeout_s)
+        shutdown_s = time.monotonic() - t0
+        ray.get(actor.shutdown.remote(), timeout=timeout_s)
+        ray.kill(actor, no_restart=True)
+        wait_for(lambda: self.broker_actor(broker_id) is None, timeout_s,
+                 f"broker {broker_id}'s actor gone")
+        self.ensure_actors()
+        old_epoch = before.epoch if before is not None else -1
+
+        def registered_anew():
+            reg = self.store.get_broker(broker_id)
+            return reg is not None and reg.epoch > old_epoch
+        wait_for(registered_anew, timeout_s, f"broker {broker_id} registered again")
+        return {"broker": broker_id, "controlled_shutdown_s": shutdown_s,
+                "completed": bool(completed), "restart_s": time.monotonic() - t0}
+
+    def rolling_restart(self, brokers=None, timeout_s: float = 300.0, say=None) -> list[dict]:
+        """Restart brokers one at a time; before the next one, wait until no partition is
+        under-replicated (the restarted broker is back in every ISR), as Kafka operators do."""
+        out = []
+        for b in brokers or self.facts["brokers"]:
+            r = self.restart_broker(b, timeout_s)
+            t0 = time.monotonic()
+            wait_for(lambda: not self.under_replicated(), timeout_s, "every ISR full again")
+            r["isr_full_s"] = time.monotonic() - t0
+            out.append(r)
+            if say:
+                say(r)
+        return out
+
+    def under_replicated(self) -> list[tuple[str, int]]:
+        admin = self.admin()
+        return [(t, p.partition) for t in admin.list_topics() for p in admin.describe_topic(t)
+                if len(p.isr) < len(p.replicas)]
 
     def shutdown(self, timeout_s: float = 30.0) -> None:
         """Stop brokers (flushing their logs), controllers, and the embedded ZooKeeper."""

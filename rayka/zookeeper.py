@@ -4,8 +4,10 @@ Used by the rayka driver (local clusters) and by the tests. Rules:
 
 * Real server only: the Debian ``zookeeper`` 3.8 jars run by ``java`` (QuorumPeerMain).
   No fakes, no in-process mocks; a session expiry here is a real server-side expiry.
-* Loopback only: clientPortAddress, quorum and election ports are all on 127.0.0.1;
+* Loopback by default: clientPortAddress, quorum and election ports are on 127.0.0.1;
   the AdminServer (Jetty, port 8080) is disabled. Ports are chosen free unless given.
+  A deployed server (``rayka zookeeper start``, rayka/zookeeper_service.py) may pass
+  ``client_address`` (bind address) and ``peers`` with a host per member.
 * Each JVM runs in its own session (start_new_session=True): a Ctrl-C to the test runner
   does not reach it. It is stopped by ITS pid only (SIGTERM, deadline, then SIGKILL),
   never by name (no pkill/killall). An atexit hook stops whatever this process started.
@@ -135,14 +137,19 @@ class ZooKeeperServer:
     """One real ZooKeeper server process on 127.0.0.1 (standalone, or one ensemble member).
 
     For an ensemble member pass ``myid`` and ``peers`` = {myid: (peer_port, election_port)}
-    for every member (ZooKeeperEnsemble does this); such a member serves only once a quorum
+    for every member (ZooKeeperEnsemble does this), or {myid: (host, peer_port,
+    election_port)} for members on other hosts; such a member serves only once a quorum
     of its peers is up, so start it with ``start(wait=False)`` or after its peers.
+    ``client_address`` is the clientPortAddress (default 127.0.0.1; 0.0.0.0 = every
+    interface, probed on 127.0.0.1). ``log_file`` moves the server log (default
+    ``<data_dir>/zookeeper.log``).
     """
 
     def __init__(self, *, port=None, data_dir=None, tick_time_ms=200,
                  min_session_timeout_ms=None, max_session_timeout_ms=None, heap_mb=256,
                  start_timeout_s=30.0, java=None, classpath=None, myid=None, peers=None,
-                 init_limit=10, sync_limit=5, log_level="INFO", extra_config=None):
+                 init_limit=10, sync_limit=5, log_level="INFO", extra_config=None,
+                 client_address="127.0.0.1", log_file=None):
         self._port = port or free_port()
         self._owns_dir = data_dir is None
         self.data_dir = Path(data_dir or tempfile.mkdtemp(prefix="rayka-zk-"))
@@ -152,7 +159,8 @@ class ZooKeeperServer:
         self.myid, self.peers = myid, dict(peers or {})
         self.init_limit, self.sync_limit = init_limit, sync_limit
         self.extra_config = dict(extra_config or {})
-        self.log_file = self.data_dir / "zookeeper.log"  # the server's log4j log
+        self.client_address = client_address
+        self.log_file = Path(log_file) if log_file else self.data_dir / "zookeeper.log"  # log4j log
         self.out_file = self.data_dir / "zookeeper.out"  # JVM stdout/stderr
         self._proc: subprocess.Popen | None = None
         self._lock = threading.RLock()
@@ -163,8 +171,13 @@ class ZooKeeperServer:
         return self._port
 
     @property
+    def probe_host(self) -> str:
+        """Where this machine reaches the client port (127.0.0.1 for a wildcard bind)."""
+        return "127.0.0.1" if self.client_address in ("0.0.0.0", "", "::") else self.client_address
+
+    @property
     def connect_string(self) -> str:
-        return f"127.0.0.1:{self._port}"
+        return f"{self.probe_host}:{self._port}"
 
     @property
     def pid(self) -> int | None:
@@ -183,7 +196,7 @@ class ZooKeeperServer:
         conf = self.data_dir / "conf"
         conf.mkdir(parents=True, exist_ok=True)
         cfg = {"tickTime": self.tick_time_ms, "dataDir": str(self.data_dir),
-               "clientPort": self._port, "clientPortAddress": "127.0.0.1",
+               "clientPort": self._port, "clientPortAddress": self.client_address,
                "admin.enableServer": "false", "4lw.commands.whitelist": FOUR_LETTER_WORDS,
                "maxClientCnxns": 0}
         if self.min_session_timeout_ms is not None:
@@ -192,8 +205,9 @@ class ZooKeeperServer:
             cfg["maxSessionTimeout"] = self.max_session_timeout_ms
         if self.peers:
             cfg.update(initLimit=self.init_limit, syncLimit=self.sync_limit)
-            for sid, (peer, election) in sorted(self.peers.items()):
-                cfg[f"server.{sid}"] = f"127.0.0.1:{peer}:{election}"
+            for sid, addr in sorted(self.peers.items()):
+                host, peer, election = addr if len(addr) == 3 else ("127.0.0.1", *addr)
+                cfg[f"server.{sid}"] = f"{host}:{peer}:{election}"
             (self.data_dir / "myid").write_text(f"{self.myid}\n")
         cfg.update(self.extra_config)
         (conf / "zoo.cfg").write_text("".join(f"{k}={v}\n" for k, v in cfg.items()))
@@ -265,6 +279,13 @@ class ZooKeeperServer:
             if self._owns_dir and not keep_data:
                 shutil.rmtree(self.data_dir, ignore_errors=True)
 
+    def detach(self) -> int | None:
+        """Let the running JVM outlive this process (no atexit stop; data dir kept); its pid."""
+        with self._lock:
+            _unregister(self)
+            self._owns_dir = False
+            return self.pid
+
     def kill(self) -> None:
         """SIGKILL now (chaos). Keeps the data dir."""
         with self._lock:
@@ -295,7 +316,7 @@ class ZooKeeperServer:
     # -- probing ----------------------------------------------------------------------
     def four_letter(self, cmd: str, timeout_s: float = 1.0) -> str:
         """Send a four-letter word (srvr, ruok, stat, mntr, cons); raises OSError if no answer."""
-        with socket.create_connection(("127.0.0.1", self._port), timeout=timeout_s) as s:
+        with socket.create_connection((self.probe_host, self._port), timeout=timeout_s) as s:
             s.sendall(cmd.encode("ascii"))
             chunks = []
             while chunk := s.recv(65536):

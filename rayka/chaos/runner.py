@@ -57,7 +57,7 @@ class ChaosConfig:
     zk_session_timeout_ms: int = 3000
     replica_lag_time_max_ms: int = 3000
     unsafe: bool = False
-    scenario: str = "random"            # or "isr-of-one": Jepsen 2013's loss, scripted
+    scenario: str = "random"    # "isr-of-one": Jepsen 2013's loss, scripted; "rolling-restart"
     out_dir: str = ""
     keep_data: bool = False
     fault_log: list = field(default_factory=list)
@@ -78,6 +78,7 @@ class ChaosRun:
         self.multi_node = "kill-node" in config.faults
         self.ensemble = self.ray_cluster = self.cluster = self.injector = self.workload = None
         self.liveness: list[str] = []
+        self.rolling: list[dict] = []
         self.t0 = time.monotonic()
         self.fault_counts: dict[str, int] = {}
 
@@ -151,6 +152,9 @@ class ChaosRun:
             self._phase(f"scenario {self.cfg.scenario}")
             if self.cfg.scenario == "isr-of-one":
                 self._isr_of_one()
+            elif self.cfg.scenario == "rolling-restart":
+                self.rolling = self.cluster.rolling_restart(
+                    say=lambda r: self.say(f"rolling restart: {r}"))
             else:
                 self._fault_loop()
             self._phase("healing everything")
@@ -174,6 +178,8 @@ class ChaosRun:
         verdict.stats["liveness_failures"] = list(self.liveness) + list(
             self.workload.errors if self.workload else [])
         verdict.stats["seed"] = self.cfg.seed
+        if self.rolling:
+            verdict.stats["rolling_restart"] = self.rolling
         with open(os.path.join(self.out, "verdict.json"), "w") as f:
             json.dump({"config": {k: v for k, v in asdict(self.cfg).items() if k != "fault_log"},
                        "verdict": verdict.to_json()}, f, indent=2, default=str)
