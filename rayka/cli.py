@@ -45,6 +45,19 @@ def _config_pairs(items) -> dict:
     return out
 
 
+def _assignments(items) -> dict[int, list[int]]:
+    out = {}
+    for item in items or []:
+        p, sep, brokers = item.partition("=")
+        try:
+            out[int(p)] = [int(b) for b in brokers.split(",")]
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"--assignment wants P=B1,B2,..., got {item!r}") from None
+        if not sep:
+            raise argparse.ArgumentTypeError(f"--assignment wants P=B1,B2,..., got {item!r}")
+    return out
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="rayka", description="A Kafka-style replicated log inside Ray.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -93,6 +106,10 @@ def build_parser() -> argparse.ArgumentParser:
     topic_command("list", "list topics", with_topic=False)
     topic_command("describe", "leaders, replicas and ISR per partition")
     topic_command("delete", "delete a topic")
+    p = topic_command("reassign", "move partitions to other brokers (waits until done)")
+    p.add_argument("--assignment", action="append", required=True, metavar="P=B1,B2,...",
+                   help="partition P onto brokers B1,B2,... (first = preferred leader)")
+    p = topic_command("elect-leaders", "preferred-leader election (first replica leads)")
 
     p = command("produce", "produce lines from stdin, or generated records")
     p.add_argument("topic")
@@ -283,6 +300,7 @@ def cmd_stop(args) -> None:
 
 def cmd_topics(args) -> None:
     config = _config_pairs(getattr(args, "config", None))   # bad syntax fails before connecting
+    targets = _assignments(getattr(args, "assignment", None))
     admin = _attach(args).admin()
     if args.topics_command == "create":
         infos = admin.create_topic(args.topic, args.partitions, args.replication_factor, config)
@@ -303,6 +321,14 @@ def cmd_topics(args) -> None:
     elif args.topics_command == "delete":
         admin.delete_topic(args.topic)
         print(f"Deleted topic {args.topic}.")
+    elif args.topics_command == "reassign":
+        infos = admin.reassign_partitions(args.topic, targets)
+        for p in infos:
+            print(f"{args.topic}-{p.partition}\treplicas {','.join(map(str, p.replicas))}\t"
+                  f"leader {p.leader}")
+    elif args.topics_command == "elect-leaders":
+        for tp, r in sorted(admin.elect_preferred_leaders(args.topic).items()):
+            print(f"{tp[0]}-{tp[1]}\t{r if isinstance(r, KafkaError) else f'leader {r.leader}'}")
 
 
 def cmd_produce(args) -> None:

@@ -6,7 +6,8 @@ Rules:
   brokers `broker-<id>` (ids 1..). All detached, so the cluster outlives the driver that
   started it; `connect(name)` re-attaches from any driver.
 - `start_local` starts the embedded ZooKeeper when none is given, calls `ray.init()` when
-  Ray is not initialised, and starts (or re-attaches to) the named cluster; it returns
+  Ray is not initialised, and starts (or re-attaches to) the named cluster; on a running
+  cluster a larger `brokers` ADDS brokers (scale out; never removes any); it returns
   once every broker is registered in ZooKeeper and one controller is active. A given
   ZooKeeper that cannot be reached fails within `zk_connect_timeout_s` with ZkUnavailable
   naming the address, before any actor is created.
@@ -76,6 +77,9 @@ def start_local(name: str = "default", brokers: int = 3, controllers: int = 2,
     except ray.exceptions.RayTaskError as exc:   # e.g. the embedded ZooKeeper did not start
         ray.kill(host, no_restart=True)
         raise exc.cause from None
+    if brokers > len(facts["brokers"]):        # scale out: brokers are only ever added
+        facts = ray.get(host.update.remote(brokers=sorted(
+            set(facts["brokers"]) | set(range(1, brokers + 1)))))
     cluster = Cluster(name, facts)
     cluster.ensure_actors()
     cluster.wait_ready(start_timeout_s)
