@@ -27,6 +27,8 @@ import sys
 import time
 from dataclasses import asdict, dataclass
 
+from rayka.procs import pid_alive
+
 RAY_START_TIMEOUT_S = 90.0
 RAY_STOP_TIMEOUT_S = 30.0
 POLL_S = 0.1
@@ -83,21 +85,7 @@ def _free_port() -> int:
 
 
 def alive(pid: int | None) -> bool:
-    if not pid:
-        return False
-    try:
-        waited, _ = os.waitpid(pid, os.WNOHANG)   # reap it if it is our own exited child
-        if waited == pid:
-            return False
-    except ChildProcessError:
-        pass
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    return pid_alive(pid)
 
 
 def start_head(name: str, num_cpus: int | None = None) -> ClusterState:

@@ -29,6 +29,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from rayka.procs import pid_alive
 from rayka.zookeeper import ZooKeeperLaunchError, ZooKeeperServer
 
 __all__ = ["ZooKeeperServiceError", "Member", "parse_servers", "build_server", "start", "stop",
@@ -88,17 +89,7 @@ def parse_servers(text: str, peer_port: int = DEFAULT_PEER_PORT,
 # -- pids ----------------------------------------------------------------------------------------------
 def _alive(pid: int) -> bool:
     """The process exists and is not a zombie."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        return stat.rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return True
+    return pid_alive(pid)
 
 
 def _is_zookeeper(pid: int) -> bool:

@@ -36,6 +36,7 @@ import ray
 
 from controller.zk_store import expire_session
 from rayka.admin import wait_for
+from rayka.procs import pid_alive
 from replicas import records
 from replicas.log import partition_dir_name
 from replicas.errors import CorruptRecord
@@ -49,18 +50,7 @@ _NODE_RESOURCE_KEYS = {"CPU": "num_cpus", "GPU": "num_gpus", "memory": "memory",
 
 def _process_gone(pid: int) -> bool:
     """True once ``pid`` no longer runs (absent, or a zombie waiting to be reaped)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            # the state follows the parenthesised command name, which may hold spaces
-            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
-    except (OSError, IndexError):
-        return True
+    return not pid_alive(pid)
 
 
 class FaultInjector:
