@@ -319,26 +319,28 @@ def _one_controller_per_epoch(ix: _Index, data_root: str | None) -> list[Violati
     return out
 
 
+def _regressions(events, key, value, kind: str, what) -> list[Violation]:
+    """Invariant-5 violations where `value(e)` drops below the highest value seen before
+    for the same `key(e)`, in time order; `what(k, v)` names the key and value."""
+    out, best = [], {}
+    for e in events:
+        k, v = key(e), value(e)
+        if k in best and v < best[k][0]:
+            out.append(Violation(5, kind, f"{what(k, v)} at t={e['time_ms']:.0f} after "
+                                          f"{best[k][0]} at t={best[k][1]:.0f}"))
+        elif k not in best or v > best[k][0]:
+            best[k] = (v, e["time_ms"])
+    return out
+
+
 def _epochs_and_hw_monotone(ix: _Index, data_root: str | None) -> list[Violation]:
-    out = []
-    best: dict = {}
-    for e in ix.timed(("zk-sample", "ok")):
-        p, epoch = e["partition"], e["leader_epoch"]
-        if p in best and epoch < best[p][0]:
-            out.append(Violation(5, "epoch-regressed", f"partition {p}: leader epoch {epoch} at "
-                                                       f"t={e['time_ms']:.0f} after {best[p][0]} "
-                                                       f"at t={best[p][1]:.0f}"))
-        elif p not in best or epoch > best[p][0]:
-            best[p] = (epoch, e["time_ms"])
-    best = {}
-    for e in ix.timed(("hw-sample", "ok")):
-        key, hw = (e["partition"], e["broker"], e["leader_epoch"]), e["high_watermark"]
-        if key in best and hw < best[key][0]:
-            out.append(Violation(5, "hw-regressed", f"partition {key[0]} leader {key[1]} epoch "
-                                                    f"{key[2]}: HW {hw} at t={e['time_ms']:.0f} "
-                                                    f"after {best[key][0]} at t={best[key][1]:.0f}"))
-        elif key not in best or hw > best[key][0]:
-            best[key] = (hw, e["time_ms"])
+    out = _regressions(ix.timed(("zk-sample", "ok")), lambda e: e["partition"],
+                       lambda e: e["leader_epoch"], "epoch-regressed",
+                       lambda p, epoch: f"partition {p}: leader epoch {epoch}")
+    out += _regressions(ix.timed(("hw-sample", "ok")),
+                        lambda e: (e["partition"], e["broker"], e["leader_epoch"]),
+                        lambda e: e["high_watermark"], "hw-regressed",
+                        lambda k, hw: f"partition {k[0]} leader {k[1]} epoch {k[2]}: HW {hw}")
     if data_root is None or ix.topic is None:
         return out
     for broker, bdir in disk.broker_dirs(data_root):
