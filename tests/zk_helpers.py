@@ -6,23 +6,22 @@ import queue
 import time
 
 import pytest
-from kazoo.client import KazooClient
 
+from controller import zk_client
 from controller.zk_paths import LeaderIsrAndControllerEpoch
 from controller.zk_store import ZkStore
+from rayka.admin import wait_for
+from replicas.errors import RequestTimedOut
 
 SESSION_S = 4.0
 
 
 def wait_until(predicate, timeout_s, what):
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            pytest.fail(f"timed out after {timeout_s} s waiting for {what}")
-        time.sleep(0.02)  # poll interval of a deadline loop, not synchronisation
+    """rayka.admin.wait_for, failing the test (not raising RequestTimedOut) on timeout."""
+    try:
+        return wait_for(predicate, timeout_s, what)
+    except RequestTimedOut as exc:
+        pytest.fail(str(exc))
 
 
 class Inbox:
@@ -87,11 +86,7 @@ def exists(zk_client, store, path):
 
 def expire_session(zk_server, store):
     """A REAL server-side expiry: a second client attaches to the session and closes it."""
-    sid, pwd = store.client.client_id
-    other = KazooClient(hosts=zk_server.connect_string, client_id=(sid, pwd), timeout=SESSION_S)
-    other.start(timeout=15)
-    other.stop()
-    other.close()
+    zk_client.expire_session(zk_server.connect_string, *store.client.client_id, timeout_s=15)
 
 
 def lisr(leader, epoch, isr, ce=1):
