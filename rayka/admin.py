@@ -30,7 +30,8 @@ from replicas.errors import (InvalidPartitions, InvalidReplicaAssignment, Invali
 POLL_S = 0.02
 
 
-def wait_for(predicate: Callable[[], object], timeout_s: float, what: str):
+def wait_for(predicate: Callable[[], object], timeout_s: float, what: str,
+             poll_s: float | None = None):
     """Poll `predicate` until truthy (returned) or raise RequestTimedOut after timeout_s."""
     deadline = time.monotonic() + timeout_s
     while True:
@@ -39,7 +40,7 @@ def wait_for(predicate: Callable[[], object], timeout_s: float, what: str):
             return value
         if time.monotonic() >= deadline:
             raise RequestTimedOut(f"timed out after {timeout_s} s waiting for {what}")
-        time.sleep(POLL_S)  # poll interval of a deadline loop
+        time.sleep(POLL_S if poll_s is None else poll_s)  # poll interval of a deadline loop
 
 
 class Admin:

@@ -147,9 +147,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="output directory (history.jsonl, verdict.json)")
     p.add_argument("--keep-data", action="store_true")
 
-    p = sub.add_parser("demo", help="run the end-to-end demonstration job")
-    p.add_argument("--records", type=int, default=300_000)
-    p.add_argument("--partitions", type=int, default=6)
+    p = sub.add_parser("demo", help="run the end-to-end demonstration job: clicks → Spark on "
+                                    "Ray → page counts, a leader killed mid-read")
+    p.add_argument("--records", type=int, default=300_000, help="clicks (records) to produce")
+    p.add_argument("--executors", type=int, default=3, help="Spark executors")
+    p.add_argument("--log-only", action="store_true",
+                   help="the log demo without Spark: acks=all production with a leader "
+                        "killed half-way, read back, lost/duplicated counted")
+    p.add_argument("--partitions", type=int, default=6, help="with --log-only")
     p.add_argument("--keep", action="store_true", help="keep the data directory")
     _add_zookeeper_parser(sub)
     sub.add_parser("version", help="print the version")
@@ -453,8 +458,12 @@ def cmd_chaos(args) -> int:
 
 
 def cmd_demo(args) -> None:
-    from rayka import demo
-    demo.run(records_total=args.records, partitions=args.partitions, keep=args.keep)
+    if args.log_only:
+        from rayka import demo
+        demo.run(records_total=args.records, partitions=args.partitions, keep=args.keep)
+    else:
+        from pipeline import demo
+        demo.run(clicks_total=args.records, executors=args.executors, keep=args.keep)
 
 
 def _add_zookeeper_parser(sub) -> None:

@@ -24,7 +24,7 @@ __all__ = [
     "UnknownProducerId", "FencedLeaderEpoch", "UnknownLeaderEpoch", "StaleBrokerEpoch",
     "ElectionNotNeeded", "PreferredLeaderNotAvailable", "EligibleLeadersNotAvailable",
     "FencedInstanceId", "InvalidUpdateVersion", "InconsistentTopicId", "NewLeaderElected",
-    "IneligibleReplica", "ReassignmentInProgress", "TopicDeletionDisabled",
+    "IneligibleReplica", "ReassignmentInProgress", "TopicDeletionDisabled", "InvalidRecord",
 ]
 
 
@@ -108,6 +108,7 @@ NewLeaderElected = _error("NewLeaderElected", 112, "NEW_LEADER_ELECTED")
 IneligibleReplica = _error("IneligibleReplica", 107, "INELIGIBLE_REPLICA")
 ReassignmentInProgress = _error("ReassignmentInProgress", 60, "REASSIGNMENT_IN_PROGRESS")
 TopicDeletionDisabled = _error("TopicDeletionDisabled", 73, "TOPIC_DELETION_DISABLED")
+InvalidRecord = _error("InvalidRecord", 87, "INVALID_RECORD")
 
 ERRORS_BY_CODE: dict[int, type[KafkaError]] = {cls.code: cls for cls in _NAMES}
 
