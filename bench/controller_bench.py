@@ -11,6 +11,8 @@ sessions), 3 brokers registered as plain ZooKeeper sessions, 10 topics of N/10 p
   Breakdown: elect_s (until B's failover starts), load_context_s, state_machines_s, send_s.
 Each figure is the median (with min/max) of --runs runs. Prints one JSON object, writes it
 to --out and a PNG plot beside it. Target: failover <= 5 s at 10,000 partitions.
+`run(quick, runs)` gives the same measures in the suite protocol (bench/common.py) for
+bench/run_all.py: controller.failover_s and controller.create_s per size (params partitions).
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ import uuid
 from collections import Counter
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+if str(Path(__file__).resolve().parent.parent) not in sys.path:
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from controller.assignment import assign_replicas  # noqa: E402
 from controller.controller import Controller  # noqa: E402
@@ -204,6 +207,43 @@ def plot(report: dict, path: Path) -> None:
     plt.close(fig)
 
 
+def measure(sizes: list[int], runs: int, timeout_s: float) -> tuple[dict, str | None]:
+    """Per size: a fresh ZooKeeper, `runs` runs; ({str(size): {"summary", "runs"}}, ZK version)."""
+    results, zk_ver = {}, None
+    for n in sizes:
+        zk = ZooKeeperServer(tick_time_ms=200, heap_mb=1024).start()  # sessions up to 4 s
+        try:
+            zk_ver = zk_ver or zk_version(zk)
+            done = [run_once(zk, n, timeout_s) for _ in range(runs)]
+        finally:
+            zk.stop()
+        results[str(n)] = {"summary": summarize(done), "runs": done}
+        print(f"# {n} partitions: failover {results[str(n)]['summary']['failover_s']}",
+              file=sys.stderr)
+    return results, zk_ver
+
+
+def run(quick: bool = False, runs: int = 3) -> dict:
+    """Suite protocol (bench/common.py): controller.failover_s and controller.create_s per
+    size (params partitions=N), `runs` runs each; quick: 100 and 1,000 partitions only."""
+    from bench.common import figure
+    sizes = [100, 1000] if quick else [100, 1000, TARGET_N]
+    results, zk_ver = measure(sizes, runs, 300.0)
+    figures = []
+    for key in ("failover_s", "create_s"):
+        for n in sizes:
+            figures.append(figure(f"controller.{key}", "s",
+                                  [r[key] for r in results[str(n)]["runs"]], better="lower",
+                                  target=TARGET_S if key == "failover_s" and n == TARGET_N else None,
+                                  partitions=n))
+    return {"bench": "controller",
+            "setup": {"quick": quick, "runs": runs, "sizes": sizes, "brokers": len(BROKERS),
+                      "topics": TOPICS, "replication_factor": 3, "session_timeout_s": SESSION_S,
+                      "zk_tick_time_ms": 200, "zookeeper": zk_ver},
+            "figures": figures,
+            "extra": {"breakdown": {n: r["summary"] for n, r in results.items()}}}
+
+
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="100,1000,10000")
@@ -215,17 +255,7 @@ def main(argv=None) -> dict:
     sizes = [100, 1000] if args.quick else [int(s) for s in args.sizes.split(",") if s]
     runs = 1 if args.quick else args.runs
 
-    results, zk_ver = {}, None
-    for n in sizes:
-        zk = ZooKeeperServer(tick_time_ms=200, heap_mb=1024).start()  # sessions up to 4 s
-        try:
-            zk_ver = zk_ver or zk_version(zk)
-            done = [run_once(zk, n, args.timeout) for _ in range(runs)]
-        finally:
-            zk.stop()
-        results[str(n)] = {"summary": summarize(done), "runs": done}
-        print(f"# {n} partitions: failover {results[str(n)]['summary']['failover_s']}",
-              file=sys.stderr)
+    results, zk_ver = measure(sizes, runs, args.timeout)
     at_target = results.get(str(TARGET_N))
     report = {
         "benchmark": "controller_bench",

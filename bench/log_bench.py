@@ -7,7 +7,9 @@ would send them):
 - sequential read of the whole log in 1 MiB fetches (bytes, as a broker serves them),
 - decode of what was read into records (consumer side, aiokafka's C codec), for context.
 Prints one JSON object; with --out also writes it to a file and a PNG bar chart beside it.
-Each figure is the median of --repeat runs.
+Each figure is the median of --repeat runs. `run(quick, runs)` gives the same measures in
+the suite protocol (bench/common.py) for bench/run_all.py: log.append.records_per_s (no
+fsync, target 2 M/s), log.append_fsync_each_batch, log.read (bytes), log.read_and_decode.
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+if str(Path(__file__).resolve().parent.parent) not in sys.path:
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from replicas import records  # noqa: E402
 from replicas.log import Log, LogConfig  # noqa: E402
@@ -72,6 +75,55 @@ def run_read(directory: Path, decode: bool) -> tuple[float, int, int]:
     return elapsed, nbytes, nrecords
 
 
+def measure(base: Path, total_records: int, fsync_records: int, repeat: int) -> dict:
+    """Per measure: records, bytes and the seconds of each of `repeat` runs."""
+    batches, per_batch = make_batches(total_records)
+    fsync_batches = batches[: max(1, fsync_records // per_batch)]
+    batch_size = len(batches[0])
+    target = base / "bench-0"
+    results = {}
+    for name, bs, fsync in (("append_fsync_each_batch", fsync_batches, True),
+                            ("append_no_fsync", batches, False)):
+        times = [run_append(target, bs, fsync) for _ in range(repeat)]
+        results[name] = {"records": len(bs) * per_batch, "bytes": len(bs) * batch_size, "times": times}
+    for name, decode in (("read_bytes", False), ("read_and_decode", True)):
+        runs = [run_read(target, decode) for _ in range(repeat)]
+        results[name] = {"records": len(batches) * per_batch, "bytes": runs[0][1],
+                         "times": [r[0] for r in runs]}
+    return {"batch_bytes": batch_size, "records_per_batch": per_batch, "results": results}
+
+
+# suite figure name -> measure; only the no-fsync append has a target (2 M records/s)
+FIGURES = {"log.append.records_per_s": "append_no_fsync",
+           "log.append_fsync_each_batch.records_per_s": "append_fsync_each_batch",
+           "log.read.records_per_s": "read_bytes",
+           "log.read_and_decode.records_per_s": "read_and_decode"}
+TARGET_APPEND = 2_000_000
+
+
+def run(quick: bool = False, runs: int = 3) -> dict:
+    """Suite protocol (bench/common.py): one sample per run for each measure."""
+    from bench.common import figure
+    records, fsync_records = (500_000, 100_000) if quick else (5_000_000, 1_000_000)
+    base = Path(tempfile.mkdtemp(prefix="rayka-logbench-"))
+    try:
+        m = measure(base, records, fsync_records, runs)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    figures = []
+    for fname, key in FIGURES.items():
+        r = m["results"][key]
+        figures.append(figure(fname, "records/s", [r["records"] / t for t in r["times"]],
+                              target=TARGET_APPEND if key == "append_no_fsync" else None,
+                              record_bytes=VALUE, records=r["records"]))
+    return {"bench": "log",
+            "setup": {"quick": quick, "runs": runs, "value_bytes": VALUE,
+                      "batch_bytes": m["batch_bytes"], "records_per_batch": m["records_per_batch"]},
+            "figures": figures,
+            "extra": {key: {"mb_per_s_median": round(r["bytes"] / statistics.median(r["times"]) / 1e6, 1)}
+                      for key, r in m["results"].items()}}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=5_000_000)
@@ -83,30 +135,20 @@ def main() -> None:
 
     base = Path(tempfile.mkdtemp(prefix="rayka-logbench-", dir=args.dir))
     try:
-        batches, per_batch = make_batches(args.records)
-        fsync_batches = batches[: max(1, args.fsync_records // per_batch)]
-        batch_size = len(batches[0])
-        target = base / "bench-0"
+        m = measure(base, args.records, args.fsync_records, args.repeat)
         results = {}
-        for name, bs, fsync in (("append_fsync_each_batch", fsync_batches, True),
-                                ("append_no_fsync", batches, False)):
-            times = [run_append(target, bs, fsync) for _ in range(args.repeat)]
-            t = statistics.median(times)
-            n = len(bs) * per_batch
-            results[name] = {"records": n, "seconds": round(t, 4),
-                             "records_per_s": round(n / t), "mb_per_s": round(len(bs) * batch_size / t / 1e6, 1)}
-        for name, decode in (("read_bytes", False), ("read_and_decode", True)):
-            runs = [run_read(target, decode) for _ in range(args.repeat)]
-            t = statistics.median(r[0] for r in runs)
-            n = len(batches) * per_batch
-            results[name] = {"records": n, "seconds": round(t, 4), "records_per_s": round(n / t),
-                             "mb_per_s": round(runs[0][1] / t / 1e6, 1)}
+        for name, r in m["results"].items():
+            t = statistics.median(r["times"])
+            results[name] = {"records": r["records"], "seconds": round(t, 4),
+                             "records_per_s": round(r["records"] / t),
+                             "mb_per_s": round(r["bytes"] / t / 1e6, 1)}
         report = {
             "benchmark": "log_bench",
-            "value_bytes": VALUE, "batch_bytes": batch_size, "records_per_batch": per_batch,
+            "value_bytes": VALUE, "batch_bytes": m["batch_bytes"],
+            "records_per_batch": m["records_per_batch"],
             "repeat": args.repeat, "machine": {"cpus": os.cpu_count(),
                                                 "python": platform.python_version()},
-            "target_append_no_fsync_records_per_s": 2_000_000,
+            "target_append_no_fsync_records_per_s": TARGET_APPEND,
             "results": results,
         }
         print(json.dumps(report, indent=2))

@@ -1,0 +1,63 @@
+"""What every benchmark of the suite shares: the figure record, summaries, machine facts.
+
+Protocol (bench/run_all.py relies on it): a benchmark module `bench/<name>_bench.py`
+exposes `run(quick: bool = False, runs: int = 3) -> dict` returning
+    {"bench": <name>, "setup": {...}, "figures": [figure, ...], "extra": {...}}
+where each figure is made by `figure()`: one sample per run (the suite reports the median
+with min/max), the DESIGN §8 target when there is one, and whether higher is better.
+`quick` shrinks sizes for a smoke run (tests, development), never for reported figures.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import statistics
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+
+def figure(name: str, unit: str, samples, target: float | None = None,
+           better: str = "higher", **params) -> dict:
+    """One measured quantity: `samples` holds one value per run."""
+    if better not in ("higher", "lower"):
+        raise ValueError(f"better must be 'higher' or 'lower', not {better!r}")
+    samples = [float(s) for s in samples]
+    out = {"name": name, "unit": unit, "samples": samples, "target": target,
+           "better": better, "params": params}
+    out.update(summary(samples))
+    if target is not None and samples:
+        out["met"] = (out["median"] >= target) if better == "higher" else (out["median"] <= target)
+    return out
+
+
+def summary(samples) -> dict:
+    samples = [float(s) for s in samples]
+    if not samples:
+        return {"median": None, "min": None, "max": None, "runs": 0}
+    return {"median": statistics.median(samples), "min": min(samples), "max": max(samples),
+            "runs": len(samples)}
+
+
+def machine_facts() -> dict:
+    mem_gib = None
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemTotal:"):
+                    mem_gib = round(int(line.split()[1]) / (1 << 20), 1)
+    except OSError:
+        pass
+    versions = {"python": platform.python_version()}
+    for mod in ("ray", "pyspark", "raydp", "kazoo", "aiokafka", "nats"):
+        try:
+            m = __import__(mod)
+            versions[mod] = getattr(m, "__version__", "?")
+        except Exception:  # a peer's client may be missing on a trimmed install
+            versions[mod] = None
+    return {"cpus": os.cpu_count(), "mem_total_gib": mem_gib, "platform": platform.platform(),
+            "versions": versions}
