@@ -7,8 +7,10 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml Makefile | sha1sum | cut -c1-12)
 ZK_JAR := /usr/share/java/zookeeper.jar
+NATS_SERVER := /usr/sbin/nats-server
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PYTEST_ARGS ?=
+BENCH_ARGS ?=
 
 .PHONY: install demo test test-unit bench check-clean clean-venv
 
@@ -38,9 +40,18 @@ test: install
 test-unit: install
 	$(PY) -m pytest -m unit $(PYTEST_ARGS)
 
-bench: install
-	$(PY) bench/log_bench.py
-	$(PY) bench/controller_bench.py
+# The peer benchmark needs nats-server (Debian); the package's own service is disabled:
+# the bench starts its three servers on free loopback ports and stops them by pid.
+$(NATS_SERVER):
+	@echo "== installing Debian package nats-server (benchmark peer)"
+	$(SUDO) apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends \
+		nats-server >/dev/null
+	-$(SUDO) systemctl disable --now nats-server >/dev/null 2>&1
+
+# bench/results/<date>.json + PNGs; e.g. make bench BENCH_ARGS="--quick --runs 1 --only log,peers"
+bench: install $(NATS_SERVER)
+	$(PY) bench/run_all.py $(BENCH_ARGS)
 
 # Before merging: the committed HEAD, cloned into a fresh directory, passes `make test`.
 check-clean:

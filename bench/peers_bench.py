@@ -56,7 +56,7 @@ WINDOW = 4_000          # outstanding publish acks (nats-py's publish_async defa
 FETCH = 5_000           # messages per pull request
 CHUNK = 10_000          # queue values per actor call: ~1 MB, Ray's efficient call size
 RUN_BUDGET_S = 12.0     # NATS: target seconds per phase of a run (adaptive N, see bench_nats)
-NATS_BIN = shutil.which("nats-server") or "/usr/bin/nats-server"
+NATS_BIN = shutil.which("nats-server") or "/usr/sbin/nats-server"   # Debian installs it in sbin
 DEFAULT_OUT = ROOT / "bench" / "out" / "peers.json"
 
 
