@@ -14,7 +14,8 @@ Rules:
   reaches that offset until the driver releases it (pipeline.tasklog).
 - Gives up with REQUEST_TIMED_OUT when the range cannot be completed within
   `read_timeout_s` (no leader for that long).
-- Yields Arrow batches of at most `rows_per_batch` rows; reports where it ran to the
+- Yields Arrow batches (one per fetch answer) whenever `rows_per_batch` rows have
+  accumulated, and the rest at the end; reports where it ran to the
   TaskLog at the end (after the last batch was handed to Spark).
 """
 
@@ -77,10 +78,9 @@ def read_range(desc: dict, ctx: dict, read_timeout_s: float = 120.0,
                 hold_at = None
         if len(cols) >= rows_per_batch:
             rows += len(cols)
-            yield cols.to_arrow()
-    if len(cols) or rows == 0:
-        rows += len(cols)
-        yield cols.to_arrow()
+            yield from cols.take()
+    rows += len(cols)
+    yield from cols.take()
     _report(tasklog, ns, ctx, desc, leader, rows, resolves, time.monotonic() - t0)
 
 
