@@ -1,4 +1,5 @@
-"""`rayka demo` (what `make demo` runs) works end to end on real Ray and ZooKeeper, and a
+"""`rayka demo` (what `make demo` runs: the Spark pipeline) and `rayka demo --log-only` work
+end to end on real Ray, ZooKeeper and Spark, and a
 launcher failure is one line from the CLI."""
 
 import pytest
@@ -22,3 +23,11 @@ def test_cli_prints_one_line_for_a_launcher_error(monkeypatch, capsys):
     assert cli.main(["demo", "--records", "1000"]) == 1
     err = capsys.readouterr().err.strip()
     assert err.startswith("rayka: ") and "\n" not in err and "zookeeper" in err.lower()
+
+
+def test_pipeline_demo_counts_match_and_every_partition_is_pinned():
+    from pipeline import demo as pipeline_demo
+    s = pipeline_demo.run(clicks_total=30_000, executors=2)
+    assert s["mismatched"] == 0 and s["rows_written"] == s["page_minutes"] > 0
+    assert s["pinned"] == s["partitions"] == 12
+    assert s["task_resolves"] >= 1 and s["new_leader"] not in (None, s["killed_broker"])
