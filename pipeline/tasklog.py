@@ -63,5 +63,13 @@ class TaskLog:
         return dict(self.positions.get(read_id, {}))
 
 
+_handles: dict = {}
+
+
 def task_log(namespace: str):
-    return TaskLog.options(name=NAME, namespace=namespace, get_if_exists=True).remote()
+    # the driver keeps the handle for its lifetime: a non-detached actor dies with its last
+    # handle, and a DataFrame derived from a read (df.select(...)) does not carry it
+    if namespace not in _handles:
+        _handles[namespace] = TaskLog.options(name=NAME, namespace=namespace,
+                                              get_if_exists=True).remote()
+    return _handles[namespace]

@@ -207,3 +207,28 @@ def test_incremental_run_after_a_crash_neither_skips_nor_double_writes(env):
     assert out == want
     committed = cl.store.get_committed_offsets("job", "inc-in")
     assert sum(committed.values()) == 5_500
+
+
+def test_offset_specs_committed_latest_explicit_and_bad_input(env):
+    from pipeline import read_topic
+    from rayka.errors import InvalidRequest, OffsetOutOfRange, UnknownTopicOrPartition
+    cl, spark, _ = env
+    cl.admin().create_topic("specs", 2, 3, {"min.insync.replicas": 2})
+    produce(cl, "specs", 400, keyed=False, partition=0)
+    produce(cl, "specs", 100, keyed=False, partition=1)
+    cl.store.commit_offsets("g", {("specs", 0): 150})        # partition 1: nothing committed
+    got = read_topic(spark, cl, "specs", starting_offsets="committed:g").select(
+        "partition", "offset").collect()
+    assert sorted((r.partition, r.offset) for r in got) == \
+        [(0, o) for o in range(150, 400)] + [(1, o) for o in range(100)]
+    assert read_topic(spark, cl, "specs", starting_offsets="latest").count() == 0
+    window = read_topic(spark, cl, "specs", starting_offsets={0: 10, 1: 90},
+                        ending_offsets={0: 20, 1: 100})
+    assert sorted(r.offset for r in window.select("offset").collect()) == \
+        list(range(10, 20)) + list(range(90, 100))
+    with pytest.raises(OffsetOutOfRange):
+        read_topic(spark, cl, "specs", ending_offsets={0: 401})
+    with pytest.raises(InvalidRequest):
+        read_topic(spark, cl, "specs", starting_offsets="newest")
+    with pytest.raises(UnknownTopicOrPartition):
+        read_topic(spark, cl, "no-such-topic")
