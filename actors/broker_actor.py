@@ -6,6 +6,16 @@ Rules:
   consumers) and controller requests run in SEPARATE thread pools (Ray concurrency
   groups), so waiting produces can never starve the fetches that complete them. Every
   replica manager call happens under ONE lock (the manager is single-threaded by design).
+- Wake-ups (no thundering herd): a waiting produce call sleeps on ITS OWN condition, woken
+  only when one of its pending ids completes; long-poll fetches sleep on `changed`, woken
+  when a leader append adds data (Kafka completes DelayedFetch on append: without it a
+  follower sat out its whole long-poll and every acks=all produce waited ~max_wait), when
+  a HW moves, or on controller requests.
+- `produce_many([(tp, batches), ...], acks, timeout_ms)` is Kafka's multi-partition
+  ProduceRequest: one call per broker carrying every partition's batches (one entry per
+  partition); the answer is {tp: result} with a result per partition (its own error code),
+  sent when every acks=all partition has its HW past its batch or timed out. `produce` is
+  the one-partition case.
 - Start (also after a Ray restart, which re-runs __init__): recover the logs from disk,
   register in ZooKeeper (an ephemeral /brokers/ids/<id> whose czxid is the broker epoch),
   then obey the controller. A fresh actor waits out a previous registration's session; a
@@ -78,7 +88,8 @@ class BrokerActor:
         self.data_dir = data_dir
         self._controller_terms: set[tuple[int, int]] = set()  # recorded by THIS incarnation
         self.lock = threading.RLock()
-        self.changed = threading.Condition(self.lock)
+        self.changed = threading.Condition(self.lock)   # long-poll fetches (and metadata)
+        self._produce_conds: dict[int, threading.Condition] = {}  # pending id → its waiter
         self.rm = ReplicaManager(broker_id, BrokerConfig(data_dir=data_dir,
                                                          default_topic_config=topic_defaults,
                                                          **broker_cfg), _clock_ms)
@@ -131,8 +142,10 @@ class BrokerActor:
         wake = False
         for e in effects:
             if isinstance(e, ProduceDone):
-                self.done[e.pending_id] = e
-                wake = True
+                cond = self._produce_conds.get(e.pending_id)
+                if cond is not None:          # nobody waits any more: drop it (no leak)
+                    self.done[e.pending_id] = e
+                    cond.notify()
             elif isinstance(e, HighWatermarkChanged):
                 wake = True
             elif isinstance(e, ProposeIsr):
@@ -200,23 +213,58 @@ class BrokerActor:
     @ray.method(concurrency_group="produce")
     def produce(self, tp, batches: bytes, acks: int = -1, timeout_ms: int = 30_000) -> dict:
         tp = tuple(tp)
+        return self._produce([(tp, batches)], acks, timeout_ms)[tp]
+
+    @ray.method(concurrency_group="produce")
+    def produce_many(self, requests, acks: int = -1, timeout_ms: int = 30_000) -> dict:
+        """requests: [(tp, batches)] (or {tp: batches}), one entry per partition → {tp: result}."""
+        if isinstance(requests, dict):
+            requests = requests.items()
+        return self._produce([(tuple(tp), data) for tp, data in requests], acks, timeout_ms)
+
+    def _produce(self, requests, acks: int, timeout_ms: int) -> dict:
+        out: dict = {}
+        waiting: dict[int, object] = {}          # pending id → (tp, AppendResult)
         with self.lock:
-            r = self.rm.append(tp, batches, acks, timeout_ms)
-            if r.pending_id is None:
+            cond = threading.Condition(self.lock)
+            appended = False
+            for tp, data in requests:
+                try:
+                    r = self.rm.append(tp, data, acks, timeout_ms)
+                except BaseException:       # a disk error: forget this call's waiters first
+                    for pid in waiting:
+                        self._produce_conds.pop(pid, None)
+                    raise
+                if r.pending_id is None:
+                    out[tp] = {"error": r.error, "base_offset": r.base_offset,
+                               "last_offset": r.last_offset, "duplicate": r.duplicate,
+                               "message": r.message}
+                else:   # registered BEFORE the effects run, so no completion is missed
+                    self._produce_conds[r.pending_id] = cond
+                    waiting[r.pending_id] = (tp, r)
+                appended |= not r.error and not r.duplicate
                 self.apply_effects(r.effects)
-                return {"error": r.error, "base_offset": r.base_offset, "last_offset": r.last_offset,
-                        "duplicate": r.duplicate, "message": r.message}
-            self.apply_effects(r.effects)
+            if appended:
+                self.changed.notify_all()     # new data: complete the followers' long-polls
             deadline = time.monotonic() + timeout_ms / 1000 + 5
-            while r.pending_id not in self.done:
+            while waiting:
+                for pid in [pid for pid in waiting if pid in self.done]:
+                    tp, r = waiting.pop(pid)
+                    d = self.done.pop(pid)
+                    self._produce_conds.pop(pid, None)
+                    out[tp] = {"error": d.error, "base_offset": d.base_offset,
+                               "last_offset": d.last_offset, "duplicate": r.duplicate}
                 remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    return {"error": RequestTimedOut.code, "base_offset": r.base_offset,
-                            "last_offset": r.last_offset, "duplicate": r.duplicate}
-                self.changed.wait(remaining)
-            d = self.done.pop(r.pending_id)
-            return {"error": d.error, "base_offset": d.base_offset, "last_offset": d.last_offset,
-                    "duplicate": r.duplicate}
+                if waiting and remaining <= 0:
+                    for pid, (tp, r) in waiting.items():
+                        self._produce_conds.pop(pid, None)
+                        self.done.pop(pid, None)
+                        out[tp] = {"error": RequestTimedOut.code, "base_offset": r.base_offset,
+                                   "last_offset": r.last_offset, "duplicate": r.duplicate}
+                    break
+                if waiting:
+                    cond.wait(remaining)
+        return out
 
     # -- fetch ---------------------------------------------------------------------------------------
     @ray.method(concurrency_group="fetch")

@@ -23,7 +23,8 @@ Rules:
 - `reenqueue(batch)` puts a drained batch (a retry) back at the FRONT of its queue, in
   drain order among other retried batches, keeping its base_sequence; it is ready at
   once (backoff is the caller's business). Draining it again assigns nothing new.
-- Timestamps default to clock_ms() at append. `append_many` (bulk API) seals the
+- Timestamps default to wall_clock_ms() at append (epoch ms, Kafka's CreateTime; defaults
+  to clock_ms when not given, e.g. in tests). `append_many` (bulk API) seals the
   partition's open batch and cuts the values into sealed batches of <= batch_size
   estimated bytes each (at least one record per batch).
 - Completion: the sender calls batch.complete(base_offset) or batch.fail(error); each
@@ -62,7 +63,7 @@ class ProducerBatch:
     __slots__ = ("tp", "values", "keys", "timestamps_ms", "headers", "created_ms",
                  "estimated_bytes", "sealed", "base_sequence", "producer_id",
                  "producer_epoch", "attempts", "done", "base_offset", "error", "_order",
-                 "_has_keys", "_has_headers")
+                 "_has_keys", "_has_headers", "_encoded")
 
     def __init__(self, tp: TopicPartition, created_ms: int):
         self.tp = tp
@@ -83,6 +84,7 @@ class ProducerBatch:
         self._order: int | None = None         # drain order, for reenqueue
         self._has_keys = False
         self._has_headers = False
+        self._encoded: bytes | None = None     # build() of the sealed batch, kept for retries
 
     @property
     def record_count(self) -> int:
@@ -111,6 +113,13 @@ class ProducerBatch:
                            producer_id=self.producer_id, producer_epoch=self.producer_epoch,
                            base_sequence=NO_SEQUENCE if self.base_sequence is None
                            else self.base_sequence)
+
+    def encoded(self) -> bytes:
+        """The batch's bytes, built once: a drained (sealed, sequenced) batch never changes,
+        so a retry resends exactly what was sent before."""
+        if self._encoded is None:
+            self._encoded = bytes(self.build())
+        return self._encoded
 
     def complete(self, base_offset: int) -> None:
         self.done, self.base_offset, self.error = True, base_offset, None
@@ -147,7 +156,8 @@ class RecordHandle:
 
 class RecordAccumulator:
     def __init__(self, batch_size: int, linger_ms: int, clock_ms: Callable[[], int],
-                 producer_id: int = -1, producer_epoch: int = -1):
+                 producer_id: int = -1, producer_epoch: int = -1,
+                 wall_clock_ms: Callable[[], int] | None = None):
         if batch_size <= 0 or linger_ms < 0:
             raise ValueError("batch_size must be > 0 and linger_ms >= 0")
         self.batch_size = batch_size
@@ -155,6 +165,9 @@ class RecordAccumulator:
         self.producer_id = producer_id
         self.producer_epoch = producer_epoch
         self._clock = clock_ms
+        # record timestamps (CreateTime) are wall-clock epoch ms; linger uses the monotonic
+        # clock_ms, which may be any origin
+        self._wall = wall_clock_ms or clock_ms
         self._queues: dict[TopicPartition, deque[ProducerBatch]] = {}
         self._next_sequence: dict[TopicPartition, int] = {}
         self._drain_order = itertools.count()
@@ -173,7 +186,8 @@ class RecordAccumulator:
                 return None
             last = ProducerBatch(tp, now)
             queue.append(last)
-        index = last._add(value, key, headers, now if timestamp_ms is None else timestamp_ms, size)
+        index = last._add(value, key, headers,
+                          self._wall() if timestamp_ms is None else timestamp_ms, size)
         return RecordHandle(last, index)
 
     def append_many(self, tp: TopicPartition, values: Sequence[bytes | None],
@@ -181,7 +195,7 @@ class RecordAccumulator:
         """Bulk append: sealed batches of <= batch_size estimated bytes, in order."""
         if keys is not None and len(keys) != len(values):
             raise ValueError("keys and values differ in length")
-        now = self._clock()
+        now, stamp = self._clock(), self._wall()
         queue = self._queues.setdefault(tp, deque())
         if queue:
             queue[-1].sealed = True
@@ -195,7 +209,7 @@ class RecordAccumulator:
                 batch = ProducerBatch(tp, now)
                 batch.sealed = True
                 batches.append(batch)
-            batch._add(value, key, None, now, size)
+            batch._add(value, key, None, stamp, size)
         queue.extend(batches)
         return batches
 

@@ -6,7 +6,13 @@ Rules:
   (bulk) cuts values into sealed batches and returns ONE Future of the list of metadata.
 - One sender thread: drains ready batches (linger_ms / batch_size), keeps at most ONE
   batch in flight per partition (order is kept; with idempotence a retry carries the same
-  producer id and sequence, so the leader answers a duplicate with its original offsets).
+  producer id and sequence, so the leader answers a duplicate with its original offsets),
+  and sends, per leader broker, ONE `produce_many` call carrying the head batch of every
+  ready partition it leads (Kafka's one ProduceRequest per broker); the answer has a
+  result per partition, each handled as below. Batches are encoded once (retries resend
+  the same bytes). More than one batch in flight per partition is NOT done: a retried
+  batch could be overtaken by the next one (the leader would answer
+  OUT_OF_ORDER_SEQUENCE), so parallelism comes from partitions, not depth.
 - Retriable answers (NOT_LEADER, LEADER_NOT_AVAILABLE, NOT_ENOUGH_REPLICAS(_AFTER_APPEND),
   REQUEST_TIMED_OUT, FENCED/UNKNOWN_LEADER_EPOCH, UNKNOWN_TOPIC_OR_PARTITION, a dead or
   restarting broker actor, or no answer within request_timeout_ms + a grace: a paused
@@ -38,11 +44,18 @@ from replicas.errors import (InvalidRequiredAcks, KafkaError, RequestTimedOut,
 log = logging.getLogger(__name__)
 RETRIABLE = {3, 5, 6, 7, 19, 20, 74, 75}
 REQUEST_GRACE_MS = 5_000      # the broker's own timeout answers first when it can
+EXPIRE_CHECK_MS = 100         # how often in-flight requests are checked for expiry / moves
+_new = tuple.__new__          # builds a NamedTuple without its Python-level __new__ (hot path)
 _ACKS = {"all": -1, "-1": -1, -1: -1, "1": 1, 1: 1, "0": 0, 0: 0}
 
 
 def _clock_ms() -> int:
     return int(time.monotonic() * 1000)
+
+
+def _wall_ms() -> int:
+    """Record timestamps: epoch milliseconds (Kafka's CreateTime)."""
+    return int(time.time() * 1000)
 
 
 class Producer:
@@ -59,15 +72,17 @@ class Producer:
         self.producer_id = (cluster.store.allocate_producer_id_block(size=1)[0]
                             if enable_idempotence else -1)
         self.acc = RecordAccumulator(batch_size, linger_ms, _clock_ms, self.producer_id,
-                                     0 if enable_idempotence else -1)
+                                     0 if enable_idempotence else -1, wall_clock_ms=_wall_ms)
         self.metadata = Metadata(cluster)
         self.sticky = StickyPartitioner(random.Random(seed))
         self.cond = threading.Condition()
         self.waiters: dict[int, list] = collections.defaultdict(list)  # id(batch) → [(future, index)]
         self.outbox: dict[tuple, collections.deque] = collections.defaultdict(collections.deque)
-        self.in_flight: dict = {}            # ObjectRef → batch
-        self.sent_ms: dict = {}              # ObjectRef → (when sent, to which broker)
+        self.in_flight: dict = {}            # ObjectRef → (broker id, when sent, [batches])
         self.busy: set[tuple] = set()        # partitions with a batch in flight
+        self._actors: dict[int, object] = {}  # broker id → actor handle (get_actor is a GCS call)
+        self._counts: tuple = (None, {})     # (metadata dict it was read from, topic → count)
+        self._next_expire_ms = 0
         self.retry_at: dict[tuple, int] = {}
         self.first_try_ms: dict[int, int] = {}
         self.unfinished = 0
@@ -77,9 +92,21 @@ class Producer:
         self._thread.start()
 
     # -- the API ------------------------------------------------------------------------------------
+    def _partition_count(self, topic: str) -> int:
+        """metadata.partition_count, cached until metadata is refreshed (it scans every
+        partition, once per record otherwise)."""
+        source, counts = self._counts
+        if source is not self.metadata.partitions:
+            source, counts = self.metadata.partitions, {}
+            self._counts = (source, counts)
+        n = counts.get(topic)
+        if n is None:
+            n = counts[topic] = self.metadata.partition_count(topic)
+        return n
+
     def send(self, topic: str, value: bytes | None, key: bytes | None = None,
              partition: int | None = None, headers=None, timestamp_ms: int | None = None) -> Future:
-        n = self.metadata.partition_count(topic)
+        n = self._partition_count(topic)
         sticky = partition is None and key is None
         if partition is None:
             partition = partition_for_key(key, n) if key is not None else self.sticky.partition(topic, n)
@@ -102,7 +129,7 @@ class Producer:
 
     def send_batch(self, topic: str, values, keys=None, partition: int | None = None) -> Future:
         """Bulk: one Future resolving to the list of RecordMetadata, in input order."""
-        n = self.metadata.partition_count(topic)
+        n = self._partition_count(topic)
         if partition is None:
             partition = self.sticky.partition(topic, n)
             self.sticky.on_new_batch(topic, partition, n)
@@ -166,23 +193,34 @@ class Producer:
 
     def _run_once(self) -> bool:
         """One round of the sender: drain, dispatch, collect answers; True when closed."""
+        # outbox, busy, in_flight, retry_at and first_try_ms belong to this thread alone: only
+        # the accumulator, the waiters and `unfinished` need the lock, so send() callers never
+        # wait behind an actor call or a batch's worth of future resolutions.
+        waiting = self.busy | {tp for tp, q in self.outbox.items() if q}
         with self.cond:
             if self.closed and not self.unfinished:
                 return True
-            waiting = self.busy | {tp for tp, q in self.outbox.items() if q}
-            for batch in self.acc.drain(ready_only=not self.flushing, skip=waiting):
-                self.outbox[batch.tp].append(batch)
-                self.first_try_ms.setdefault(id(batch), _clock_ms())
-            self._dispatch()
-            refs = list(self.in_flight)
-            if not refs:
+            drained = self.acc.drain(ready_only=not self.flushing, skip=waiting)
+        now = _clock_ms()
+        for batch in drained:
+            self.outbox[batch.tp].append(batch)
+            self.first_try_ms.setdefault(id(batch), now)
+        self._dispatch()
+        refs = list(self.in_flight)
+        if not refs:
+            with self.cond:
+                if self.closed and not self.unfinished:
+                    return True
                 nxt = self.acc.next_ready_ms(skip=waiting)
                 wait_ms = 50 if nxt is None else max(0, nxt - _clock_ms())
                 if self.retry_at:
                     wait_ms = min(wait_ms, max(0, min(self.retry_at.values()) - _clock_ms()))
                 self.cond.wait(wait_ms / 1000)
                 return False
-        done, _ = ray.wait(refs, num_returns=1, timeout=0.005)
+        done, rest = ray.wait(refs, num_returns=1, timeout=0.005)
+        if done and rest:           # collect every answer already there in the same round
+            more, _ = ray.wait(rest, num_returns=len(rest), timeout=0)
+            done += more
         for ref in done:
             self._on_answer(ref)
         self._expire_requests()
@@ -190,76 +228,115 @@ class Producer:
 
     def _expire_requests(self) -> None:
         """A request unanswered past request_timeout_ms (its broker paused, partitioned), or
-        sent to a broker that metadata no longer names as leader, is given up as
-        REQUEST_TIMED_OUT and retried: the idempotent sequence makes a late landing of the
-        abandoned one harmless (the leader answers the retry as a duplicate, or no longer
-        leads)."""
-        limit = _clock_ms() - self.request_timeout_ms - REQUEST_GRACE_MS
-        for ref, (sent, broker) in list(self.sent_ms.items()):
-            leader = self.metadata.leader(self.in_flight[ref].tp)
-            moved = leader is not None and leader[0] != broker   # a newer leader is known
+        sent to a broker that metadata no longer names as leader of one of its partitions,
+        is given up as REQUEST_TIMED_OUT and retried: the idempotent sequence makes a late
+        landing of the abandoned one harmless (the leader answers the retry as a duplicate,
+        or no longer leads). Checked every EXPIRE_CHECK_MS, not every round."""
+        now = _clock_ms()
+        if now < self._next_expire_ms:
+            return
+        self._next_expire_ms = now + EXPIRE_CHECK_MS
+        limit = now - self.request_timeout_ms - REQUEST_GRACE_MS
+        for ref, (broker, sent, batches) in list(self.in_flight.items()):
+            moved = False
+            for batch in batches:
+                leader = self.metadata.leader(batch.tp)
+                if leader is not None and leader[0] != broker:   # a newer leader is known
+                    moved = True
+                    break
             if sent < limit or moved:
                 self._on_answer(ref, timed_out=True)
 
+    def _actor(self, broker_id: int):
+        actor = self._actors.get(broker_id)
+        if actor is None:
+            actor = self.cluster.broker_actor(broker_id)
+            if actor is not None:
+                self._actors[broker_id] = actor
+        return actor
+
     def _dispatch(self) -> None:
+        """Per leader broker, ONE produce_many with the head batch of each ready partition."""
         now = _clock_ms()
+        by_broker: dict[int, list] = {}
+        refresh = False
         for tp, queue in self.outbox.items():
             if not queue or tp in self.busy or self.retry_at.get(tp, 0) > now:
                 continue
             leader = self.metadata.leader(tp)
             if leader is None:
-                self.metadata.refresh()
+                refresh = True
                 self.retry_at[tp] = now + self.retry_backoff_ms
                 continue
-            batch = queue[0]
-            try:
-                ref = self.cluster.broker_actor(leader[0]).produce.remote(
-                    tp, bytes(batch.build()), self.acks, self.request_timeout_ms)
-            except AttributeError:      # broker actor not found (restarting, or gone for good)
-                self.metadata.refresh()     # a dead leader's actor never comes back by itself
-                self.retry_at[tp] = now + self.retry_backoff_ms
+            by_broker.setdefault(leader[0], []).append(queue[0])
+        for broker, batches in by_broker.items():
+            actor = self._actor(broker)
+            if actor is None:           # broker actor not found (restarting, or gone for good)
+                refresh = True          # a dead leader's actor never comes back by itself
+                for batch in batches:
+                    self.retry_at[batch.tp] = now + self.retry_backoff_ms
                 continue
-            self.retry_at.pop(tp, None)
-            self.in_flight[ref] = batch
-            self.sent_ms[ref] = (now, leader[0])
-            self.busy.add(tp)
+            ref = actor.produce_many.remote([(b.tp, b.encoded()) for b in batches],
+                                            self.acks, self.request_timeout_ms)
+            self.in_flight[ref] = (broker, now, batches)
+            for batch in batches:
+                self.retry_at.pop(batch.tp, None)
+                self.busy.add(batch.tp)
+        if refresh:
+            self.metadata.refresh()
 
     def _on_answer(self, ref, timed_out: bool = False) -> None:
-        batch = self.in_flight.pop(ref)
-        self.sent_ms.pop(ref, None)
-        try:
-            if timed_out:
-                answer, code = None, RequestTimedOut.code
+        broker, _sent, batches = self.in_flight.pop(ref)
+        answers = None
+        if not timed_out:
+            try:
+                answers = ray.get(ref)
+            except RayError:        # the broker died or restarted: like NOT_LEADER
+                self._actors.pop(broker, None)
+        refresh = False
+        now = _clock_ms()
+        finished = []
+        for batch in batches:
+            answer = None if answers is None else answers.get(batch.tp)
+            if answer is None:
+                code = RequestTimedOut.code if timed_out else 6
             else:
-                answer = ray.get(ref)
                 code = answer["error"]
-        except RayError:
-            answer, code = None, 6        # the broker died or restarted: like NOT_LEADER
-        with self.cond:
             self.busy.discard(batch.tp)
-            expired = _clock_ms() - self.first_try_ms[id(batch)] > self.delivery_timeout_ms
+            expired = now - self.first_try_ms[id(batch)] > self.delivery_timeout_ms
             if code in RETRIABLE and not expired and batch.attempts < self.retries:
                 batch.attempts += 1
-                self.metadata.refresh()
-                self.retry_at[batch.tp] = _clock_ms() + self.retry_backoff_ms
-                return
+                refresh = True
+                self.retry_at[batch.tp] = now + self.retry_backoff_ms
+                continue
             self.outbox[batch.tp].popleft()
             self.first_try_ms.pop(id(batch), None)
             if code == 0:
                 batch.complete(answer["base_offset"])
             else:
                 batch.fail(error_for_code(code, f"produce to {batch.tp[0]}-{batch.tp[1]} failed"))
-            self._resolve(batch)
+            finished.append(batch)
+        if refresh:
+            self.metadata.refresh()
+        if not finished:
+            return
+        with self.cond:      # a drained batch gets no new waiters: take its list, resolve outside
+            resolved = [(batch, self.waiters.pop(id(batch), [])) for batch in finished]
+        for batch, waiters in resolved:
+            self._resolve(batch, waiters)
+        with self.cond:      # only now: flush() returns after every future is resolved
+            self.unfinished -= sum(len(w) for _, w in resolved)
             self.cond.notify_all()
 
-    def _resolve(self, batch) -> None:
-        waiters = self.waiters.pop(id(batch), [])
+    @staticmethod
+    def _resolve(batch, waiters) -> None:
+        topic, partition = batch.tp
+        base = batch.base_offset
         for future, index in waiters:
             if batch.error is not None:
                 future.set_exception(batch.error)
             elif index is None:        # a bulk batch: the metadata of all its records
-                future.set_result([RecordMetadata(batch.tp[0], batch.tp[1], batch.base_offset + i)
-                                   for i in range(batch.record_count)])
+                future.set_result([_new(RecordMetadata, (topic, partition, o))
+                                   for o in range(base, base + batch.record_count)])
             else:
-                future.set_result(RecordMetadata(batch.tp[0], batch.tp[1], batch.base_offset + index))
-        self.unfinished -= len(waiters)
+                future.set_result(_new(RecordMetadata, (topic, partition, base + index)))

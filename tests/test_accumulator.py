@@ -157,6 +157,17 @@ def test_reenqueue_keeps_sequences_and_order():
     assert acc.next_sequence(T0) == 6
 
 
+def test_encoded_is_built_once_and_equals_build():
+    acc, _ = make(batch_size=200, linger_ms=0)
+    acc.append(T0, b"x", key=b"k")
+    batch = acc.drain()[0]
+    data = batch.encoded()
+    assert isinstance(data, bytes) and data == bytes(batch.build())
+    assert batch.encoded() is data               # a retry resends the very same bytes
+    header = records.validate_batches(data)[0]
+    assert (header.producer_id, header.base_sequence) == (7, 0)
+
+
 def test_reenqueued_batch_is_ready_despite_linger_and_takes_no_appends():
     acc, clock = make(linger_ms=1_000)
     acc.append(T0, b"a")
@@ -277,3 +288,12 @@ def test_public_types_are_small_picklable_tuples():
         assert pickle.loads(pickle.dumps(value)) == value
         assert isinstance(value, tuple) and not hasattr(value, "__dict__")
     assert ConsumerRecord("t", 0, 1, None, b"v", 5).headers == ()
+
+
+def test_record_timestamps_come_from_the_wall_clock_not_the_linger_clock():
+    acc = RecordAccumulator(1 << 20, 5, lambda: 42, wall_clock_ms=lambda: 1_795_262_400_000)
+    acc.append(("t", 0), b"a")
+    bulk = acc.append_many(("t", 1), [b"b", b"c"])
+    batches = acc.drain(ready_only=False)
+    assert {ts for b in batches for ts in b.timestamps_ms} == {1_795_262_400_000}
+    assert bulk[0].created_ms == 42

@@ -135,6 +135,38 @@ def test_bad_input_is_typed_and_appends_nothing(cluster):
     assert info["log_end_offset"] == 0                          # nothing was appended
 
 
+def test_produce_many_answers_each_partition(cluster):
+    """One multi-partition produce request (Kafka's ProduceRequest): a result per partition,
+    acks=all answered with the HW past every accepted batch, rejects append nothing."""
+    admin = cluster.admin()
+    admin.create_topic("many", 3, 3, {"min.insync.replicas": 2})
+    wait_for(lambda: isr_full(admin, "many"), 60, "many fully replicated")
+    infos = admin.describe_topic("many")
+    leader = infos[0].leader
+    led = [("many", p.partition) for p in infos if p.leader == leader]
+    other = [("many", p.partition) for p in infos if p.leader != leader]
+    good = bytes(build_batch([b"a", b"b"], timestamps_ms=0))
+    corrupt = bytearray(good)
+    corrupt[-1] ^= 0xFF
+    requests = [(led[0], good), (("no-such-topic", 0), good)] + [(tp, bytes(corrupt)) for tp in led[1:]]
+    requests += [(tp, good) for tp in other]
+    broker = cluster.broker_actor(leader)
+    answers = ray.get(broker.produce_many.remote(requests, -1, 10_000))
+    assert answers[led[0]]["error"] == 0 and answers[led[0]]["base_offset"] == 0
+    assert answers[led[0]]["last_offset"] == 1
+    assert answers[("no-such-topic", 0)]["error"] == UnknownTopicOrPartition.code
+    for tp in led[1:]:
+        assert answers[tp]["error"] == CorruptRecord.code
+    for tp in other:
+        assert answers[tp]["error"] == 6                     # NOT_LEADER_OR_FOLLOWER
+    assert ray.get(broker.partition_info.remote(led[0]))["high_watermark"] >= 2
+    for tp in led[1:]:
+        assert ray.get(broker.partition_info.remote(tp))["log_end_offset"] == 0
+    # the one-partition call is the same path
+    r = ray.get(broker.produce.remote(led[0], good, -1, 10_000))
+    assert (r["error"], r["base_offset"]) == (0, 2)
+
+
 def test_unreachable_zookeeper_fails_fast_with_the_address(ray_session):
     from controller.store_api import ZkUnavailable
     from rayka.zookeeper import free_port

@@ -12,6 +12,7 @@ after writing part of its output is redone without a duplicate or a gap."""
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 import zlib
 from collections import Counter
@@ -158,6 +159,12 @@ def test_write_then_read_round_trips_with_the_kafka_schema(env):
     assert Counter((None if r.key is None else bytes(r.key), bytes(r.value)) for r in rows) \
         == Counter(data)
     assert {r.topic for r in rows} == {"roundtrip"}
+    # CreateTime stamped by the producer: epoch time of the write, not a monotonic clock
+    stamps = back.agg(F.min(F.col("timestamp").cast("long")).alias("lo"),
+                      F.max(F.col("timestamp").cast("long")).alias("hi"),
+                      F.max("timestampType").alias("type")).first()
+    assert abs(stamps.lo - time.time()) < 3600 and abs(stamps.hi - time.time()) < 3600
+    assert stamps.type == 0
     # keyed rows land where a Kafka client puts them: one partition per key
     per_key = back.where(F.col("key").isNotNull()).groupBy("key").agg(
         F.countDistinct("partition").alias("parts")).collect()
