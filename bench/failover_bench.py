@@ -61,7 +61,9 @@ from bench.scale_bench import FD_BASELINE, broker_process_facts, fd_shortfall, i
 
 NAME = "failover"
 CS_SIZES, CS_QUICK = (100, 1_000, 10_000), (100, 1_000)
-CF_SIZES, CF_QUICK = (100, 1_000, 10_000), (100, 1_000)
+# controller failover vs partitions is controller_bench's figure in the suite; --cf-sizes
+# measures it here too (same function) when this bench runs alone
+CF_SIZES, CF_QUICK = (), ()
 KILL_TOPIC = "failover"
 DEFAULT_OUT = ROOT / "bench" / "out" / f"{NAME}.json"
 
@@ -281,7 +283,7 @@ def run(quick: bool = False, runs: int = 3, cs_sizes=None, cf_sizes=None,
 
     import rayka
     cs_sizes = list(cs_sizes or (CS_QUICK if quick else CS_SIZES))
-    cf_sizes = list(cf_sizes or (CF_QUICK if quick else CF_SIZES))
+    cf_sizes = list(cf_sizes if cf_sizes is not None else (CF_QUICK if quick else CF_SIZES))
     t_all = time.monotonic()
     # a broker holds every partition of every cs topic (3×max led) plus the small topics
     limits = init_ray(2 * 3 * max(cs_sizes) + FD_BASELINE)
