@@ -10,6 +10,7 @@ with min/max), the DESIGN §8 target when there is one, and whether higher is be
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import statistics
@@ -61,3 +62,12 @@ def machine_facts() -> dict:
             versions[mod] = None
     return {"cpus": os.cpu_count(), "mem_total_gib": mem_gib, "platform": platform.platform(),
             "versions": versions}
+
+
+def emit(result: dict, out: Path) -> dict:
+    """A bench's main(): print the JSON and write it to `out`."""
+    text = json.dumps(result, indent=2)
+    print(text)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text + "\n")
+    return result

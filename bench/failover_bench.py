@@ -29,7 +29,7 @@ Figures (one sample per run; better = lower):
 
 Reused across runs: one Ray instance; one rayka cluster for the broker and controller kills
 and the controlled shutdowns (healed before every run, see above). File descriptors: a
-broker keeps 2 per replica (.log + .index); RLIMIT_NOFILE is raised before ray.init
+broker keeps 1 per replica (the active .log); RLIMIT_NOFILE is raised before ray.init
 (bench/scale_bench.raise_fd_limit); a size that still does not fit is not lowered, its
 figure has no samples and the precise reason is in "extra.skipped". On the
 dev machine (hard limit 20,000, CAP_SYS_RESOURCE dropped even for root) that is 10,000
@@ -43,7 +43,6 @@ reopen here, ~60 s before anything else) and heals it.
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import sys
 import tempfile
@@ -56,8 +55,9 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.common import figure, machine_facts  # noqa: E402
-from bench.scale_bench import FD_BASELINE, broker_process_facts, fd_shortfall, init_ray  # noqa: E402
+from bench.common import emit, figure, machine_facts  # noqa: E402
+from bench.scale_bench import (FD_BASELINE, FDS_PER_REPLICA,  # noqa: E402
+                               broker_process_facts, fd_shortfall, init_ray)
 
 NAME = "failover"
 CS_SIZES, CS_QUICK = (100, 1_000, 10_000), (100, 1_000)
@@ -286,7 +286,7 @@ def run(quick: bool = False, runs: int = 3, cs_sizes=None, cf_sizes=None,
     cf_sizes = list(cf_sizes if cf_sizes is not None else (CF_QUICK if quick else CF_SIZES))
     t_all = time.monotonic()
     # a broker holds every partition of every cs topic (3×max led) plus the small topics
-    limits = init_ray(2 * 3 * max(cs_sizes) + FD_BASELINE)
+    limits = init_ray(FDS_PER_REPLICA * 3 * max(cs_sizes) + FD_BASELINE)
     data_dir = tempfile.mkdtemp(prefix="rayka-failover-")
     kills: dict[str, list[dict]] = {"restart": [], "no_restart": []}
     ctl: list[dict] = []
@@ -311,7 +311,7 @@ def run(quick: bool = False, runs: int = 3, cs_sizes=None, cf_sizes=None,
                   f"{r['serving_s']:.3f} s", file=sys.stderr)
         for led in sorted(cs_sizes):
             # not lowered: a broker of 3×led replicas needs 2 fds each, or it cannot open them
-            short = fd_shortfall(2 * 3 * led + FD_BASELINE, limits)
+            short = fd_shortfall(FDS_PER_REPLICA * 3 * led + FD_BASELINE, limits)
             if short:
                 skipped[f"controlled_shutdown.{led}"] = short
                 print(f"# controlled shutdown, {led} led: skipped: {short}", file=sys.stderr)
@@ -374,11 +374,7 @@ def main(argv=None) -> dict:
     ints = lambda s: [int(x) for x in s.split(",")] if s else None  # noqa: E731
     report = run(quick=args.quick, runs=args.runs, cs_sizes=ints(args.cs_sizes),
                  cf_sizes=ints(args.cf_sizes), timeout_s=args.timeout)
-    text = json.dumps(report, indent=2)
-    print(text)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(text + "\n")
-    return report
+    return emit(report, args.out)
 
 
 if __name__ == "__main__":

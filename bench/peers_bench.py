@@ -36,7 +36,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -48,7 +47,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.common import figure, machine_facts  # noqa: E402
+from bench.common import emit, figure, machine_facts  # noqa: E402
+from rayka.zookeeper import free_ports  # noqa: E402
 
 RECORD_BYTES = 100
 NATS_N, QUEUE_N, QUEUE_ITEM_N = 200_000, 1_000_000, 20_000
@@ -80,20 +80,6 @@ def wait_for(predicate, timeout_s: float, what: str, poll_s: float = 0.05):
 
 
 # ---------------------------------------------------------------- NATS cluster
-
-
-def free_ports(n: int) -> list[int]:
-    """n distinct free loopback ports; all sockets are held until every port is picked."""
-    socks = []
-    try:
-        for _ in range(n):
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
 
 
 def nats_server_version() -> str | None:
@@ -371,11 +357,7 @@ def main(argv=None) -> dict:
     args = parser.parse_args(argv)
     report = run(quick=args.quick, runs=args.runs)
     report["machine"] = machine_facts()
-    text = json.dumps(report, indent=2)
-    print(text)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(text + "\n")
-    return report
+    return emit(report, args.out)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,6 @@ returning. DESIGN §8 target: pinned read >= 1,000,000 records/s.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 import time
@@ -30,7 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import figure, machine_facts  # noqa: E402
+from bench.common import emit, figure, machine_facts  # noqa: E402
 
 NAME = "pipeline"
 DEFAULT_OUT = Path(__file__).resolve().parent / "out" / f"{NAME}.json"
@@ -142,11 +141,7 @@ def main(argv=None) -> dict:
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = parser.parse_args(argv)
     result = run(quick=args.quick, runs=args.runs)
-    text = json.dumps(result, indent=2)
-    print(text)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(text + "\n")
-    return result
+    return emit(result, args.out)
 
 
 if __name__ == "__main__":

@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import argparse
 import inspect
-import json
 import shutil
 import struct
 import sys
@@ -53,7 +52,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import figure, machine_facts  # noqa: E402
+from bench.common import emit, figure, machine_facts  # noqa: E402
 from rayka.admin import wait_for  # noqa: E402
 
 NAME = "produce"
@@ -382,11 +381,7 @@ def main(argv=None) -> dict:
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = parser.parse_args(argv)
     result = run(quick=args.quick, runs=args.runs)
-    text = json.dumps(result, indent=2)
-    print(text)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(text + "\n")
-    return result
+    return emit(result, args.out)
 
 
 if __name__ == "__main__":

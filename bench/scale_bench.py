@@ -19,8 +19,9 @@ Per size and run, on real Ray and the real (embedded) ZooKeeper:
   /proc/<pid>/status and len(/proc/<pid>/fd) of each broker actor's process (pid() of
   the actor), max over the 3 brokers (all brokers are also kept in "extra").
 
-Limits: each replica keeps one open segment = 2 fds (.log + .index), so a broker of an
-N-partition RF-3 topic on 3 brokers needs about 2N fds plus ~60 (seen). Before ray.init this
+Limits: each replica keeps one open segment = 1 fd (the .log; the .index is opened only to
+write it), so a broker of an N-partition RF-3 topic on 3 brokers needs about N fds plus ~60
+(seen). Before ray.init this
 raises RLIMIT_NOFILE (soft, and the hard limit too when the process holds CAP_SYS_RESOURCE)
 so the raylet and the broker workers inherit it. A size that still does not fit is replaced
 by the largest that does (a multiple of 100): its figures are named by the size MEASURED,
@@ -35,7 +36,6 @@ broker) becomes 9,700.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import resource
 import shutil
@@ -49,12 +49,13 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.common import figure, machine_facts  # noqa: E402
+from bench.common import emit, figure, machine_facts  # noqa: E402
 
 NAME = "scale"
 SIZES, QUICK_SIZES = (1_000, 10_000), (100, 300)
 VALUE_BYTES = 100
 FD_BASELINE = 500           # seen ~65 (sockets, Ray's pipes, ZooKeeper); the rest is headroom
+FDS_PER_REPLICA = 1         # replicas/segment.py: the active segment's .log
 DEFAULT_OUT = ROOT / "bench" / "out" / f"{NAME}.json"
 
 
@@ -102,8 +103,8 @@ def fd_shortfall(needed: int, limits: dict) -> str | None:
     have = fd_limit()
     if needed <= have:
         return None
-    return (f"a broker needs ~{needed} open files (2 per replica: .log + .index, plus "
-            f"~{FD_BASELINE}) but RLIMIT_NOFILE is {have} (hard "
+    return (f"a broker needs ~{needed} open files ({FDS_PER_REPLICA} per replica: the active "
+            f".log, plus ~{FD_BASELINE}) but RLIMIT_NOFILE is {have} (hard "
             f"{resource.getrlimit(resource.RLIMIT_NOFILE)[1]}); "
             + (limits.get("refused") or "the limit was not raised"))
 
@@ -212,16 +213,16 @@ def records_for(partitions: int, quick: bool) -> int:
 def run(quick: bool = False, runs: int = 3, sizes=None, timeout_s: float = 600.0) -> dict:
     import ray
     sizes = list(sizes or (QUICK_SIZES if quick else SIZES))
-    limits = init_ray(2 * max(sizes) + FD_BASELINE)
+    limits = init_ray(FDS_PER_REPLICA * max(sizes) + FD_BASELINE)
     results: dict[int, list[dict]] = {}
     limited: dict[int, str] = {}
     measured: dict[int, int] = {}        # requested size -> size measured
     t_all = time.monotonic()
     try:
         for n in sizes:
-            short = fd_shortfall(2 * n + FD_BASELINE, limits)
+            short = fd_shortfall(FDS_PER_REPLICA * n + FD_BASELINE, limits)
             if short:                   # measure the largest size that fits, and say why
-                fits = (fd_limit() - FD_BASELINE) // 2 // 100 * 100
+                fits = (fd_limit() - FD_BASELINE) // FDS_PER_REPLICA // 100 * 100
                 limited[n] = f"{short}; measured {fits} partitions instead"
                 print(f"# scale p{n}: {limited[n]}", file=sys.stderr)
                 measured[n] = fits
@@ -276,11 +277,7 @@ def main(argv=None) -> dict:
     args = ap.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")] if args.sizes else None
     report = run(quick=args.quick, runs=args.runs, sizes=sizes, timeout_s=args.timeout)
-    text = json.dumps(report, indent=2)
-    print(text)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(text + "\n")
-    return report
+    return emit(report, args.out)
 
 
 if __name__ == "__main__":

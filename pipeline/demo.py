@@ -20,11 +20,8 @@ from __future__ import annotations
 
 import collections
 import random
-import shutil
-import tempfile
 import threading
 import time
-import uuid
 
 from rich.console import Console
 from rich.table import Table
@@ -91,82 +88,67 @@ def page_counts(df):
 
 def run(clicks_total: int = 300_000, executors: int = 3, seed: int = 7, keep: bool = False,
         console: Console | None = None) -> dict:
-    import ray
-
-    import rayka
-    from pipeline import (holding, placements, plan_of, read_topic, release, start_spark,
-                          stop_spark, write_topic)
-    from rayka.admin import wait_for
+    from pipeline import start_spark, stop_spark
+    from rayka.demo import local_cluster
     console = console or Console(stderr=True)
-    own_ray = not ray.is_initialized()
-    if own_ray:
-        ray.init(address="local", include_dashboard=False, logging_level="ERROR",
-                 log_to_driver=False)
-    data_dir = tempfile.mkdtemp(prefix="rayka-demo-")
-    cluster = spark = None
-    try:
-        t_start = time.monotonic()
-        cluster = rayka.start_local(name=f"demo-{uuid.uuid4().hex[:6]}", brokers=3,
-                                    controllers=2, data_dir=data_dir,
-                                    replica_lag_time_max_ms=5000)
+    with local_cluster(keep, console) as cluster:
         admin = cluster.admin()
         admin.create_topic(CLICKS, 12, 3, {"min.insync.replicas": 2})
         admin.create_topic(COUNTS, 6, 3, {"min.insync.replicas": 2})
-        console.print(f"cluster up in {time.monotonic() - t_start:.1f} s; starting Spark on Ray")
         t = time.monotonic()
         spark = start_spark(cluster, executors=executors)
-        console.print(f"Spark up in {time.monotonic() - t:.1f} s ({executors} executors)")
-        expected, produce_s = produce_clicks(cluster, clicks_total, seed, console)
-
-        # the biggest partition's task parks half-way; its leader dies; the task goes on
-        sizes = {tp[1]: e for tp, e in cluster.consumer().end_offsets(
-            [(CLICKS, p) for p in range(12)]).items()}
-        victim_p = max(sizes, key=sizes.get)
-        # small fetches so the parked task still has most of its range to read afterwards
-        clicks = read_topic(spark, cluster, CLICKS, fetch_max_bytes=64 << 10,
-                            hold_at={victim_p: sizes[victim_p] // 2})
-        victim = next(r.leader for r in plan_of(clicks).ranges if r.partition == victim_p)
-        job: dict = {}
-
-        def spark_job():
-            try:
-                job["write"] = write_topic(page_counts(clicks), cluster, COUNTS)
-            except Exception as e:  # reported by the main thread
-                job["error"] = e
-        t_job = time.monotonic()
-        worker = threading.Thread(target=spark_job, daemon=True)
-        worker.start()
-        wait_for(lambda: victim_p in holding(clicks) or "error" in job, 300,
-                 f"the task of {CLICKS}-{victim_p} half-way")
-        if "error" not in job:
-            console.print(f"killing broker {victim}, leader of {CLICKS}-{victim_p}, "
-                          f"while Spark reads it")
-            cluster.kill_broker(victim, restart=True)
-            wait_for(lambda: admin.describe_topic(CLICKS)[victim_p].leader not in (victim, -1),
-                     120, f"a new leader for {CLICKS}-{victim_p}")
-            release(clicks, victim_p)
-        worker.join(600)
-        if "error" in job:
-            raise job["error"]
-        job_s = time.monotonic() - t_job
-        reports = placements(clicks)
-        got = _read_counts(cluster)
-        summary = _summarize(expected, got, reports, victim, victim_p, clicks_total,
-                             produce_s, job_s, job["write"].records, executors)
-    finally:
-        if spark is not None:
+        console.print(f"Spark on Ray up in {time.monotonic() - t:.1f} s ({executors} executors)")
+        try:
+            summary = _job(spark, cluster, clicks_total, seed, executors, console)
+        finally:
             stop_spark()
-        if cluster is not None:
-            cluster.shutdown()
-        if own_ray:
-            ray.shutdown()
-        if not keep:
-            shutil.rmtree(data_dir, ignore_errors=True)
     _print(summary, console)
     if summary["mismatched"] or summary["pinned"] != summary["partitions"]:
         raise DemoFailed(f"{summary['mismatched']} page counts differ from the driver's; "
                          f"pinned {summary['pinned']}/{summary['partitions']}")
     return summary
+
+
+def _job(spark, cluster, clicks_total: int, seed: int, executors: int, console) -> dict:
+    """Produce, then the Spark job with the leader kill; returns the summary."""
+    from pipeline import holding, placements, plan_of, read_topic, release, write_topic
+    from rayka.admin import wait_for
+    admin = cluster.admin()
+    expected, produce_s = produce_clicks(cluster, clicks_total, seed, console)
+
+    # the biggest partition's task parks half-way; its leader dies; the task goes on
+    sizes = {tp[1]: e for tp, e in cluster.consumer().end_offsets(
+        [(CLICKS, p) for p in range(12)]).items()}
+    victim_p = max(sizes, key=sizes.get)
+    # small fetches so the parked task still has most of its range to read afterwards
+    clicks = read_topic(spark, cluster, CLICKS, fetch_max_bytes=64 << 10,
+                        hold_at={victim_p: sizes[victim_p] // 2})
+    victim = next(r.leader for r in plan_of(clicks).ranges if r.partition == victim_p)
+    job: dict = {}
+
+    def spark_job():
+        try:
+            job["write"] = write_topic(page_counts(clicks), cluster, COUNTS)
+        except Exception as e:  # reported by the main thread
+            job["error"] = e
+    t_job = time.monotonic()
+    worker = threading.Thread(target=spark_job, daemon=True)
+    worker.start()
+    wait_for(lambda: victim_p in holding(clicks) or "error" in job, 300,
+             f"the task of {CLICKS}-{victim_p} half-way")
+    if "error" not in job:
+        console.print(f"killing broker {victim}, leader of {CLICKS}-{victim_p}, "
+                      f"while Spark reads it")
+        cluster.kill_broker(victim, restart=True)
+        wait_for(lambda: admin.describe_topic(CLICKS)[victim_p].leader not in (victim, -1),
+                 120, f"a new leader for {CLICKS}-{victim_p}")
+        release(clicks, victim_p)
+    worker.join(600)
+    if "error" in job:
+        raise job["error"]
+    job_s = time.monotonic() - t_job
+    return _summarize(expected, _read_counts(cluster), placements(clicks), victim, victim_p,
+                      clicks_total, produce_s, job_s, job["write"].records, executors)
 
 
 def _read_counts(cluster) -> dict[str, int]:

@@ -64,20 +64,14 @@ def plan_run(cluster, group: str, source: str, sink: str) -> RunPlan:
     planned = _offsets(cluster, f"{group}.planned", source)
     if any(end > committed.get(p, -1) for p, end in planned.items()):
         sink_start = _offsets(cluster, f"{group}.sink-start", sink)
-        starts = {p: committed.get(p) for p in planned}
-        consumer = cluster.consumer()
-        ranges = {}
-        for p, end in planned.items():
-            start = starts[p] if starts[p] is not None else consumer._list_offsets((source, p))[0]
-            ranges[p] = (start, end)
+        bounds = cluster.consumer().offset_bounds([(source, p) for p in planned])
+        ranges = {p: (committed.get(p, bounds[(source, p)][0]), end)
+                  for p, end in planned.items()}
         return RunPlan(group, source, sink, ranges, sink_start, recovering=True)
     consumer = cluster.consumer()
-    infos = cluster.admin().describe_topic(source)
-    ranges = {}
-    for info in infos:
-        log_start, hw = consumer._list_offsets((source, info.partition))
-        start = committed.get(info.partition, log_start)
-        ranges[info.partition] = (start, hw)
+    bounds = consumer.offset_bounds([(source, i.partition)
+                                     for i in cluster.admin().describe_topic(source)])
+    ranges = {p: (committed.get(p, log_start), hw) for (_, p), (log_start, hw) in bounds.items()}
     sink_start = {p: hw for (_, p), hw in consumer.end_offsets(
         [(sink, i.partition) for i in cluster.admin().describe_topic(sink)]).items()}
     cluster.store.commit_offsets(f"{group}.sink-start", {(sink, p): o for p, o in sink_start.items()})

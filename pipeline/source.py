@@ -77,7 +77,7 @@ def plan_read(cluster, topic: str, starting_offsets="earliest",
     infos = cluster.admin().describe_topic(topic)     # raises UnknownTopicOrPartition
     consumer = cluster.consumer()
     tps = [(topic, p.partition) for p in infos]
-    bounds = {tp: consumer._list_offsets(tp) for tp in tps}   # (log start, HW)
+    bounds = consumer.offset_bounds(tps)                      # (log start, HW)
     committed = {}
     if isinstance(starting_offsets, str) and starting_offsets.startswith("committed:"):
         committed = cluster.store.get_committed_offsets(starting_offsets.split(":", 1)[1], topic)

@@ -112,6 +112,11 @@ class Consumer:
     def end_offsets(self, partitions) -> dict[tuple, int]:
         return {tuple(tp): self._list_offsets(tuple(tp))[1] for tp in partitions}
 
+    def offset_bounds(self, partitions) -> dict[tuple, tuple[int, int]]:
+        """(log start offset, high watermark) per partition, from each leader: Kafka's
+        beginning_offsets and end_offsets in one request."""
+        return {tuple(tp): self._list_offsets(tuple(tp)) for tp in partitions}
+
     # -- committed offsets ----------------------------------------------------------------------------
     def commit(self, offsets: dict | None = None) -> None:
         if self.group_id is None:

@@ -14,6 +14,7 @@ What it does, on real Ray and a real ZooKeeper:
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import tempfile
 import time
@@ -41,13 +42,14 @@ def _seq(value: bytes) -> int:
     return int(value[6:18])
 
 
-def run(records_total: int = 300_000, partitions: int = 6, value_size: int = 100,
-        keep: bool = False, console: Console | None = None) -> dict:
+@contextlib.contextmanager
+def local_cluster(keep: bool = False, console: Console | None = None):
+    """A demo's cluster: Ray (started here unless the caller has it), a fresh rayka cluster
+    (3 brokers, 2 controllers, embedded ZooKeeper) in a temp data dir; all stopped and
+    removed on the way out (the data dir kept with `keep`)."""
     import ray
 
     import rayka
-    from rayka.admin import wait_for
-    console = console or Console(stderr=True)
     own_ray = not ray.is_initialized()
     if own_ray:
         ray.init(address="local", include_dashboard=False, logging_level="ERROR",
@@ -59,12 +61,11 @@ def run(records_total: int = 300_000, partitions: int = 6, value_size: int = 100
         cluster = rayka.start_local(name=f"demo-{uuid.uuid4().hex[:6]}", brokers=3,
                                     controllers=2, data_dir=data_dir,
                                     replica_lag_time_max_ms=5000)
-        console.print(f"cluster up in {time.monotonic() - t_start:.1f} s: brokers "
-                      f"{[b.id for b in cluster.brokers()]}, controller {cluster.controller().id}, "
-                      f"ZooKeeper {cluster.zookeeper}")
-        admin = cluster.admin()
-        admin.create_topic(TOPIC, partitions, 3, {"min.insync.replicas": 2})
-        summary = _produce_kill_consume(cluster, admin, wait_for, records_total, value_size, console)
+        if console is not None:
+            console.print(f"cluster up in {time.monotonic() - t_start:.1f} s: brokers "
+                          f"{[b.id for b in cluster.brokers()]}, controller "
+                          f"{cluster.controller().id}, ZooKeeper {cluster.zookeeper}")
+        yield cluster
     finally:
         if cluster is not None:
             cluster.shutdown()
@@ -72,6 +73,16 @@ def run(records_total: int = 300_000, partitions: int = 6, value_size: int = 100
             ray.shutdown()
         if not keep:
             shutil.rmtree(data_dir, ignore_errors=True)
+
+
+def run(records_total: int = 300_000, partitions: int = 6, value_size: int = 100,
+        keep: bool = False, console: Console | None = None) -> dict:
+    from rayka.admin import wait_for
+    console = console or Console(stderr=True)
+    with local_cluster(keep, console) as cluster:
+        admin = cluster.admin()
+        admin.create_topic(TOPIC, partitions, 3, {"min.insync.replicas": 2})
+        summary = _produce_kill_consume(cluster, admin, wait_for, records_total, value_size, console)
     _print_summary(summary, console)
     if summary["lost"] or summary["duplicated"]:
         raise DemoFailed(f"{summary['lost']} acknowledged records lost, "

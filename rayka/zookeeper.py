@@ -62,10 +62,11 @@ class ZooKeeperLaunchError(RuntimeError):
 
 def free_port() -> int:
     """A currently free TCP port on 127.0.0.1 (bind to port 0, read it, close)."""
-    return _free_ports(1)[0]
+    return free_ports(1)[0]
 
 
-def _free_ports(n: int) -> list[int]:
+def free_ports(n: int) -> list[int]:
+    """n distinct free TCP ports on 127.0.0.1."""
     socks = []
     try:  # hold all sockets open so the n ports are distinct
         for _ in range(n):
@@ -353,7 +354,7 @@ class ZooKeeperEnsemble:
         self._owns_dir = base_dir is None
         self.base_dir = Path(base_dir or tempfile.mkdtemp(prefix="rayka-zk-ensemble-"))
         self.start_timeout_s = start_timeout_s
-        ports = _free_ports(3 * size)
+        ports = free_ports(3 * size)
         peers = {i + 1: (ports[3 * i + 1], ports[3 * i + 2]) for i in range(size)}
         self._servers = [
             ZooKeeperServer(port=ports[3 * i], data_dir=self.base_dir / f"zk{i + 1}", myid=i + 1,

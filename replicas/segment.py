@@ -11,11 +11,16 @@ Rules (KAFKA_FACTS §8, Kafka's LogSegment/OffsetIndex):
 - The index is derived data: if it is missing or inconsistent it is rebuilt from the
   `.log`; a recovered segment always gets a fresh one.
 - No method reads the clock; fsync happens only in flush().
+- One open file per segment: the `.log`. The index lives in memory and its file is opened
+  only to be read at load, written (one pwrite per appended batch set that adds entries,
+  a truncate, a rebuild) or fsynced, then closed, so a broker holding N replicas needs ~N
+  descriptors, not 2N (Kafka keeps both open and asks for a high ulimit).
 """
 
 from __future__ import annotations
 
 import bisect
+import contextlib
 import os
 import struct
 from dataclasses import dataclass
@@ -48,7 +53,8 @@ class Segment:
         self.index_path = directory / segment_name(base_offset, ".index")
         self.index_interval_bytes = index_interval_bytes
         self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
-        self._index_fd = os.open(self.index_path, os.O_RDWR | os.O_CREAT, 0o644)
+        with self._index_file():
+            pass                                # the .index exists from the start
         self.size = os.fstat(self._fd).st_size
         self.next_offset = base_offset
         self._index_offsets: list[int] = []     # relative last offsets
@@ -60,7 +66,8 @@ class Segment:
     def load_trusted(self, next_offset: int) -> None:
         """Open a segment below the recovery point: trust the .log, reuse a sane .index."""
         self.next_offset = next_offset
-        raw = os.pread(self._index_fd, os.fstat(self._index_fd).st_size, 0)
+        with self._index_file() as fd:
+            raw = os.pread(fd, os.fstat(fd).st_size, 0)
         usable = len(raw) - len(raw) % INDEX_ENTRY.size
         offsets, positions = [], []
         for rel, pos in INDEX_ENTRY.iter_unpack(raw[:usable]):
@@ -112,10 +119,11 @@ class Segment:
         self._bytes_since_index = 0
         for header in self._headers_from(0):
             self._maybe_index(header.last_offset, header.position, header.size)
-        os.ftruncate(self._index_fd, 0)
         entries = b"".join(INDEX_ENTRY.pack(o, p)
                            for o, p in zip(self._index_offsets, self._index_positions))
-        os.pwrite(self._index_fd, entries, 0)
+        with self._index_file() as fd:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, entries, 0)
         self.dirty = True
 
     # -- appending -------------------------------------------------------------------
@@ -132,8 +140,9 @@ class Segment:
             index_bytes += self._maybe_index(offset - 1, start + header.position, header.size)
         _write_all(self._fd, buf, start)
         if index_bytes:
-            _write_all(self._index_fd, index_bytes, len(self._index_offsets) * INDEX_ENTRY.size
-                       - len(index_bytes))
+            with self._index_file() as fd:
+                _write_all(fd, index_bytes, len(self._index_offsets) * INDEX_ENTRY.size
+                           - len(index_bytes))
         self.size = start + len(buf)
         self.next_offset = offset
         self.dirty = True
@@ -207,7 +216,8 @@ class Segment:
         self.next_offset = first_dropped.base_offset
         keep = bisect.bisect_left(self._index_positions, position)
         del self._index_offsets[keep:], self._index_positions[keep:]
-        os.ftruncate(self._index_fd, keep * INDEX_ENTRY.size)
+        with self._index_file() as fd:
+            os.ftruncate(fd, keep * INDEX_ENTRY.size)
         self._bytes_since_index = position - (self._index_positions[-1] if keep else 0)
         self.dirty = True
         return removed
@@ -215,16 +225,24 @@ class Segment:
     def flush(self) -> None:
         if self.dirty:
             os.fsync(self._fd)
-            os.fsync(self._index_fd)
+            with self._index_file() as fd:   # fsync covers writes made through any fd
+                os.fsync(fd)
             self.dirty = False
 
+    @contextlib.contextmanager
+    def _index_file(self):
+        fd = os.open(self.index_path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            yield fd
+        finally:
+            os.close(fd)
+
     def close(self) -> None:
-        for fd in (self._fd, self._index_fd):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-        self._fd = self._index_fd = -1
+        try:
+            os.close(self._fd)
+        except OSError:
+            pass
+        self._fd = -1
 
     def delete(self) -> None:
         self.close()

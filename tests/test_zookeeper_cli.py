@@ -15,7 +15,7 @@ import pytest
 from kazoo.client import KazooClient
 
 from rayka import zookeeper_service as zs
-from rayka.zookeeper import _free_ports, free_port
+from rayka.zookeeper import free_port, free_ports
 from tests.zk_helpers import wait_until
 
 RAYKA = os.path.join(os.path.dirname(sys.executable), "rayka")
@@ -125,7 +125,7 @@ def test_standalone_daemon_serves_and_stops_by_pid(tmp_path, pid_files):
 # -- 3-member ensemble, one `start` per member -----------------------------------------------------------
 @pytest.mark.zk
 def test_three_member_ensemble_forms_a_quorum(tmp_path, pid_files):
-    ports = _free_ports(9)
+    ports = free_ports(9)
     members = [ports[3 * i:3 * i + 3] for i in range(3)]           # client, peer, election
     servers = ",".join(f"127.0.0.1:{c}:{p}:{e}" for c, p, e in members)
     pids = []
