@@ -6,24 +6,29 @@ Rules:
   /consumers/<group>/offsets, Kafka 0.8's store).
 - A partition's starting position: `seek`, else the group's committed offset, else the
   log start (auto_offset_reset="earliest") or the high watermark ("latest").
-- `poll` sends one long-poll fetch per leader for all its partitions (carrying the leader
-  epoch the client knows, KIP-320) and decodes the batches; records below the position
-  (a batch starts earlier) are skipped, so every offset is returned once, in order.
-- NOT_LEADER / FENCED / UNKNOWN_LEADER_EPOCH / a dead broker: refresh metadata and retry
-  on the next poll (the consumer follows leader moves). OFFSET_OUT_OF_RANGE resets by
-  auto_offset_reset.
+- Fetching (Kafka's Fetcher): each partition has a FETCH position (the next offset to ask
+  for) ahead of its consumed `position` by what is buffered. One long-poll fetch is in
+  flight per leader broker, for all its partitions whose buffer is not full, carrying the
+  leader epoch the client knows (KIP-320); when it answers, its batches are decoded into the
+  partitions' buffers and the next fetch to that broker goes out at once. `poll` returns as
+  soon as ANY buffered record is there (up to max_records, in offset order per partition),
+  or after timeout_ms with nothing; it never waits for the slowest leader.
+- Records below the fetch position (a batch starts earlier) are skipped, so every offset is
+  returned once, in order. An answer for a partition whose fetch position moved meanwhile
+  (seek, assign, reset) is dropped: it only read.
+- NOT_LEADER / FENCED / UNKNOWN_LEADER_EPOCH / a dead broker: refresh metadata and fetch
+  from the new leader (buffered records stay valid: they are below the HW). A fetch
+  unanswered for max_wait + 30 s (a paused broker) is abandoned the same way.
+  OFFSET_OUT_OF_RANGE resets by auto_offset_reset.
 - Decoding goes straight from aiokafka's C record batch to ConsumerRecord tuples (no
   intermediate record type, NamedTuple built by tuple.__new__: its Python __new__ cost more
   than the decoding itself).
-- Prefetch (Kafka's fetcher does the same): as soon as a broker answers, the next fetch to
-  it is sent for the offsets that follow the answer, and decoding runs meanwhile. The next
-  poll uses it only if it asks exactly the same (partition, position, leader epoch) list;
-  seek/assign/an error drop it (a discarded prefetch only reads, it changes nothing).
 """
 
 from __future__ import annotations
 
 import time
+from collections import deque
 
 import ray
 
@@ -35,6 +40,8 @@ from aiokafka.record.default_records import DefaultRecordBatch
 from replicas.records import iter_headers
 
 REFRESH = {3, 5, 6, 74, 75}
+FETCH_MAX_WAIT_MS = 500          # a fetch's long-poll; it outlives a shorter poll() in flight
+ABANDON_S = 30                   # past max_wait: the broker is paused or gone
 _new = tuple.__new__
 
 
@@ -49,13 +56,17 @@ class Consumer:
         self.max_poll_records = max_poll_records
         self.fetch_max_bytes = fetch_max_bytes
         self.metadata = Metadata(cluster)
-        self.positions: dict[tuple, int | None] = {}
-        self._prefetch: dict[int, tuple] = {}     # broker → (its request list, ObjectRef)
+        self.positions: dict[tuple, int | None] = {}    # next offset poll() returns
+        self._fetch_pos: dict[tuple, int] = {}            # next offset to fetch (≥ position)
+        self._buffers: dict[tuple, deque] = {}            # decoded, not yet returned
+        self._inflight: dict[int, tuple] = {}     # broker → (request list, ObjectRef, sent at)
 
     # -- assignment and positions -------------------------------------------------------------------
     def assign(self, partitions) -> None:
-        self._prefetch.clear()
         self.positions = {tuple(tp): self.positions.get(tuple(tp)) for tp in partitions}
+        for tp in list(self._fetch_pos):
+            if tp not in self.positions:
+                self._reset(tp)
 
     def subscribe(self, topics) -> None:
         tps = []
@@ -71,13 +82,18 @@ class Consumer:
         tp = tuple(tp)
         if tp not in self.positions:
             raise UnknownTopicOrPartition(f"{tp} is not assigned to this consumer")
-        self._prefetch.clear()
+        self._reset(tp)
         self.positions[tp] = offset
 
     def seek_to_beginning(self, partitions=None) -> None:
-        self._prefetch.clear()
         for tp in partitions or list(self.positions):
+            self._reset(tuple(tp))
             self.positions[tuple(tp)] = self._list_offsets(tuple(tp))[0]
+
+    def _reset(self, tp) -> None:
+        """Forget what was fetched ahead for tp (an in-flight answer for it gets dropped)."""
+        self._fetch_pos.pop(tp, None)
+        self._buffers.pop(tp, None)
 
     def position(self, tp) -> int:
         tp = tuple(tp)
@@ -132,94 +148,118 @@ class Consumer:
     # -- poll -------------------------------------------------------------------------------------------
     def poll(self, timeout_ms: int = 1000, max_records: int | None = None) -> list[ConsumerRecord]:
         max_records = max_records or self.max_poll_records
+        deadline = time.monotonic() + timeout_ms / 1000
+        out = self._take(max_records)
+        while True:
+            self._send_fetches()
+            refs = [f[1] for f in self._inflight.values()]
+            wait_s = 0 if out else max(0.0, deadline - time.monotonic())
+            if refs:
+                ready, _ = ray.wait(refs, num_returns=len(refs) if not wait_s else 1,
+                                    timeout=wait_s)
+                self._on_answers(set(ready))
+            elif wait_s:
+                time.sleep(min(wait_s, 0.05))   # no leader known yet: metadata catches up
+            self._abandon_stale()
+            out += self._take(max_records - len(out))
+            if out or time.monotonic() >= deadline:
+                return out
+
+    def _take(self, limit: int) -> list[ConsumerRecord]:
+        """Up to `limit` buffered records, partition by partition; positions move past them."""
+        got: list = []
+        for tp, buf in self._buffers.items():
+            while buf and len(got) < limit:
+                chunk = buf[0]
+                room = limit - len(got)
+                if len(chunk) <= room:
+                    got += buf.popleft()
+                else:
+                    got += chunk[:room]
+                    buf[0] = chunk[room:]
+            if got and got[-1][0] == tp[0] and got[-1][1] == tp[1]:
+                self.positions[tp] = got[-1][2] + 1
+            if len(got) >= limit:
+                break
+        return got
+
+    def _buffered(self, tp) -> int:
+        return sum(len(c) for c in self._buffers.get(tp, ()))
+
+    def _send_fetches(self) -> None:
         by_leader: dict[int, list] = {}
         for tp in self.positions:
+            if self._buffered(tp) >= self.max_poll_records:
+                continue                  # enough ahead: fetch again once it is consumed
             leader = self.metadata.leader(tp)
             if leader is None:
                 self.metadata.refresh()
                 leader = self.metadata.leader(tp)
-            if leader is not None:
-                by_leader.setdefault(leader[0], []).append((tp, self.position(tp), leader[1], -1))
-        if not by_leader:
-            return []
-        prefetched, self._prefetch = self._prefetch, {}
-        refs = {}
-        for b, reqs in by_leader.items():
-            early = prefetched.get(b)
-            if early is not None and early[0] == reqs:
-                refs[b] = (reqs, early[1])
-                continue
-            actor = self.cluster.broker_actor(b)
+            if leader is not None and leader[0] not in self._inflight:
+                pos = self._fetch_pos.get(tp)
+                if pos is None:
+                    pos = self._fetch_pos[tp] = self.position(tp)
+                by_leader.setdefault(leader[0], []).append((tp, pos, leader[1], -1))
+        for broker, reqs in by_leader.items():
+            actor = self.cluster.broker_actor(broker)
             if actor is None:        # the leader's actor is gone for good: find the new leader
                 self.metadata.refresh()
                 continue
-            refs[b] = (reqs, actor.fetch_many.remote(-1, reqs, timeout_ms, 1, self.fetch_max_bytes))
-        out: list[ConsumerRecord] = []
-        for broker, (reqs, ref) in refs.items():
+            ref = actor.fetch_many.remote(-1, reqs, FETCH_MAX_WAIT_MS, 1, self.fetch_max_bytes)
+            self._inflight[broker] = (reqs, ref, time.monotonic())
+
+    def _on_answers(self, ready: set) -> None:
+        for broker, (reqs, ref, _) in list(self._inflight.items()):
+            if ref not in ready:
+                continue
+            del self._inflight[broker]
             try:
-                results = ray.get(ref, timeout=timeout_ms / 1000 + 30)
-            except Exception:  # broker died mid-poll: its partitions are retried next poll
+                results = ray.get(ref)
+            except Exception:  # broker died mid-fetch: its partitions go to the new leader
                 self.metadata.refresh()
                 continue
-            self._send_prefetch(broker, reqs, results, timeout_ms)
-            for tp, r in results.items():
-                tp = tuple(tp)
+            for tp, offset, _, _ in reqs:
+                r = results.get(tp)
+                if r is None or tp not in self.positions or self._fetch_pos.get(tp) != offset:
+                    continue                       # seek / assign / reset since: drop it
                 if r["error"] in REFRESH:
                     self.metadata.refresh()
                 elif r["error"] == 1:
+                    self._reset(tp)
                     self.positions[tp] = None
                 elif r["error"]:
                     raise error_for_code(r["error"], f"fetch {tp}")
-                elif r["records"] and len(out) < max_records:
-                    out += self._decode(tp, r["records"], max_records - len(out))
-        return out
+                elif r["records"]:
+                    self._decode(tp, r["records"], offset)
 
-    def _send_prefetch(self, broker: int, reqs: list, results: dict, timeout_ms: int) -> None:
-        """Ask `broker` now for what follows `results` (used by the next poll if it matches)."""
-        nxt = []
-        for tp, offset, epoch, last in reqs:
-            r = results.get(tp)
-            if r is None or r["error"]:
-                return                    # metadata or positions will change: no guess
-            end = offset
-            for h in iter_headers(r["records"]):
-                end = max(end, h.next_offset)
-            nxt.append((tp, end, epoch, last))
-        actor = self.cluster.broker_actor(broker)
-        if actor is not None:
-            self._prefetch[broker] = (nxt, actor.fetch_many.remote(-1, nxt, timeout_ms, 1,
-                                                                   self.fetch_max_bytes))
+    def _abandon_stale(self) -> None:
+        limit = time.monotonic() - FETCH_MAX_WAIT_MS / 1000 - ABANDON_S
+        for broker, (_, _, sent) in list(self._inflight.items()):
+            if sent < limit:
+                del self._inflight[broker]
+                self.metadata.refresh()
 
-    def _decode(self, tp, data: bytes, limit: int) -> list[ConsumerRecord]:
-        """The records at or after the position, at most `limit`; the position moves past
-        them (past the whole answer when it all fits, as the prefetch assumed)."""
+    def _decode(self, tp, data: bytes, pos: int) -> None:
+        """Buffer the records at or after `pos`; the fetch position moves past the answer."""
         topic, partition = tp
-        pos = self.positions[tp]
-        got: list = []
         view = memoryview(data)
         end = pos
         for h in iter_headers(data):
             if h.last_offset < pos:
                 continue
-            if len(got) >= limit:
-                break
             batch = DefaultRecordBatch(view[h.position: h.position + h.size])
             recs = [_new(ConsumerRecord, (topic, partition, r.offset, r.key, r.value, r.timestamp,
                                           tuple(r.headers) if r.headers else ()))
                     for r in batch]
             if h.base_offset < pos:
                 recs = [r for r in recs if r[2] >= pos]
-            room = limit - len(got)
-            if len(recs) > room:
-                got += recs[:room]
-                end = got[-1][2] + 1
-                break
-            got += recs
+            if recs:
+                self._buffers.setdefault(tp, deque()).append(recs)
             end = max(end, h.next_offset)
-        if got:
-            self.positions[tp] = end
-        return got
+        self._fetch_pos[tp] = end
 
     def close(self) -> None:
-        self._prefetch.clear()
+        self._inflight.clear()
+        self._buffers.clear()
+        self._fetch_pos.clear()
         self.positions.clear()
