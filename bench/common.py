@@ -10,6 +10,7 @@ with min/max), the DESIGN §8 target when there is one, and whether higher is be
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
@@ -71,3 +72,12 @@ def emit(result: dict, out: Path) -> dict:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text + "\n")
     return result
+
+
+def arg_parser(doc: str, default_out: Path, quick_help: str) -> argparse.ArgumentParser:
+    """The flags every bench takes (--quick, --runs, --out); a bench adds its own."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help=quick_help)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--out", type=Path, default=default_out)
+    return parser

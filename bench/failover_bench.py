@@ -42,7 +42,6 @@ reopen here, ~60 s before anything else) and heals it.
 
 from __future__ import annotations
 
-import argparse
 import shutil
 import sys
 import tempfile
@@ -55,7 +54,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.common import emit, figure, machine_facts  # noqa: E402
+from bench.common import arg_parser, emit, figure, machine_facts  # noqa: E402
 from bench.scale_bench import (FD_BASELINE, FDS_PER_REPLICA,  # noqa: E402
                                broker_process_facts, fd_shortfall, init_ray)
 
@@ -362,14 +361,11 @@ def run(quick: bool = False, runs: int = 3, cs_sizes=None, cf_sizes=None,
 
 
 def main(argv=None) -> dict:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true",
-                    help="controlled shutdown and controller failover at 100 and 1,000")
-    ap.add_argument("--runs", type=int, default=3)
+    ap = arg_parser(__doc__, DEFAULT_OUT,
+                    "controlled shutdown and controller failover at 100 and 1,000")
     ap.add_argument("--cs-sizes", default=None, help="partitions led, comma-separated")
     ap.add_argument("--cf-sizes", default=None, help="controller_bench partitions, comma-separated")
     ap.add_argument("--timeout", type=float, default=600.0, help="per wait, seconds")
-    ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = ap.parse_args(argv)
     ints = lambda s: [int(x) for x in s.split(",")] if s else None  # noqa: E731
     report = run(quick=args.quick, runs=args.runs, cs_sizes=ints(args.cs_sizes),

@@ -30,7 +30,6 @@ which case it is reused and not shut down.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import os
@@ -47,7 +46,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.common import emit, figure, machine_facts  # noqa: E402
+from bench.common import arg_parser, emit, figure, machine_facts  # noqa: E402
 from rayka.zookeeper import free_ports  # noqa: E402
 
 RECORD_BYTES = 100
@@ -350,11 +349,7 @@ def run(quick: bool = False, runs: int = 3) -> dict:
 
 
 def main(argv=None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="N/10 everywhere (smoke run)")
-    parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
-    args = parser.parse_args(argv)
+    args = arg_parser(__doc__, DEFAULT_OUT, "N/10 everywhere (smoke run)").parse_args(argv)
     report = run(quick=args.quick, runs=args.runs)
     report["machine"] = machine_facts()
     return emit(report, args.out)

@@ -21,7 +21,6 @@ compiled decoder). Pinned and unpinned runs alternate. DESIGN §8 target: pinned
 
 from __future__ import annotations
 
-import argparse
 import sys
 import tempfile
 import time
@@ -30,7 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import emit, figure, machine_facts  # noqa: E402
+from bench.common import arg_parser, emit, figure, machine_facts  # noqa: E402
 
 NAME = "pipeline"
 DEFAULT_OUT = Path(__file__).resolve().parent / "out" / f"{NAME}.json"
@@ -139,11 +138,7 @@ def run(quick: bool = False, runs: int = 3) -> dict:
 
 
 def main(argv=None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help=f"{QUICK_RECORDS:,} records")
-    parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
-    args = parser.parse_args(argv)
+    args = arg_parser(__doc__, DEFAULT_OUT, f"{QUICK_RECORDS:,} records").parse_args(argv)
     result = run(quick=args.quick, runs=args.runs)
     return emit(result, args.out)
 

@@ -37,7 +37,6 @@ consume >= 2,000,000 rec/s; at 10k rec/s p50 <= 5 ms, p99 <= 20 ms.
 
 from __future__ import annotations
 
-import argparse
 import inspect
 import shutil
 import struct
@@ -52,7 +51,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import emit, figure, machine_facts  # noqa: E402
+from bench.common import arg_parser, emit, figure, machine_facts  # noqa: E402
 from rayka.admin import wait_for  # noqa: E402
 
 NAME = "produce"
@@ -375,11 +374,7 @@ def producer_defaults() -> dict:
 
 
 def main(argv=None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="1/20 sizes, 1 s latency runs")
-    parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
-    args = parser.parse_args(argv)
+    args = arg_parser(__doc__, DEFAULT_OUT, "1/20 sizes, 1 s latency runs").parse_args(argv)
     result = run(quick=args.quick, runs=args.runs)
     return emit(result, args.out)
 

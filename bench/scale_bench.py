@@ -35,7 +35,6 @@ broker) becomes 9,700.
 
 from __future__ import annotations
 
-import argparse
 import os
 import resource
 import shutil
@@ -49,7 +48,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.common import emit, figure, machine_facts  # noqa: E402
+from bench.common import arg_parser, emit, figure, machine_facts  # noqa: E402
 
 NAME = "scale"
 SIZES, QUICK_SIZES = (1_000, 10_000), (100, 300)
@@ -268,12 +267,9 @@ def run(quick: bool = False, runs: int = 3, sizes=None, timeout_s: float = 600.0
 
 
 def main(argv=None) -> dict:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="100 and 300 partitions")
-    ap.add_argument("--runs", type=int, default=3)
+    ap = arg_parser(__doc__, DEFAULT_OUT, "100 and 300 partitions")
     ap.add_argument("--sizes", default=None, help="comma-separated partition counts")
     ap.add_argument("--timeout", type=float, default=600.0, help="per wait, seconds")
-    ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = ap.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")] if args.sizes else None
     report = run(quick=args.quick, runs=args.runs, sizes=sizes, timeout_s=args.timeout)
