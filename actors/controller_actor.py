@@ -3,7 +3,9 @@
 Rules:
 - One candidate per actor, each with its OWN ZooKeeper session (ZkStore); the candidates
   race through the ZooKeeper election, never through Ray. Ray restarts a killed candidate
-  (max_restarts=-1), which simply becomes a candidate again.
+  (max_restarts=-1), which simply becomes a candidate again; if the dead incarnation was
+  the active controller, the new one deletes its /controller (owned by the dead session)
+  first, so the election does not wait out that session's timeout.
 - Threaded actor: calls that wait for the controller's answer (AlterPartition, controlled
   shutdown, preferred elections) block only their own thread; the controller's event
   thread does the work, in order.
@@ -47,6 +49,9 @@ class ControllerActor:
         metrics_interval_s = float(config.pop("metrics_interval_s", metrics.DEFAULT_INTERVAL_S))
         self.store = ZkStore(zookeeper, cluster,
                              session_timeout_s=zk_session_timeout_ms / 1000).start()
+        if ray.get_runtime_context().was_current_actor_reconstructed and \
+                self.store.delete_dead_incarnation_controller(controller_id):
+            log.info("controller %s: deleted /controller of its dead incarnation", controller_id)
         self.controller = Controller(controller_id, self.store, None, _clock_ms,
                                      ControllerConfig(**config))
         self.channel = RayBrokerChannel(namespace, self.controller)

@@ -135,6 +135,24 @@ class ZkElectionSession(ZkMultiSession):
 
     resign = delete_controller_if_ours
 
+    @_zk_call
+    def delete_dead_incarnation_controller(self, controller_id: int) -> bool:
+        """A RESTARTED candidate (Ray reruns __init__ only after the old process died)
+        deletes /controller when it names this candidate's id but another session owns it:
+        that session belonged to the dead incarnation, and waiting out its timeout would
+        leave the cluster without a controller for that long (brokers do the same with their
+        registration). Safe even if the old process lingers (a partitioned node): every
+        controller write is fenced by the controller epoch the next election bumps."""
+        got = self._get(CONTROLLER)
+        if got is None or decode_controller_id(got[0]) != controller_id \
+                or got[1].ephemeralOwner == self.session_id:
+            return False
+        try:
+            self._client.delete(self._abs(CONTROLLER), version=got[1].version)
+            return True
+        except (NoNodeError, BadVersionError):
+            return False
+
     def fenced(self, election: ControllerElection) -> "FencedWriter":
         """The controller's write API, every write fenced by ``election``."""
         return FencedWriter(self, election)

@@ -185,6 +185,19 @@ def test_election_retry_semantics_and_resign(stores, zk_client):
     assert moved.controller_id == 5 and str(moved) == "x"
 
 
+def test_a_restarted_candidate_deletes_only_its_dead_incarnations_controller_node(stores):
+    dead, other, restarted = stores(), stores(), stores()   # three sessions
+    dead.elect_controller(1001)                  # the incarnation Ray is about to restart
+    assert other.delete_dead_incarnation_controller(1002) is False    # not its id
+    assert dead.delete_dead_incarnation_controller(1001) is False     # its own session
+    assert dead.get_controller() == 1001
+    assert restarted.delete_dead_incarnation_controller(1001) is True
+    assert restarted.get_controller() is None
+    e = other.elect_controller(1002)              # the election goes on at once, fenced
+    assert e.epoch == 2 and other.get_controller() == 1002
+    assert restarted.delete_dead_incarnation_controller(1001) is False  # not 1001's node
+
+
 # -- fencing ---------------------------------------------------------------------------------------
 def test_zombie_controller_writes_are_fenced(stores, zk_client):
     old, new = stores(), stores()
