@@ -124,14 +124,8 @@ class ZkElectionSession(ZkMultiSession):
     @_zk_call
     def delete_controller_if_ours(self) -> bool:
         """Delete /controller if THIS session owns it (resign); True if deleted."""
-        got = self._get(CONTROLLER)
-        if got is None or got[1].ephemeralOwner != self.session_id:
-            return False
-        try:
-            self._client.delete(self._abs(CONTROLLER), version=got[1].version)
-            return True
-        except (NoNodeError, BadVersionError):
-            return False
+        return self._delete_controller_when(
+            lambda data, stat: stat.ephemeralOwner == self.session_id)
 
     resign = delete_controller_if_ours
 
@@ -143,9 +137,15 @@ class ZkElectionSession(ZkMultiSession):
         leave the cluster without a controller for that long (brokers do the same with their
         registration). Safe even if the old process lingers (a partitioned node): every
         controller write is fenced by the controller epoch the next election bumps."""
+        return self._delete_controller_when(
+            lambda data, stat: decode_controller_id(data) == controller_id
+            and stat.ephemeralOwner != self.session_id)
+
+    def _delete_controller_when(self, test) -> bool:
+        """Delete /controller at the version read if test(data, stat) holds; True if deleted
+        (a node changed or gone meanwhile is left alone)."""
         got = self._get(CONTROLLER)
-        if got is None or decode_controller_id(got[0]) != controller_id \
-                or got[1].ephemeralOwner == self.session_id:
+        if got is None or not test(*got):
             return False
         try:
             self._client.delete(self._abs(CONTROLLER), version=got[1].version)
