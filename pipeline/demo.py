@@ -48,24 +48,20 @@ def _clicks(n: int, seed: int):
 
 
 def produce_clicks(cluster, n: int, seed: int, console) -> tuple[collections.Counter, float]:
-    from rayka.partitioner import partition_for_key
     producer = cluster.producer(acks="all")
-    parts = producer.metadata.partition_count(CLICKS)
     expected: collections.Counter = collections.Counter()
     futures = []
     t0 = time.monotonic()
     with tqdm(total=n, unit="click", unit_scale=True, desc="produce clicks acks=all") as bar:
-        chunk: dict[int, tuple[list, list]] = collections.defaultdict(lambda: ([], []))
+        keys, values = [], []
         for i, (user, value, page, minute) in enumerate(_clicks(n, seed), 1):
             expected[f"{page}|{minute}"] += 1
-            keys, values = chunk[partition_for_key(user, parts)]
             keys.append(user)
             values.append(value)
-            if i % CHUNK == 0 or i == n:
-                futures += [(producer.send_batch(CLICKS, vs, ks, partition=p), len(vs))
-                            for p, (ks, vs) in chunk.items()]
-                chunk.clear()
-                while len(futures) > 4 * parts:
+            if i % CHUNK == 0 or i == n:     # send_batch routes each user by murmur2
+                futures.append((producer.send_batch(CLICKS, values, keys), len(values)))
+                keys, values = [], []
+                while len(futures) > 4:
                     f, k = futures.pop(0)
                     f.result(300)
                     bar.update(k)

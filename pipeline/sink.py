@@ -95,29 +95,17 @@ def _connect(ctx: dict):
 
 
 def _produce_arrow(batches, ctx: dict) -> dict[int, int]:
-    from rayka.partitioner import partition_for_key
     cluster = _connect(ctx)
     producer = cluster.producer(acks=ctx["acks"], **ctx["producer"])
     topic = ctx["topic"]
-    n = producer.metadata.partition_count(topic)
     futures = []
     try:
         for batch in batches:
             keys = batch.column(0).to_pylist()
             values = batch.column(1).to_pylist()
-            for lo in range(0, len(values), CHUNK_ROWS):
-                ks, vs = keys[lo: lo + CHUNK_ROWS], values[lo: lo + CHUNK_ROWS]
-                if all(k is None for k in ks):
-                    futures.append(producer.send_batch(topic, vs))
-                    continue
-                groups: dict[int | None, tuple[list, list]] = {}
-                for k, v in zip(ks, vs):
-                    p = partition_for_key(k, n) if k is not None else None
-                    g = groups.setdefault(p, ([], []))
-                    g[0].append(k)
-                    g[1].append(v)
-                for p, (gk, gv) in groups.items():
-                    futures.append(producer.send_batch(topic, gv, gk, partition=p))
+            for lo in range(0, len(values), CHUNK_ROWS):   # send_batch routes keys by murmur2
+                futures.append(producer.send_batch(topic, values[lo: lo + CHUNK_ROWS],
+                                                   keys[lo: lo + CHUNK_ROWS]))
         counts: dict[int, int] = collections.Counter()
         for f in futures:
             for md in f.result(timeout=producer.delivery_timeout_ms / 1000 + 60):

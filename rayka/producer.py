@@ -3,7 +3,8 @@
 Rules:
 - `send` picks the partition (explicit; key → Kafka's murmur2; no key → sticky), appends
   to the accumulator and returns a concurrent.futures.Future[RecordMetadata]. `send_batch`
-  (bulk) cuts values into sealed batches and returns ONE Future of the list of metadata.
+  (bulk) routes the same way (keys → murmur2, null keys → one sticky partition), cuts
+  values into sealed batches and returns ONE Future of the list of metadata, in input order.
 - One sender thread: drains ready batches (linger_ms / batch_size), keeps at most ONE
   batch in flight per partition (order is kept; with idempotence a retry carries the same
   producer id and sequence, so the leader answers a duplicate with its original offsets),
@@ -128,18 +129,56 @@ class Producer:
         return future
 
     def send_batch(self, topic: str, values, keys=None, partition: int | None = None) -> Future:
-        """Bulk: one Future resolving to the list of RecordMetadata, in input order."""
+        """Bulk: one Future resolving to the list of RecordMetadata, in input order. Without
+        an explicit partition, keyed records go to murmur2(key) as send() puts them (order
+        kept per key) and the null-keyed ones to one sticky partition."""
         n = self._partition_count(topic)
+        if partition is not None and not 0 <= partition < n:
+            raise UnknownTopicOrPartition(f"{topic}-{partition} does not exist ({n} partitions)")
+        values = list(values)
+        keys = list(keys) if keys is not None else None
+        if partition is not None or keys is None or all(k is None for k in keys):
+            return self._send_batch_to(topic, self._sticky_unless(topic, partition, n),
+                                       values, keys)
+        sticky = None
+        groups: dict[int, list[int]] = {}
+        for i, key in enumerate(keys):
+            if key is not None:
+                p = partition_for_key(key, n)
+            else:
+                sticky = self._sticky_unless(topic, sticky, n)
+                p = sticky
+            groups.setdefault(p, []).append(i)
+        parts = {p: self._send_batch_to(topic, p, [values[i] for i in idx],
+                                        [keys[i] for i in idx]) for p, idx in groups.items()}
+        outer: Future = Future()
+
+        def gather(_f=None):
+            if all(f.done() for f in parts.values()) and not outer.done():
+                errors = [f.exception() for f in parts.values() if f.exception() is not None]
+                if errors:
+                    outer.set_exception(errors[0])
+                    return
+                ordered: list = [None] * len(values)
+                for p, f in parts.items():
+                    for i, md in zip(groups[p], f.result()):
+                        ordered[i] = md
+                outer.set_result(ordered)
+        for f in parts.values():
+            f.add_done_callback(gather)
+        return outer
+
+    def _sticky_unless(self, topic: str, partition: int | None, n: int) -> int:
         if partition is None:
             partition = self.sticky.partition(topic, n)
             self.sticky.on_new_batch(topic, partition, n)
-        elif not 0 <= partition < n:
-            raise UnknownTopicOrPartition(f"{topic}-{partition} does not exist ({n} partitions)")
+        return partition
+
+    def _send_batch_to(self, topic: str, partition: int, values: list, keys) -> Future:
         outer: Future = Future()
         with self.cond:
             self._check_open()
-            batches = self.acc.append_many((topic, partition), list(values),
-                                           list(keys) if keys is not None else None)
+            batches = self.acc.append_many((topic, partition), values, keys)
             parts = [Future() for _ in batches]
             for batch, f in zip(batches, parts):
                 self.waiters[id(batch)].append((f, None))

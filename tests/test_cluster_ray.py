@@ -533,3 +533,20 @@ def test_consumer_never_sees_above_high_watermark(cluster):
     assert polls > 10 and ahead > 0, (polls, ahead)   # uncommitted data existed while polling
     check_exactly_once(results, seen)
     assert len(seen) == len(results)
+
+
+def test_keyed_send_batch_routes_like_send_and_answers_in_input_order(cluster):
+    from rayka.partitioner import partition_for_key
+    cluster.admin().create_topic("keyed-bulk", 4, 3, {"min.insync.replicas": 2})
+    producer = cluster.producer(acks="all")
+    keys = [None if i % 7 == 0 else b"user-%d" % (i % 13) for i in range(600)]
+    values = [b"v%d" % i for i in range(600)]
+    metas = producer.send_batch("keyed-bulk", values, keys).result(60)
+    producer.close(30)
+    assert len(metas) == 600
+    for key, md in zip(keys, metas):
+        if key is not None:
+            assert md.partition == partition_for_key(key, 4)
+    assert len({md.partition for k, md in zip(keys, metas) if k is None}) == 1   # one sticky
+    got = {(r.partition, r.offset): r.value for r in read_all(cluster, "keyed-bulk", 600)}
+    assert [got[(md.partition, md.offset)] for md in metas] == values   # input order
