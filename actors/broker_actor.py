@@ -48,11 +48,11 @@ import time
 import ray
 
 from actors import metrics
-from actors.cluster_host import broker_actor_name, controller_actor_name
+from actors.cluster_host import broker_actor_name, controller_actor_name, was_restarted
 from actors.fetcher import Fetcher
 from controller.requests import LeaderAndIsrRequest, StopReplicaRequest, UpdateMetadataRequest
-from controller.zk_paths import BrokerRegistration, LeaderIsrAndControllerEpoch
-from controller.zk_store import ZkStore
+from controller.layout import BrokerRegistration, LeaderIsrAndControllerEpoch
+from controller.zookeeper.store import ZkStore
 from replicas.errors import KafkaError, NotController, RequestTimedOut
 from replicas.replica_manager import (BrokerConfig, HighWatermarkChanged, ProduceDone,
                                       ProposeIsr, ReplicaManager)
@@ -115,7 +115,7 @@ class BrokerActor:
                                  node_id=ctx.get_node_id(), actor_name=broker_actor_name(self.id))
         # after a Ray restart the old incarnation is dead: take its registration over at once
         epoch = self.store.register_broker(
-            reg, wait_s=60, replace_dead_incarnation=ctx.was_current_actor_reconstructed)
+            reg, wait_s=60, replace_dead_incarnation=was_restarted())
         with self.lock:
             self.rm.broker_epoch = epoch
 

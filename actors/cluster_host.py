@@ -5,7 +5,7 @@ Rules:
 - One per cluster, named `rayka-cluster` in the namespace `rayka-<cluster>`; any driver
   finds the cluster through it (`rayka.connect(name)`).
 - If no ZooKeeper connect string is given it starts the real ZooKeeper server (Debian's,
-  through rayka.zookeeper) inside its own process, on loopback, and stops it by pid on
+  through controller.zookeeper.server) inside its own process, on loopback, and stops it by pid on
   `stop_zookeeper()`; a given ensemble is only recorded. A launch failure is raised by
   `info()` (start_local removes the host and re-raises it to the driver).
 - It holds plain facts (connect string, data dir, broker and controller ids, config);
@@ -14,9 +14,19 @@ Rules:
 
 from __future__ import annotations
 
+import warnings
+
 import ray
 
 HOST_NAME = "rayka-cluster"
+
+
+def was_restarted() -> bool:
+    """Is this actor a Ray restart of an earlier incarnation? (Ray 2.60's own property reads a
+    deprecated field and warns in every actor log; the answer is what matters.)"""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return bool(ray.get_runtime_context().was_current_actor_reconstructed)
 
 
 def namespace_for(cluster: str) -> str:
@@ -37,7 +47,7 @@ class ClusterHost:
         self._server = None
         self._error = None
         if zookeeper is None:
-            from rayka.zookeeper import ZooKeeperLaunchError, ZooKeeperServer
+            from controller.zookeeper.server import ZooKeeperLaunchError, ZooKeeperServer
             try:
                 self._server = ZooKeeperServer(tick_time_ms=zk_tick_time_ms).start()
                 zookeeper = self._server.connect_string

@@ -26,9 +26,10 @@ import ray
 
 from actors import metrics
 from actors.channel import RayBrokerChannel
+from actors.cluster_host import was_restarted
 from controller import events as ev
 from controller.controller import Controller, ControllerConfig
-from controller.zk_store import ZkStore
+from controller.zookeeper.store import ZkStore
 from replicas.errors import NotController, RequestTimedOut
 
 log = logging.getLogger(__name__)
@@ -49,7 +50,7 @@ class ControllerActor:
         metrics_interval_s = float(config.pop("metrics_interval_s", metrics.DEFAULT_INTERVAL_S))
         self.store = ZkStore(zookeeper, cluster,
                              session_timeout_s=zk_session_timeout_ms / 1000).start()
-        if ray.get_runtime_context().was_current_actor_reconstructed and \
+        if was_restarted() and \
                 self.store.delete_dead_incarnation_controller(controller_id):
             log.info("controller %s: deleted /controller of its dead incarnation", controller_id)
         self.controller = Controller(controller_id, self.store, None, _clock_ms,

@@ -33,9 +33,9 @@ if str(Path(__file__).resolve().parent.parent) not in sys.path:
 
 from controller.assignment import assign_replicas  # noqa: E402
 from controller.controller import Controller  # noqa: E402
-from controller.zk_paths import BrokerRegistration  # noqa: E402
-from controller.zk_store import ZkStore  # noqa: E402
-from rayka.zookeeper import ZooKeeperServer  # noqa: E402
+from controller.layout import BrokerRegistration  # noqa: E402
+from controller.zookeeper.store import ZkStore  # noqa: E402
+from controller.zookeeper.server import ZooKeeperServer  # noqa: E402
 
 BROKERS = (1, 2, 3)
 TOPICS = 10

@@ -109,7 +109,7 @@ def _states(cluster) -> dict:
 
 def wait_healed(cluster, timeout_s: float) -> None:
     """Every broker registered, every partition led and its ISR full (RF 3)."""
-    from rayka.admin import wait_for
+    from rayka.client.admin import wait_for
     want = set(cluster.facts["brokers"])
     wait_for(lambda: want <= cluster.store.get_broker_ids()
              and all(s.leader in want and len(s.isr) == 3 for s in _states(cluster).values()),
@@ -120,7 +120,7 @@ def balance_leaders(cluster, timeout_s: float) -> dict[int, int]:
     """Preferred-leader election until every partition is led by its first replica;
     answers {broker: partitions led}."""
     import ray
-    from rayka.admin import wait_for
+    from rayka.client.admin import wait_for
     store = cluster.store
     assignment = {}
     for t in store.get_topics():
@@ -149,9 +149,9 @@ def balance_leaders(cluster, timeout_s: float) -> dict[int, int]:
 # -- broker kill -----------------------------------------------------------------------------------
 def broker_kill_once(cluster, restart: bool, timeout_s: float) -> dict:
     import ray
-    from rayka.admin import wait_for
+    from rayka.client.admin import wait_for
     from rayka.chaos.faults import FaultInjector
-    from rayka.procs import pid_alive
+    from rayka.ops.procs import pid_alive
     admin = cluster.admin()
     p0 = admin.describe_topic(KILL_TOPIC)[0]
     victim, old_epoch = p0.leader, p0.leader_epoch
@@ -203,7 +203,7 @@ def broker_kill_once(cluster, restart: bool, timeout_s: float) -> dict:
 # -- controller kill -------------------------------------------------------------------------------
 def controller_kill_once(cluster, run: int, timeout_s: float) -> dict:
     import ray
-    from rayka.admin import wait_for
+    from rayka.client.admin import wait_for
     admin = cluster.admin()
     old_epoch = cluster.store.get_controller_epoch()[0]
     t_kill = time.monotonic()

@@ -47,7 +47,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from bench.common import arg_parser, emit, figure, machine_facts  # noqa: E402
-from rayka.zookeeper import free_ports  # noqa: E402
+from controller.zookeeper.server import free_ports  # noqa: E402
 
 RECORD_BYTES = 100
 NATS_N, QUEUE_N, QUEUE_ITEM_N = 200_000, 1_000_000, 20_000

@@ -52,7 +52,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import arg_parser, emit, figure, machine_facts  # noqa: E402
-from rayka.admin import wait_for  # noqa: E402
+from rayka.client.admin import wait_for  # noqa: E402
 
 NAME = "produce"
 DEFAULT_OUT = Path(__file__).resolve().parent / "out" / f"{NAME}.json"
@@ -367,7 +367,7 @@ def run(quick: bool = False, runs: int = 3) -> dict:
 
 def producer_defaults() -> dict:
     """The producer settings the throughput runs use (its defaults), read, not restated."""
-    from rayka.producer import Producer
+    from rayka.client.producer import Producer
     params = inspect.signature(Producer.__init__).parameters
     return {k: params[k].default for k in ("linger_ms", "batch_size", "enable_idempotence")
             if k in params}

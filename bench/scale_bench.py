@@ -143,7 +143,7 @@ def init_ray(fds_wanted: int) -> dict:
 
 # -- one run -----------------------------------------------------------------------------------------
 def _keyed_groups(records: int, partitions: int) -> dict[int, tuple[list, list]]:
-    from rayka.partitioner import partition_for_key
+    from rayka.client.partitioner import partition_for_key
     groups: dict[int, tuple[list, list]] = {}
     for i in range(records):
         key = b"k%d" % i

@@ -1,1 +1,25 @@
-"""placeholder"""
+"""controller/: Kafka's ZooKeeper-mode controller (KafkaController, KAFKA_FACTS §1-5).
+
+The pure core (this package's top-level modules):
+- events, event_loop: every event as a frozen dataclass, one queue, one thread;
+- context: the controller's picture of the cluster, loaded from ZooKeeper on failover;
+- states, partition_state_machine, replica_state_machine: the state machines, with their
+  valid-previous-states tables as data;
+- leader_election, leader_isr: Kafka's election strategies and conditional leader/ISR writes;
+- requests, broker_requests: LeaderAndIsr/UpdateMetadata/StopReplica batches, and what brokers
+  ask of the controller (AlterPartition, controlled shutdown);
+- topic_events, topic_deletion, reassignment, rebalance, scheduler, topic_config, assignment:
+  topics, configs, reassignment, preferred elections;
+- layout: Kafka's ZooKeeper data layout (paths, records, JSON codecs; pure);
+- store_api: what the core needs from a store (a Protocol) and the store's outcome types.
+
+The I/O subpackage: `controller.zookeeper` (the kazoo store, the election and fenced writes,
+and the launcher of the real ZooKeeper server).
+
+May import: the stdlib, replicas/ (errors), and kazoo ONLY inside controller/zookeeper/.
+Never ray, pyspark, raydp, actors/, rayka/, pipeline/.
+
+Rules: handlers are `process_<event>`, lifecycle hooks `on_<thing>`, conditional steps
+`maybe_<thing>`; every ZooKeeper write of an active controller is fenced by the controller
+epoch; the core takes a clock (tests run it without sleeping).
+"""

@@ -24,7 +24,7 @@ from controller.context import PartitionReplica, TopicPartition
 from controller.partition_state_machine import Election, Strategy
 from controller.states import PartitionState as P, ReplicaState as R
 from controller.store_api import BadVersion, ZkStoreError
-from controller.zk_paths import LeaderIsrAndControllerEpoch
+from controller.layout import LeaderIsrAndControllerEpoch
 from replicas.errors import (BrokerNotAvailable, FencedLeaderEpoch, IneligibleReplica,
                              InvalidUpdateVersion, KafkaError, NotController, NotLeaderOrFollower,
                              StaleBrokerEpoch, UnknownTopicOrPartition)

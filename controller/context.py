@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, NamedTuple
 
 from controller.states import PartitionState, ReplicaState
-from controller.zk_paths import BrokerRegistration, LeaderIsrAndControllerEpoch
+from controller.layout import BrokerRegistration, LeaderIsrAndControllerEpoch
 
 
 class TopicPartition(NamedTuple):

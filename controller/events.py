@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
-from controller.zk_paths import LeaderIsrAndControllerEpoch, TopicPartition
+from controller.layout import LeaderIsrAndControllerEpoch, TopicPartition
 
 Reply = Callable[[Any], None]
 

@@ -18,7 +18,7 @@ from typing import Callable
 
 from controller.context import ControllerContext, TopicPartition
 from controller.store_api import BadVersion, ControllerStore, NoNode, ZkStoreError
-from controller.zk_paths import LeaderIsrAndControllerEpoch
+from controller.layout import LeaderIsrAndControllerEpoch
 from replicas.errors import KafkaError, StaleControllerEpoch, UnknownTopicOrPartition
 
 # Given the current state, the new state to write (leader epoch already bumped), or an

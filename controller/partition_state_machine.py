@@ -32,7 +32,7 @@ from controller.leader_isr import new_leader_and_isr, update_leader_and_isr
 from controller.requests import RequestBatch
 from controller.states import PartitionState, split_valid
 from controller.store_api import ControllerStore, ZkStoreError
-from controller.zk_paths import LeaderIsrAndControllerEpoch
+from controller.layout import LeaderIsrAndControllerEpoch
 from replicas.errors import EligibleLeadersNotAvailable, KafkaError, PreferredLeaderNotAvailable
 
 log = logging.getLogger(__name__)

@@ -36,7 +36,7 @@ from controller.context import PartitionReplica, ReplicaAssignment, TopicPartiti
 from controller.leader_isr import new_leader_and_isr, update_leader_and_isr
 from controller.partition_state_machine import Election, Strategy
 from controller.states import PartitionState as P, ReplicaState as R
-from controller.zk_paths import TopicAssignment
+from controller.layout import TopicAssignment
 from replicas.errors import InvalidReplicaAssignment, KafkaError, UnknownTopicOrPartition
 
 log = logging.getLogger(__name__)

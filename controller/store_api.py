@@ -2,7 +2,7 @@
 
 Rules:
 - The pure controller (state machines, elections, event handlers) talks to ZooKeeper only
-  through `ControllerStore`; the real implementation is `controller.zk_store` (fenced by
+  through `ControllerStore`; the real implementation is `controller.zookeeper.store` (fenced by
   the controller epoch), the unit tests use an in-memory store (tests/fakes.py).
 - Batch operations answer per item: a value, or one of the outcome exceptions below as a
   VALUE (not raised), as Kafka's `updateLeaderAndIsr` does.
@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping, Protocol
 
-from controller.zk_paths import LeaderIsrAndControllerEpoch, TopicPartition
+from controller.layout import LeaderIsrAndControllerEpoch, TopicPartition
 
 
 class ZkStoreError(Exception):

@@ -11,6 +11,10 @@ descriptor RDD), reader (the task side: fetch from the leader, follow leader mov
 columns (batches → Arrow), sink (write_topic), incremental (exactly-once runs), tasklog
 (where tasks ran), demo (the clickstream job behind `make demo`). Names are imported
 lazily so `import pipeline` does not start a JVM or import pyspark.
+
+May import: pyspark, raydp, ray, rayka/ (and below it actors/, controller/, replicas/).
+Nothing in the project imports pipeline/ but bench/ and tests/; `rayka demo` reaches
+pipeline.demo through the `rayka.demos` entry point (pyproject.toml).
 """
 
 _EXPORTS = {

@@ -27,7 +27,7 @@ from rich.console import Console
 from rich.table import Table
 from tqdm import tqdm
 
-from rayka.demo import DemoFailed
+from rayka.ops.demo import DemoFailed
 
 CLICKS, COUNTS = "clicks", "page-counts"
 PAGES = 40
@@ -85,7 +85,7 @@ def page_counts(df):
 def run(clicks_total: int = 300_000, executors: int = 3, seed: int = 7, keep: bool = False,
         console: Console | None = None) -> dict:
     from pipeline import start_spark, stop_spark
-    from rayka.demo import local_cluster
+    from rayka.ops.demo import local_cluster
     console = console or Console(stderr=True)
     with local_cluster(keep, console) as cluster:
         admin = cluster.admin()
@@ -108,7 +108,7 @@ def run(clicks_total: int = 300_000, executors: int = 3, seed: int = 7, keep: bo
 def _job(spark, cluster, clicks_total: int, seed: int, executors: int, console) -> dict:
     """Produce, then the Spark job with the leader kill; returns the summary."""
     from pipeline import holding, placements, plan_of, read_topic, release, write_topic
-    from rayka.admin import wait_for
+    from rayka.client.admin import wait_for
     admin = cluster.admin()
     expected, produce_s = produce_clicks(cluster, clicks_total, seed, console)
 
@@ -148,7 +148,7 @@ def _job(spark, cluster, clicks_total: int, seed: int, executors: int, console) 
 
 
 def _read_counts(cluster) -> dict[str, int]:
-    from rayka.admin import wait_for
+    from rayka.client.admin import wait_for
     consumer = cluster.consumer()
     consumer.subscribe([COUNTS])
     ends = consumer.end_offsets(consumer.assignment())

@@ -26,7 +26,7 @@ import sys
 
 import ray
 
-from rayka.admin import wait_for
+from rayka.client.admin import wait_for
 
 JAVA_OPENS = ("java.lang", "java.lang.invoke", "java.lang.reflect", "java.io", "java.net",
               "java.nio", "java.math", "java.text", "java.util", "java.util.concurrent",

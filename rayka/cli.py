@@ -5,7 +5,7 @@ Rules:
   launcher's / Ray's reason) and exits 1; argument errors exit 2, also in one line. No
   tracebacks for errors a user can cause.
 - `rayka start` uses the Ray cluster given by `--address` (or RAY_ADDRESS) or runs a private
-  Ray head it owns (rayka/ray_head.py); every other command finds Ray through the state
+  Ray head it owns (rayka/ops/ray_head.py); every other command finds Ray through the state
   file `rayka start` wrote for `--name` (default "default"), or `--address`.
 - `produce` reads lines from stdin (optionally `key<sep>value`) or generates `--count`
   records of `--size` bytes; it reports acknowledged records, and a progress bar on stderr.
@@ -23,9 +23,10 @@ import sys
 import time
 
 from controller.store_api import ZkStoreError
-from rayka import ray_head
+from controller.zookeeper.server import ZooKeeperLaunchError
 from rayka.chaos.runner import FAULT_KINDS as FAULT_KINDS_DEFAULT
-from rayka.zookeeper import ZooKeeperLaunchError
+from rayka.errors import RayUnavailable
+from rayka.ops import ray_head
 from replicas.errors import KafkaError
 
 
@@ -75,6 +76,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--zookeeper", help="ZooKeeper connect string (default: embedded server)")
     p.add_argument("--data-dir", help="broker data directory (default: a new temp dir)")
     p.add_argument("--num-cpus", type=int, help="CPUs of a private Ray head")
+    p.add_argument("--no-dashboard", action="store_true",
+                   help="run a private Ray head without Ray's dashboard (saves a little CPU)")
     p.add_argument("--broker-resource", default="auto",
                    help="Ray custom resource each broker takes one unit of, e.g. one per node "
                         "(auto: rayka_broker if the cluster has it; none: no placement)")
@@ -186,7 +189,7 @@ def cmd_start(args) -> None:
     if args.address:
         state = ray_head.ClusterState(args.name, args.address, owned=False)
     elif state is None or (state.owned and not ray_head.alive(state.pid)):
-        state = ray_head.start_head(args.name, args.num_cpus)
+        state = ray_head.start_head(args.name, args.num_cpus, dashboard=not args.no_dashboard)
         started_head = True
     try:
         ray_head.connect_ray(state.ray_address, state.owned)
@@ -201,10 +204,13 @@ def cmd_start(args) -> None:
         raise
     ray_head.save_state(state)
     ctl = cluster.controller()
+    from rayka.cluster import dashboard_url
+    dashboard = dashboard_url()
     print(f"rayka cluster {args.name!r} up: brokers {[b.id for b in cluster.brokers() if b.alive]}, "
           f"controller {ctl.id} (epoch {ctl.epoch}), ZooKeeper {cluster.zookeeper}, "
           f"Ray {state.ray_address}{' (private head)' if state.owned else ''}, "
-          f"data {cluster.facts['data_dir']}")
+          f"data {cluster.facts['data_dir']}"
+          f"{f', Ray dashboard {dashboard}' if dashboard else ''}")
 
 
 def _placement(args) -> dict:
@@ -249,7 +255,8 @@ def status_of(cluster) -> dict:
             controller_node = ray.get(cluster.controller_actor(ctl.id).node_id.remote(), timeout=10)
         except Exception:  # restarting: its node is unknown for the moment
             pass
-    return {"cluster": cluster.name, "zookeeper": cluster.zookeeper,
+    from rayka.cluster import dashboard_url
+    return {"cluster": cluster.name, "zookeeper": cluster.zookeeper, "ray_dashboard": dashboard_url(),
             "controller": {"id": ctl.id, "epoch": ctl.epoch, "node_id": controller_node},
             "brokers": [{"id": b.id, "alive": b.alive, "node_id": b.node_id} for b in cluster.brokers()],
             "topics": topics, "partitions": sum(topics.values()),
@@ -262,7 +269,8 @@ def cmd_status(args) -> None:
         print(json.dumps(s, indent=2))
         return
     c = s["controller"]
-    print(f"cluster {s['cluster']}  ZooKeeper {s['zookeeper']}")
+    print(f"cluster {s['cluster']}  ZooKeeper {s['zookeeper']}  "
+          f"Ray dashboard {s['ray_dashboard'] or '(off)'}")
     print(f"controller {c['id']} epoch {c['epoch']} on node {(c['node_id'] or '?')[:12]}")
     for b in s["brokers"]:
         print(f"broker {b['id']}  {'alive' if b['alive'] else 'DOWN '}  node {(b['node_id'] or '-')[:12]}")
@@ -459,16 +467,16 @@ def cmd_chaos(args) -> int:
 
 def cmd_demo(args) -> None:
     if args.log_only:
-        from rayka import demo
+        from rayka.ops import demo
         demo.run(records_total=args.records, partitions=args.partitions, keep=args.keep)
     else:
-        from pipeline import demo
-        demo.run(clicks_total=args.records, executors=args.executors, keep=args.keep)
+        from rayka.ops.demo import main_job
+        main_job()(clicks_total=args.records, executors=args.executors, keep=args.keep)
 
 
 def _add_zookeeper_parser(sub) -> None:
     """`rayka zookeeper start|stop|status`: one ZooKeeper server of a `ray up` deployment."""
-    from rayka import zookeeper_service as zs
+    from rayka.ops import zookeeper_service as zs
     zk = sub.add_parser("zookeeper", help="run one ZooKeeper server (standalone or ensemble member)")
     zsub = zk.add_subparsers(dest="zookeeper_command", required=True, parser_class=_Parser)
     p = zsub.add_parser("start", help="start one server (foreground, or --daemon)")
@@ -501,7 +509,7 @@ def _add_zookeeper_parser(sub) -> None:
 
 
 def cmd_zookeeper(args) -> int:
-    from rayka import zookeeper_service as zs
+    from rayka.ops import zookeeper_service as zs
     if args.zookeeper_command == "start":
         return zs.start(data_dir=args.data_dir, client_port=args.client_port, bind=args.bind,
                         myid=args.myid, servers=args.servers, peer_port=args.peer_port,
@@ -527,7 +535,7 @@ def main(argv: list[str] | None = None) -> int:
             print(__version__)
             return 0
         return COMMANDS[args.command](args) or 0
-    except (KafkaError, ZkStoreError, ZooKeeperLaunchError, ray_head.RayHeadError,
+    except (KafkaError, ZkStoreError, ZooKeeperLaunchError, RayUnavailable,
             argparse.ArgumentTypeError) as exc:
         print(f"rayka: {exc}", file=sys.stderr)
     except BrokenPipeError:                    # `rayka consume ... | head`

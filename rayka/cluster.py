@@ -5,8 +5,8 @@ Rules:
   `rayka-cluster` (facts, embedded ZooKeeper), controllers `controller-<id>` (ids 1001..),
   brokers `broker-<id>` (ids 1..). All detached, so the cluster outlives the driver that
   started it; `connect(name)` re-attaches from any driver.
-- `start_local` starts the embedded ZooKeeper when none is given, calls `ray.init()` when
-  Ray is not initialised, and starts (or re-attaches to) the named cluster; on a running
+- `start_local` starts the embedded ZooKeeper when none is given, starts Ray when it is not
+  initialised (`ensure_ray`), and starts (or re-attaches to) the named cluster; on a running
   cluster a larger `brokers` ADDS brokers (scale out; never removes any); it returns
   once every broker is registered in ZooKeeper and one controller is active. A given
   ZooKeeper that cannot be reached fails within `zk_connect_timeout_s` with ZkUnavailable
@@ -18,12 +18,20 @@ Rules:
   broker per node) and `control_resources` (controllers and the ClusterHost) are Ray
   custom resources every incarnation asks for, restarts included.
 - Leadership is read from ZooKeeper (the truth), never from Ray's actor table.
+- Ray (`ensure_ray`): a given address, else RAY_ADDRESS, else a FRESH local instance with
+  Ray's dashboard on (127.0.0.1, 8265 or the next free port; `include_dashboard=False` opts
+  out). Never the head recorded in Ray's `ray_current_cluster` file unless asked ("auto"): a
+  killed `ray start` or test run leaves it naming a dead address, and a plain `ray.init()`
+  then waits on it for minutes. A non-local address is probed first and fails fast with
+  RayUnavailable naming it. `connect` defaults to "auto" (the recorded head), probed too.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
+import socket
+import sys
 import tempfile
 import time
 
@@ -32,9 +40,10 @@ import ray
 from actors.cluster_host import (HOST_NAME, ClusterHost, broker_actor_name,
                                  controller_actor_name, namespace_for)
 from controller.controller import ControllerConfig
-from controller.zk_store import ZkStore
-from rayka.admin import Admin, wait_for
-from rayka.types import BrokerInfo, ControllerInfo
+from controller.zookeeper.store import ZkStore
+from rayka.client.admin import Admin, wait_for
+from rayka.client.types import BrokerInfo, ControllerInfo
+from rayka.errors import RayUnavailable
 from replicas.errors import BrokerNotAvailable, NotController
 
 CONTROLLER_ID_BASE = 1000
@@ -42,9 +51,100 @@ _CONTROLLER_KEYS = {f.name for f in dataclasses.fields(ControllerConfig)}
 _SHARED_KEYS = {"metrics_interval_s"}
 
 
-def _ensure_ray() -> None:
-    if not ray.is_initialized():
-        ray.init(include_dashboard=False, logging_level="WARNING")
+RAY_PROBE_TIMEOUT_S = 5.0
+
+
+def ray_address_file() -> str:
+    """Where `ray start` (and ray.cluster_utils) record the latest head: Ray's own rule."""
+    if os.environ.get("RAY_TMPDIR"):
+        tmp = os.environ["RAY_TMPDIR"]
+    elif sys.platform.startswith("linux") and os.environ.get("TMPDIR"):
+        tmp = os.environ["TMPDIR"]
+    else:
+        tmp = "/tmp"
+    return os.path.join(tmp, "ray", "ray_current_cluster")
+
+
+def _recorded_head() -> str:
+    try:
+        with open(ray_address_file()) as f:
+            recorded = f.read().strip()
+    except FileNotFoundError:
+        recorded = ""
+    if not recorded:
+        raise RayUnavailable(f"no Ray cluster recorded in {ray_address_file()} (address 'auto'); "
+                             "give an address, or start Ray")
+    return recorded
+
+
+def _probe(address: str, source: str) -> None:
+    """Fail fast when nothing answers at `address` (ray.init would wait for minutes)."""
+    hostport = address.split("://", 1)[-1].rsplit("/", 1)[0]
+    host, _, port = hostport.rpartition(":")
+    try:
+        with socket.create_connection((host or "127.0.0.1", int(port)), RAY_PROBE_TIMEOUT_S):
+            pass
+    except (OSError, ValueError) as exc:
+        raise RayUnavailable(f"Ray at {address} ({source}) does not answer: "
+                             f"{exc.strerror or exc}") from None
+
+
+_ray_context = None     # what ray.init answered in this process (its dashboard URL)
+
+
+def dashboard_url() -> str | None:
+    """The Ray dashboard's URL of the cluster this process joined through ensure_ray."""
+    url = getattr(_ray_context, "dashboard_url", None) if ray.is_initialized() else None
+    return (url if "://" in url else f"http://{url}") if url else None
+
+
+_STATE_API_ENV = "RAY_API_SERVER_ADDRESS"
+_state_api_set_by_us = False
+
+
+def _point_state_api(url: str | None) -> None:
+    """Ray's state API (`ray.util.state.list_actors()`, job submission) resolves its server from
+    RAY_API_SERVER_ADDRESS, else from the recorded head or a `ps` scan, which is wrong (or
+    hangs) with a stale record or several Ray instances on the machine. Point it at the local
+    instance this process started, unless the user set it."""
+    global _state_api_set_by_us
+    if os.environ.get(_STATE_API_ENV) and not _state_api_set_by_us:
+        return
+    if url:
+        os.environ[_STATE_API_ENV] = url
+        _state_api_set_by_us = True
+    elif _state_api_set_by_us:
+        os.environ.pop(_STATE_API_ENV, None)
+        _state_api_set_by_us = False
+
+
+def ensure_ray(address: str | None = None, *, include_dashboard: bool = True,
+               logging_level: str = "WARNING", **init_kw) -> bool:
+    """Initialise Ray in this process unless it already is; True when this call did.
+    `address`: None → RAY_ADDRESS, else "local" (a fresh instance, with the dashboard
+    unless `include_dashboard=False`); "auto" → the head recorded by `ray start`; an
+    address → that cluster. Anything but "local" is probed first (RayUnavailable)."""
+    if ray.is_initialized():
+        return False
+    address = address or os.environ.get("RAY_ADDRESS") or "local"
+    global _ray_context
+    if address == "local":
+        _ray_context = ray.init(address="local", include_dashboard=include_dashboard,
+                                logging_level=logging_level, **init_kw)
+        _point_state_api(dashboard_url())
+        return True
+    source = "given"
+    if address == "auto":
+        address, source = _recorded_head(), f"recorded in {ray_address_file()}"
+    elif os.environ.get("RAY_ADDRESS") == address:
+        source = "RAY_ADDRESS"
+    if not address.startswith("ray://"):
+        _probe(address, source)
+    try:
+        _ray_context = ray.init(address=address, logging_level=logging_level, **init_kw)
+    except ConnectionError as exc:
+        raise RayUnavailable(f"cannot reach Ray at {address} ({source}): {exc}") from None
+    return True
 
 
 def _split_config(config: dict) -> tuple[dict, dict]:
@@ -57,8 +157,9 @@ def start_local(name: str = "default", brokers: int = 3, controllers: int = 2,
                 zookeeper: str | None = None, data_dir: str | None = None,
                 start_timeout_s: float = 60.0, zk_connect_timeout_s: float = 10.0,
                 broker_resources: dict | None = None, control_resources: dict | None = None,
+                ray_address: str | None = None, include_dashboard: bool = True,
                 **config) -> "Cluster":
-    _ensure_ray()
+    ensure_ray(ray_address, include_dashboard=include_dashboard)
     ns = namespace_for(name)
     try:
         host = ray.get_actor(HOST_NAME, namespace=ns)
@@ -86,8 +187,9 @@ def start_local(name: str = "default", brokers: int = 3, controllers: int = 2,
     return cluster
 
 
-def connect(name: str = "default", zookeeper: str | None = None) -> "Cluster":
-    _ensure_ray()
+def connect(name: str = "default", zookeeper: str | None = None,
+            ray_address: str | None = None) -> "Cluster":
+    ensure_ray(ray_address or os.environ.get("RAY_ADDRESS") or "auto")
     try:
         host = ray.get_actor(HOST_NAME, namespace=namespace_for(name))
     except ValueError:
@@ -160,11 +262,11 @@ class Cluster:
         return Admin(self)
 
     def producer(self, **kw):
-        from rayka.producer import Producer
+        from rayka.client.producer import Producer
         return Producer(self, **kw)
 
     def consumer(self, group_id: str | None = None, **kw):
-        from rayka.consumer import Consumer
+        from rayka.client.consumer import Consumer
         return Consumer(self, group_id=group_id, **kw)
 
     def controller(self) -> ControllerInfo:

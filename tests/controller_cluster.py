@@ -10,8 +10,8 @@ import time
 import pytest
 
 from controller.controller import Controller, ControllerConfig
-from controller.zk_paths import BrokerRegistration
-from controller.zk_store import ZkStore
+from controller.layout import BrokerRegistration
+from controller.zookeeper.store import ZkStore
 from tests.fakes import AnsweringChannel
 from tests.zk_helpers import SESSION_S, wait_until
 

@@ -2,13 +2,13 @@
 
 ``MemoryZk`` is the ensemble (one shared znode tree, one zxid counter, one FIFO of pending
 notifications); ``MemoryZkStore(zk, cluster)`` has the public API of
-``controller.zk_store.ZkStore`` and ``fenced(election)`` gives a ``MemoryFencedWriter``
+``controller.zookeeper.store.ZkStore`` and ``fenced(election)`` gives a ``MemoryFencedWriter``
 with the API of ``FencedWriter`` (both in ``tests/memory_zk_admin.py``: the store's admin
 half and the fenced writer, with their own rules).
 ``SimLoop`` replaces the controller's threaded ``EventLoop``; ``settle`` alternates them.
 
 Rules:
-- No threads, no sleeps, no kazoo: only ``controller.zk_paths`` (paths, JSON codecs, so
+- No threads, no sleeps, no kazoo: only ``controller.layout`` (paths, JSON codecs, so
   znode bytes are identical to the real store's) and ``controller.store_api`` (exceptions,
   ``ControllerElection``). Nodes are keyed by absolute path (``/rayka/<cluster>/...``);
   every path a caller sees or an outcome error names is relative to the store's chroot.
@@ -59,10 +59,10 @@ from controller.events import Expire, Shutdown
 from controller.store_api import (BadVersion, BrokerIdInUse, ControllerElection,
                                   ControllerMovedError, NodeExists, NoNode, NotEmpty,
                                   ZkStoreError, ZkUnavailable)
-from controller.zk_paths import (BROKER_IDS, CONTROLLER, CONTROLLER_EPOCH, PERSISTENT_PATHS,
-                                 BrokerRegistration, broker_path, cluster_root,
-                                 decode_controller_id, decode_epoch, encode_controller,
-                                 encode_epoch)
+from controller.layout import (BROKER_IDS, CONTROLLER, CONTROLLER_EPOCH, PERSISTENT_PATHS,
+                               BrokerRegistration, broker_path, cluster_root,
+                               decode_controller_id, decode_epoch, encode_controller,
+                               encode_epoch)
 from tests.memory_zk_admin import AdminMixin, MemoryFencedWriter
 
 __all__ = ["MemoryZk", "MemoryZkStore", "MemoryFencedWriter", "MemoryWatch", "SimLoop",

@@ -3,8 +3,8 @@ requests, ISR change notifications, consumer offsets and the watches of those zn
 ``MemoryFencedWriter``, the controller's fenced writes.
 
 Rules (the rest are in tests/memory_zk.py's docstring):
-- Same names, signatures, return values and exceptions as ``controller.zk_store.ZkStore``,
-  byte-identical znode contents (``controller.zk_paths`` codecs).
+- Same names, signatures, return values and exceptions as ``controller.zookeeper.store.ZkStore``,
+  byte-identical znode contents (``controller.layout`` codecs).
 - The real store's retry loops (config created or changed concurrently, racing offset
   committers) are not needed: a call runs alone and each write is one atomic transaction,
   so an admin write either lands whole or raises, leaving nothing behind.
@@ -25,18 +25,18 @@ from typing import Callable, Iterable, Mapping, Sequence
 
 from controller.store_api import (AdminOperationInProgress, BadVersion, ControllerElection,
                                   ControllerMovedError, NodeExists, NoNode, ZkStoreError)
-from controller.zk_paths import (BROKER_TOPICS, CONTROLLER, CONTROLLER_EPOCH, DELETE_TOPICS,
-                                 ISR_CHANGE_NOTIFICATION,
-                                 ISR_CHANGE_PREFIX, PREFERRED_REPLICA_ELECTION,
-                                 REASSIGN_PARTITIONS, LeaderIsrAndControllerEpoch,
-                                 TopicAssignment, TopicPartition, check_name, check_topic,
-                                 config_topic_path, decode_offset, decode_partition_list,
-                                 decode_reassignment, decode_topic_config, delete_topic_path,
-                                 encode_offset, encode_partition_list, encode_reassignment,
-                                 encode_topic_config, group_offsets_path,
-                                 group_topic_offsets_path, isr_change_path, new_topic_id,
-                                 offset_path, partition_path, partition_state_path,
-                                 partitions_path, topic_path)
+from controller.layout import (BROKER_TOPICS, CONTROLLER, CONTROLLER_EPOCH, DELETE_TOPICS,
+                               ISR_CHANGE_NOTIFICATION,
+                               ISR_CHANGE_PREFIX, PREFERRED_REPLICA_ELECTION,
+                               REASSIGN_PARTITIONS, LeaderIsrAndControllerEpoch,
+                               TopicAssignment, TopicPartition, check_name, check_topic,
+                               config_topic_path, decode_offset, decode_partition_list,
+                               decode_reassignment, decode_topic_config, delete_topic_path,
+                               encode_offset, encode_partition_list, encode_reassignment,
+                               encode_topic_config, group_offsets_path,
+                               group_topic_offsets_path, isr_change_path, new_topic_id,
+                               offset_path, partition_path, partition_state_path,
+                               partitions_path, topic_path)
 from controller.topic_config import normalize_topic_config
 from replicas.errors import TopicAlreadyExists, UnknownTopicOrPartition
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from controller.requests import (LeaderAndIsrRequest, LiveBroker, PartitionLeaderState,
                                  StopReplicaPartition, StopReplicaRequest,
                                  UpdateMetadataRequest)
-from controller.zk_paths import LeaderIsrAndControllerEpoch
+from controller.layout import LeaderIsrAndControllerEpoch
 from replicas.errors import InvalidUpdateVersion
 from replicas.replica_manager import (BrokerConfig, HighWatermarkChanged, ProduceDone,
                                       ProposeIsr, ReplicaManager, TopicPartition)

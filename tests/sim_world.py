@@ -20,7 +20,7 @@ from controller.assignment import assign_replicas
 from controller.controller import Controller, ControllerConfig
 from controller.scheduler import ManualScheduler
 from controller.store_api import AdminOperationInProgress, ZkStoreError
-from controller.zk_paths import BrokerRegistration, LeaderIsrAndControllerEpoch
+from controller.layout import BrokerRegistration, LeaderIsrAndControllerEpoch
 from replicas.errors import KafkaError
 from tests.fakes import AnsweringChannel
 from tests.memory_zk import MemoryZk, MemoryZkStore, Op, SimLoop, settle

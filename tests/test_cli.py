@@ -13,7 +13,7 @@ import uuid
 
 import pytest
 
-from rayka import ray_head
+from rayka.ops import ray_head
 
 pytestmark = pytest.mark.ray
 RAYKA = os.path.join(os.path.dirname(sys.executable), "rayka")
@@ -59,6 +59,7 @@ def test_topics_produce_consume_status(cli):
     env, _home, name, state, start_out = cli
     assert state.owned and ray_head.alive(state.pid)
     assert f"rayka cluster '{name}' up: brokers [1, 2, 3]" in start_out
+    assert "Ray dashboard http://127.0.0.1:" in start_out        # Ray's tools on by default
     n = ["--name", name]
 
     created = run(env, "topics", "create", "events", "--partitions", "3",
@@ -93,6 +94,7 @@ def test_topics_produce_consume_status(cli):
     assert status["controller"]["id"] in (1001, 1002) and status["controller"]["epoch"] >= 1
     assert [b["alive"] for b in status["brokers"]] == [True, True, True]
     assert status["partitions"] == 3 and status["under_replicated"] == [] and status["offline"] == []
+    assert status["ray_dashboard"].startswith("http://127.0.0.1:")
     text = run(env, "status", *n).stdout.decode()
     assert "under-replicated 0  offline 0" in text
 

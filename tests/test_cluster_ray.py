@@ -18,8 +18,8 @@ import ray
 import rayka
 from controller.requests import (LeaderAndIsrRequest, PartitionLeaderState, StopReplicaPartition,
                                  StopReplicaRequest, UpdateMetadataRequest, live_broker)
-from rayka.admin import wait_for
-from rayka.types import PartitionInfo
+from rayka.client.admin import wait_for
+from rayka.client.types import PartitionInfo
 from replicas.errors import (CorruptRecord, ElectionNotNeeded, InvalidRequiredAcks,
                              InvalidReplicationFactor, RecordTooLarge, StaleControllerEpoch,
                              TopicAlreadyExists, UnknownTopicOrPartition)
@@ -169,7 +169,7 @@ def test_produce_many_answers_each_partition(cluster):
 
 def test_unreachable_zookeeper_fails_fast_with_the_address(ray_session):
     from controller.store_api import ZkUnavailable
-    from rayka.zookeeper import free_port
+    from controller.zookeeper.server import free_port
     address, name = f"127.0.0.1:{free_port()}", f"nozk{uuid.uuid4().hex[:6]}"
     with pytest.raises(ZkUnavailable, match=address):
         rayka.start_local(name=name, zookeeper=address, zk_connect_timeout_s=2)
@@ -536,7 +536,7 @@ def test_consumer_never_sees_above_high_watermark(cluster):
 
 
 def test_keyed_send_batch_routes_like_send_and_answers_in_input_order(cluster):
-    from rayka.partitioner import partition_for_key
+    from rayka.client.partitioner import partition_for_key
     cluster.admin().create_topic("keyed-bulk", 4, 3, {"min.insync.replicas": 2})
     producer = cluster.producer(acks="all")
     keys = [None if i % 7 == 0 else b"user-%d" % (i % 13) for i in range(600)]

@@ -10,7 +10,7 @@ import pytest
 from controller import events as ev
 from controller.controller import ControllerConfig
 from controller.requests import LeaderAndIsrRequest, StopReplicaRequest, UpdateMetadataRequest
-from controller.zk_paths import LeaderIsrAndControllerEpoch
+from controller.layout import LeaderIsrAndControllerEpoch
 from replicas.errors import ElectionNotNeeded, UnknownTopicOrPartition
 from tests.controller_cluster import cluster, state  # noqa: F401  (fixture)
 from tests.zk_helpers import exists

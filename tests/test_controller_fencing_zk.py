@@ -9,7 +9,7 @@ import threading
 import pytest
 
 from controller import events as ev
-from controller.zk_paths import LeaderIsrAndControllerEpoch
+from controller.layout import LeaderIsrAndControllerEpoch
 from replicas.errors import NotController
 from tests.controller_cluster import cluster, state  # noqa: F401  (fixture)
 from tests.zk_helpers import expire_session, wait_until

@@ -6,7 +6,7 @@ from controller.context import ControllerContext, ReplicaAssignment, TopicPartit
 from controller.reassignment import reassign_to
 from controller.rebalance import can_preferred_lead, imbalanced_partitions, split_election_request
 from controller.scheduler import ManualScheduler
-from controller.zk_paths import BrokerRegistration, LeaderIsrAndControllerEpoch
+from controller.layout import BrokerRegistration, LeaderIsrAndControllerEpoch
 from replicas.errors import ElectionNotNeeded, InvalidTopic, UnknownTopicOrPartition
 
 pytestmark = pytest.mark.unit

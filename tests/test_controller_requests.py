@@ -6,7 +6,7 @@ from controller.context import ControllerContext, ReplicaAssignment, TopicPartit
 from controller.requests import (EPOCH_DURING_DELETE, LEADER_DURING_DELETE, BatchNotEmpty,
                                  LeaderAndIsrRequest, RequestBatch, StopReplicaRequest,
                                  UpdateMetadataRequest)
-from controller.zk_paths import BrokerRegistration, LeaderIsrAndControllerEpoch
+from controller.layout import BrokerRegistration, LeaderIsrAndControllerEpoch
 from tests.fakes import RecordingChannel
 
 pytestmark = pytest.mark.unit

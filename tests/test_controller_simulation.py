@@ -24,7 +24,7 @@ import os
 import pytest
 
 from controller.states import PartitionState as P
-from controller.zk_paths import LeaderIsrAndControllerEpoch, partition_state_path
+from controller.layout import LeaderIsrAndControllerEpoch, partition_state_path
 from tests.memory_zk import Op
 from tests.sim_world import World
 

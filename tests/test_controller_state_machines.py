@@ -10,7 +10,7 @@ from controller.requests import (LeaderAndIsrRequest, RequestBatch, StopReplicaR
                                  UpdateMetadataRequest)
 from controller.states import PartitionState as P, ReplicaState as R
 from controller.store_api import ControllerMovedError
-from controller.zk_paths import BrokerRegistration, LeaderIsrAndControllerEpoch as LI
+from controller.layout import BrokerRegistration, LeaderIsrAndControllerEpoch as LI
 from replicas.errors import EligibleLeadersNotAvailable
 from tests.fakes import InMemoryStore, RecordingChannel
 

@@ -8,7 +8,7 @@ import pytest
 
 from controller import events as ev
 from controller.requests import LeaderAndIsrRequest, UpdateMetadataRequest
-from controller.zk_paths import LeaderIsrAndControllerEpoch
+from controller.layout import LeaderIsrAndControllerEpoch
 from replicas.errors import FencedLeaderEpoch, IneligibleReplica, StaleBrokerEpoch
 from tests.controller_cluster import cluster, state  # noqa: F401  (fixture)
 

@@ -4,7 +4,9 @@ launcher failure is one line from the CLI."""
 
 import pytest
 
-from rayka import cli, demo
+
+from rayka import cli
+from rayka.ops import demo
 
 pytestmark = pytest.mark.ray
 
@@ -21,8 +23,9 @@ def test_demo_kills_a_leader_and_loses_nothing():
 def test_cli_prints_one_line_for_a_launcher_error(monkeypatch, capsys):
     monkeypatch.setenv("RAYKA_ZK_CLASSPATH", "/nonexistent/zookeeper.jar")
     assert cli.main(["demo", "--records", "1000"]) == 1
-    err = capsys.readouterr().err.strip()
-    assert err.startswith("rayka: ") and "\n" not in err and "zookeeper" in err.lower()
+    err = capsys.readouterr().err
+    errors = [ln for ln in err.splitlines() if ln.startswith("rayka: ")]
+    assert len(errors) == 1 and "zookeeper" in errors[0].lower() and "Traceback" not in err
 
 
 def test_pipeline_demo_counts_match_and_every_partition_is_pinned():

@@ -3,7 +3,7 @@ a paused leader is replaced and rejoins when resumed, an expired broker session 
 with a larger broker epoch, and a corrupted segment tail is cut by crash recovery and
 re-replicated. Brokers also leave `controller-epochs.log` evidence: one controller per epoch.
 
-Waits are rayka.admin.wait_for with generous deadlines (2 cores, other Ray tests may run)."""
+Waits are rayka.client.admin.wait_for with generous deadlines (2 cores, other Ray tests may run)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import ray
 
-from rayka.admin import wait_for
+from rayka.client.admin import wait_for
 from rayka.chaos.faults import FaultInjector
 
 from tests.ray_cluster import cluster, ray_session  # noqa: F401  (fixtures)

@@ -1,6 +1,6 @@
 """Fault plumbing on the REAL ZooKeeper (no Ray): a forced server-side session expiry through
-``controller.zk_store.expire_session``, and the ensemble faults (leader kill, restart,
-rejoin) through ``rayka.zookeeper.ZooKeeperEnsemble`` and the FaultInjector's zk_* methods.
+``controller.zookeeper.store.expire_session``, and the ensemble faults (leader kill, restart,
+rejoin) through ``controller.zookeeper.server.ZooKeeperEnsemble`` and the FaultInjector's zk_* methods.
 
 Synchronisation is poll-with-deadline (tests.zk_helpers.wait_until), never a sleep."""
 
@@ -10,10 +10,10 @@ import threading
 
 import pytest
 
-from controller.zk_paths import BrokerRegistration
-from controller.zk_store import ZkStore, ZkUnavailable, expire_session
+from controller.layout import BrokerRegistration
+from controller.zookeeper.store import ZkStore, ZkUnavailable, expire_session
 from rayka.chaos.faults import FaultInjector
-from rayka.zookeeper import free_port
+from controller.zookeeper.server import free_port
 from tests.zk_helpers import SESSION_S, wait_until
 
 pytestmark = pytest.mark.zk

@@ -1,11 +1,19 @@
-"""DESIGN §1: who may import what, checked on the source (no imports are executed).
+"""DESIGN §1: the rooms of the house and who may import what, checked on the source.
 
-- replicas/ imports only the stdlib and the record codec (aiokafka, crc32c): never ray,
-  kazoo, pyspark, raydp, nor any other rayka layer.
-- controller/ never imports ray, pyspark or raydp; only its ZooKeeper store module(s)
-  import kazoo.
-- The core (replicas/, controller/ minus the store) never reads or sleeps on the real
-  clock: time is passed in.
+Nothing is imported or executed: every `import` statement of every module (module level
+and inside functions alike) is read with `ast` and resolved to a first-party module.
+
+- Rooms are ordered top to bottom (ROOMS); an import may point to its own room or one below
+  it, never upward. Inside `rayka/` the sub-rooms are ordered too (cli, chaos, ops, cluster,
+  client, errors), and inside `controller/` its ZooKeeper subpackage sits above the core.
+- No import cycle between modules (strongly connected components of the module graph).
+- Third-party rules: replicas/ imports only the stdlib and the record codec; the pure
+  rooms never import ray, pyspark or raydp; kazoo only inside controller/zookeeper/; the
+  protocol and coordinator rooms open no sockets (sans-I/O).
+- The core (replicas/, controller/ minus its ZooKeeper subpackage, protocol/, coordinator/)
+  never reads or sleeps on the real clock: time is passed in.
+- Every package opens with a docstring saying what it holds and what it "May import";
+  product modules stay at or under 600 lines.
 """
 
 from __future__ import annotations
@@ -20,19 +28,150 @@ pytestmark = pytest.mark.unit
 
 ROOT = Path(__file__).resolve().parent.parent
 STDLIB = set(sys.stdlib_module_names)
-CODEC = {"aiokafka", "crc32c"}
-ZK_STORE = ("controller/zk", "controller/store", "controller/zookeeper")
+CODEC = {"aiokafka", "crc32c", "cramjam"}
+PRODUCT = ("replicas", "controller", "coordinator", "protocol", "actors", "rayka", "pipeline")
+
+# Top to bottom. A module's room is the longest prefix naming it; it may import its own
+# room and the rooms after it. Prefixes on one line share a rank.
+ROOMS: list[tuple[str, ...]] = [
+    ("bench",),
+    ("pipeline",),
+    ("rayka.cli",),
+    ("rayka.chaos",),
+    ("rayka.ops",),
+    ("rayka", "rayka.cluster"),
+    ("rayka.client",),
+    ("rayka.errors",),
+    ("actors",),
+    ("protocol",),
+    ("coordinator",),
+    ("controller.zookeeper",),
+    ("controller",),
+    ("replicas",),
+]
+CORE = ("replicas", "controller", "protocol", "coordinator")
+NOT_IN_CORE = {"ray", "pyspark", "raydp"}
+SANS_IO = {"socket", "socketserver", "selectors", "asyncio", "ssl", "ray", "kazoo"}
+MAX_LINES = 600
 
 
-def imports_of(path: Path) -> set[str]:
+# -- reading the tree --------------------------------------------------------------------------
+def module_name(path: Path, root: Path) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def project_modules(root: Path, packages=PRODUCT + ("bench",)) -> dict[str, Path]:
+    mods = {}
+    for package in packages:
+        for path in sorted((root / package).rglob("*.py")):
+            mods[module_name(path, root)] = path
+    return mods
+
+
+def raw_imports(path: Path, module: str) -> list[tuple[str, list[str], int]]:
+    """(absolute module, imported names, line) for every import statement in the file."""
     tree = ast.parse(path.read_text(), filename=str(path))
-    found = set()
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    out = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            found.update(alias.name.split(".")[0] for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            found.add(node.module.split(".")[0])
-    return found
+            out += [(alias.name, [], node.lineno) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[:len(base) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            out.append((target, [a.name for a in node.names], node.lineno))
+    return out
+
+
+def first_party_edges(mods: dict[str, Path]) -> dict[str, set[tuple[str, int]]]:
+    """module -> {(imported first-party module, line)}; `from pkg import sub` points to
+    pkg.sub when that is a module, else to pkg."""
+    edges: dict[str, set[tuple[str, int]]] = {m: set() for m in mods}
+    for mod, path in mods.items():
+        for target, names, line in raw_imports(path, mod):
+            if target.split(".")[0] not in {m.split(".")[0] for m in mods}:
+                continue
+            subs = [f"{target}.{n}" for n in names if f"{target}.{n}" in mods]
+            if subs:
+                edges[mod].update((s, line) for s in subs)
+            if len(subs) < len(names) or not names:
+                while target and target not in mods:
+                    target = target.rpartition(".")[0]
+                if target:
+                    edges[mod].add((target, line))
+    return edges
+
+
+def third_party(path: Path, module: str) -> set[str]:
+    return {t.split(".")[0] for t, _, _ in raw_imports(path, module)} - {""}
+
+
+# -- the rules ---------------------------------------------------------------------------------
+def room_rank(module: str, rooms=ROOMS) -> int | None:
+    best, rank = "", None
+    for i, prefixes in enumerate(rooms):
+        for p in prefixes:
+            if (module == p or module.startswith(p + ".")) and len(p) > len(best):
+                best, rank = p, i
+    return rank
+
+
+def upward_imports(edges, rooms=ROOMS) -> list[str]:
+    bad = []
+    for mod, targets in edges.items():
+        mine = room_rank(mod, rooms)
+        for target, line in sorted(targets):
+            theirs = room_rank(target, rooms)
+            if mine is not None and theirs is not None and theirs < mine:
+                bad.append(f"{mod}:{line} imports {target} (a room above it)")
+    return bad
+
+
+def import_cycles(edges) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan, iterative)."""
+    graph = {m: sorted({t for t, _ in ts if t != m}) for m, ts in edges.items()}
+    index, low, on_stack, stack, out, counter = {}, {}, set(), [], [], [0]
+    for start in graph:
+        if start in index:
+            continue
+        work = [(start, 0)]
+        while work:
+            node, i = work.pop()
+            if i == 0:
+                index[node] = low[node] = counter[0]
+                counter[0] += 1
+                stack.append(node)
+                on_stack.add(node)
+            succ = graph.get(node, [])
+            if i < len(succ):
+                work.append((node, i + 1))
+                nxt = succ[i]
+                if nxt not in index:
+                    work.append((nxt, 0))
+                elif nxt in on_stack:
+                    low[node] = min(low[node], index[nxt])
+                continue
+            if low[node] == index[node]:
+                comp = []
+                while True:
+                    w = stack.pop()
+                    on_stack.discard(w)
+                    comp.append(w)
+                    if w == node:
+                        break
+                if len(comp) > 1:
+                    out.append(sorted(comp))
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+    return out
 
 
 def clock_calls(path: Path) -> list[str]:
@@ -49,45 +188,109 @@ def clock_calls(path: Path) -> list[str]:
     return bad
 
 
-def sources(package: str) -> list[Path]:
-    return sorted((ROOT / package).rglob("*.py"))
+MODS = project_modules(ROOT)
+EDGES = first_party_edges(MODS)
+
+
+def in_room(module: str, *prefixes: str) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in prefixes)
+
+
+# -- tests on the real tree ----------------------------------------------------------------------
+def test_every_module_has_a_room():
+    assert [m for m in MODS if room_rank(m) is None] == []
+
+
+def test_no_import_runs_upward():
+    assert upward_imports(EDGES) == []
+
+
+def test_no_import_cycles():
+    assert import_cycles(EDGES) == []
 
 
 def test_replicas_imports_only_stdlib_and_the_codec():
-    offenders = {}
-    for path in sources("replicas"):
-        extra = imports_of(path) - STDLIB - CODEC - {"replicas"}
-        if extra:
-            offenders[str(path.relative_to(ROOT))] = sorted(extra)
-    assert not offenders
+    offenders = {m: sorted(third_party(p, m) - STDLIB - CODEC - {"replicas"})
+                 for m, p in MODS.items() if in_room(m, "replicas")}
+    assert {m: x for m, x in offenders.items() if x} == {}
 
 
-def test_controller_never_imports_ray_and_only_the_store_imports_kazoo():
+def test_the_core_never_imports_ray_and_only_the_zookeeper_store_imports_kazoo():
     offenders = {}
-    for path in sources("controller"):
-        rel = str(path.relative_to(ROOT))
-        mods = imports_of(path)
-        banned = mods & {"ray", "pyspark", "raydp", "actors", "rayka", "pipeline"}
-        if "kazoo" in mods and not rel.startswith(ZK_STORE):
+    for m, p in MODS.items():
+        mods = third_party(p, m)
+        banned = set()
+        if in_room(m, *CORE):
+            banned |= mods & NOT_IN_CORE
+        if "kazoo" in mods and in_room(m, *PRODUCT) and not in_room(m, "controller.zookeeper"):
             banned.add("kazoo")
         if banned:
-            offenders[rel] = sorted(banned)
-    assert not offenders
+            offenders[m] = sorted(banned)
+    assert offenders == {}
+
+
+def test_the_clients_pure_parts_import_no_ray():
+    pure = ("rayka.client.partitioner", "rayka.client.types", "rayka.client.accumulator")
+    first_party = {m.split(".")[0] for m in MODS}
+    offenders = {m: sorted(third_party(MODS[m], m) - STDLIB - CODEC - first_party) for m in pure}
+    assert {m: x for m, x in offenders.items() if x} == {}
+
+
+def test_protocol_and_coordinator_are_sans_io():
+    offenders = {m: sorted(third_party(p, m) & SANS_IO) for m, p in MODS.items()
+                 if in_room(m, "protocol", "coordinator")}
+    assert {m: x for m, x in offenders.items() if x} == {}
 
 
 def test_core_takes_a_clock():
     bad = []
-    for package in ("replicas", "controller"):
-        for path in sources(package):
-            if not str(path.relative_to(ROOT)).startswith(ZK_STORE):
-                bad += clock_calls(path)
-    assert not bad
+    for m, p in MODS.items():
+        if in_room(m, *CORE) and not in_room(m, "controller.zookeeper"):
+            bad += clock_calls(p)
+    assert bad == []
 
 
-def test_the_checker_sees_a_violation(tmp_path):
+def test_every_package_says_what_it_holds_and_may_import():
+    missing = []
+    for m, p in MODS.items():
+        if p.name == "__init__.py" and m != "bench":
+            doc = ast.get_docstring(ast.parse(p.read_text())) or ""
+            if "May import" not in doc or "placeholder" in doc:
+                missing.append(m)
+    assert missing == []
+
+
+def test_product_modules_stay_small():
+    big = {m: n for m, p in MODS.items() if (n := len(p.read_text().splitlines())) > MAX_LINES}
+    assert big == {}
+
+
+# -- the checker itself sees violations ---------------------------------------------------------
+def _tree(tmp_path: Path, files: dict[str, str]) -> dict[str, Path]:
+    for rel, text in files.items():
+        f = tmp_path / rel
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_text(text)
+    return project_modules(tmp_path, ("low", "high"))
+
+
+def test_the_checker_sees_an_upward_import_and_a_cycle(tmp_path):
+    mods = _tree(tmp_path, {
+        "low/__init__.py": "", "high/__init__.py": "",
+        "low/a.py": "from high.b import x\n",          # upward
+        "high/b.py": "from . import c\n",              # relative, part of a cycle
+        "high/c.py": "def f():\n    import high.b\n",  # function-level import closes it
+    })
+    edges = first_party_edges(mods)
+    rooms = [("high",), ("low",)]
+    assert upward_imports(edges, rooms) == ["low.a:1 imports high.b (a room above it)"]
+    assert import_cycles(edges) == [["high.b", "high.c"]]
+
+
+def test_the_checker_sees_banned_modules_and_clock_reads(tmp_path):
     sample = tmp_path / "x.py"
     sample.write_text("import ray\nfrom kazoo.client import KazooClient\nimport time\ntime.sleep(1)\n")
-    assert {"ray", "kazoo"} <= imports_of(sample)
+    assert {"ray", "kazoo", "time"} <= third_party(sample, "x")
     global ROOT
     old, ROOT = ROOT, tmp_path
     try:

@@ -13,9 +13,9 @@ from controller.controller import Controller
 from controller.requests import LeaderAndIsrRequest
 from controller.store_api import (AdminOperationInProgress, BadVersion, BrokerIdInUse,
                                   ControllerMovedError, NodeExists, NoNode, ZkUnavailable)
-from controller.zk_paths import (BrokerRegistration, LeaderIsrAndControllerEpoch,
-                                 TopicAssignment, encode_controller, encode_partition_list,
-                                 encode_reassignment, encode_topic_config)
+from controller.layout import (BrokerRegistration, LeaderIsrAndControllerEpoch,
+                               TopicAssignment, encode_controller, encode_partition_list,
+                               encode_reassignment, encode_topic_config)
 from controller.scheduler import ManualScheduler
 from replicas.errors import InvalidConfig, InvalidTopic, TopicAlreadyExists, UnknownTopicOrPartition
 from tests.fakes import RecordingChannel
@@ -230,7 +230,7 @@ def test_fail_next_writes_applies_nothing(zk, stores):
 
 
 # -- admin API and bytes ------------------------------------------------------------------------------
-def test_znodes_are_byte_identical_to_the_zk_paths_codecs(zk, stores):
+def test_znodes_are_byte_identical_to_the_layout_codecs(zk, stores):
     s = stores()
     election = s.elect_controller(7)
     assert raw(zk, "/controller") == encode_controller(7, json.loads(raw(zk, "/controller"))["timestamp"])

@@ -2,7 +2,7 @@
 figures through a broker killed for good (under-replicated > 0) and recreated (back to 0),
 and the gauges as Ray's metrics agent exports them for Prometheus (no dashboard needed).
 
-Waits are rayka.admin.wait_for with generous deadlines (2 cores, other Ray tests may run)."""
+Waits are rayka.client.admin.wait_for with generous deadlines (2 cores, other Ray tests may run)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ import ray
 from prometheus_client.parser import text_string_to_metric_families
 
 from actors.metrics import broker_figures, controller_figures
-from rayka.admin import wait_for
+from rayka.client.admin import wait_for
+from tests.test_docs import dashboard_metric_names
 
 from tests.ray_cluster import cluster, ray_session  # noqa: F401  (fixtures)
 
@@ -132,3 +133,17 @@ def test_metrics_follow_a_broker_lost_and_recovered(cluster):
                 and {s.labels["controller"] for s in tagged if s.value == 1} == {str(active)}
                 and leaders)
     wait_for(exported, TIMEOUT_S, "rayka gauges on Ray's metrics export endpoint")
+
+    # the shipped Grafana dashboard asks only for series this cluster really exports
+    def exported_names():
+        names = set()
+        for node in ray.nodes():
+            if node["Alive"]:
+                url = f"http://{node['NodeManagerAddress']}:{node['MetricsExportPort']}/metrics"
+                text = urllib.request.urlopen(url, timeout=10).read().decode()
+                names |= {s.name for f in text_string_to_metric_families(text)
+                          for s in f.samples if s.labels.get("cluster") == cluster.name}
+        return names
+    wanted = dashboard_metric_names()
+    assert wanted and wait_for(lambda: wanted <= exported_names(), TIMEOUT_S,
+                               f"every dashboard metric exported: {sorted(wanted)}")

@@ -15,8 +15,8 @@ import uuid
 
 import pytest
 
-from rayka.admin import wait_for
-from rayka.zookeeper import ZooKeeperEnsemble
+from rayka.client.admin import wait_for
+from controller.zookeeper.server import ZooKeeperEnsemble
 
 pytestmark = pytest.mark.ray
 RAYKA = os.path.join(os.path.dirname(sys.executable), "rayka")

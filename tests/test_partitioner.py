@@ -1,4 +1,4 @@
-"""rayka.partitioner: Kafka's murmur2 (checked against Java vectors and kafka-python) and
+"""rayka.client.partitioner: Kafka's murmur2 (checked against Java vectors and kafka-python) and
 the sticky partitioner for keyless records."""
 
 import random
@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings, strategies as st
 from kafka.partitioner.default import murmur2 as kp_murmur2
 
-from rayka.accumulator import RecordAccumulator, estimate_record_bytes
-from rayka.partitioner import StickyPartitioner, murmur2, partition_for_key, to_positive
-from rayka.types import TopicPartition
+from rayka.client.accumulator import RecordAccumulator, estimate_record_bytes
+from rayka.client.partitioner import StickyPartitioner, murmur2, partition_for_key, to_positive
+from rayka.client.types import TopicPartition
 
 pytestmark = pytest.mark.unit
 

@@ -21,7 +21,7 @@ import pytest
 import ray
 
 import rayka
-from rayka.admin import wait_for
+from rayka.client.admin import wait_for
 
 pytestmark = [pytest.mark.ray, pytest.mark.pipeline]
 NODE = {"num_cpus": 2, "resources": {"rayka_broker": 1, "spark_slot": 1}}

@@ -1,4 +1,4 @@
-"""controller/zk_store.py against the real ZooKeeper 3.8 server (no fakes).
+"""controller/zookeeper/store.py against the real ZooKeeper 3.8 server (no fakes).
 
 Each test works in its own chroot /rayka/<unique cluster>. Synchronisation is by
 threading.Event / queue with timeouts or poll-with-deadline, never by sleeping.
@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-import controller.zk_store as zs
-from controller.zk_paths import (BrokerRegistration, LeaderIsrAndControllerEpoch,
-                                 TopicAssignment, new_topic_id)
-from controller.zk_store import (BadVersion, ControllerElection, ControllerMovedError, NodeExists, NoNode)
+import controller.zookeeper.store as zs
+from controller.layout import (BrokerRegistration, LeaderIsrAndControllerEpoch,
+                               TopicAssignment, new_topic_id)
+from controller.zookeeper.store import (BadVersion, ControllerElection, ControllerMovedError, NodeExists, NoNode)
 from tests.zk_helpers import wait_until, Inbox, raw, raw_json, exists, expire_session, lisr
 from replicas.errors import InvalidTopic
 

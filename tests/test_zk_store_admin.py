@@ -1,4 +1,4 @@
-"""controller/zk_store.py against the real ZooKeeper 3.8 server: brokers, topics, scale,
+"""controller/zookeeper/store.py against the real ZooKeeper 3.8 server: brokers, topics, scale,
 watches, consumer offsets (election and fencing are in test_zk_store.py).
 
 Each test works in its own chroot /rayka/<unique cluster>. Synchronisation is by
@@ -17,12 +17,12 @@ from pathlib import Path
 
 import pytest
 
-import controller.zk_store as zs
-from controller.zk_paths import (BrokerRegistration, LeaderIsrAndControllerEpoch,
-                                 TopicAssignment)
-from controller.zk_store import (AdminOperationInProgress, BadVersion, BrokerIdInUse, NoNode,
-                                 ZkStore, ZkUnavailable)
-from rayka.zookeeper import free_port
+import controller.zookeeper.store as zs
+from controller.layout import (BrokerRegistration, LeaderIsrAndControllerEpoch,
+                               TopicAssignment)
+from controller.zookeeper.store import (AdminOperationInProgress, BadVersion, BrokerIdInUse, NoNode,
+                                        ZkStore, ZkUnavailable)
+from controller.zookeeper.server import free_port
 from tests.zk_helpers import Inbox, raw, exists, expire_session, lisr
 from replicas.errors import InvalidConfig, InvalidTopic, TopicAlreadyExists, UnknownTopicOrPartition
 
@@ -66,8 +66,8 @@ def test_broker_registration_waits_out_an_expired_session(stores, zk_server):
 _CRASHER = r"""
 import sys, threading
 sys.path.insert(0, sys.argv[1])
-from controller.zk_store import ZkStore
-from controller.zk_paths import BrokerRegistration
+from controller.zookeeper.store import ZkStore
+from controller.layout import BrokerRegistration
 s = ZkStore(sys.argv[2], sys.argv[3], session_timeout_s=1.0).start()
 epoch = s.register_broker(BrokerRegistration(5, "crashed", 1), wait_s=5)
 print(epoch, s.session_id, flush=True)

@@ -14,8 +14,8 @@ import time
 import pytest
 from kazoo.client import KazooClient
 
-from rayka import zookeeper_service as zs
-from rayka.zookeeper import free_port, free_ports
+from rayka.ops import zookeeper_service as zs
+from controller.zookeeper.server import free_port, free_ports
 from tests.zk_helpers import wait_until
 
 RAYKA = os.path.join(os.path.dirname(sys.executable), "rayka")

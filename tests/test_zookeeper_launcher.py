@@ -1,8 +1,9 @@
-"""Tests of rayka.zookeeper against the real ZooKeeper 3.8 server (no fakes)."""
+"""Tests of controller.zookeeper.server against the real ZooKeeper 3.8 server (no fakes)."""
 from __future__ import annotations
 
 import os
 import re
+import signal
 import socket
 import threading
 
@@ -10,8 +11,9 @@ import pytest
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import KazooException
 
-from rayka.zookeeper import (ZooKeeperLaunchError, ZooKeeperServer, find_java,
-                             zookeeper_classpath)
+from controller.zookeeper.server import (ZooKeeperLaunchError, ZooKeeperServer, find_java,
+                                         zookeeper_classpath)
+from rayka.ops.procs import pid_alive
 from tests.zk_helpers import wait_until
 
 pytestmark = pytest.mark.zk
@@ -298,7 +300,7 @@ def test_start_timeout_reports_address_and_leaves_nothing_running():
 def test_atexit_stops_a_forgotten_server():
     import subprocess
     import sys
-    code = ("from rayka.zookeeper import ZooKeeperServer\n"
+    code = ("from controller.zookeeper.server import ZooKeeperServer\n"
             "s = ZooKeeperServer().start()\n"
             "print(s.pid, s.port, s.data_dir, flush=True)\n")  # exits without stop()
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
@@ -308,3 +310,32 @@ def test_atexit_stops_a_forgotten_server():
     assert not pid_exists(int(pid))
     assert port_refuses(int(port))
     assert not os.path.exists(data_dir)
+
+
+@pytest.mark.parametrize("die_with_parent", [True, False])
+def test_a_sigkilled_starter_takes_its_server_along_unless_told_otherwise(die_with_parent):
+    """atexit cannot run after SIGKILL: the deathsig is what keeps a killed test run or driver
+    from leaving ZooKeeper JVMs behind; a daemon's server (die_with_parent=False) survives."""
+    import subprocess
+    import sys
+    code = ("import time\nfrom controller.zookeeper.server import ZooKeeperServer\n"
+            f"s = ZooKeeperServer(die_with_parent={die_with_parent}).start()\n"
+            "print(s.pid, s.port, flush=True)\ntime.sleep(600)\n")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
+                            cwd=os.path.dirname(os.path.dirname(__file__)))
+    pid = port = None
+    try:
+        pid, port = map(int, proc.stdout.readline().split())
+        assert pid_alive(pid)
+        proc.kill()
+        proc.wait(10)
+        if die_with_parent:
+            # the JVM's last threads close its port just after the main one turns zombie
+            wait_until(lambda: not pid_alive(pid) and port_refuses(port), 10,
+                       "the orphaned ZooKeeper JVM gone and its port closed")
+        else:
+            assert pid_alive(pid) and not port_refuses(port)
+    finally:
+        proc.kill()
+        if pid is not None and pid_alive(pid):
+            os.kill(pid, signal.SIGKILL)    # by pid: the server this test started

@@ -1,4 +1,4 @@
-"""pytest fixtures around the real embedded ZooKeeper (rayka.zookeeper).
+"""pytest fixtures around the real embedded ZooKeeper (controller.zookeeper.server).
 
 Use from tests/conftest.py with ``from tests.zk_fixtures import *`` or
 ``pytest_plugins = ["tests.zk_fixtures"]``.
@@ -17,7 +17,7 @@ import uuid
 import pytest
 from kazoo.client import KazooClient
 
-from rayka.zookeeper import ZooKeeperEnsemble, ZooKeeperServer
+from controller.zookeeper.server import ZooKeeperEnsemble, ZooKeeperServer
 
 __all__ = ["zk_server", "zk_ensemble", "zk_client", "zk_chroot"]
 

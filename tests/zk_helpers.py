@@ -7,17 +7,17 @@ import time
 
 import pytest
 
-from controller import zk_client
-from controller.zk_paths import LeaderIsrAndControllerEpoch
-from controller.zk_store import ZkStore
-from rayka.admin import wait_for
+from controller.zookeeper import client as zk_client
+from controller.layout import LeaderIsrAndControllerEpoch
+from controller.zookeeper.store import ZkStore
+from rayka.client.admin import wait_for
 from replicas.errors import RequestTimedOut
 
 SESSION_S = 4.0
 
 
 def wait_until(predicate, timeout_s, what):
-    """rayka.admin.wait_for, failing the test (not raising RequestTimedOut) on timeout."""
+    """rayka.client.admin.wait_for, failing the test (not raising RequestTimedOut) on timeout."""
     try:
         return wait_for(predicate, timeout_s, what)
     except RequestTimedOut as exc:

@@ -1,1 +1,16 @@
-"""rayka chaos suite: fault injection, recorded histories and the invariant checker (DESIGN §7)."""
+"""rayka/chaos/: attack a live cluster, record what clients saw, let a checker judge.
+
+- faults: FaultInjector — broker/controller kills with and without restart, SIGSTOP zombies,
+  real ZooKeeper session expiry, ensemble server stop/leader kill, segment-tail corruption,
+  controlled shutdown, node kill; public APIs only (never ray._private);
+- workload: concurrent producers, consumers and samplers writing the history;
+- history: the append-only JSONL history;
+- checker, disk: DESIGN §7's invariants proved from the history and the brokers' files;
+- runner: `rayka chaos` (seeded schedule, the isr-of-one scenario).
+
+May import: rayka (cluster, client, ops.procs, errors), actors/, controller/, replicas/.
+Never rayka.cli (above) nor pipeline/.
+
+Rules: every verdict comes from recorded histories and on-disk logs, never by eye; runs are
+seeded and replayable; teardown always stops the ZooKeeper servers and Ray it started, by pid.
+"""

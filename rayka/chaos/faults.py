@@ -16,10 +16,10 @@ Rules:
   name. Every pid this injector paused is remembered until resumed; ``resume_all()`` is
   the cleanup that must run whatever happens.
 - Who leads is read from ZooKeeper (``describe_topic``, ``/controller``), never from Ray.
-- A session expiry is REAL (server side, ``controller.zk_store.expire_session`` on the
+- A session expiry is REAL (server side, ``controller.zookeeper.store.expire_session`` on the
   actor's own credentials), on the connect string WITHOUT chroot.
 - No sleeps as synchronisation: waits poll a condition with a deadline (``wait_for``).
-- ZooKeeper ensemble faults need the ``ensemble`` (a ``rayka.zookeeper.ZooKeeperEnsemble``).
+- ZooKeeper ensemble faults need the ``ensemble`` (a ``controller.zookeeper.server.ZooKeeperEnsemble``).
 - ``rng`` (a ``random.Random``) makes every random choice here; seed it to replay a run.
 """
 
@@ -34,9 +34,9 @@ from pathlib import Path
 
 import ray
 
-from controller.zk_store import expire_session
-from rayka.admin import wait_for
-from rayka.procs import pid_alive
+from controller.zookeeper.store import expire_session
+from rayka.client.admin import wait_for
+from rayka.ops.procs import pid_alive
 from replicas import records
 from replicas.log import partition_dir_name
 from replicas.errors import CorruptRecord

@@ -92,7 +92,7 @@ class ChaosRun:
         import rayka
         from rayka.chaos.faults import FaultInjector
         from rayka.chaos.workload import Workload
-        from rayka.zookeeper import ZooKeeperEnsemble
+        from controller.zookeeper.server import ZooKeeperEnsemble
         self.ensemble = ZooKeeperEnsemble(3).start()
         if self.multi_node:
             from ray.cluster_utils import Cluster as RayTestCluster
@@ -147,7 +147,7 @@ class ChaosRun:
         try:
             self._start()
             self.workload.start()
-            from rayka.admin import wait_for
+            from rayka.client.admin import wait_for
             wait_for(lambda: self.workload.acked > 50, 60, "the workload's first acknowledgements")
             self._phase(f"scenario {self.cfg.scenario}")
             if self.cfg.scenario == "isr-of-one":
@@ -236,7 +236,7 @@ class ChaosRun:
         With the safe defaults (min ISR 2, unclean off) the same script loses nothing."""
         import ray
 
-        from rayka.admin import wait_for
+        from rayka.client.admin import wait_for
         from replicas.errors import RequestTimedOut
         inj, admin = self.injector, self.cluster.admin()
         p = admin.describe_topic(TOPIC)[0]
@@ -342,7 +342,7 @@ class ChaosRun:
         broker = what.get("broker")
         if kind not in RE_REGISTER or broker is None or broker not in before:
             return True
-        from rayka.admin import wait_for
+        from rayka.client.admin import wait_for
         from replicas.errors import RequestTimedOut
         try:
             wait_for(lambda: self._broker_epochs().get(broker, -1) > before[broker],
@@ -354,7 +354,7 @@ class ChaosRun:
     def _wait_healthy(self) -> bool:
         import ray
 
-        from rayka.admin import wait_for
+        from rayka.client.admin import wait_for
         from replicas.errors import RequestTimedOut
         store, admin = self.cluster.store, self.cluster.admin()
         want = set(self.cluster.facts["brokers"])

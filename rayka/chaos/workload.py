@@ -24,7 +24,7 @@ import time
 
 import ray
 
-from rayka.admin import wait_for
+from rayka.client.admin import wait_for
 from replicas.errors import KafkaError
 
 

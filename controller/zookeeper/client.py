@@ -1,10 +1,10 @@
 """The ZooKeeper session under the store: connection, reads, watches and the store's errors.
 
-Part of the ZooKeeper store (``controller/zk_store.py`` is its facade; see there for the
+Part of the ZooKeeper store (``controller/zookeeper/store.py`` is its facade; see there for the
 module map). Only ``controller/zk*`` modules import kazoo (tests/test_import_boundaries.py);
-the pure half, paths + records + JSON codecs, is ``controller/zk_paths.py``. Everything
+the pure half, paths + records + JSON codecs, is ``controller/layout.py``. Everything
 above the store speaks plain Python types and the store's own exceptions (defined here,
-re-exported by ``controller.zk_store``); no kazoo type leaks out.
+re-exported by ``controller.zookeeper.store``); no kazoo type leaks out.
 
 Rules:
 - Synchronous and thin: each public method is a few ZooKeeper round trips. Bulk reads of
@@ -50,7 +50,7 @@ from kazoo.protocol.serialization import (GetChildren, GetData, MultiHeader, int
 from kazoo.protocol.states import ZnodeStat
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
-from controller.zk_paths import PERSISTENT_PATHS, cluster_root
+from controller.layout import PERSISTENT_PATHS, cluster_root
 
 __all__ = [
     "ZkSession", "ZkWatch",
@@ -60,7 +60,7 @@ __all__ = [
 ]
 
 # One logger for the whole store (its name predates the split into controller/zk_* modules).
-log = logging.getLogger("rayka.controller.zk_store")
+log = logging.getLogger("controller.zookeeper.store")
 
 MAX_READS_PER_MULTI_READ = 500    # small znodes only (states, registrations, offsets)
 
@@ -164,7 +164,7 @@ class _MultiRead(namedtuple("_MultiRead", "operations")):
 # -- the session -----------------------------------------------------------------------------
 class ZkSession:
     """A kazoo session on the chroot: lifecycle, state listeners, reads and watch plumbing.
-    ``ZkStore`` (controller/zk_store.py) builds on it; its docstring describes the
+    ``ZkStore`` (controller/zookeeper/store.py) builds on it; its docstring describes the
     constructor arguments."""
 
     def __init__(self, hosts: str | None = None, cluster: str = "default", *,

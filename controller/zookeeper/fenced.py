@@ -1,6 +1,6 @@
 """The ZooKeeper store's controller side: the controller election and the fenced writes.
 
-Part of the ZooKeeper store (``controller/zk_store.py`` is its facade and re-exports
+Part of the ZooKeeper store (``controller/zookeeper/store.py`` is its facade and re-exports
 ``ControllerElection`` and ``FencedWriter``; see there for the module map).
 
 Rules:
@@ -13,7 +13,7 @@ Rules:
   result; each multi starts with ``check(/controller_epoch, epoch_zk_version)``. A failed
   check raises ``ControllerMovedError`` and that multi wrote nothing (ZK multi is atomic).
 - Fenced bulk writes report per item, with the batching semantics of
-  ``controller/zk_multi.py``: each successful item was written under a passing epoch
+  ``controller/zookeeper/multi.py``: each successful item was written under a passing epoch
   check. Atomicity is per multi, not per call: if the epoch moves between two multis of
   one call, earlier ones (written while we were controller) stay, and the call raises
   ``ControllerMovedError``.
@@ -24,24 +24,21 @@ Rules:
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 from kazoo.exceptions import BadVersionError, ConnectionLoss, NodeExistsError, NoNodeError
 
-from controller.zk_client import (BadVersion, ControllerMovedError, NodeExists, NoNode, NotEmpty,
-                                  ZkStoreError, ZkWatch, _zk_call)
-from controller.zk_multi import ZkMultiSession, _all_ok, _first_failure, _Op, _Unit
-from controller.zk_paths import (CONTROLLER, CONTROLLER_EPOCH, PREFERRED_REPLICA_ELECTION,
-                                 REASSIGN_PARTITIONS, LeaderIsrAndControllerEpoch,
-                                 TopicAssignment, TopicPartition, config_topic_path,
-                                 decode_controller_id, decode_epoch, delete_topic_path,
-                                 encode_controller, encode_epoch, encode_reassignment,
-                                 isr_change_path,
-                                 partition_path, partition_state_path, partitions_path,
-                                 topic_path)
-
-if TYPE_CHECKING:
-    from controller.zk_store import ZkStore
+from controller.zookeeper.client import (BadVersion, ControllerMovedError, NodeExists, NoNode, NotEmpty,
+                                         ZkStoreError, ZkWatch, _zk_call)
+from controller.zookeeper.multi import ZkMultiSession, _all_ok, _first_failure, _Op, _Unit
+from controller.layout import (CONTROLLER, CONTROLLER_EPOCH, PREFERRED_REPLICA_ELECTION,
+                               REASSIGN_PARTITIONS, LeaderIsrAndControllerEpoch,
+                               TopicAssignment, TopicPartition, config_topic_path,
+                               decode_controller_id, decode_epoch, delete_topic_path,
+                               encode_controller, encode_epoch, encode_reassignment,
+                               isr_change_path,
+                               partition_path, partition_state_path, partitions_path,
+                               topic_path)
 
 __all__ = ["ControllerElection", "FencedWriter", "ZkElectionSession"]
 
@@ -163,7 +160,7 @@ class FencedWriter:
     """Every write is a multi starting with check(/controller_epoch, election.epoch_zk_version).
     A failed check raises ControllerMovedError (the fence that stops a zombie controller)."""
 
-    def __init__(self, store: ZkStore, election: ControllerElection):
+    def __init__(self, store: ZkElectionSession, election: ControllerElection):
         self.store, self.election = store, election
 
     @property

@@ -32,8 +32,8 @@ from collections import deque
 
 import ray
 
-from rayka.metadata import Metadata
-from rayka.types import ConsumerRecord
+from rayka.client.metadata import Metadata
+from rayka.client.types import ConsumerRecord
 from replicas.errors import KafkaError, UnknownTopicOrPartition, error_for_code
 from aiokafka.record.default_records import DefaultRecordBatch
 

@@ -34,6 +34,21 @@ class DemoFailed(KafkaError):
     """The demo's own check found a lost or duplicated record."""
 
 
+DEMO_ENTRY_POINTS = "rayka.demos"
+
+
+def main_job():
+    """The main demo job (`rayka demo`, `make demo`): the entry point `main` of the group
+    `rayka.demos`, which the Spark pipeline registers (pyproject.toml). rayka never imports
+    pipeline/ (it sits above rayka); the job is found the way pytest finds its plugins."""
+    from importlib.metadata import entry_points
+    found = entry_points(group=DEMO_ENTRY_POINTS, name="main")
+    if not found:
+        raise DemoFailed(f"no demo job installed (entry point group {DEMO_ENTRY_POINTS!r}, "
+                         "name 'main'); run `make install`")
+    return next(iter(found)).load()
+
+
 def _values(start: int, n: int, size: int) -> list[bytes]:
     return [(b"click-%012d|" % i).ljust(size, b".") for i in range(start, start + n)]
 
@@ -43,17 +58,18 @@ def _seq(value: bytes) -> int:
 
 
 @contextlib.contextmanager
-def local_cluster(keep: bool = False, console: Console | None = None):
-    """A demo's cluster: Ray (started here unless the caller has it), a fresh rayka cluster
-    (3 brokers, 2 controllers, embedded ZooKeeper) in a temp data dir; all stopped and
-    removed on the way out (the data dir kept with `keep`)."""
+def local_cluster(keep: bool = False, console: Console | None = None, dashboard: bool = True):
+    """A demo's cluster: Ray (a fresh local instance with its dashboard, unless the caller has
+    Ray already), a fresh rayka cluster (3 brokers, 2 controllers, embedded ZooKeeper) in a
+    temp data dir; all stopped and removed on the way out (the data dir kept with `keep`)."""
     import ray
 
     import rayka
-    own_ray = not ray.is_initialized()
-    if own_ray:
-        ray.init(address="local", include_dashboard=False, logging_level="ERROR",
-                 log_to_driver=False)
+    from rayka.cluster import dashboard_url, ensure_ray
+    own_ray = ensure_ray("local", include_dashboard=dashboard, logging_level="ERROR",
+                         log_to_driver=False)
+    if own_ray and console is not None and dashboard_url():
+        console.print(f"Ray dashboard: {dashboard_url()}")
     data_dir = tempfile.mkdtemp(prefix="rayka-demo-")
     cluster = None
     try:
@@ -77,7 +93,7 @@ def local_cluster(keep: bool = False, console: Console | None = None):
 
 def run(records_total: int = 300_000, partitions: int = 6, value_size: int = 100,
         keep: bool = False, console: Console | None = None) -> dict:
-    from rayka.admin import wait_for
+    from rayka.client.admin import wait_for
     console = console or Console(stderr=True)
     with local_cluster(keep, console) as cluster:
         admin = cluster.admin()

@@ -35,10 +35,10 @@ from concurrent.futures import Future
 import ray
 from ray.exceptions import RayError
 
-from rayka.accumulator import RecordAccumulator
-from rayka.metadata import Metadata
-from rayka.partitioner import StickyPartitioner, partition_for_key
-from rayka.types import RecordMetadata
+from rayka.client.accumulator import RecordAccumulator
+from rayka.client.metadata import Metadata
+from rayka.client.partitioner import StickyPartitioner, partition_for_key
+from rayka.client.types import RecordMetadata
 from replicas.errors import (InvalidRequiredAcks, KafkaError, RequestTimedOut,
                              UnknownTopicOrPartition, error_for_code)
 

@@ -21,20 +21,21 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass
 
-from rayka.procs import pid_alive
+from controller.zookeeper.server import free_port
+from rayka.errors import RayUnavailable
+from rayka.ops.procs import pid_alive
 
 RAY_START_TIMEOUT_S = 90.0
 RAY_STOP_TIMEOUT_S = 30.0
 POLL_S = 0.1
 
 
-class RayHeadError(Exception):
+class RayHeadError(RayUnavailable):
     """Ray could not be started, reached or stopped (a one-line CLI error)."""
 
 
@@ -78,24 +79,20 @@ def remove_state(name: str) -> None:
         pass
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def alive(pid: int | None) -> bool:
     return pid_alive(pid)
 
 
-def start_head(name: str, num_cpus: int | None = None) -> ClusterState:
-    """Start a private Ray head for cluster `name` and return its state (saved)."""
-    port = _free_port()
+def start_head(name: str, num_cpus: int | None = None, dashboard: bool = True) -> ClusterState:
+    """Start a private Ray head for cluster `name` and return its state (saved); with Ray's
+    dashboard on 127.0.0.1 (8265, or the next free port) unless `dashboard` is False."""
+    port = free_port()
     log_file = os.path.join(home_dir(), "clusters", f"{name}-ray.log")
     os.makedirs(os.path.dirname(log_file), exist_ok=True)
     ray_bin = os.path.join(os.path.dirname(sys.executable), "ray")
     cmd = [ray_bin, "start", "--head", "--block", f"--port={port}", "--node-ip-address=127.0.0.1",
-           "--include-dashboard=false", "--disable-usage-stats"]
+           f"--include-dashboard={'true' if dashboard else 'false'}", "--dashboard-host=127.0.0.1",
+           "--disable-usage-stats"]
     if num_cpus is not None:
         cmd.append(f"--num-cpus={num_cpus}")
     env = dict(os.environ, RAY_AUTH_MODE="token")
@@ -136,7 +133,8 @@ def stop_head(state: ClusterState) -> None:
 def _forget_current_cluster(address: str) -> None:
     """`ray start` leaves /tmp/ray/ray_current_cluster behind; a later plain `ray.init()`
     would try to join the dead head. Remove it only if it names our head's port."""
-    path = "/tmp/ray/ray_current_cluster"
+    from rayka.cluster import ray_address_file
+    path = ray_address_file()
     try:
         with open(path) as f:
             current = f.read().strip()
@@ -149,13 +147,11 @@ def _forget_current_cluster(address: str) -> None:
 def connect_ray(address: str, owned: bool, namespace: str | None = None) -> None:
     if owned:   # read by Ray when it is imported, so before the import
         os.environ["RAY_AUTH_MODE"] = "token"
-    import ray
-    if ray.is_initialized():
-        return
+    from rayka.cluster import ensure_ray
     try:
-        ray.init(address=address, namespace=namespace, logging_level="ERROR", log_to_driver=False)
-    except ConnectionError as exc:
-        raise RayHeadError(f"cannot reach Ray at {address}: {exc}") from None
+        ensure_ray(address, namespace=namespace, logging_level="ERROR", log_to_driver=False)
+    except RayUnavailable as exc:
+        raise RayHeadError(str(exc)) from None
 
 
 def _read(path: str) -> str:

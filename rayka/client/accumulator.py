@@ -37,7 +37,7 @@ import itertools
 from collections import deque
 from typing import Callable, Sequence
 
-from rayka.types import RecordMetadata, TopicPartition
+from rayka.client.types import RecordMetadata, TopicPartition
 from replicas.records import HEADER_SIZE, NO_SEQUENCE, build_batch
 
 RECORD_OVERHEAD = 21 + 5 + 5 + 5  # Kafka MAX_RECORD_OVERHEAD + key/value/header-count varints

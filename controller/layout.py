@@ -1,6 +1,6 @@
 """Kafka's ZooKeeper data layout (KAFKA_FACTS §7): paths, stored records, JSON codecs.
 
-Pure data, no I/O, no kazoo: ``controller/zk_store.py`` does the talking to ZooKeeper.
+Pure data, no I/O, no kazoo: ``controller/zookeeper/store.py`` does the talking to ZooKeeper.
 
 Rules:
 - Every path here is RELATIVE to the cluster chroot ``/rayka/<cluster>``; the store

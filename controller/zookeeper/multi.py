@@ -1,7 +1,7 @@
 """The ZooKeeper store's multi-op engine: units of ops committed in checked, re-committed multis.
 
-Part of the ZooKeeper store (``controller/zk_store.py`` is its facade; see there for the
-module map). Both the fenced controller writes (``controller/zk_fenced.py``) and the
+Part of the ZooKeeper store (``controller/zookeeper/store.py`` is its facade; see there for the
+module map). Both the fenced controller writes (``controller/zookeeper/fenced.py``) and the
 unfenced admin writes of ``ZkStore`` go through it.
 
 Rules:
@@ -25,7 +25,7 @@ Rules:
   ``ControllerMovedError``) and that multi wrote nothing. Atomicity is per multi, not per
   call: earlier multis of the same call stay written.
 - The limits are read through ``_multi_limits()``; ``ZkStore`` reads them from
-  ``controller.zk_store`` at call time, so that module's ``MAX_OPS_PER_MULTI`` /
+  ``controller.zookeeper.store`` at call time, so that module's ``MAX_OPS_PER_MULTI`` /
   ``MAX_BYTES_PER_MULTI`` stay the knobs (tests patch them there).
 """
 
@@ -36,8 +36,8 @@ from typing import Callable, Iterable
 
 from kazoo.exceptions import RolledBackError
 
-from controller.zk_client import ControllerMovedError, ZkSession, ZkStoreError, _outcome
-from controller.zk_paths import CONTROLLER_EPOCH
+from controller.zookeeper.client import ControllerMovedError, ZkSession, ZkStoreError, _outcome
+from controller.layout import CONTROLLER_EPOCH
 
 __all__ = ["ZkMultiSession", "MAX_OPS_PER_MULTI", "MAX_BYTES_PER_MULTI"]
 

@@ -1,7 +1,7 @@
 """`rayka zookeeper start|stop|status`: one ZooKeeper server of a deployment (`ray up`).
 
 Rules:
-- The server is rayka.zookeeper.ZooKeeperServer, the launcher local clusters and the tests
+- The server is controller.zookeeper.server.ZooKeeperServer, the launcher local clusters and the tests
   use (the Debian 3.8 jars under java); only the bind address, the member list, the log
   location and slower timings (tickTime 500 ms: sessions of 1..10 s) differ.
 - `start` runs ONE server: standalone, or member `--myid` of the ensemble `--servers`
@@ -29,8 +29,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from rayka.procs import pid_alive
-from rayka.zookeeper import ZooKeeperLaunchError, ZooKeeperServer
+from rayka.ops.procs import pid_alive
+from controller.zookeeper.server import ZooKeeperLaunchError, ZooKeeperServer
 
 __all__ = ["ZooKeeperServiceError", "Member", "parse_servers", "build_server", "start", "stop",
            "status", "four_letter", "DEFAULT_CLIENT_PORT", "DEFAULT_PEER_PORT",
@@ -143,8 +143,10 @@ def build_server(*, data_dir, client_port: int | None = None, bind: str = "127.0
                  myid: int | None = None, servers: str | None = None,
                  peer_port: int = DEFAULT_PEER_PORT, election_port: int = DEFAULT_ELECTION_PORT,
                  tick_time_ms: int = 500, heap_mb: int = 256, log_file=None,
-                 timeout_s: float = 60.0) -> tuple[ZooKeeperServer, list[Member]]:
-    """The (not started) server `start` runs, and the ensemble's members ([] standalone)."""
+                 timeout_s: float = 60.0, daemon: bool = False
+                 ) -> tuple[ZooKeeperServer, list[Member]]:
+    """The (not started) server `start` runs, and the ensemble's members ([] standalone).
+    A daemon's server outlives this process; a foreground one dies with it."""
     if (myid is None) != (servers is None):
         raise ZooKeeperServiceError("--myid and --servers go together (an ensemble member); "
                                     "give neither for a standalone server")
@@ -166,7 +168,8 @@ def build_server(*, data_dir, client_port: int | None = None, bind: str = "127.0
                              tick_time_ms=tick_time_ms, heap_mb=heap_mb, start_timeout_s=timeout_s,
                              myid=myid, peers=peers or None, init_limit=20, sync_limit=10,
                              client_address=bind, extra_config=extra,
-                             log_file=Path(log_file).expanduser().absolute() if log_file else None)
+                             log_file=Path(log_file).expanduser().absolute() if log_file else None,
+                             die_with_parent=not daemon)
     return server, members
 
 
@@ -179,7 +182,8 @@ def start(*, data_dir, client_port: int | None = None, bind: str = "127.0.0.1",
     server, members = build_server(data_dir=data_dir, client_port=client_port, bind=bind,
                                    myid=myid, servers=servers, peer_port=peer_port,
                                    election_port=election_port, tick_time_ms=tick_time_ms,
-                                   heap_mb=heap_mb, log_file=log_file, timeout_s=timeout_s)
+                                   heap_mb=heap_mb, log_file=log_file, timeout_s=timeout_s,
+                                   daemon=daemon)
     port = server.port
     if daemon and pid_file is None:
         raise ZooKeeperServiceError("--daemon needs --pid-file (`rayka zookeeper stop` reads it)")

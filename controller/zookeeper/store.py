@@ -3,14 +3,14 @@
 ``ZkStore`` is the facade; its parts live in the ``controller/zk*`` modules, the only
 controller modules that import kazoo (tests/test_import_boundaries.py):
 
-- ``controller/zk_paths.py``  pure half: paths, records, JSON codecs (no kazoo);
-- ``controller/zk_client.py`` the kazoo session: lifecycle, state listeners, reads
+- ``controller/layout.py``  pure half: paths, records, JSON codecs (no kazoo);
+- ``controller/zookeeper/client.py`` the kazoo session: lifecycle, state listeners, reads
   (incl. multiRead), watches (``ZkWatch``), the store's exceptions, ``_zk_call``, and
   ``expire_session`` (a real server-side expiry of a session whose
   ``session_credentials()`` are known: fault injection);
-- ``controller/zk_multi.py``  the multi-op engine: per-item result checking, batching and
+- ``controller/zookeeper/multi.py``  the multi-op engine: per-item result checking, batching and
   re-commit of failed multis, epoch fencing of each multi;
-- ``controller/zk_fenced.py`` the controller election (``ControllerElection``) and the
+- ``controller/zookeeper/fenced.py`` the controller election (``ControllerElection``) and the
   controller's fenced write API (``FencedWriter``);
 - this module: ``ZkStore`` = session + engine + election, plus brokers, admin writes,
   reads, watches of the admin znodes and consumer offsets. It re-exports the public names
@@ -19,8 +19,8 @@ controller modules that import kazoo (tests/test_import_boundaries.py):
 Everything above the store speaks plain Python types and the store's own exceptions; no
 kazoo type leaks out. The rules of each part are in its module docstring. Rules here:
 - Synchronous and thin: each public method is a few ZooKeeper round trips; bulk writes
-  are batched into multi-ops (``controller/zk_multi.py``); bulk reads are pipelined or
-  multiRead (``controller/zk_client.py``).
+  are batched into multi-ops (``controller/zookeeper/multi.py``); bulk reads are pipelined or
+  multiRead (``controller/zookeeper/client.py``).
 - Every path a caller sees is relative to the chroot ``/rayka/<cluster>``.
 - Admin writes by clients (create topic, request deletion/reassignment/preferred election,
   configs, consumer offsets) are not fenced; each is one multi so a failure leaves nothing
@@ -40,33 +40,33 @@ from typing import Callable, Iterable, Mapping, Sequence
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
-from controller.zk_client import (AdminOperationInProgress, BadVersion, BrokerIdInUse,
-                                  ControllerMovedError, NodeExists, NoNode, NotEmpty,
-                                  ZkStoreError, ZkUnavailable, ZkWatch, _zk_call,
-                                  expire_session)
-from controller.zk_fenced import ControllerElection, FencedWriter, ZkElectionSession
-from controller.zk_multi import (MAX_BYTES_PER_MULTI, MAX_OPS_PER_MULTI, _all_ok,
-                                 _first_failure, _Op, _Unit)
-from controller.zk_paths import (BROKER_IDS, BROKER_TOPICS, DELETE_TOPICS, LATEST_PRODUCER_ID_BLOCK,
-                                 PRODUCER_ID_BLOCK_SIZE, decode_producer_id_block,
-                                 encode_producer_id_block,
-                                 ISR_CHANGE_NOTIFICATION, ISR_CHANGE_PREFIX,
-                                 PREFERRED_REPLICA_ELECTION, REASSIGN_PARTITIONS,
-                                 BrokerRegistration, LeaderIsrAndControllerEpoch,
-                                 TopicAssignment, TopicPartition, broker_path, check_name,
-                                 check_topic, config_topic_path, decode_offset,
-                                 decode_partition_list, decode_reassignment, decode_topic_config,
-                                 delete_topic_path, encode_offset, encode_partition_list,
-                                 encode_reassignment, encode_topic_config, group_offsets_path,
-                                 group_topic_offsets_path, isr_change_path, new_topic_id,
-                                 offset_path, partition_state_path, partitions_path, topic_path)
+from controller.zookeeper.client import (AdminOperationInProgress, BadVersion, BrokerIdInUse,
+                                         ControllerMovedError, NodeExists, NoNode, NotEmpty,
+                                         ZkStoreError, ZkUnavailable, ZkWatch, _zk_call,
+                                         expire_session)
+from controller.zookeeper.fenced import ControllerElection, FencedWriter, ZkElectionSession
+from controller.zookeeper.multi import (MAX_BYTES_PER_MULTI, MAX_OPS_PER_MULTI, _all_ok,
+                                        _first_failure, _Op, _Unit)
+from controller.layout import (BROKER_IDS, BROKER_TOPICS, DELETE_TOPICS, LATEST_PRODUCER_ID_BLOCK,
+                               PRODUCER_ID_BLOCK_SIZE, decode_producer_id_block,
+                               encode_producer_id_block,
+                               ISR_CHANGE_NOTIFICATION, ISR_CHANGE_PREFIX,
+                               PREFERRED_REPLICA_ELECTION, REASSIGN_PARTITIONS,
+                               BrokerRegistration, LeaderIsrAndControllerEpoch,
+                               TopicAssignment, TopicPartition, broker_path, check_name,
+                               check_topic, config_topic_path, decode_offset,
+                               decode_partition_list, decode_reassignment, decode_topic_config,
+                               delete_topic_path, encode_offset, encode_partition_list,
+                               encode_reassignment, encode_topic_config, group_offsets_path,
+                               group_topic_offsets_path, isr_change_path, new_topic_id,
+                               offset_path, partition_state_path, partitions_path, topic_path)
 from controller.topic_config import normalize_topic_config
 from replicas.errors import TopicAlreadyExists, UnknownTopicOrPartition
 
 # Internals of the parts that were importable from here before the split stay importable.
-from controller.zk_client import (_OUTCOMES, _UNAVAILABLE, MAX_READS_PER_MULTI_READ,  # noqa: F401
-                                  _MultiRead, _outcome, _PathError, log)
-from controller.zk_multi import _CHUNK_RETRIES, _OP_OVERHEAD, _is_error  # noqa: F401
+from controller.zookeeper.client import (_OUTCOMES, _UNAVAILABLE, MAX_READS_PER_MULTI_READ,  # noqa: F401
+                                         _MultiRead, _outcome, _PathError, log)
+from controller.zookeeper.multi import _CHUNK_RETRIES, _OP_OVERHEAD, _is_error  # noqa: F401
 
 __all__ = [
     "ZkStore", "FencedWriter", "ControllerElection", "ZkWatch",

@@ -23,7 +23,7 @@ import ray
 
 from controller.assignment import assign_replicas, validate_topic_name
 from controller.topic_config import normalize_topic_config
-from rayka.types import ControllerInfo, PartitionInfo, TopicPartition
+from rayka.client.types import ControllerInfo, PartitionInfo, TopicPartition
 from replicas.errors import (InvalidPartitions, InvalidReplicaAssignment, InvalidReplicationFactor,
                              KafkaError, RequestTimedOut, UnknownTopicOrPartition)
 

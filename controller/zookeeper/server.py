@@ -6,11 +6,17 @@ Used by the rayka driver (local clusters) and by the tests. Rules:
   No fakes, no in-process mocks; a session expiry here is a real server-side expiry.
 * Loopback by default: clientPortAddress, quorum and election ports are on 127.0.0.1;
   the AdminServer (Jetty, port 8080) is disabled. Ports are chosen free unless given.
-  A deployed server (``rayka zookeeper start``, rayka/zookeeper_service.py) may pass
+  A deployed server (``rayka zookeeper start``, rayka/ops/zookeeper_service.py) may pass
   ``client_address`` (bind address) and ``peers`` with a host per member.
 * Each JVM runs in its own session (start_new_session=True): a Ctrl-C to the test runner
   does not reach it. It is stopped by ITS pid only (SIGTERM, deadline, then SIGKILL),
   never by name (no pkill/killall). An atexit hook stops whatever this process started.
+* A server started from a process's main thread dies with that process
+  (``die_with_parent``, Linux PR_SET_PDEATHSIG): a SIGKILLed test run, driver or cluster
+  host leaves no ZooKeeper behind (atexit cannot run then). The deathsig follows the
+  forking THREAD, so servers started from other threads (chaos restarts) rely on atexit.
+  A server meant to outlive its starter (``rayka zookeeper start --daemon``) passes
+  ``die_with_parent=False``; ``detach()`` refuses a server started without it.
 * No fixed sleeps: readiness is polled with a deadline via the ``srvr`` four-letter word
   (``4lw.commands.whitelist=srvr,ruok,stat,mntr,cons``).
 * Files live in the server's data dir: ``zoo.cfg`` and ``log4j.properties`` in ``conf/``,
@@ -25,6 +31,7 @@ Used by the rayka driver (local clusters) and by the tests. Rules:
 from __future__ import annotations
 
 import atexit
+import ctypes
 import os
 import shutil
 import signal
@@ -45,6 +52,7 @@ REQUIRED_JARS = ("zookeeper.jar", "zookeeper-jute.jar", "slf4j-api.jar")
 MAIN_CLASS = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
 FOUR_LETTER_WORDS = "srvr,ruok,stat,mntr,cons"
 _POLL_S = 0.05
+_PR_SET_PDEATHSIG = 1     # linux/prctl.h
 
 _LOG4J = """\
 log4j.rootLogger={level}, FILE
@@ -150,8 +158,9 @@ class ZooKeeperServer:
                  min_session_timeout_ms=None, max_session_timeout_ms=None, heap_mb=256,
                  start_timeout_s=30.0, java=None, classpath=None, myid=None, peers=None,
                  init_limit=10, sync_limit=5, log_level="INFO", extra_config=None,
-                 client_address="127.0.0.1", log_file=None):
+                 client_address="127.0.0.1", log_file=None, die_with_parent=True):
         self._port = port or free_port()
+        self.die_with_parent = die_with_parent
         self._owns_dir = data_dir is None
         self.data_dir = Path(data_dir or tempfile.mkdtemp(prefix="rayka-zk-"))
         self.tick_time_ms, self.heap_mb, self.start_timeout_s = tick_time_ms, heap_mb, start_timeout_s
@@ -237,7 +246,8 @@ class ZooKeeperServer:
             with open(self.out_file, "ab") as out:
                 self._proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out,
                                               stderr=subprocess.STDOUT, cwd=self.data_dir,
-                                              start_new_session=True)
+                                              start_new_session=True,
+                                              preexec_fn=self._preexec())
             _register(self)
         if wait:
             self.wait_serving(self.start_timeout_s)
@@ -280,8 +290,23 @@ class ZooKeeperServer:
             if self._owns_dir and not keep_data:
                 shutil.rmtree(self.data_dir, ignore_errors=True)
 
+    def _preexec(self):
+        """The child's last step before exec: die with this process (main thread only)."""
+        if not self.die_with_parent or threading.current_thread() is not threading.main_thread():
+            return None
+        parent = os.getpid()
+        prctl = ctypes.CDLL(None, use_errno=True).prctl   # resolved before fork: no locks after
+
+        def set_deathsig():
+            prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+            if os.getppid() != parent:      # the parent died before the line above
+                os._exit(1)
+        return set_deathsig
+
     def detach(self) -> int | None:
         """Let the running JVM outlive this process (no atexit stop; data dir kept); its pid."""
+        if self.die_with_parent and self.is_running():
+            raise ZooKeeperLaunchError("detach() needs a server built with die_with_parent=False")
         with self._lock:
             _unregister(self)
             self._owns_dir = False

@@ -1,0 +1,16 @@
+"""protocol/: the Kafka wire protocol, sans-I/O (issue 15 fills this room).
+
+What goes here: frames in → typed requests (kio, generated from Kafka's JSON schemas),
+typed results → frames out; the API-version table (what ApiVersions advertises is exactly
+what is served); request handlers that turn a Kafka request into calls on the replica
+manager, the group coordinator and admin operations, and their answers into responses.
+Record batches stay opaque bytes end to end.
+
+May import: the stdlib, kio, replicas/, coordinator/, controller's pure modules (topic
+config and assignment rules). Never ray, kazoo or sockets: the socket loop lives in the
+broker actor (actors/listener.py) and passes bytes in and out.
+
+Rules (like h11): bytes in, requests out; results in, bytes out. Answers keep request
+order per connection; a malformed frame is an error answer or a closed connection, never
+a crash; no clock reads (time comes in).
+"""

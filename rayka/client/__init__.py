@@ -1,0 +1,17 @@
+"""rayka/client/: what a Ray driver uses to talk to a rayka cluster.
+
+- admin: Admin — topics, configs, reassignment, preferred elections, controller facts
+  (Kafka's AdminClient over rayka's ZooKeeper layout);
+- producer, accumulator, partitioner: Kafka's producer (batches per partition, murmur2 keys,
+  sticky keyless, idempotence, retries) — the accumulator and partitioner are pure;
+- consumer: assign/subscribe, fetch from leaders below the HW, commit offsets;
+- metadata: which broker leads which partition, at which leader epoch;
+- types: the public record types (RecordMetadata, ConsumerRecord, TopicDescription...).
+
+May import: ray, actors/ (names only), controller/ (pure rules and the store's errors),
+replicas/ (records codec, errors). Never rayka.cluster, ops, chaos or cli (they sit above):
+client objects take the cluster they talk to as an argument.
+
+Rules: errors are Kafka's typed errors; batch calls answer per item; nothing blocks on a
+Ray call while holding a lock that `send()` callers need (see NOTES for where it still does).
+"""

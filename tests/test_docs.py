@@ -1,0 +1,116 @@
+"""The docs match the tree: README's layout table and docs/architecture.md name only paths
+that exist (or are marked reserved), every package appears in both, the architecture
+picture names existing modules, and the Grafana dashboard is the one its script generates
+from the gauges actors/metrics.py declares."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from actors.metrics import BROKER_GAUGES, CONTROLLER_GAUGES
+
+pytestmark = pytest.mark.unit
+
+ROOT = Path(__file__).resolve().parent.parent
+PATH_TOKEN = re.compile(r"`([\w./-]+/(?:[\w.-]+\.py)?|[\w./-]+\.py)`")
+PACKAGES = ("replicas", "controller", "coordinator", "protocol", "actors", "rayka", "pipeline")
+
+
+def load(path: Path):
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def dashboard_metric_names() -> set[str]:
+    text = (ROOT / "docs" / "grafana" / "rayka.json").read_text()
+    return set(re.findall(r"\bray_rayka_\w+", text))
+
+
+def path_tokens(text: str) -> list[tuple[str, bool]]:
+    """(path, reserved?) for every backticked file or directory path; a path is reserved
+    when the same line says so right after it (`x.py` (reserved ...) or `x/` ... reserved:).
+    In a table row, a bare `module.py` is relative to the row's first directory; elsewhere
+    bare names are skipped (nothing to resolve them against)."""
+    out = []
+    for line in text.splitlines():
+        row_dir = None
+        for m in PATH_TOKEN.finditer(line):
+            token = m.group(1)
+            if token.startswith(("http", ".", "~", "/")) or "<" in token:
+                continue
+            if "/" not in token:
+                if not (line.startswith("|") and row_dir):
+                    continue
+                token = row_dir + token
+            elif line.startswith("|") and row_dir is None:
+                row_dir = token if token.endswith("/") else token.rpartition("/")[0] + "/"
+            after = line[m.end():m.end() + 14]
+            before = line[max(0, m.start() - 12):m.start()]
+            out.append((token, "reserved" in after or "reserved" in before))
+    return out
+
+
+def packages() -> set[str]:
+    """Every package directory of the product, as `dir/` (relative)."""
+    return {str(p.parent.relative_to(ROOT)) + "/" for pkg in PACKAGES
+            for p in (ROOT / pkg).rglob("__init__.py")}
+
+
+@pytest.mark.parametrize("doc", ["README.md", "docs/architecture.md"])
+def test_named_paths_exist_unless_reserved(doc):
+    missing = [t for t, reserved in path_tokens((ROOT / doc).read_text())
+               if not reserved and not (ROOT / t).exists()]
+    assert missing == []
+
+
+def test_reserved_paths_are_really_not_built_yet():
+    """A reserved room that got built must lose its `reserved` mark in the docs."""
+    built = [t for doc in ("README.md", "docs/architecture.md")
+             for t, reserved in path_tokens((ROOT / doc).read_text())
+             if reserved and t.endswith(".py") and (ROOT / t).exists()]
+    assert built == []
+
+
+@pytest.mark.parametrize("doc", ["README.md", "docs/architecture.md"])
+def test_every_package_is_in_the_layout(doc):
+    text = (ROOT / doc).read_text()
+    named = {t for t, _ in path_tokens(text)}
+    # rayka/ itself is shown by the modules that are rooms of their own
+    missing = sorted(p for p in packages() if p not in named and p != "rayka/")
+    assert missing == []
+    assert {"rayka/cli.py", "rayka/cluster.py"} <= named
+
+
+def test_the_picture_names_existing_modules():
+    arch = load(ROOT / "docs" / "architecture.py")
+    missing = sorted(m for m in arch.modules()
+                     if m not in arch.RESERVED_MODULES and not (ROOT / m).exists())
+    assert missing == []
+    assert (ROOT / "docs" / "architecture.png").stat().st_size > 10_000
+
+
+def test_the_grafana_dashboard_is_generated_and_names_declared_gauges():
+    build = load(ROOT / "docs" / "grafana" / "build_dashboard.py")
+    assert (ROOT / "docs" / "grafana" / "rayka.json").read_text() == build.render(), \
+        "docs/grafana/rayka.json is stale: run docs/grafana/build_dashboard.py"
+    declared = {f"ray_rayka_{k}" for k in CONTROLLER_GAUGES} | \
+        {f"ray_rayka_broker_{k}" for k in BROKER_GAUGES}
+    names = dashboard_metric_names()
+    assert names and names <= declared, names - declared
+    panels = json.loads(build.render())["panels"]
+    assert all(p["targets"][0]["expr"] for p in panels)
+
+
+def test_the_checkers_see_a_missing_path():
+    tokens = path_tokens("see `nowhere/gone.py` and `actors/listener.py` (reserved) and "
+                         "`replicas/`")
+    assert tokens == [("nowhere/gone.py", False), ("actors/listener.py", True),
+                      ("replicas/", False)]
+    assert not (ROOT / "nowhere/gone.py").exists()
