@@ -7,6 +7,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml Makefile | sha1sum | cut -c1-12)
 ZK_JAR := /usr/share/java/zookeeper.jar
+KCAT := /usr/bin/kcat
 NATS_SERVER := /usr/sbin/nats-server
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PYTEST_ARGS ?=
@@ -14,14 +15,16 @@ BENCH_ARGS ?=
 
 .PHONY: install demo test test-unit bench check-clean clean-venv
 
-install: $(ZK_JAR) $(STAMP)
+install: $(ZK_JAR) $(KCAT) $(STAMP)
 
-$(ZK_JAR):
-	@echo "== installing Debian packages (zookeeper, Java 17 runtime)"
+# kcat (librdkafka 2.0.2) is a Kafka client the protocol tests drive against the brokers.
+$(ZK_JAR) $(KCAT):
+	@echo "== installing Debian packages (zookeeper, Java 17 runtime, kcat)"
 	$(SUDO) apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends \
-		zookeeper openjdk-17-jre-headless >/dev/null
+		zookeeper openjdk-17-jre-headless kcat >/dev/null
 	@test -f $(ZK_JAR) || { echo "zookeeper package did not provide $(ZK_JAR)"; exit 1; }
+	@test -x $(KCAT) || { echo "kcat package did not provide $(KCAT)"; exit 1; }
 
 $(STAMP): pyproject.toml Makefile
 	@echo "== creating $(VENV) with pinned Python dependencies"

@@ -39,6 +39,8 @@ Rules:
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import logging
 import os
 import queue
@@ -48,22 +50,58 @@ import time
 import ray
 
 from actors import metrics
-from actors.cluster_host import broker_actor_name, controller_actor_name, was_restarted
+from actors.cluster_host import (broker_actor_name, controller_actor_name, normal_priority,
+                                 was_restarted)
 from actors.fetcher import Fetcher
+from actors.kafka_api import KafkaBrokerApi, KafkaConfig
+from actors.listener import KafkaListener
 from controller.requests import LeaderAndIsrRequest, StopReplicaRequest, UpdateMetadataRequest
 from controller.layout import BrokerRegistration, LeaderIsrAndControllerEpoch
 from controller.zookeeper.store import ZkStore
-from replicas.errors import KafkaError, NotController, RequestTimedOut
+from replicas.errors import BrokerNotAvailable, KafkaError, NotController, RequestTimedOut
 from replicas.replica_manager import (BrokerConfig, HighWatermarkChanged, ProduceDone,
                                       ProposeIsr, ReplicaManager)
 
 log = logging.getLogger(__name__)
 _BROKER_KEYS = {"replica_lag_time_max_ms", "max_fetch_bytes", "hw_checkpoint_interval_ms"}
 CONTROLLER_EPOCHS_LOG = "controller-epochs.log"
+LISTENER_PORTS_FILE = "kafka-listener-ports.json"
 
 
 def _clock_ms() -> int:
     return int(time.monotonic() * 1000)
+
+
+class _PendingProduce:
+    """The acknowledgement half of a produce call: `result()` waits (on the call's own
+    condition) until every acks=all partition is done or timed out; {tp: result}."""
+
+    def __init__(self, broker, cond, out: dict, waiting: dict, deadline: float):
+        self.broker, self.cond, self.out, self.waiting = broker, cond, out, waiting
+        self.deadline = deadline
+
+    def result(self) -> dict:
+        b, out, waiting = self.broker, self.out, self.waiting
+        with b.lock:
+            while waiting:
+                for pid in [pid for pid in waiting if pid in b.done]:
+                    tp, r = waiting.pop(pid)
+                    d = b.done.pop(pid)
+                    b._produce_conds.pop(pid, None)
+                    out[tp] = {"error": d.error, "base_offset": d.base_offset,
+                               "last_offset": d.last_offset, "duplicate": r.duplicate}
+                remaining = self.deadline - time.monotonic()
+                if waiting and remaining <= 0:
+                    for pid, (tp, r) in waiting.items():
+                        b._produce_conds.pop(pid, None)
+                        b.done.pop(pid, None)
+                        out[tp] = {"error": RequestTimedOut.code, "base_offset": r.base_offset,
+                                   "last_offset": r.last_offset, "duplicate": r.duplicate}
+                    waiting.clear()
+                    break
+                if waiting:
+                    self.cond.wait(remaining)
+        return out
 
 
 # Separate thread pools: acks=all produces and consumer long-polls WAIT on a condition, and
@@ -76,14 +114,17 @@ class BrokerActor:
                  data_dir: str, config: dict | None = None):
         logging.basicConfig(level=logging.INFO)
         logging.getLogger("kazoo").setLevel(logging.WARNING)
+        normal_priority()
         config = dict(config or {})
         self.id, self.cluster, self.namespace = broker_id, cluster, namespace
         self.tick_ms = int(config.pop("tick_ms", 100))
         metrics_interval_s = float(config.pop("metrics_interval_s", metrics.DEFAULT_INTERVAL_S))
         config.setdefault("hw_checkpoint_interval_ms", 1000)
         session_ms = int(config.pop("zk_session_timeout_ms", 3000))
+        self.kafka_config = KafkaConfig.pop_from(config)
         broker_cfg = {k: config.pop(k) for k in list(config) if k in _BROKER_KEYS}
         topic_defaults = {k.replace("_", "."): v for k, v in config.items()}
+        self.topic_defaults = topic_defaults
         os.makedirs(data_dir, exist_ok=True)
         self.data_dir = data_dir
         self._controller_terms: set[tuple[int, int]] = set()  # recorded by THIS incarnation
@@ -102,6 +143,9 @@ class BrokerActor:
         self.store = ZkStore(zookeeper, cluster, session_timeout_s=session_ms / 1000).start()
         self._session_lost = False
         self.store.add_state_listener(self._on_zk_state)
+        self.kafka_api = KafkaBrokerApi(self, self.kafka_config,
+                                        self.store.get_or_create_cluster_id())
+        self.listeners = self._start_listeners()
         self._register()
         threading.Thread(target=self._background, daemon=True, name="broker-background").start()
         threading.Thread(target=self._alter_sender, daemon=True, name="broker-alter").start()
@@ -109,10 +153,58 @@ class BrokerActor:
                          metrics_interval_s, self._stopped, name="broker-metrics")
 
     # -- ZooKeeper registration ---------------------------------------------------------------------
+    def _start_listeners(self) -> list[KafkaListener]:
+        """Kafka's listeners, bound before registering (their ports go into the znode). A
+        listener asked on port 0 gets a free port once and keeps it across restarts on this
+        node (remembered in the data dir), so clients find a restarted broker where it was."""
+        remembered_file = os.path.join(self.data_dir, LISTENER_PORTS_FILE)
+        try:
+            with open(remembered_file) as f:
+                remembered = {k: int(v) for k, v in json.load(f).items()}
+        except (OSError, ValueError):
+            remembered = {}
+        out = []
+        try:
+            for ep in self.kafka_config.bind_endpoints():
+                listener = None
+                for port in ([remembered[ep.listener]] if not ep.port and ep.listener in remembered
+                             else []) + [ep.port]:
+                    listener = KafkaListener(dataclasses.replace(ep, port=port), self.kafka_api,
+                                             self.kafka_config.socket_request_max_bytes,
+                                             self.kafka_config.connections_max_idle_ms,
+                                             name=f"broker-{self.id}-{ep.listener.lower()}")
+                    try:
+                        listener.start()
+                        break
+                    except OSError:
+                        if port == ep.port:        # the configured port itself: give up
+                            raise
+                out.append(listener)
+        except OSError as exc:
+            for listener in out:
+                listener.stop()
+            raise BrokerNotAvailable(f"broker {self.id}: cannot listen on "
+                                     f"{self.kafka_config.listeners}: {exc}") from None
+        with open(remembered_file + ".tmp", "w") as f:
+            json.dump({x.endpoint.listener: x.port for x in out}, f)
+        os.replace(remembered_file + ".tmp", remembered_file)
+        self.advertised = self.kafka_config.advertised(
+            {x.endpoint.listener: x.port for x in out}, ray.util.get_node_ip_address())
+        return out
+
+    def endpoints(self) -> list[str]:
+        """The advertised Kafka listeners, `NAME://host:port`."""
+        return [e.url() for e in self.advertised]
+
+    def kafka_stats(self) -> dict:
+        """Per listener and API: requests, handler CPU seconds, bytes in and out."""
+        return {x.endpoint.listener: x.stats() for x in self.listeners}
+
     def _register(self) -> None:
         ctx = ray.get_runtime_context()
-        reg = BrokerRegistration(self.id, ray.util.get_node_ip_address(), 0,
-                                 node_id=ctx.get_node_id(), actor_name=broker_actor_name(self.id))
+        reg = BrokerRegistration.for_listeners(
+            self.id, ray.util.get_node_ip_address(), self.advertised,
+            node_id=ctx.get_node_id(), actor_name=broker_actor_name(self.id))
         # after a Ray restart the old incarnation is dead: take its registration over at once
         epoch = self.store.register_broker(
             reg, wait_s=60, replace_dead_incarnation=was_restarted())
@@ -223,6 +315,12 @@ class BrokerActor:
         return self._produce([(tuple(tp), data) for tp, data in requests], acks, timeout_ms)
 
     def _produce(self, requests, acks: int, timeout_ms: int) -> dict:
+        return self._produce_begin(requests, acks, timeout_ms).result()
+
+    def _produce_begin(self, requests, acks: int, timeout_ms: int) -> "_PendingProduce":
+        """Append every partition's batches now (in call order, under the lock) and return
+        the waiter for their acknowledgements: a Kafka connection appends its next request
+        while this one's acks=all wait runs (the listener answers in order)."""
         out: dict = {}
         waiting: dict[int, object] = {}          # pending id → (tp, AppendResult)
         with self.lock:
@@ -246,46 +344,43 @@ class BrokerActor:
                 self.apply_effects(r.effects)
             if appended:
                 self.changed.notify_all()     # new data: complete the followers' long-polls
-            deadline = time.monotonic() + timeout_ms / 1000 + 5
-            while waiting:
-                for pid in [pid for pid in waiting if pid in self.done]:
-                    tp, r = waiting.pop(pid)
-                    d = self.done.pop(pid)
-                    self._produce_conds.pop(pid, None)
-                    out[tp] = {"error": d.error, "base_offset": d.base_offset,
-                               "last_offset": d.last_offset, "duplicate": r.duplicate}
-                remaining = deadline - time.monotonic()
-                if waiting and remaining <= 0:
-                    for pid, (tp, r) in waiting.items():
-                        self._produce_conds.pop(pid, None)
-                        self.done.pop(pid, None)
-                        out[tp] = {"error": RequestTimedOut.code, "base_offset": r.base_offset,
-                                   "last_offset": r.last_offset, "duplicate": r.duplicate}
-                    break
-                if waiting:
-                    cond.wait(remaining)
-        return out
+        return _PendingProduce(self, cond, out, waiting,
+                               time.monotonic() + timeout_ms / 1000 + 5)
 
     # -- fetch ---------------------------------------------------------------------------------------
     @ray.method(concurrency_group="fetch")
     def fetch_many(self, replica_id: int, requests, max_wait_ms: int = 0, min_bytes: int = 1,
                    max_bytes: int = 4 << 20) -> dict:
-        """requests: [(tp, offset, current_leader_epoch, last_fetched_epoch)] → {tp: result}."""
+        """requests: [(tp, offset, current_leader_epoch, last_fetched_epoch)] → {tp: result};
+        `max_bytes` per partition, no cap on the whole answer (the fetchers' Ray call)."""
+        asks = [(tuple(tp), offset, ce, le, max_bytes) for tp, offset, ce, le in requests]
+        return {tp: {"error": r.error, "records": r.records, "high_watermark": r.high_watermark,
+                     "log_start_offset": r.log_start_offset, "log_end_offset": r.log_end_offset,
+                     "diverging_epoch": r.diverging_epoch}
+                for tp, r in self.fetch_partitions(replica_id, asks, max_wait_ms, min_bytes,
+                                                   None).items()}
+
+    def fetch_partitions(self, replica_id: int, asks, max_wait_ms: int, min_bytes: int,
+                         max_bytes: int | None) -> dict:
+        """Kafka's fetch: asks [(tp, offset, current_epoch, last_epoch, partition_max_bytes)]
+        → {tp: replicas FetchResult}. The answer holds at most `max_bytes` (None: no cap) but
+        at least one batch of the first partition with data (KIP-74; later partitions then
+        answer their HW with no records); it waits until `min_bytes` (an error counts) or
+        `max_wait_ms`, woken by appends, HW moves and controller requests. Used by the
+        followers' Ray calls and by Kafka clients over the listener alike."""
         deadline = time.monotonic() + max_wait_ms / 1000
         with self.lock:
             while True:
                 out, total = {}, 0
-                for tp, offset, current_epoch, last_epoch in requests:
-                    tp = tuple(tp)
-                    r = self.rm.fetch(tp, offset, max_bytes, replica_id=replica_id,
+                for tp, offset, current_epoch, last_epoch, part_max in asks:
+                    budget = part_max if max_bytes is None else min(part_max, max_bytes - total)
+                    r = self.rm.fetch(tp, offset, max(budget, 1), replica_id=replica_id,
                                       current_leader_epoch=current_epoch,
                                       last_fetched_epoch=last_epoch)
                     self.apply_effects(r.effects)
-                    out[tp] = {"error": r.error, "records": r.records,
-                               "high_watermark": r.high_watermark,
-                               "log_start_offset": r.log_start_offset,
-                               "log_end_offset": r.log_end_offset,
-                               "diverging_epoch": r.diverging_epoch}
+                    if budget <= 0 and r.records:     # the answer is full: HW only
+                        r = dataclasses.replace(r, records=b"")
+                    out[tp] = r
                     total += len(r.records) + (1 if r.error or r.diverging_epoch else 0)
                 remaining = deadline - time.monotonic()
                 if total >= min_bytes or remaining <= 0:
@@ -304,6 +399,10 @@ class BrokerActor:
             return {"brokers": dict(md.live_brokers),
                     "partitions": {tp: (s.leader, s.leader_epoch, tuple(s.replicas), tuple(s.isr))
                                    for tp, s in md.partitions.items()}}
+
+    def live_brokers(self) -> list[int]:
+        with self.lock:
+            return sorted(self.rm.metadata.live_brokers)
 
     def metadata_leaders(self, topics) -> dict:
         with self.lock:
@@ -422,6 +521,8 @@ class BrokerActor:
     def shutdown(self) -> None:
         self._stopped.set()
         self._alter.put(None)
+        for listener in self.listeners:
+            listener.stop()
         for f in self.fetchers.values():
             f.stop()
         with self.lock:

@@ -26,7 +26,7 @@ import ray
 
 from actors import metrics
 from actors.channel import RayBrokerChannel
-from actors.cluster_host import was_restarted
+from actors.cluster_host import normal_priority, was_restarted
 from controller import events as ev
 from controller.controller import Controller, ControllerConfig
 from controller.zookeeper.store import ZkStore
@@ -45,6 +45,7 @@ class ControllerActor:
                  zk_session_timeout_ms: int = 3000, config: dict | None = None):
         logging.basicConfig(level=logging.INFO)
         logging.getLogger("kazoo").setLevel(logging.WARNING)
+        normal_priority()
         self.id = controller_id
         config = dict(config or {})
         metrics_interval_s = float(config.pop("metrics_interval_s", metrics.DEFAULT_INTERVAL_S))

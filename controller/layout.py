@@ -21,7 +21,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
-from replicas.errors import InvalidTopic
+from replicas.errors import InvalidConfig, InvalidTopic
 
 __all__ = [
     "ROOT_PREFIX", "CONTROLLER", "CONTROLLER_EPOCH", "BROKERS", "BROKER_IDS", "BROKER_TOPICS",
@@ -35,7 +35,8 @@ __all__ = [
     "encode_controller", "decode_controller_id", "encode_epoch", "decode_epoch",
     "encode_reassignment", "decode_reassignment", "encode_partition_list",
     "decode_partition_list", "encode_topic_config", "decode_topic_config",
-    "encode_offset", "decode_offset",
+    "encode_offset", "decode_offset", "CLUSTER_ID", "encode_cluster_id", "decode_cluster_id",
+    "Endpoint", "parse_endpoints", "SECURITY_PROTOCOLS",
 ]
 
 TopicPartition = tuple[str, int]
@@ -56,6 +57,7 @@ CONFIG = "/config"
 CONFIG_TOPICS = "/config/topics"
 CONSUMERS = "/consumers"
 LATEST_PRODUCER_ID_BLOCK = "/latest_producer_id_block"
+CLUSTER_ID = "/cluster/id"
 PRODUCER_ID_BLOCK_SIZE = 1000
 
 # Created (persistent, empty) when the store starts, like Kafka's ZkData.PersistentZkPaths,
@@ -157,8 +159,58 @@ def _parse_replica_map(m: Mapping[str, list] | None) -> dict[int, tuple[int, ...
 
 # -- stored records -----------------------------------------------------------------------
 @dataclass(frozen=True)
+class Endpoint:
+    """One Kafka listener: `NAME://host:port` with its security protocol (KIP-103)."""
+
+    listener: str
+    host: str
+    port: int
+    security_protocol: str = "PLAINTEXT"
+
+    def url(self) -> str:
+        return f"{self.listener}://{self.host}:{self.port}"
+
+
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+
+
+def parse_endpoints(spec: str, protocol_map: Mapping[str, str] | str | None = None
+                    ) -> tuple[Endpoint, ...]:
+    """Kafka's `listeners` / `advertised.listeners` value, e.g. "PLAINTEXT://127.0.0.1:0,
+    INTERNAL://0.0.0.0:9093", with `listener.security.protocol.map` ("INTERNAL:SSL,..." or a
+    dict; a listener named after a security protocol maps to it by default). Raises
+    InvalidConfig naming the bad entry."""
+    if isinstance(protocol_map, str):
+        pairs = [p.split(":", 1) for p in protocol_map.split(",") if p.strip()]
+        if any(len(p) != 2 for p in pairs):
+            raise InvalidConfig(f"listener.security.protocol.map {protocol_map!r}: want NAME:PROTOCOL,...")
+        protocol_map = {k.strip().upper(): v.strip().upper() for k, v in pairs}
+    protocol_map = dict(protocol_map or {})
+    out, names = [], set()
+    for item in (x.strip() for x in spec.split(",") if x.strip()):
+        name, sep, hostport = item.partition("://")
+        host, colon, port = hostport.rpartition(":")
+        if not sep or not colon or not name or not port.isdigit() or int(port) > 65535:
+            raise InvalidConfig(f"listener {item!r}: want NAME://host:port")
+        name = name.upper()
+        proto = protocol_map.get(name, name if name in SECURITY_PROTOCOLS else "")
+        if proto not in SECURITY_PROTOCOLS:
+            raise InvalidConfig(f"listener {name}: no security protocol (known: "
+                                f"{', '.join(SECURITY_PROTOCOLS)}; see listener.security.protocol.map)")
+        if name in names:
+            raise InvalidConfig(f"listener {name} given twice")
+        names.add(name)
+        out.append(Endpoint(name, host.strip("[]"), int(port), proto))
+    if not out:
+        raise InvalidConfig(f"no listener in {spec!r}")
+    return tuple(out)
+
+
+@dataclass(frozen=True)
 class BrokerRegistration:
-    """``/brokers/ids/<id>`` (ephemeral). ``epoch`` is the znode's czxid, filled on read."""
+    """``/brokers/ids/<id>`` (ephemeral). ``epoch`` is the znode's czxid, filled on read.
+    ``endpoints`` are the advertised Kafka listeners; ``host``/``port`` those of the first
+    PLAINTEXT one (Kafka's rule), or of the Ray node when the broker has no listener."""
 
     id: int
     host: str
@@ -168,31 +220,47 @@ class BrokerRegistration:
     actor_name: str = ""
     timestamp_ms: int = 0
     epoch: int = -1
+    endpoints: tuple[Endpoint, ...] = ()
 
-    VERSION = 4
+    VERSION = 5
 
     @property
     def endpoint(self) -> str:
-        return f"PLAINTEXT://{self.host}:{self.port}"
+        return self.endpoints[0].url() if self.endpoints else f"PLAINTEXT://{self.host}:{self.port}"
 
     def to_json(self) -> bytes:
-        # Kafka's BrokerIdZNode fields (jmx_port and listener_security_protocol_map are
-        # omitted: Kafka's decoder defaults them), plus rayka's node_id and actor_name.
-        return dumps({"version": self.VERSION, "host": self.host, "port": int(self.port),
-                      "endpoints": [self.endpoint], "rack": self.rack,
-                      "timestamp": str(int(self.timestamp_ms)),
-                      "node_id": self.node_id, "actor_name": self.actor_name})
+        # Kafka's BrokerIdZNode v5 fields (jmx_port -1, no features), plus rayka's node_id
+        # and actor_name.
+        d = {"version": self.VERSION, "host": self.host, "port": int(self.port),
+             "endpoints": [e.url() for e in self.endpoints] or [self.endpoint],
+             "jmx_port": -1, "rack": self.rack, "timestamp": str(int(self.timestamp_ms)),
+             "node_id": self.node_id, "actor_name": self.actor_name}
+        if self.endpoints:     # without it a reader takes the endpoint as a plain PLAINTEXT one
+            d["listener_security_protocol_map"] = {e.listener: e.security_protocol
+                                                   for e in self.endpoints}
+        return dumps(d)
 
     @classmethod
     def from_json(cls, broker_id: int, data: bytes, czxid: int = -1) -> "BrokerRegistration":
         d = _loads(data)
         host, port = d.get("host"), d.get("port", -1)
-        if (not host or port in (None, -1)) and d.get("endpoints"):
-            hp = d["endpoints"][0].split("://", 1)[-1]
-            host, port = hp.rsplit(":", 1)[0], int(hp.rsplit(":", 1)[1])
+        eps = parse_endpoints(",".join(d["endpoints"]), d.get("listener_security_protocol_map")) \
+            if d.get("endpoints") else ()
+        if (not host or port in (None, -1)) and eps:
+            host, port = eps[0].host, eps[0].port
         return cls(id=int(broker_id), host=host or "", port=int(port), rack=d.get("rack"),
                    node_id=d.get("node_id", ""), actor_name=d.get("actor_name", ""),
-                   timestamp_ms=int(d.get("timestamp", 0)), epoch=czxid)
+                   timestamp_ms=int(d.get("timestamp", 0)), epoch=czxid,
+                   endpoints=eps if d.get("listener_security_protocol_map") else ())
+
+    @classmethod
+    def for_listeners(cls, broker_id: int, node_host: str, endpoints: Iterable[Endpoint],
+                      **kw) -> "BrokerRegistration":
+        """host/port from the first PLAINTEXT endpoint (Kafka), else the Ray node's host."""
+        eps = tuple(endpoints)
+        plain = next((e for e in eps if e.security_protocol == "PLAINTEXT"), None)
+        host, port = (plain.host, plain.port) if plain else (node_host, -1)
+        return cls(broker_id, host, port, endpoints=eps, **kw)
 
 
 @dataclass(frozen=True)
@@ -259,6 +327,15 @@ class TopicAssignment:
 
 
 # -- small znodes -------------------------------------------------------------------------
+def encode_cluster_id(cluster_id: str) -> bytes:
+    """``/cluster/id``: Kafka's ClusterIdZNode, ``{"version":"1","id":"<uuid base64>"}``."""
+    return dumps({"version": "1", "id": cluster_id})
+
+
+def decode_cluster_id(data: bytes) -> str:
+    return str(_loads(data)["id"])
+
+
 def encode_controller(controller_id: int, timestamp_ms: int) -> bytes:
     return dumps({"version": 1, "brokerid": int(controller_id),
                   "timestamp": str(int(timestamp_ms))})

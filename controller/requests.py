@@ -59,6 +59,7 @@ class LiveBroker:
     node_id: str
     actor_name: str
     rack: str | None = None
+    endpoints: tuple = ()        # controller.layout.Endpoint: the broker's Kafka listeners
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,7 +110,8 @@ class BatchNotEmpty(RuntimeError):
 
 
 def live_broker(reg) -> LiveBroker:
-    return LiveBroker(reg.id, reg.host, reg.port, reg.node_id, reg.actor_name, reg.rack)
+    return LiveBroker(reg.id, reg.host, reg.port, reg.node_id, reg.actor_name, reg.rack,
+                      tuple(reg.endpoints))
 
 
 class RequestBatch:

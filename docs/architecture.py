@@ -19,10 +19,11 @@ ROOMS = [
     ("pipeline/  (Spark on Ray)", ["pipeline/source.py", "pipeline/reader.py", "pipeline/sink.py"], False),
     ("rayka/  (driver API, CLI, chaos, ops)", ["rayka/cli.py", "rayka/chaos/", "rayka/ops/",
                                                "rayka/cluster.py", "rayka/client/"], False),
-    ("actors/  (Ray actor shells)", ["actors/broker_actor.py", "actors/controller_actor.py",
-                                      "actors/fetcher.py", "actors/channel.py",
-                                      "actors/listener.py"], False),
-    ("protocol/  (Kafka wire, sans-I/O)", ["protocol/"], True),
+    ("actors/  (Ray actor shells)", ["actors/broker_actor.py", "actors/listener.py",
+                                      "actors/kafka_api.py", "actors/fetcher.py",
+                                      "actors/controller_actor.py", "actors/channel.py"], False),
+    ("protocol/  (Kafka wire, sans-I/O)", ["protocol/connection.py", "protocol/codec.py",
+                                           "protocol/handlers/", "protocol/api.py"], False),
     ("coordinator/  (consumer groups)", ["coordinator/"], True),
     ("controller/zookeeper/  (kazoo, ZooKeeper server)", ["controller/zookeeper/store.py",
                                                          "controller/zookeeper/server.py"], False),
@@ -33,7 +34,7 @@ ROOMS = [
                                                  "replicas/partition_state.py",
                                                  "replicas/cleaner.py"], False),
 ]
-RESERVED_MODULES = {"actors/listener.py", "replicas/cleaner.py"}
+RESERVED_MODULES = {"replicas/cleaner.py"}
 
 CONTROL = [
     ("ZooKeeper", "/brokers/ids\n/brokers/topics\n/controller(_epoch)", "(real server)"),
@@ -126,8 +127,8 @@ def draw(path: Path = OUT) -> None:
         "• Shells (actors/) perform the effects the pure core returns: persist before send.",
         "• Leadership is fenced by ZooKeeper epochs (controller epoch, leader epoch), never by "
         "Ray liveness.",
-        "• The Kafka listener (actors/listener.py, reserved) will be a second door into the SAME "
-        "replica manager: protocol/ turns frames into calls.",
+        "• Kafka clients come in through actors/listener.py (a socket per broker): protocol/ turns "
+        "frames into calls on the SAME replica manager (actors/kafka_api.py).",
         "• Spark tasks (pipeline/reader.py) fetch from the leader on their own node; "
         "rayka demo finds pipeline.demo via an entry point.",
     ]

@@ -85,8 +85,15 @@ def build_parser() -> argparse.ArgumentParser:
                    help="resource for controllers and the cluster host (auto: rayka_control)")
     p.add_argument("--config", action="append", metavar="KEY=VALUE",
                    help="broker/controller config, e.g. min.insync.replicas=2 (repeatable)")
+    p.add_argument("--listeners", help="Kafka listeners each broker binds (default "
+                   "PLAINTEXT://127.0.0.1:0: a free loopback port; on a cluster e.g. "
+                   "PLAINTEXT://0.0.0.0:9092)")
+    p.add_argument("--advertised-listeners", help="what brokers tell Kafka clients (default: "
+                   "the listeners, a wildcard host replaced by the node's address)")
     p = command("status", "controller, brokers, under-replicated and offline partitions")
     p.add_argument("--json", action="store_true")
+    p = command("bootstrap-servers", "print host:port,... of the brokers' Kafka listeners")
+    p.add_argument("--listener", default="PLAINTEXT", help="listener name (default PLAINTEXT)")
     command("stop", "shut the cluster down (and the Ray head rayka started)")
     p = command("restart-brokers", "rolling restart: controlled shutdown, restart, wait for "
                 "full ISRs, one broker at a time")
@@ -147,6 +154,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="random: the seeded fault schedule; isr-of-one: Jepsen's loss, scripted")
     p.add_argument("--unsafe", action="store_true",
                    help="unclean election on, min ISR 1: the checker must be able to see loss")
+    p.add_argument("--client", default="native", choices=["native", "librdkafka"],
+                   help="producers and consumers: the native Ray API, or librdkafka "
+                        "(confluent-kafka) over the brokers' Kafka listeners")
     p.add_argument("--out", help="output directory (history.jsonl, verdict.json)")
     p.add_argument("--keep-data", action="store_true")
 
@@ -184,6 +194,9 @@ def _attach(args):
 def cmd_start(args) -> None:
     import rayka
     config = {k.replace(".", "_"): v for k, v in _config_pairs(args.config).items()}
+    for key in ("listeners", "advertised_listeners"):
+        if getattr(args, key):
+            config[key] = getattr(args, key)
     state = ray_head.load_state(args.name)
     started_head = False
     if args.address:
@@ -211,6 +224,7 @@ def cmd_start(args) -> None:
           f"Ray {state.ray_address}{' (private head)' if state.owned else ''}, "
           f"data {cluster.facts['data_dir']}"
           f"{f', Ray dashboard {dashboard}' if dashboard else ''}")
+    print(f"Kafka bootstrap servers: {cluster.bootstrap_servers() or '(none)'}")
 
 
 def _placement(args) -> dict:
@@ -257,8 +271,10 @@ def status_of(cluster) -> dict:
             pass
     from rayka.cluster import dashboard_url
     return {"cluster": cluster.name, "zookeeper": cluster.zookeeper, "ray_dashboard": dashboard_url(),
+            "bootstrap_servers": cluster.bootstrap_servers(),
             "controller": {"id": ctl.id, "epoch": ctl.epoch, "node_id": controller_node},
-            "brokers": [{"id": b.id, "alive": b.alive, "node_id": b.node_id} for b in cluster.brokers()],
+            "brokers": [{"id": b.id, "alive": b.alive, "node_id": b.node_id,
+                         "listeners": list(b.endpoints)} for b in cluster.brokers()],
             "topics": topics, "partitions": sum(topics.values()),
             "under_replicated": under, "offline": offline}
 
@@ -271,14 +287,25 @@ def cmd_status(args) -> None:
     c = s["controller"]
     print(f"cluster {s['cluster']}  ZooKeeper {s['zookeeper']}  "
           f"Ray dashboard {s['ray_dashboard'] or '(off)'}")
+    print(f"Kafka bootstrap servers {s['bootstrap_servers'] or '-'}")
     print(f"controller {c['id']} epoch {c['epoch']} on node {(c['node_id'] or '?')[:12]}")
     for b in s["brokers"]:
-        print(f"broker {b['id']}  {'alive' if b['alive'] else 'DOWN '}  node {(b['node_id'] or '-')[:12]}")
+        print(f"broker {b['id']}  {'alive' if b['alive'] else 'DOWN '}  node {(b['node_id'] or '-')[:12]}"
+              f"  {' '.join(b['listeners']) or '-'}")
     print(f"topics {len(s['topics'])}  partitions {s['partitions']}  "
           f"under-replicated {len(s['under_replicated'])}  offline {len(s['offline'])}")
     for label in ("under_replicated", "offline"):
         if s[label]:
             print(f"{label.replace('_', '-')}: {' '.join(s[label])}")
+
+
+def cmd_bootstrap_servers(args) -> int:
+    servers = _attach(args).bootstrap_servers(args.listener.upper())
+    if not servers:
+        print(f"rayka: no live broker has a {args.listener.upper()} listener", file=sys.stderr)
+        return 1
+    print(servers)
+    return 0
 
 
 def cmd_restart_brokers(args) -> None:
@@ -453,7 +480,7 @@ def cmd_chaos(args) -> int:
     config = ChaosConfig(duration_s=args.duration, seed=args.seed, faults=kinds,
                          min_faults_per_kind=args.min_per_kind, partitions=args.partitions,
                          rate_per_producer=args.rate, unsafe=args.unsafe,
-                         scenario=args.scenario,
+                         scenario=args.scenario, client=args.client,
                          out_dir=args.out or "", keep_data=args.keep_data)
     verdict, out = run_chaos(config, say=lambda line: print(line, file=sys.stderr))
     print(verdict.table())
@@ -522,6 +549,7 @@ def cmd_zookeeper(args) -> int:
 
 
 COMMANDS = {"start": cmd_start, "status": cmd_status, "stop": cmd_stop,
+            "bootstrap-servers": cmd_bootstrap_servers,
             "restart-brokers": cmd_restart_brokers, "topics": cmd_topics,
             "produce": cmd_produce, "consume": cmd_consume, "demo": cmd_demo, "chaos": cmd_chaos,
             "zookeeper": cmd_zookeeper}

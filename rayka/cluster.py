@@ -253,9 +253,19 @@ class Cluster:
                     os.path.join(self.facts["data_dir"], f"broker-{b}"), broker_cfg)
 
     def wait_ready(self, timeout_s: float = 60.0) -> None:
+        """Every broker registered, a controller elected, and every broker's metadata cache
+        listing every broker (so a Kafka client's first Metadata answer is complete)."""
         want = set(self.facts["brokers"])
         wait_for(lambda: want <= self.store.get_broker_ids() and self.store.get_controller(),
                  timeout_s, f"brokers {sorted(want)} registered and a controller elected")
+
+        def caches_complete():
+            try:
+                return all(want <= set(live) for live in ray.get(
+                    [b.live_brokers.remote() for b in self.broker_actors(want)], timeout=10))
+            except ray.exceptions.RayError:
+                return False
+        wait_for(caches_complete, timeout_s, "every broker's metadata listing every broker")
 
     # -- the public API -----------------------------------------------------------------------------
     def admin(self) -> Admin:
@@ -274,8 +284,16 @@ class Cluster:
 
     def brokers(self) -> list[BrokerInfo]:
         registered = self.store.get_brokers()
-        return [BrokerInfo(b, registered[b].node_id if b in registered else None, b in registered)
-                for b in self.facts["brokers"]]
+        return [BrokerInfo(b, registered[b].node_id if b in registered else None, b in registered,
+                           tuple(e.url() for e in registered[b].endpoints) if b in registered
+                           else ()) for b in self.facts["brokers"]]
+
+    def bootstrap_servers(self, listener: str = "PLAINTEXT") -> str:
+        """"host:port,host:port,..." of the live brokers' `listener` endpoints (what a Kafka
+        client's bootstrap.servers wants), from their ZooKeeper registrations."""
+        regs = self.store.get_brokers()
+        return ",".join(f"{e.host}:{e.port}" for _, reg in sorted(regs.items())
+                        for e in reg.endpoints if e.listener == listener)
 
     def kill_broker(self, broker_id: int, restart: bool = True) -> None:
         actor = self.broker_actor(broker_id)

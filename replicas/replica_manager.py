@@ -89,6 +89,7 @@ import shutil
 from pathlib import Path
 from typing import Callable, Iterator, Mapping
 
+from replicas import offsets
 from replicas import partition_state as ps
 from replicas import records
 from replicas.checkpoints import recovery_point_checkpoint, replication_offset_checkpoint
@@ -484,16 +485,13 @@ class ReplicaManager:
     def offsets_for_leader_epoch(self, tp, current_leader_epoch: int,
                                  leader_epoch: int) -> tuple[int, int, int]:
         """(error, epoch, end offset) for an OffsetsForLeaderEpoch request (KIP-101/279)."""
-        part = self._partitions.get(TopicPartition(*tp))
-        if part is None:
-            return UNKNOWN_TOPIC_OR_PARTITION, NO_EPOCH, -1
-        code = ps.check_leader_epoch(part.state.leader_epoch, current_leader_epoch)
-        if code == NONE and not part.state.is_leader:
-            code = NOT_LEADER_OR_FOLLOWER
-        if code:
-            return code, NO_EPOCH, -1
-        epoch, end = part.log.epoch_cache.end_offset_for(leader_epoch, part.log.log_end_offset)
-        return NONE, epoch, end
+        return offsets.offsets_for_leader_epoch(self._partitions.get(TopicPartition(*tp)),
+                                                current_leader_epoch, leader_epoch)
+
+    def list_offset(self, tp, timestamp: int, current_leader_epoch: int = -1) -> offsets.OffsetLookup:
+        """ListOffsets for one partition (replicas/offsets.py)."""
+        return offsets.list_offset(self._partitions.get(TopicPartition(*tp)), timestamp,
+                                   current_leader_epoch)
 
     # ---- follower side -----------------------------------------------------------------
     def follower_fetch_request(self, tp) -> FetchPosition:

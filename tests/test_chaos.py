@@ -43,3 +43,18 @@ def test_isr_of_one_the_checker_sees_loss_only_when_the_config_allows_it(tmp_pat
     else:
         assert verdict.ok and verdict.stats["lost"] == 0, f"{verdict.violations[:5]} ({out})"
         assert verdict.stats["liveness_failures"] == []
+
+
+def test_librdkafka_clients_through_broker_faults_lose_nothing(tmp_path):
+    """`rayka chaos --client librdkafka`: the workload through unmodified Kafka clients over the
+    listeners (idempotent acks=all producers, an assigned consumer), the same checker."""
+    kinds = ("kill-broker", "pause-leader", "controlled-shutdown", "expire-broker")
+    verdict, out = run_chaos(ChaosConfig(duration_s=0, min_faults_per_kind=1, seed=SEED,
+                                         faults=kinds, client="librdkafka",
+                                         out_dir=str(tmp_path / "run")))
+    print(verdict.table())
+    assert verdict.ok and verdict.stats["lost"] == 0, f"{verdict.violations[:5]} ({out})"
+    assert verdict.stats["liveness_failures"] == [], out
+    assert all(verdict.stats["faults_by_kind"].get(k, 0) >= 1 for k in kinds)
+    assert verdict.stats["acknowledged"] > 1_000 and verdict.stats["duplicated"] == 0
+    assert verdict.stats["reads"] > 0        # the librdkafka consumer read what it recorded

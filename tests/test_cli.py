@@ -95,6 +95,15 @@ def test_topics_produce_consume_status(cli):
     assert [b["alive"] for b in status["brokers"]] == [True, True, True]
     assert status["partitions"] == 3 and status["under_replicated"] == [] and status["offline"] == []
     assert status["ray_dashboard"].startswith("http://127.0.0.1:")
+    # every broker's Kafka listener, as kcat (librdkafka 2.0.2) sees the cluster
+    assert all(len(b["listeners"]) == 1 and b["listeners"][0].startswith("PLAINTEXT://127.0.0.1:")
+               for b in status["brokers"])
+    servers = run(env, "bootstrap-servers", *n).stdout.decode().strip()
+    assert servers == status["bootstrap_servers"] and len(servers.split(",")) == 3
+    listed = subprocess.run(["/usr/bin/kcat", "-b", servers, "-L", "-t", "events"],
+                            capture_output=True, timeout=60)
+    assert listed.returncode == 0 and b'topic "events" with 3 partitions' in listed.stdout
+    assert one_line_error(run(env, "bootstrap-servers", "--listener", "SASL_SSL", *n))
     text = run(env, "status", *n).stdout.decode()
     assert "under-replicated 0  offline 0" in text
 

@@ -106,6 +106,9 @@ def test_start_commands_run_zookeeper_then_ray_then_rayka(name):
     st = parser.parse_args(start[0][1:])
     assert st.address == "auto" and st.brokers == 3 and st.zookeeper == "10.0.0.1:2181"
     assert st.broker_resource == "rayka_broker" and st.control_resource == "rayka_control"
+    # Kafka clients reach every broker on its node's port 9092
+    from controller.layout import parse_endpoints
+    assert parse_endpoints(st.listeners)[0].port == 9092 and "0.0.0.0" in st.listeners
 
     setup = " ".join(prepared["setup_commands"])
     assert "apt-get install" in setup and "openjdk-17-jre-headless" in setup and "zookeeper" in setup

@@ -45,10 +45,10 @@ def path_tokens(text: str) -> list[tuple[str, bool]]:
             token = m.group(1)
             if token.startswith(("http", ".", "~", "/")) or "<" in token:
                 continue
-            if "/" not in token:
+            if "/" not in token.rstrip("/") and not (token.endswith("/") and (ROOT / token).is_dir()):
                 if not (line.startswith("|") and row_dir):
                     continue
-                token = row_dir + token
+                token = row_dir + token         # a module (or subpackage) of the row's room
             elif line.startswith("|") and row_dir is None:
                 row_dir = token if token.endswith("/") else token.rpartition("/")[0] + "/"
             after = line[m.end():m.end() + 14]

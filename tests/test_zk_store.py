@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import controller.zookeeper.store as zs
-from controller.layout import (BrokerRegistration, LeaderIsrAndControllerEpoch,
+from controller.layout import (BrokerRegistration, LeaderIsrAndControllerEpoch, parse_endpoints,
                                TopicAssignment, new_topic_id)
 from controller.zookeeper.store import (BadVersion, ControllerElection, ControllerMovedError, NodeExists, NoNode)
 from tests.zk_helpers import wait_until, Inbox, raw, raw_json, exists, expire_session, lisr
@@ -45,10 +45,21 @@ def test_znode_json_matches_kafka_layout(stores, zk_client):
     stat = zk_client.exists(s.root + "/brokers/ids/3")
     assert epoch == stat.czxid and stat.ephemeralOwner == s.session_id
     assert raw_json(zk_client, s, "/brokers/ids/3") == {
-        "version": 4, "host": "10.0.0.5", "port": 9092, "endpoints": ["PLAINTEXT://10.0.0.5:9092"],
-        "rack": "r1", "timestamp": "1700000000123", "node_id": "abc123", "actor_name": "broker-3"}
+        "version": 5, "host": "10.0.0.5", "port": 9092, "endpoints": ["PLAINTEXT://10.0.0.5:9092"],
+        "jmx_port": -1, "rack": "r1", "timestamp": "1700000000123", "node_id": "abc123",
+        "actor_name": "broker-3"}
     assert s.get_broker(3) == BrokerRegistration(3, "10.0.0.5", 9092, "r1", "abc123", "broker-3",
                                                  1700000000123, epoch)
+    # a broker with Kafka listeners: Kafka's endpoints and listener_security_protocol_map
+    eps = parse_endpoints("PLAINTEXT://10.0.0.6:9092,INTERNAL://10.0.0.6:9093",
+                          "INTERNAL:SSL,PLAINTEXT:PLAINTEXT")
+    reg4 = BrokerRegistration.for_listeners(4, "10.9.9.9", eps, node_id="n4", actor_name="broker-4")
+    s.register_broker(reg4, wait_s=5)
+    got = raw_json(zk_client, s, "/brokers/ids/4")
+    assert got["endpoints"] == ["PLAINTEXT://10.0.0.6:9092", "INTERNAL://10.0.0.6:9093"]
+    assert got["listener_security_protocol_map"] == {"PLAINTEXT": "PLAINTEXT", "INTERNAL": "SSL"}
+    assert (got["host"], got["port"]) == ("10.0.0.6", 9092)
+    assert s.get_broker(4).endpoints == eps
 
     tid = new_topic_id()
     ta = s.create_topic("orders", {0: [1, 2, 3], 1: [2, 3, 1], 10: [3, 1, 2]},

@@ -47,7 +47,8 @@ from controller.zookeeper.client import (AdminOperationInProgress, BadVersion, B
 from controller.zookeeper.fenced import ControllerElection, FencedWriter, ZkElectionSession
 from controller.zookeeper.multi import (MAX_BYTES_PER_MULTI, MAX_OPS_PER_MULTI, _all_ok,
                                         _first_failure, _Op, _Unit)
-from controller.layout import (BROKER_IDS, BROKER_TOPICS, DELETE_TOPICS, LATEST_PRODUCER_ID_BLOCK,
+from controller.layout import (BROKER_IDS, BROKER_TOPICS, CLUSTER_ID, DELETE_TOPICS,
+                               LATEST_PRODUCER_ID_BLOCK, decode_cluster_id, encode_cluster_id,
                                PRODUCER_ID_BLOCK_SIZE, decode_producer_id_block,
                                encode_producer_id_block,
                                ISR_CHANGE_NOTIFICATION, ISR_CHANGE_PREFIX,
@@ -61,7 +62,7 @@ from controller.layout import (BROKER_IDS, BROKER_TOPICS, DELETE_TOPICS, LATEST_
                                group_topic_offsets_path, isr_change_path, new_topic_id,
                                offset_path, partition_state_path, partitions_path, topic_path)
 from controller.topic_config import normalize_topic_config
-from replicas.errors import TopicAlreadyExists, UnknownTopicOrPartition
+from replicas.errors import InvalidPartitions, TopicAlreadyExists, UnknownTopicOrPartition
 
 # Internals of the parts that were importable from here before the split stay importable.
 from controller.zookeeper.client import (_OUTCOMES, _UNAVAILABLE, MAX_READS_PER_MULTI_READ,  # noqa: F401
@@ -196,6 +197,26 @@ class ZkStore(ZkElectionSession):
                 raise ZkStoreError(f"create_topic {topic}: {type(exc).__name__}")
             # the config znode changed under us (create/set race): re-read and retry
         raise ZkStoreError(f"create_topic {topic}: config znode kept changing")
+
+    @_zk_call
+    def add_partitions(self, topic: str, new: Mapping[int, Sequence[int]],
+                       expected: TopicAssignment) -> TopicAssignment:
+        """Kafka's AdminZkClient.addPartitions: rewrite /brokers/topics/<t> with `new`
+        partitions added to `expected`, conditional on the znode being unchanged (the
+        controller's watch creates them). InvalidPartitions if it changed meanwhile (re-read
+        and decide again) or a partition already exists."""
+        got = self._get(topic_path(topic))
+        if got is None:
+            raise UnknownTopicOrPartition(f"Topic '{topic}' does not exist.")
+        current = TopicAssignment.from_json(topic, got[0])
+        if current != expected or set(new) & set(current.partitions):
+            raise InvalidPartitions(f"Topic '{topic}' changed while adding partitions; retry.")
+        ta = replace(current, partitions={**current.partitions, **new})
+        try:
+            self._client.set(self._abs(topic_path(topic)), ta.to_json(), version=got[1].version)
+        except BadVersionError:
+            raise InvalidPartitions(f"Topic '{topic}' changed while adding partitions; retry.") from None
+        return ta
 
     @_zk_call
     def request_topic_deletion(self, topic: str) -> bool:
@@ -368,6 +389,22 @@ class ZkStore(ZkElectionSession):
         return self._data_watch(topic_path(topic), lambda data, stat:
                                 None if stat is None else TopicAssignment.from_json(topic, data),
                                 callback)
+
+    # -- cluster id --------------------------------------------------------------------------------
+    @_zk_call
+    def get_or_create_cluster_id(self) -> str:
+        """Kafka's KafkaZkClient.getOrCreateClusterId: read /cluster/id, or create it with a
+        new id; a concurrent creator wins and its id is read back."""
+        for _ in range(10):
+            got = self._get(CLUSTER_ID)
+            if got is not None:
+                return decode_cluster_id(got[0])
+            try:
+                self._client.create(self._abs(CLUSTER_ID), encode_cluster_id(new_topic_id()),
+                                    makepath=True)
+            except NodeExistsError:
+                continue
+        raise ZkStoreError("get_or_create_cluster_id: /cluster/id kept changing")
 
     # -- producer ids ------------------------------------------------------------------------------
     @_zk_call

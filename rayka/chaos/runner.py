@@ -58,6 +58,7 @@ class ChaosConfig:
     replica_lag_time_max_ms: int = 3000
     unsafe: bool = False
     scenario: str = "random"    # "isr-of-one": Jepsen 2013's loss, scripted; "rolling-restart"
+    client: str = "native"      # "librdkafka": the workload over the Kafka listeners
     out_dir: str = ""
     keep_data: bool = False
     fault_log: list = field(default_factory=list)
@@ -119,11 +120,12 @@ class ChaosRun:
         self.history.record("info", "meta", topic=TOPIC, partitions=self.cfg.partitions,
                             replication_factor=3, min_isr=topic_config["min.insync.replicas"],
                             seed=self.cfg.seed, faults=list(self.cfg.faults),
-                            unsafe=self.cfg.unsafe)
+                            unsafe=self.cfg.unsafe, client=self.cfg.client)
         self.injector = FaultInjector(self.cluster, ensemble=self.ensemble, rng=self.rng)
         self.workload = Workload(self.cluster, TOPIC, self.history,
                                  producers=self.cfg.producers, consumers=self.cfg.consumers,
-                                 rate_per_producer=self.cfg.rate_per_producer)
+                                 rate_per_producer=self.cfg.rate_per_producer,
+                                 client=self.cfg.client)
 
     def _teardown(self) -> None:
         """Every step runs whatever the previous one did: nothing may outlive the run."""

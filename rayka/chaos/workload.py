@@ -14,6 +14,10 @@ Rules:
   first `sample_partitions` partitions only: thousands of partitions would swamp them).
 - `final_read()` (after healing) reads every partition from its log start to its high
   watermark with a fresh consumer (`final-read`, `final-hw`).
+- `client="librdkafka"` drives the same workload through unmodified Kafka clients over the
+  brokers' listeners (confluent-kafka: an idempotent acks=all Producer per producer thread,
+  delivery reports as `ok`/`info`; a Consumer assigned every partition from offset 0); the
+  samplers, the final read and the checker stay the same.
 - Pacing uses sleeps: they set a rate, they never wait for an event.
 """
 
@@ -28,11 +32,29 @@ from rayka.client.admin import wait_for
 from replicas.errors import KafkaError
 
 
+CLIENTS = ("native", "librdkafka")
+
+
+class _WireProducer:
+    """A confluent-kafka Producer behind the native producer's close(timeout_s)."""
+
+    def __init__(self, producer):
+        self.producer = producer
+
+    def close(self, timeout_s: float) -> None:
+        left = self.producer.flush(timeout_s)
+        if left:
+            raise KafkaError(f"{left} librdkafka sends still unanswered after {timeout_s} s")
+
+
 class Workload:
     def __init__(self, cluster, topic: str, history, *, producers: int = 3, consumers: int = 1,
                  rate_per_producer: float = 200.0, delivery_timeout_ms: int = 120_000,
-                 sample_partitions: int = 64):
+                 sample_partitions: int = 64, client: str = "native"):
+        if client not in CLIENTS:
+            raise ValueError(f"client {client!r}: one of {', '.join(CLIENTS)}")
         self.cluster, self.topic, self.history = cluster, topic, history
+        self.client = client
         self.n_producers, self.n_consumers = producers, consumers
         self.rate = rate_per_producer
         self.sample_partitions = sample_partitions     # samplers watch the first N only
@@ -48,10 +70,12 @@ class Workload:
 
     # -- lifecycle ------------------------------------------------------------------------------------
     def start(self) -> None:
+        wire = self.client == "librdkafka"
         for i in range(self.n_producers):
-            self._spawn(self._produce, i, f"chaos-producer-{i}")
+            self._spawn(self._produce_wire if wire else self._produce, i, f"chaos-producer-{i}")
         for i in range(self.n_consumers):
-            self._spawn(self._consume, 100 + i, f"chaos-consumer-{i}")
+            self._spawn(self._consume_wire if wire else self._consume, 100 + i,
+                        f"chaos-consumer-{i}")
         self._spawn(self._sample, 0, "chaos-sampler")
 
     def _spawn(self, target, arg, name) -> None:
@@ -78,10 +102,10 @@ class Workload:
             t.join(30)
 
     # -- producers ------------------------------------------------------------------------------------
-    def _produce(self, process: int) -> None:
-        producer = self.cluster.producer(acks="all", enable_idempotence=True, linger_ms=2,
-                                         delivery_timeout_ms=self.delivery_timeout_ms)
-        self.producers.append(producer)
+    def _paced(self, process: int, send, after_burst=None) -> None:
+        """Unique values `p<process>-<n>`, each recorded `invoke` then handed to `send`,
+        in bursts at `rate` records/s until stop_producing; a send that raises is
+        indeterminate."""
         burst = max(1, int(self.rate / 20))
         n = 0
         next_t = time.monotonic()
@@ -91,18 +115,50 @@ class Workload:
                 n += 1
                 self.history.record("invoke", "send", process=process, value=value)
                 try:
-                    future = producer.send(self.topic, value.encode(), key=value.encode())
-                except KafkaError as exc:
+                    send(value)
+                except Exception as exc:   # KafkaError, BufferError, a fatal idempotence error
                     self._indeterminate(process, value, exc)
-                    continue
-                future.add_done_callback(
-                    lambda f, v=value: self._answered(process, v, f))
+            if after_burst is not None:
+                after_burst()
             next_t += burst / self.rate
             delay = next_t - time.monotonic()
             if delay > 0:
                 self.stop_producing.wait(delay)   # pacing, not synchronisation
             else:
                 next_t = time.monotonic()
+
+    def _produce(self, process: int) -> None:
+        producer = self.cluster.producer(acks="all", enable_idempotence=True, linger_ms=2,
+                                         delivery_timeout_ms=self.delivery_timeout_ms)
+        self.producers.append(producer)
+
+        def send(value: str) -> None:
+            future = producer.send(self.topic, value.encode(), key=value.encode())
+            future.add_done_callback(lambda f: self._answered(process, value, f))
+        self._paced(process, send)
+
+    def _produce_wire(self, process: int) -> None:
+        """The same paced sends through librdkafka over the Kafka listeners."""
+        from confluent_kafka import Producer
+        producer = Producer({"bootstrap.servers": self.cluster.bootstrap_servers(),
+                             "enable.idempotence": True, "acks": "all", "linger.ms": 2,
+                             "message.timeout.ms": self.delivery_timeout_ms,
+                             "partitioner": "murmur2_random", "log_level": 3})
+        self.producers.append(_WireProducer(producer))
+
+        def report(err, msg):
+            value = msg.value().decode()
+            if err is not None:
+                self._indeterminate(process, value, RuntimeError(str(err)))
+                return
+            self.history.record("ok", "send", process=process, value=value,
+                                partition=msg.partition(), offset=msg.offset())
+            with self._lock:
+                self.acked += 1
+
+        def send(value: str) -> None:
+            producer.produce(self.topic, value.encode(), key=value.encode(), on_delivery=report)
+        self._paced(process, send, after_burst=lambda: producer.poll(0))
 
     def _answered(self, process: int, value: str, future) -> None:
         exc = future.exception()
@@ -134,6 +190,23 @@ class Workload:
             for r in records:
                 self.history.record("ok", "read", process=process, partition=r.partition,
                                     offset=r.offset, value=r.value.decode())
+
+    def _consume_wire(self, process: int) -> None:
+        from confluent_kafka import Consumer, TopicPartition
+        consumer = Consumer({"bootstrap.servers": self.cluster.bootstrap_servers(),
+                             "group.id": f"chaos-{process}", "enable.auto.commit": False,
+                             "log_level": 3})
+        try:
+            partitions = len(self.cluster.admin().describe_topic(self.topic))
+            consumer.assign([TopicPartition(self.topic, p, 0) for p in range(partitions)])
+            while not self.stop_all.is_set():
+                for m in consumer.consume(num_messages=1000, timeout=0.2):
+                    if m.error() is None:
+                        self.history.record("ok", "read", process=process,
+                                            partition=m.partition(), offset=m.offset(),
+                                            value=m.value().decode())
+        finally:
+            consumer.close()
 
     # -- samplers -------------------------------------------------------------------------------------
     def _sample(self, _arg) -> None:

@@ -15,14 +15,13 @@ Rules:
 
 from __future__ import annotations
 
-import random
 import time
 from typing import Callable, Mapping, Sequence
 
 import ray
 
-from controller.assignment import assign_replicas, validate_topic_name
-from controller.topic_config import normalize_topic_config
+from controller.assignment import validate_topic_name
+from controller.topic_admin import plan_topic
 from rayka.client.types import ControllerInfo, PartitionInfo, TopicPartition
 from replicas.errors import (InvalidPartitions, InvalidReplicaAssignment, InvalidReplicationFactor,
                              KafkaError, RequestTimedOut, UnknownTopicOrPartition)
@@ -53,17 +52,14 @@ class Admin:
                      config: Mapping[str, object] | None = None, *, wait: bool = True,
                      timeout_s: float = 30.0) -> list[PartitionInfo]:
         validate_topic_name(name)
-        if not isinstance(partitions, int) or partitions < 1:
+        if not isinstance(partitions, int) or partitions < 1:      # -1 is not "the default" here
             raise InvalidPartitions(f"Number of partitions must be at least 1 (got {partitions!r}).")
-        live = sorted(self.store.get_broker_ids())
-        if not isinstance(replication_factor, int) or not 1 <= replication_factor <= len(live):
+        if not isinstance(replication_factor, int) or replication_factor < 1:
             raise InvalidReplicationFactor(
-                f"Replication factor: {replication_factor} larger than available brokers: "
-                f"{len(live)}." if isinstance(replication_factor, int) and replication_factor > 0
-                else f"Replication factor must be at least 1 (got {replication_factor!r}).")
-        config = normalize_topic_config(config)
-        self.store.create_topic(name, assign_replicas(live, partitions, replication_factor,
-                                                     rng=random.Random()), config)
+                f"Replication factor must be at least 1 (got {replication_factor!r}).")
+        plan = plan_topic(name, partitions, replication_factor, self.store.get_broker_ids(),
+                          config=config)
+        self.store.create_topic(name, plan.assignment, plan.config)
         if wait:
             self.wait_for_leaders(name, timeout_s)
         return self.describe_topic(name)

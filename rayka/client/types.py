@@ -40,6 +40,7 @@ class BrokerInfo(NamedTuple):
     id: int                # broker id
     node_id: str | None    # the Ray node it runs on
     alive: bool
+    endpoints: tuple[str, ...] = ()    # its Kafka listeners, NAME://host:port
 
 
 class ControllerInfo(NamedTuple):

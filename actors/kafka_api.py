@@ -1,0 +1,413 @@
+"""The broker's side of the Kafka protocol: `KafkaBrokerApi` implements protocol.api.BrokerApi
+over the BrokerActor's own replica manager, waiters and ZooKeeper store.
+
+Rules:
+- No second copy of the data path: produce is `BrokerActor._produce` and fetch is
+  `BrokerActor.fetch_partitions`, the very methods behind the Ray calls; reads of the
+  replica manager happen under the broker's lock; ZooKeeper calls (topic creation, configs,
+  producer-id blocks) happen outside it.
+- Broker configs with Kafka's names (`KafkaConfig`, popped from the broker's config before
+  the rest become topic defaults): listeners, advertised.listeners,
+  listener.security.protocol.map, auto.create.topics.enable (true), num.partitions (1),
+  default.replication.factor (1), socket.request.max.bytes (100 MiB),
+  connections.max.idle.ms (10 min). Dots or underscores alike.
+- Metadata answers come from the broker's metadata cache (fed by UpdateMetadata), brokers
+  listed with their endpoint for the listener the request came in on (Kafka's rule). The
+  "controller" told to clients is the lowest live broker: rayka's controllers are not
+  brokers, and every broker serves admin requests.
+- Admin writes (CreateTopics, DeleteTopics, CreatePartitions, IncrementalAlterConfigs) are
+  planned by controller/topic_admin.py and written to ZooKeeper as rayka's Admin does; the
+  answer waits up to the request's timeout until this broker's metadata shows the change
+  (REQUEST_TIMED_OUT after it, the change staying), or answers at once for timeout <= 0.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from dataclasses import dataclass, fields
+
+from controller.layout import Endpoint, parse_endpoints
+from controller.topic_admin import plan_partitions, plan_topic
+from controller.topic_config import CONFIG_DEFS, normalize_topic_config
+from protocol.api import (BrokerNode, ClusterMetadata, ConfigEntry, ConfigResource,
+                          ConfigsOutcome, Deferred, FetchAsk, FetchOutcome, OffsetAnswer,
+                          PartitionMetadata, ProduceOutcome, TopicMetadata, TopicOutcome,
+                          TopicSpec)
+from controller.assignment import validate_topic_name
+from replicas.errors import (InvalidConfig, InvalidRequest, KafkaError, LeaderNotAvailable,
+                             RequestTimedOut, UnknownServerError, UnknownTopicOrPartition)
+
+log = logging.getLogger(__name__)
+
+NONE = 0
+TOPIC, BROKER = 2, 4                                  # Kafka's ConfigResource.Type
+SOURCE_TOPIC, SOURCE_STATIC_BROKER, SOURCE_DEFAULT = 1, 4, 5
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+
+
+@dataclass(frozen=True)
+class KafkaConfig:
+    listeners: str = "PLAINTEXT://127.0.0.1:0"
+    advertised_listeners: str | None = None
+    listener_security_protocol_map: str | None = None
+    auto_create_topics_enable: bool = True
+    num_partitions: int = 1
+    default_replication_factor: int = 1
+    socket_request_max_bytes: int = 100 * 1024 * 1024
+    connections_max_idle_ms: int = 600_000
+
+    @classmethod
+    def pop_from(cls, config: dict) -> "KafkaConfig":
+        """Take this config's keys (dotted or underscored) out of a broker's config dict."""
+        kw = {}
+        for f in fields(cls):
+            for key in (f.name, f.name.replace("_", ".")):
+                if key in config:
+                    raw = config.pop(key)
+                    kw[f.name] = _parse(f.name, raw, cls.__dataclass_fields__[f.name].default)
+        out = cls(**kw)
+        parse_endpoints(out.listeners, out.listener_security_protocol_map)   # InvalidConfig early
+        return out
+
+    def bind_endpoints(self) -> tuple[Endpoint, ...]:
+        return parse_endpoints(self.listeners, self.listener_security_protocol_map)
+
+    def advertised(self, bound: dict[str, int], node_host: str) -> tuple[Endpoint, ...]:
+        """advertised.listeners, else the listeners: a wildcard or empty host becomes this
+        node's address, port 0 the port actually bound."""
+        eps = parse_endpoints(self.advertised_listeners or self.listeners,
+                              self.listener_security_protocol_map)
+        out = []
+        for e in eps:
+            host = node_host if e.host in ("", "0.0.0.0", "::") else e.host
+            port = e.port or bound.get(e.listener, 0)
+            out.append(Endpoint(e.listener, host, port, e.security_protocol))
+        return tuple(out)
+
+
+def _parse(name: str, raw, default):
+    try:
+        if isinstance(default, bool):
+            value = str(raw).strip().lower()
+            if value not in ("true", "false"):
+                raise ValueError
+            return value == "true"
+        if isinstance(default, int):
+            return int(str(raw).strip())
+        return None if raw is None else str(raw)
+    except ValueError:
+        raise InvalidConfig(f"Invalid value {raw!r} for configuration {name.replace('_', '.')}") from None
+
+
+class KafkaBrokerApi:
+    def __init__(self, broker, config: KafkaConfig, cluster_id: str):
+        self.broker = broker
+        self.broker_id = broker.id
+        self.config = config
+        self.cluster_id = cluster_id
+        self._pid_lock = threading.Lock()
+        self._pid_block = (0, -1)                      # [next, end] of this broker's block
+
+    # -- metadata -------------------------------------------------------------------------------
+    def metadata(self, topics, allow_auto_create: bool, listener: str) -> ClusterMetadata:
+        b = self.broker
+        with b.lock:
+            md = b.rm.metadata
+            live = dict(md.live_brokers)
+            known = set(md.topics())
+            names = sorted(known) if topics is None else list(dict.fromkeys(topics))
+            found = {t: self._topic(md, t, live) for t in names if t in known}
+            # Kafka clients send admin requests to the "controller" and expect a broker id:
+            # rayka's controllers are separate actors, and ANY broker serves admin requests
+            # (they write ZooKeeper), so the lowest live broker stands in (as KRaft does).
+            controller_id = min(live) if live else -1
+        out = []
+        for t in names:
+            if t in found:
+                out.append(found[t])
+                continue
+            try:
+                validate_topic_name(t)
+            except KafkaError as exc:
+                out.append(TopicMetadata(t, exc.code))
+                continue
+            if allow_auto_create and self.config.auto_create_topics_enable:
+                out.append(TopicMetadata(t, self._auto_create(t, live)))
+            else:
+                out.append(TopicMetadata(t, UnknownTopicOrPartition.code))
+        nodes = []
+        for bid, lb in sorted(live.items()):
+            ep = next((e for e in getattr(lb, "endpoints", ()) if e.listener == listener), None)
+            if ep is not None:
+                nodes.append(BrokerNode(bid, ep.host, ep.port, lb.rack))
+        return ClusterMetadata(self.cluster_id, controller_id, tuple(nodes), tuple(out))
+
+    @staticmethod
+    def _topic(md, topic: str, live) -> TopicMetadata:
+        parts = []
+        for p in md.partitions_of(topic):
+            s = md.partitions[(topic, p)]
+            replicas, isr = tuple(s.replicas), tuple(s.isr)
+            leader = s.leader if s.leader in live else -1
+            parts.append(PartitionMetadata(p, NONE if leader >= 0 else LeaderNotAvailable.code,
+                                           leader, s.leader_epoch, replicas, isr,
+                                           tuple(r for r in replicas if r not in live)))
+        return TopicMetadata(topic, NONE, tuple(parts))
+
+    def _auto_create(self, topic: str, live) -> int:
+        """Kafka's auto.create.topics.enable: create with the broker defaults and answer
+        LEADER_NOT_AVAILABLE until the topic has leaders (the client asks again)."""
+        try:
+            plan = plan_topic(topic, -1, -1, list(live),
+                              default_partitions=self.config.num_partitions,
+                              default_replication_factor=min(self.config.default_replication_factor,
+                                                             max(len(live), 1)))
+            self.broker.store.create_topic(topic, plan.assignment, plan.config)
+            log.info("broker %s: auto-created topic %s (%d partitions, RF %d)", self.broker_id,
+                     topic, plan.partitions, plan.replication_factor)
+        except KafkaError as exc:
+            if exc.code != 36:                          # TOPIC_ALREADY_EXISTS: someone won the race
+                return exc.code
+        return LeaderNotAvailable.code
+
+    # -- data -----------------------------------------------------------------------------------------
+    def produce(self, acks: int, timeout_ms: int, partitions) -> "Deferred":
+        """Appends now; the acknowledgements come from the returned Deferred's result()."""
+        pending = self.broker._produce_begin([(tuple(tp), data) for tp, data in partitions],
+                                             acks, timeout_ms)
+
+        def outcomes() -> dict:
+            results = pending.result()
+            with self.broker.lock:
+                starts = {tp: self._log_start(tp) for tp in results}
+            return {tp: ProduceOutcome(r["error"], r["base_offset"] if not r["error"] else -1,
+                                       starts[tp], r.get("message") or None)
+                    for tp, r in results.items()}
+        return Deferred(outcomes)
+
+    def _log_start(self, tp) -> int:
+        try:
+            return self.broker.rm.log(tp).log_start_offset
+        except (KeyError, KafkaError):
+            return -1
+
+    def fetch(self, replica_id, max_wait_ms, min_bytes, max_bytes, isolation_level, asks):
+        raw = self.broker.fetch_partitions(
+            replica_id, [(a.tp, a.offset, a.current_leader_epoch, a.last_fetched_epoch,
+                          a.max_bytes) for a in asks], max_wait_ms, min_bytes, max_bytes)
+        with self.broker.lock:
+            md = self.broker.rm.metadata
+            leaders = {tp: (md.partitions[tp].leader, md.partitions[tp].leader_epoch)
+                       for tp, r in raw.items() if r.error and tp in md.partitions}
+        return {tp: FetchOutcome(r.error, r.records, r.high_watermark, r.high_watermark,
+                                 r.log_start_offset, r.diverging_epoch,
+                                 leaders.get(tp, (-1, -1)))
+                for tp, r in raw.items()}
+
+    def list_offsets(self, isolation_level, asks) -> dict:
+        with self.broker.lock:
+            return {tuple(tp): OffsetAnswer(*self.broker.rm.list_offset(tp, ts, epoch))
+                    for tp, ts, epoch in asks}
+
+    def offsets_for_leader_epoch(self, asks) -> dict:
+        out = {}
+        with self.broker.lock:
+            for tp, current, epoch in asks:
+                error, got_epoch, end = self.broker.rm.offsets_for_leader_epoch(tp, current, epoch)
+                out[tuple(tp)] = OffsetAnswer(error, -1, end, got_epoch)
+        return out
+
+    def init_producer_id(self, transactional_id, producer_id, producer_epoch):
+        """A fresh id from this broker's block of /latest_producer_id_block (Kafka's
+        ProducerIdManager); a new block when it runs out."""
+        with self._pid_lock:
+            start, end = self._pid_block
+            if start > end:
+                start, end = self.broker.store.allocate_producer_id_block(owner_id=self.broker_id)
+            self._pid_block = (start + 1, end)
+        return NONE, start, 0
+
+    # -- topics ---------------------------------------------------------------------------------------
+    def _live(self) -> list[int]:
+        with self.broker.lock:
+            return sorted(self.broker.rm.metadata.live_brokers)
+
+    def _wait(self, ready, timeout_ms: int) -> bool:
+        """Wait (on the broker's `changed`) until ready() holds under the lock."""
+        deadline = time.monotonic() + timeout_ms / 1000
+        with self.broker.lock:
+            while not ready():
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self.broker.changed.wait(remaining)
+        return True
+
+    def _has_leaders(self, topic: str, count: int) -> bool:
+        md = self.broker.rm.metadata
+        parts = md.partitions_of(topic)
+        return len(parts) >= count and all(md.leader((topic, p)) is not None for p in parts)
+
+    def create_topics(self, specs: list[TopicSpec], timeout_ms: int, validate_only: bool):
+        live, out, created = self._live(), {}, []
+        for spec in specs:
+            try:
+                plan = plan_topic(spec.name, spec.partitions, spec.replication_factor, live,
+                                  config={k: v for k, v in spec.configs.items() if v is not None},
+                                  assignment=spec.assignments or None,
+                                  default_partitions=self.config.num_partitions,
+                                  default_replication_factor=self.config.default_replication_factor,
+                                  rng=random.Random())
+                if not validate_only:
+                    self.broker.store.create_topic(spec.name, plan.assignment, plan.config)
+                    created.append((spec.name, plan.partitions))
+                out[spec.name] = TopicOutcome(NONE, None, plan.partitions, plan.replication_factor,
+                                              self._topic_entries(plan.config, None))
+            except KafkaError as exc:
+                out[spec.name] = TopicOutcome(exc.code, exc.message)
+        if created and timeout_ms > 0:
+            self._wait(lambda: all(self._has_leaders(t, n) for t, n in created), timeout_ms)
+            with self.broker.lock:
+                late = [t for t, n in created if not self._has_leaders(t, n)]
+            for t in late:
+                out[t] = TopicOutcome(RequestTimedOut.code, f"Topic {t} was created but its "
+                                      f"leaders were not known within {timeout_ms} ms")
+        return out
+
+    def delete_topics(self, names, timeout_ms: int):
+        out, asked = {}, []
+        for name in names:
+            try:
+                self.broker.store.request_topic_deletion(name)
+                asked.append(name)
+                out[name] = TopicOutcome(NONE)
+            except KafkaError as exc:
+                out[name] = TopicOutcome(exc.code, exc.message)
+        if asked and timeout_ms > 0:
+            # gone from this broker's metadata AND from ZooKeeper (the controller deletes the
+            # znodes after the replicas): a client may re-create the name at once
+            deadline = time.monotonic() + timeout_ms / 1000
+            store = self.broker.store
+            gone = lambda: not set(asked) & set(self.broker.rm.metadata.topics())  # noqa: E731
+            left = set(asked)
+            if self._wait(gone, timeout_ms):
+                while left and time.monotonic() < deadline:
+                    left &= store.get_topics() | store.get_topic_deletions()
+                    if left:
+                        self.broker._stopped.wait(0.05)   # poll interval of a deadline loop
+            for name in left:
+                out[name] = TopicOutcome(RequestTimedOut.code, f"Topic {name} is still being "
+                                         f"deleted after {timeout_ms} ms")
+        return out
+
+    def create_partitions(self, asks, timeout_ms: int, validate_only: bool):
+        live, out, grown = self._live(), {}, []
+        reassigning = {tp[0] for tp in self.broker.store.get_reassignment()}
+        for name, count, assignment in asks:
+            try:
+                current = self.broker.store.get_topic_assignment(name)
+                if current is None:
+                    raise UnknownTopicOrPartition(f"The topic '{name}' does not exist.")
+                new = plan_partitions(name, current.partitions, count, live,
+                                      assignment=assignment,
+                                      reassigning=name in reassigning or bool(
+                                          current.adding_replicas or current.removing_replicas))
+                if not validate_only:
+                    self.broker.store.add_partitions(name, new, current)
+                    grown.append((name, count))
+                out[name] = TopicOutcome(NONE)
+            except KafkaError as exc:
+                out[name] = TopicOutcome(exc.code, exc.message)
+        if grown and timeout_ms > 0 and not self._wait(
+                lambda: all(self._has_leaders(t, n) for t, n in grown), timeout_ms):
+            for t, n in grown:
+                with self.broker.lock:
+                    if not self._has_leaders(t, n):
+                        out[t] = TopicOutcome(RequestTimedOut.code,
+                                              f"Partitions of {t} not known within {timeout_ms} ms")
+        return out
+
+    # -- configs --------------------------------------------------------------------------------------
+    def _topic_entries(self, overrides, keys) -> tuple[ConfigEntry, ...]:
+        defaults = self.broker.topic_defaults
+        out = []
+        for name in sorted(CONFIG_DEFS):
+            if keys is not None and name not in keys:
+                continue
+            d = CONFIG_DEFS[name]
+            if name in overrides:
+                value, source = overrides[name], SOURCE_TOPIC
+            elif name in defaults:
+                value, source = str(defaults[name]), SOURCE_STATIC_BROKER
+            else:
+                value, source = normalize_topic_config({name: d.default})[name], SOURCE_DEFAULT
+            out.append(ConfigEntry(name, value, False, source != SOURCE_TOPIC, source, False, d.doc))
+        return tuple(out)
+
+    def _broker_entries(self, keys) -> tuple[ConfigEntry, ...]:
+        values = {"broker.id": str(self.broker_id), "log.dirs": self.broker.data_dir,
+                  **{f.name.replace("_", "."): ("" if getattr(self.config, f.name) is None else
+                                                str(getattr(self.config, f.name)).lower()
+                                                if isinstance(getattr(self.config, f.name), bool)
+                                                else str(getattr(self.config, f.name)))
+                     for f in fields(self.config)}}
+        return tuple(ConfigEntry(k, v, True, False, SOURCE_STATIC_BROKER)
+                     for k, v in sorted(values.items()) if keys is None or k in keys)
+
+    def describe_configs(self, resources):
+        out = {}
+        for res, keys in resources:
+            try:
+                if res.kind == TOPIC:
+                    overrides = self.broker.store.get_topic_config(res.name)
+                    if overrides is None and res.name not in self.broker.store.get_topics():
+                        raise UnknownTopicOrPartition(f"Topic '{res.name}' does not exist.")
+                    entries = self._topic_entries(overrides or {}, keys)
+                elif res.kind == BROKER:
+                    if res.name not in ("", str(self.broker_id)):
+                        raise InvalidRequest(f"Unexpected broker id, expected {self.broker_id} "
+                                             f"or empty string, but received {res.name}")
+                    entries = self._broker_entries(keys)
+                else:
+                    raise InvalidRequest(f"Unsupported resource type {res.kind}")
+                out[res] = ConfigsOutcome(NONE, None, entries)
+            except KafkaError as exc:
+                out[res] = ConfigsOutcome(exc.code, exc.message)
+        return out
+
+    def alter_configs(self, resources, validate_only: bool):
+        out = {}
+        for res, ops in resources:
+            try:
+                if res.kind != TOPIC:
+                    raise InvalidConfig("broker configs are static in rayka: set them with "
+                                        "`rayka start --config` (or start_local(**config))")
+                current = self.broker.store.get_topic_config(res.name)
+                if current is None and res.name not in self.broker.store.get_topics():
+                    raise UnknownTopicOrPartition(f"Topic '{res.name}' does not exist.")
+                new = dict(current or {})
+                for name, op, value in ops:
+                    if name not in CONFIG_DEFS:
+                        raise InvalidConfig(f"Unknown topic config name: {name}")
+                    if op == SET:
+                        new[name] = value
+                    elif op == DELETE:
+                        new.pop(name, None)
+                    elif op in (APPEND, SUBTRACT):
+                        raise InvalidConfig(f"Config value append/subtract is not allowed for "
+                                            f"config key {name}: it is not a list")
+                    else:
+                        raise InvalidRequest(f"Unknown config operation {op}")
+                new = normalize_topic_config(new)
+                if not validate_only:
+                    self.broker.store.set_topic_config(res.name, new)
+                out[res] = ConfigsOutcome(NONE)
+            except KafkaError as exc:
+                out[res] = ConfigsOutcome(exc.code, exc.message)
+            except Exception as exc:                     # a ZooKeeper failure: per resource
+                log.warning("alter configs %s: %s", res, exc)
+                out[res] = ConfigsOutcome(UnknownServerError.code, str(exc))
+        return out

@@ -1,0 +1,260 @@
+"""Kafka clients over the brokers' listeners: librdkafka (confluent-kafka) produce and consume
+throughput, end-to-end latency, and what each request costs the broker.
+
+Setup: one local rayka cluster (3 broker actors, 2 controllers, embedded ZooKeeper) on the
+Ray instance of this process; the clients run in this process (librdkafka's own threads do
+the I/O). Every run gets a FRESH topic of 6 partitions, RF 3, min.insync.replicas 2.
+
+Measured (one sample per run; 100-byte values):
+1. produce: an idempotent acks=all Producer (linger.ms 5, librdkafka's batch defaults)
+   produces N records (1,000,000; --quick 50,000) with produce() in a loop; the clock runs
+   from the first produce() to flush() returning with every delivery report in (a failed
+   delivery fails the bench).
+2. consume: a Consumer assigned every partition from offset 0 reads the produced topic to
+   its end (consume(num_messages=10000) batches).
+3. end-to-end latency at 1,000 and 10,000 records/s: a paced Producer (acks=all, linger.ms
+   0) and a Consumer thread (fetch.wait.max.ms 100) in this process; latency = the time the
+   consumer got the record - time.perf_counter() stamped in the value just before
+   produce(). ~5 s per rate (--quick 1 s).
+4. broker cost per request: the listeners' own counters (requests, the handling thread's
+   CPU time, bytes) summed over the brokers for the produce and consume runs: CPU µs per
+   Produce / Fetch request and records per Produce request.
+DESIGN §8 target: librdkafka over the listener, acks=all >= 500,000 records/s; latency as the
+native API's (bench/produce_bench.py: at 10k rec/s p50 <= 5 ms, p99 <= 20 ms).
+
+    .venv/bin/python bench/wire_bench.py [--quick] [--runs 3] [--out bench/out/wire.json]
+"""
+
+from __future__ import annotations
+
+import shutil
+import struct
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.common import arg_parser, emit, figure, machine_facts  # noqa: E402
+
+NAME = "wire"
+DEFAULT_OUT = Path(__file__).resolve().parent / "out" / f"{NAME}.json"
+BROKERS, CONTROLLERS, PARTITIONS, VALUE = 3, 2, 6, 100
+RECORDS = 1_000_000
+LATENCY_RATES = (1_000, 10_000)
+LATENCY_S = 5.0
+QUICK_DIVISOR = 20
+TIMEOUT_S = 300.0
+STAMP = struct.Struct("<d")
+TARGETS = {"wire.produce.acks_all.rf3.100B.records_per_s": 500_000,
+           "wire.latency.rate_10000.p50_ms": 5.0, "wire.latency.rate_10000.p99_ms": 20.0}
+
+
+def say(msg: str) -> None:
+    print(f"# {msg}", file=sys.stderr, flush=True)
+
+
+def new_topic(cluster) -> str:
+    name = f"wire-{uuid.uuid4().hex[:8]}"
+    cluster.admin().create_topic(name, PARTITIONS, 3, {"min.insync.replicas": 2},
+                                 timeout_s=TIMEOUT_S)
+    return name
+
+
+def broker_stats(cluster) -> dict:
+    """{api name: [requests, cpu s, bytes in, bytes out]} summed over brokers and listeners."""
+    import ray
+    out: dict[str, list] = {}
+    for stats in ray.get([b.kafka_stats.remote() for b in cluster.broker_actors()]):
+        for per_api in stats.values():
+            for api, s in per_api.items():
+                row = out.setdefault(api, [0, 0.0, 0, 0])
+                for i, key in enumerate(("requests", "cpu_s", "bytes_in", "bytes_out")):
+                    row[i] += s[key]
+    return out
+
+
+def delta(after: dict, before: dict) -> dict:
+    return {api: [a - b for a, b in zip(row, before.get(api, [0, 0.0, 0, 0]))]
+            for api, row in after.items()}
+
+
+def produce_once(bootstrap: str, topic: str, n: int) -> float:
+    from confluent_kafka import Producer
+    failed = []
+    p = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
+                  "linger.ms": 5, "queue.buffering.max.messages": 1_000_000})
+    p.produce(topic, b"warm-up")
+    p.flush(TIMEOUT_S)                      # metadata and producer id before the clock
+    value = b"v" * VALUE
+    produce, poll = p.produce, p.poll
+    report = lambda err, _m: failed.append(err) if err else None  # noqa: E731
+    t0 = time.perf_counter()
+    for i in range(n):
+        try:
+            produce(topic, value, on_delivery=report)
+        except BufferError:
+            poll(0.01)                       # the local queue is full: let deliveries drain
+            produce(topic, value, on_delivery=report)
+        if i % 10_000 == 0:
+            poll(0)
+    left = p.flush(TIMEOUT_S)
+    elapsed = time.perf_counter() - t0
+    if left or failed:
+        raise RuntimeError(f"produce: {left} unanswered, {len(failed)} failed ({failed[:1]})")
+    return elapsed
+
+
+def consume_once(bootstrap: str, topic: str, expected: int) -> float:
+    from confluent_kafka import Consumer, TopicPartition
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"b-{uuid.uuid4().hex[:6]}",
+                  "enable.auto.commit": False, "enable.partition.eof": False})
+    c.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+    n, t0 = 0, time.perf_counter()
+    deadline = t0 + TIMEOUT_S
+    while n < expected:
+        n += sum(1 for m in c.consume(num_messages=10_000, timeout=1.0) if m.error() is None)
+        if time.perf_counter() > deadline:
+            raise TimeoutError(f"consumer read {n} of {expected}")
+    elapsed = time.perf_counter() - t0
+    c.close()
+    return elapsed
+
+
+def latency_once(bootstrap: str, topic: str, rate: int, duration_s: float) -> dict:
+    from confluent_kafka import Consumer, Producer, TopicPartition
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"l-{uuid.uuid4().hex[:6]}",
+                  "enable.auto.commit": False, "fetch.wait.max.ms": 100,
+                  "enable.partition.eof": False})
+    c.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+    latencies: list[float] = []
+    stop = threading.Event()
+
+    def consume():
+        # poll(), not consume(n): consume waits for n messages or its timeout
+        while not stop.is_set():
+            m = c.poll(0.05)
+            if m is not None and m.error() is None and len(m.value()) >= STAMP.size:
+                latencies.append(time.perf_counter() - STAMP.unpack_from(m.value())[0])
+    thread = threading.Thread(target=consume, daemon=True)
+    thread.start()
+    p = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
+                  "linger.ms": 0})
+    pad = b"." * (VALUE - STAMP.size)
+    try:
+        p.produce(topic, b"warm")             # metadata, producer id, first fetches
+        p.flush(TIMEOUT_S)
+        time.sleep(1.0)                       # let the consumer's first fetch settle (not sync)
+        latencies.clear()
+        sent, t0 = 0, time.perf_counter()
+        while (now := time.perf_counter()) < t0 + duration_s:
+            due = int((now - t0) * rate) + 1
+            while sent < due:
+                p.produce(topic, STAMP.pack(time.perf_counter()) + pad)
+                sent += 1
+            p.poll(0)
+            time.sleep(max(0.0, t0 + sent / rate - time.perf_counter()))  # pacing, not sync
+        achieved = sent / (time.perf_counter() - t0)
+        p.flush(TIMEOUT_S)
+        deadline = time.monotonic() + TIMEOUT_S
+        while len(latencies) < sent and time.monotonic() < deadline:
+            time.sleep(0.05)                  # poll interval of a deadline loop
+        if len(latencies) < sent:
+            raise TimeoutError(f"read {len(latencies)} of {sent} at {rate}/s")
+    finally:
+        stop.set()
+        thread.join(30)
+        c.close()
+    return {"e2e_ms": np.asarray(latencies) * 1000.0, "achieved": achieved}
+
+
+def run(quick: bool = False, runs: int = 3) -> dict:
+    import ray
+
+    import rayka
+    from rayka.cluster import ensure_ray
+    own_ray = ensure_ray("local", include_dashboard=False)
+    data_dir = tempfile.mkdtemp(prefix="rayka-wire-bench-")
+    cluster = None
+    n = RECORDS // QUICK_DIVISOR if quick else RECORDS
+    duration = LATENCY_S / 5 if quick else LATENCY_S
+    produced, consumed, costs = [], [], []
+    latency: dict[int, list] = {r: [] for r in LATENCY_RATES}
+    try:
+        cluster = rayka.start_local(name=f"wire-{uuid.uuid4().hex[:6]}", brokers=BROKERS,
+                                    controllers=CONTROLLERS, data_dir=data_dir)
+        bootstrap = cluster.bootstrap_servers()
+        for run_i in range(runs):
+            topic = new_topic(cluster)
+            before = broker_stats(cluster)
+            elapsed = produce_once(bootstrap, topic, n)
+            mid = broker_stats(cluster)
+            produced.append(n / elapsed)
+            consumed.append(n / consume_once(bootstrap, topic, n + 1))
+            cost = {"produce": delta(mid, before), "consume": delta(broker_stats(cluster), mid)}
+            costs.append(cost)
+            prod = cost["produce"].get("PRODUCE", [0, 0, 0, 0])
+            fetch = cost["consume"].get("FETCH", [0, 0, 0, 0])
+            say(f"run {run_i}: produce {produced[-1]:,.0f} rec/s ({prod[0]} requests, "
+                f"{1e6 * prod[1] / max(prod[0], 1):.0f} µs CPU each), consume "
+                f"{consumed[-1]:,.0f} rec/s ({fetch[0]} fetches)")
+            cluster.admin().delete_topic(topic, timeout_s=60)
+            for rate in LATENCY_RATES:
+                topic = new_topic(cluster)
+                got = latency_once(bootstrap, topic, rate, duration)
+                lat = got["e2e_ms"]
+                latency[rate].append(dict(zip(("p50", "p99"), np.percentile(lat, [50, 99]).tolist()),
+                                          achieved=got["achieved"]))
+                say(f"run {run_i}: latency at {rate:,}/s: p50 {latency[rate][-1]['p50']:.2f} ms, "
+                    f"p99 {latency[rate][-1]['p99']:.2f} ms")
+                cluster.admin().delete_topic(topic, timeout_s=60)
+    finally:
+        if cluster is not None:
+            cluster.shutdown()
+        if own_ray:
+            ray.shutdown()
+        shutil.rmtree(data_dir, ignore_errors=True)
+    params = dict(acks="all", idempotent=True, replication_factor=3, value_bytes=VALUE,
+                  partitions=PARTITIONS, records=n, client="confluent-kafka 2.16.1")
+    name = "wire.produce.acks_all.rf3.100B.records_per_s"
+    figures = [figure(name, "records/s", produced, TARGETS[name], linger_ms=5, **params),
+               figure("wire.consume.rf3.100B.records_per_s", "records/s", consumed, None, **params)]
+
+    def per(kind, api, i, scale=1.0):
+        return [scale * c[kind].get(api, [0] * 4)[i] / max(c[kind].get(api, [1])[0], 1) for c in costs]
+    figures += [
+        figure("wire.broker.produce_request.cpu_us", "µs", per("produce", "PRODUCE", 1, 1e6),
+               None, "lower", **params),
+        figure("wire.broker.produce_request.records", "records",
+               [n / max(c["produce"].get("PRODUCE", [1])[0], 1) for c in costs], None, **params),
+        figure("wire.broker.fetch_request.cpu_us", "µs", per("consume", "FETCH", 1, 1e6),
+               None, "lower", **params)]
+    for rate in LATENCY_RATES:
+        for q in ("p50", "p99"):
+            name = f"wire.latency.rate_{rate}.{q}_ms"
+            figures.append(figure(name, "ms", [r[q] for r in latency[rate]], TARGETS.get(name),
+                                  "lower", rate=rate, duration_s=duration, linger_ms=0,
+                                  fetch_wait_max_ms=100, **params))
+        figures.append(figure(f"wire.latency.rate_{rate}.achieved_rate", "records/s",
+                              [r["achieved"] for r in latency[rate]], None, rate=rate))
+    setup = {"brokers": BROKERS, "controllers": CONTROLLERS, "zookeeper": "embedded",
+             "partitions_per_topic": PARTITIONS, "min_insync_replicas": 2, "records": n,
+             "latency_rates": list(LATENCY_RATES), "latency_duration_s": duration,
+             "client": "confluent-kafka 2.16.1 (librdkafka 2.16.0), in this process",
+             "quick": quick, "runs": runs, "machine": machine_facts()}
+    return {"bench": NAME, "setup": setup, "figures": figures,
+            "extra": {"broker_costs_per_run": costs}}
+
+
+def main(argv=None) -> dict:
+    args = arg_parser(__doc__, DEFAULT_OUT, "1/20 records, 1 s latency runs").parse_args(argv)
+    return emit(run(quick=args.quick, runs=args.runs), args.out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,196 @@
+"""What the Kafka request handlers need from a broker: the `BrokerApi` protocol and its results.
+
+Rules:
+- The handlers (protocol/handlers/) are pure: they turn a decoded request into calls on a
+  `BrokerApi` and its results into a response of the request's version. The broker actor
+  implements `BrokerApi` (actors/kafka_api.py) over the SAME replica manager, waiters and
+  ZooKeeper store its Ray methods use, so the wire is a second door, not a second copy.
+- Batch calls answer per item: one result per partition (or topic, or config resource), each
+  carrying its own Kafka error code, in the order asked. A call never raises for a per-item
+  problem; a raise means the whole request failed (the handler answers its error code
+  everywhere).
+- Record batches stay bytes end to end. Partitions are `(topic, partition)` tuples.
+- Calls may block (a long-poll fetch until data or max_wait): the listener runs each
+  connection in its own thread, so a blocked call holds up its own connection only.
+- `produce` may answer a `Deferred`: the batches are appended when the call returns, in the
+  order the requests came, and `result()` waits for the acknowledgements. The listener then
+  reads and appends the connection's next request while this one waits, and still answers
+  in request order (Kafka's brokers serialise per connection; here an acks=all wait costs
+  Ray round trips, so overlapping the waits is what keeps a pipelining client busy).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping, Protocol, Sequence
+
+TP = tuple[str, int]
+
+
+class Deferred:
+    """A result computed later: `result()` blocks until it is there (and may raise)."""
+
+    __slots__ = ("_compute",)
+
+    def __init__(self, compute):
+        self._compute = compute
+
+    def result(self):
+        return self._compute()
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerNode:
+    id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionMetadata:
+    partition: int
+    error: int
+    leader: int
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    offline: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class TopicMetadata:
+    name: str
+    error: int
+    partitions: tuple[PartitionMetadata, ...] = ()
+    internal: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterMetadata:
+    cluster_id: str
+    controller_id: int
+    brokers: tuple[BrokerNode, ...]
+    topics: tuple[TopicMetadata, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ProduceOutcome:
+    error: int
+    base_offset: int = -1
+    log_start_offset: int = -1
+    message: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FetchAsk:
+    tp: TP
+    offset: int
+    current_leader_epoch: int = -1
+    last_fetched_epoch: int = -1
+    max_bytes: int = 1 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class FetchOutcome:
+    error: int
+    records: bytes = b""
+    high_watermark: int = -1
+    last_stable_offset: int = -1
+    log_start_offset: int = -1
+    diverging_epoch: tuple[int, int] | None = None     # (epoch, end offset)
+    leader: tuple[int, int] = (-1, -1)                   # current (leader id, leader epoch)
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetAnswer:
+    error: int
+    timestamp: int = -1
+    offset: int = -1
+    leader_epoch: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class TopicSpec:
+    name: str
+    partitions: int                                  # -1: the broker default (num.partitions)
+    replication_factor: int                          # -1: default.replication.factor
+    assignments: Mapping[int, Sequence[int]] = field(default_factory=dict)
+    configs: Mapping[str, str | None] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigEntry:
+    name: str
+    value: str | None
+    read_only: bool = False
+    is_default: bool = False
+    source: int = 5             # DescribeConfigs: 1 TOPIC, 4 STATIC_BROKER, 5 DEFAULT
+    sensitive: bool = False
+    doc: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TopicOutcome:
+    error: int
+    message: str | None = None
+    partitions: int = -1
+    replication_factor: int = -1
+    configs: tuple[ConfigEntry, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigResource:
+    kind: int                   # Kafka's ConfigResource.Type: 2 TOPIC, 4 BROKER
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigsOutcome:
+    error: int
+    message: str | None = None
+    entries: tuple[ConfigEntry, ...] = ()
+
+
+class BrokerApi(Protocol):
+    """One broker, as the Kafka request handlers see it."""
+
+    broker_id: int
+
+    def metadata(self, topics: Sequence[str] | None, allow_auto_create: bool,
+                 listener: str) -> ClusterMetadata:
+        """Brokers (their `listener` endpoint), controller, and the topics asked (None: all)."""
+
+    def produce(self, acks: int, timeout_ms: int, partitions: Sequence[tuple[TP, bytes]]
+                ) -> "dict[TP, ProduceOutcome] | Deferred": ...
+
+    def fetch(self, replica_id: int, max_wait_ms: int, min_bytes: int, max_bytes: int,
+              isolation_level: int, asks: Sequence[FetchAsk]) -> dict[TP, FetchOutcome]: ...
+
+    def list_offsets(self, isolation_level: int,
+                     asks: Sequence[tuple[TP, int, int]]) -> dict[TP, OffsetAnswer]:
+        """asks: (tp, timestamp, current_leader_epoch); -1 latest, -2 earliest, -3 max ts."""
+
+    def offsets_for_leader_epoch(self, asks: Sequence[tuple[TP, int, int]]
+                                 ) -> dict[TP, OffsetAnswer]:
+        """asks: (tp, current_leader_epoch, leader_epoch) → (epoch, end offset)."""
+
+    def init_producer_id(self, transactional_id: str | None, producer_id: int,
+                         producer_epoch: int) -> tuple[int, int, int]:
+        """(error, producer id, epoch)."""
+
+    def create_topics(self, specs: Sequence[TopicSpec], timeout_ms: int,
+                      validate_only: bool) -> dict[str, TopicOutcome]: ...
+
+    def delete_topics(self, names: Sequence[str], timeout_ms: int) -> dict[str, TopicOutcome]: ...
+
+    def create_partitions(self, asks: Sequence[tuple[str, int, Sequence[Sequence[int]] | None]],
+                          timeout_ms: int, validate_only: bool) -> dict[str, TopicOutcome]: ...
+
+    def describe_configs(self, resources: Sequence[tuple[ConfigResource, Sequence[str] | None]]
+                         ) -> dict[ConfigResource, ConfigsOutcome]: ...
+
+    def alter_configs(self, resources: Sequence[tuple[ConfigResource,
+                                                      Sequence[tuple[str, int, str | None]]]],
+                      validate_only: bool) -> dict[ConfigResource, ConfigsOutcome]:
+        """IncrementalAlterConfigs: (name, op 0 SET / 1 DELETE / 2 APPEND / 3 SUBTRACT, value)."""

@@ -1,0 +1,85 @@
+"""protocol/handlers/: one handler per served Kafka API, and `handle`, the dispatcher.
+
+May import: the stdlib, kio, protocol/ (codec, build, api, versions), replicas/ (errors).
+Never ray, kazoo or sockets: every effect goes through the `BrokerApi` the caller passes.
+
+Rules:
+- `handle(api, request, listener)` answers a decoded, served request with a kio response
+  entity of the request's version, or None when Kafka sends no answer (Produce acks=0).
+- A handler builds ONE internal result (protocol/api.py) and maps it to the version asked
+  with `build`, which drops fields a version lacks and zero-fills the ones it adds.
+- Per-item problems are per-item error codes; a handler that raises a KafkaError is answered
+  with that code everywhere (codec.error_response); anything else is UNKNOWN_SERVER_ERROR
+  and logged by the caller. Requests are checked in Kafka's order (KafkaApis.handle*).
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from protocol.api import BrokerApi, Deferred
+from protocol.codec import api_versions_response
+from protocol.errors import ProtocolError
+from protocol.handlers import admin, data, metadata
+from replicas.errors import KafkaError
+
+API_VERSIONS = 18
+UNSUPPORTED_VERSION = 35
+
+Handler = Callable[[BrokerApi, object, str], object]
+
+HANDLERS: dict[int, Handler] = {
+    0: data.produce,
+    1: data.fetch,
+    2: data.list_offsets,
+    3: metadata.metadata,
+    19: admin.create_topics,
+    20: admin.delete_topics,
+    22: data.init_producer_id,
+    23: data.offset_for_leader_epoch,
+    32: admin.describe_configs,
+    37: admin.create_partitions,
+    44: admin.incremental_alter_configs,
+    60: metadata.describe_cluster,
+}
+
+
+def handle(api: BrokerApi, request, listener: str = "PLAINTEXT"):
+    """The response body for `request` (protocol.codec.Request), or None for no answer."""
+    if request.api_key == API_VERSIONS:
+        return api_versions_response(request)
+    return HANDLERS[request.api_key](api, request, listener)
+
+
+def answer(connection, api: BrokerApi, request, listener: str = "PLAINTEXT"
+           ) -> bytes | Deferred | None:
+    """What answers `request` on `connection` (protocol.connection.Connection): the bytes,
+    a Deferred of them (a produce appended now whose acknowledgements are pending: the caller
+    sends its result() in request order), or None (an acks=0 produce). A version we do not
+    serve is answered UNSUPPORTED_VERSION (ApiVersions' own KIP-511 downgrade included); a
+    KafkaError raised by a handler is its code everywhere, except for an acks=0 produce,
+    which gets no answer: a ProtocolError (close the connection, as Kafka does). Anything
+    else propagates (the caller logs it and answers UNKNOWN_SERVER_ERROR, or closes for
+    acks=0)."""
+    if not request.served and request.api_key != API_VERSIONS:
+        return connection.respond_error(request, UNSUPPORTED_VERSION)
+    try:
+        body = handle(api, request, listener)
+    except KafkaError as exc:
+        if not request.expects_response:     # acks=0: Kafka answers nothing and closes
+            raise ProtocolError(f"acks=0 produce failed: {exc}", api_key=request.api_key,
+                                api_version=request.api_version,
+                                correlation_id=request.correlation_id) from exc
+        return connection.respond_error(request, exc.code)
+    if body is None:
+        return None
+    if isinstance(body, Deferred):
+        return Deferred(lambda: _finish(connection, request, body))
+    return connection.respond(request, body)
+
+
+def _finish(connection, request, body: Deferred) -> bytes | None:
+    try:
+        return connection.respond(request, body.result())
+    except KafkaError as exc:
+        return connection.respond_error(request, exc.code)

@@ -1,0 +1,162 @@
+"""The data APIs: Produce (0), Fetch (1), ListOffsets (2), OffsetForLeaderEpoch (23),
+InitProducerId (22).
+
+Rules (Kafka's KafkaApis, ZooKeeper mode, without transactions):
+- Produce: a transactional_id is refused (TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as a
+  broker without transactions does); null records are INVALID_RECORD; everything else is
+  the replica manager's answer per partition (acks, sizes, CRC, idempotent sequences).
+  acks=0 gets no answer at all (Kafka sends none), and a failed acks=0 produce closes the
+  connection (Kafka's way of telling the client). A Deferred from the broker (appended,
+  acknowledgements pending) becomes a Deferred response.
+- Fetch: consumers and followers alike; fetch sessions are declined (session_id 0 in every
+  answer, so a full answer lists every partition asked); an incremental fetch of a session we
+  never gave (session_id != 0) is FETCH_SESSION_ID_NOT_FOUND. last_stable_offset is the HW
+  (no transactions); aborted_transactions is empty for read_committed and null otherwise;
+  preferred_read_replica -1.
+- ListOffsets: -2 earliest, -1 latest (the HW), -3 the max timestamp, else the first offset
+  whose timestamp is at or after the one asked.
+- InitProducerId: a fresh producer id at epoch 0 from the broker's ZooKeeper block
+  (Kafka's ProducerIdManager); transactional ids are refused as above.
+"""
+
+from __future__ import annotations
+
+from protocol.api import BrokerApi, Deferred, FetchAsk
+from protocol.build import build
+from protocol.errors import ProtocolError
+
+NONE = 0
+INVALID_RECORD = 87
+FETCH_SESSION_ID_NOT_FOUND = 70
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
+READ_COMMITTED = 1
+
+
+def _ms(value) -> int:
+    """kio gives i32Timedelta fields as datetime.timedelta."""
+    return int(value.total_seconds() * 1000) if hasattr(value, "total_seconds") else int(value)
+
+
+# -- Produce ------------------------------------------------------------------------------------
+def produce(api: BrokerApi, request, _listener: str):
+    body, key, v = request.body, request.api_key, request.api_version
+    asks, errors = [], {}
+    for topic in body.topic_data:
+        for p in topic.partition_data:
+            tp = (topic.name, p.index)
+            if body.transactional_id is not None:
+                errors[tp] = (TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactions are not supported")
+            elif p.records is None:
+                errors[tp] = (INVALID_RECORD, "null records")
+            else:
+                asks.append((tp, bytes(p.records)))
+    outcomes = api.produce(body.acks, _ms(body.timeout), asks) if asks else {}
+    if body.acks == 0:
+        got = outcomes.result() if isinstance(outcomes, Deferred) else outcomes
+        failed = sorted(errors) + sorted(tp for tp, o in got.items() if o.error)
+        if failed:     # Kafka answers nothing to acks=0: closing is how the client learns
+            raise ProtocolError(f"acks=0 produce failed for {failed[:3]}", api_key=key,
+                                api_version=v, correlation_id=request.correlation_id)
+        return None
+    if isinstance(outcomes, Deferred):
+        return Deferred(lambda: _produce_response(request, errors, outcomes.result()))
+    return _produce_response(request, errors, outcomes)
+
+
+def _produce_response(request, errors, outcomes):
+    body, key, v = request.body, request.api_key, request.api_version
+
+    def partition(tp):
+        if tp in errors:
+            code, message = errors[tp]
+            return build(key, v, "PartitionProduceResponse", index=tp[1], error_code=code,
+                         base_offset=-1, log_append_time=None, log_start_offset=-1,
+                         record_errors=(), error_message=message)
+        o = outcomes[tp]
+        return build(key, v, "PartitionProduceResponse", index=tp[1], error_code=o.error,
+                     base_offset=o.base_offset, log_append_time=None,
+                     log_start_offset=o.log_start_offset, record_errors=(),
+                     error_message=o.message if o.error else None)
+
+    topics = tuple(build(key, v, "TopicProduceResponse", name=t.name,
+                         partition_responses=tuple(partition((t.name, p.index))
+                                                   for p in t.partition_data))
+                   for t in body.topic_data)
+    return build(key, v, "ProduceResponse", responses=topics)
+
+
+# -- Fetch --------------------------------------------------------------------------------------
+def fetch(api: BrokerApi, request, _listener: str):
+    body, key, v = request.body, request.api_key, request.api_version
+    session_id = getattr(body, "session_id", 0)
+    if session_id:
+        return build(key, v, "FetchResponse", error_code=FETCH_SESSION_ID_NOT_FOUND,
+                     session_id=0, responses=())
+    isolation = getattr(body, "isolation_level", 0)
+    asks = [FetchAsk((t.topic, p.partition), p.fetch_offset,
+                     getattr(p, "current_leader_epoch", -1),
+                     getattr(p, "last_fetched_epoch", -1), p.partition_max_bytes)
+            for t in body.topics for p in t.partitions]
+    outcomes = api.fetch(body.replica_id, _ms(body.max_wait), body.min_bytes,
+                         getattr(body, "max_bytes", 0x7FFFFFFF), isolation, asks)
+    aborted = () if isolation == READ_COMMITTED else None
+
+    def partition(tp):
+        o = outcomes[tp]
+        div = o.diverging_epoch or (-1, -1)
+        return build(key, v, "PartitionData", partition_index=tp[1], error_code=o.error,
+                     high_watermark=o.high_watermark, last_stable_offset=o.last_stable_offset,
+                     log_start_offset=o.log_start_offset,
+                     diverging_epoch=build(key, v, "EpochEndOffset", epoch=div[0],
+                                           end_offset=div[1]) if v >= 12 else None,
+                     current_leader=build(key, v, "LeaderIdAndEpoch", leader_id=o.leader[0],
+                                          leader_epoch=o.leader[1]) if v >= 12 else None,
+                     snapshot_id=build(key, v, "SnapshotId", end_offset=-1, epoch=-1)
+                     if v >= 12 else None,
+                     aborted_transactions=aborted, preferred_read_replica=-1,
+                     records=o.records)
+
+    topics = tuple(build(key, v, "FetchableTopicResponse", topic=t.topic,
+                         partitions=tuple(partition((t.topic, p.partition)) for p in t.partitions))
+                   for t in body.topics)
+    return build(key, v, "FetchResponse", error_code=NONE, session_id=0, responses=topics)
+
+
+# -- ListOffsets, OffsetForLeaderEpoch -------------------------------------------------------
+def list_offsets(api: BrokerApi, request, _listener: str):
+    body, key, v = request.body, request.api_key, request.api_version
+    asks = [((t.name, p.partition_index), p.timestamp, getattr(p, "current_leader_epoch", -1))
+            for t in body.topics for p in t.partitions]
+    answers = api.list_offsets(getattr(body, "isolation_level", 0), asks)
+    topics = tuple(build(key, v, "ListOffsetsTopicResponse", name=t.name, partitions=tuple(
+        build(key, v, "ListOffsetsPartitionResponse", partition_index=p.partition_index,
+              error_code=(a := answers[(t.name, p.partition_index)]).error,
+              timestamp=a.timestamp, offset=a.offset, leader_epoch=a.leader_epoch)
+        for p in t.partitions)) for t in body.topics)
+    return build(key, v, "ListOffsetsResponse", topics=topics)
+
+
+def offset_for_leader_epoch(api: BrokerApi, request, _listener: str):
+    body, key, v = request.body, request.api_key, request.api_version
+    asks = [((t.topic, p.partition), p.current_leader_epoch, p.leader_epoch)
+            for t in body.topics for p in t.partitions]
+    answers = api.offsets_for_leader_epoch(asks)
+    topics = tuple(build(key, v, "OffsetForLeaderTopicResult", topic=t.topic, partitions=tuple(
+        build(key, v, "EpochEndOffset", partition=p.partition,
+              error_code=(a := answers[(t.topic, p.partition)]).error,
+              leader_epoch=a.leader_epoch, end_offset=a.offset)
+        for p in t.partitions)) for t in body.topics)
+    return build(key, v, "OffsetForLeaderEpochResponse", topics=topics)
+
+
+# -- InitProducerId -----------------------------------------------------------------------------
+def init_producer_id(api: BrokerApi, request, _listener: str):
+    body, key, v = request.body, request.api_key, request.api_version
+    if body.transactional_id is not None:
+        return build(key, v, "InitProducerIdResponse",
+                     error_code=TRANSACTIONAL_ID_AUTHORIZATION_FAILED, producer_id=-1,
+                     producer_epoch=-1)
+    error, pid, epoch = api.init_producer_id(None, getattr(body, "producer_id", -1),
+                                             getattr(body, "producer_epoch", -1))
+    return build(key, v, "InitProducerIdResponse", error_code=error, producer_id=pid,
+                 producer_epoch=epoch)

@@ -1,0 +1,69 @@
+"""Metadata (3) and DescribeCluster (60).
+
+Rules (Kafka's KafkaApis.handleTopicMetadataRequest, ZooKeeper mode):
+- v0: an empty topic list means every topic; v1+: null means every topic, empty means none.
+- Unknown topics are created when the request allows it (always for v0-3,
+  allow_auto_topic_creation from v4) and the broker's auto.create.topics.enable is on; the
+  answer for such a topic is LEADER_NOT_AVAILABLE until it has leaders (the client retries).
+  Otherwise UNKNOWN_TOPIC_OR_PARTITION. Names are validated (INVALID_TOPIC_EXCEPTION).
+- Brokers are listed by the endpoint of the listener the request came in on; a partition's
+  offline_replicas are its replicas that are not live; leader -1 with LEADER_NOT_AVAILABLE
+  when it has no live leader.
+- Topic ids are not tracked yet: the zero UUID (clients read it as "unknown").
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from protocol.api import BrokerApi, ClusterMetadata
+from protocol.build import build
+
+ZERO_UUID = uuid.UUID(int=0)
+NO_AUTHORIZED_OPERATIONS = -2147483648      # Kafka's "not requested" sentinel
+
+
+def requested_topics(request) -> list[str] | None:
+    body, v = request.body, request.api_version
+    topics = body.topics
+    if topics is None or (v == 0 and not topics):
+        return None
+    return [t.name for t in topics if t.name is not None]
+
+
+def metadata(api: BrokerApi, request, listener: str):
+    v = request.api_version
+    allow = v < 4 or bool(getattr(request.body, "allow_auto_topic_creation", True))
+    md: ClusterMetadata = api.metadata(requested_topics(request), allow, listener)
+    return encode(request, md)
+
+
+def encode(request, md: ClusterMetadata):
+    key, v = request.api_key, request.api_version
+
+    def partition(p):
+        return build(key, v, "MetadataResponsePartition", error_code=p.error,
+                     partition_index=p.partition, leader_id=p.leader,
+                     leader_epoch=p.leader_epoch, replica_nodes=p.replicas, isr_nodes=p.isr,
+                     offline_replicas=p.offline)
+
+    topics = tuple(build(key, v, "MetadataResponseTopic", error_code=t.error, name=t.name,
+                         topic_id=ZERO_UUID, is_internal=t.internal,
+                         partitions=tuple(partition(p) for p in t.partitions),
+                         topic_authorized_operations=NO_AUTHORIZED_OPERATIONS)
+                   for t in md.topics)
+    brokers = tuple(build(key, v, "MetadataResponseBroker", node_id=b.id, host=b.host,
+                          port=b.port, rack=b.rack) for b in md.brokers)
+    return build(key, v, "MetadataResponse", brokers=brokers, cluster_id=md.cluster_id,
+                 controller_id=md.controller_id, topics=topics,
+                 cluster_authorized_operations=NO_AUTHORIZED_OPERATIONS)
+
+
+def describe_cluster(api: BrokerApi, request, listener: str):
+    key, v = request.api_key, request.api_version
+    md = api.metadata([], False, listener)
+    brokers = tuple(build(key, v, "DescribeClusterBroker", broker_id=b.id, host=b.host,
+                          port=b.port, rack=b.rack) for b in md.brokers)
+    return build(key, v, "DescribeClusterResponse", error_code=0, error_message=None,
+                 endpoint_type=1, cluster_id=md.cluster_id, controller_id=md.controller_id,
+                 brokers=brokers, cluster_authorized_operations=NO_AUTHORIZED_OPERATIONS)

@@ -1,0 +1,488 @@
+"""FakeBrokerApi: a tiny, real, in-memory broker implementing protocol.api.BrokerApi, for
+handler tests (no Ray, no ZooKeeper, no sockets, no threads, no clock).
+
+What it is:
+- Live brokers, each with endpoints per listener name (`add_broker(2, EXTERNAL=("h", 1))`);
+  a broker without an endpoint for a listener is not listed on that listener (Kafka's rule).
+- Topics → partitions → a log: a list of appended record batches kept as the bytes given
+  (never re-stamped), each with its base offset, record count and max timestamp (read from
+  the header when the bytes look like a magic-2 batch, else 1 record and timestamp -1, or
+  what `append` is told). The high watermark is the log end unless pinned with `hw`.
+  Each partition has a leader, a leader epoch, an epoch cache [(epoch, start offset)],
+  replicas, ISR, and a log start offset.
+- Kafka's rules, per item, in Kafka's order: injected error, unknown topic/partition (3),
+  not the leader (6), fenced / unknown leader epoch (74 / 75), then the operation (offset
+  out of range 1, topic exists 36, invalid partitions 37, ...).
+- Injection: `errors[key] = code` answers that code for the key in every call that touches
+  it (key: a (topic, partition) tuple for partition-level calls and Metadata partitions, a
+  topic name for Metadata topics and topic admin, a ConfigResource for configs);
+  `raises[method] = exc` makes that method raise (after recording the call).
+- `calls`: every call received, in order, as (method name, {argument: value}); `calls_of`
+  returns the argument dicts of one method.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+from dataclasses import dataclass, field
+
+from protocol.api import (
+    BrokerNode, ClusterMetadata, ConfigEntry, ConfigResource, ConfigsOutcome, FetchAsk,
+    FetchOutcome, OffsetAnswer, PartitionMetadata, ProduceOutcome, TopicMetadata,
+    TopicOutcome, TopicSpec,
+)
+
+TP = tuple[str, int]
+
+NONE = 0
+OFFSET_OUT_OF_RANGE = 1
+UNKNOWN_TOPIC_OR_PARTITION = 3
+LEADER_NOT_AVAILABLE = 5
+NOT_LEADER_OR_FOLLOWER = 6
+INVALID_TOPIC = 17
+INVALID_REQUIRED_ACKS = 21
+TOPIC_ALREADY_EXISTS = 36
+INVALID_PARTITIONS = 37
+INVALID_REPLICATION_FACTOR = 38
+INVALID_REPLICA_ASSIGNMENT = 39
+INVALID_CONFIG = 40
+INVALID_REQUEST = 42
+INVALID_PRODUCER_ID_MAPPING = 49
+FENCED_LEADER_EPOCH = 74
+UNKNOWN_LEADER_EPOCH = 75
+
+TOPIC, BROKER = 2, 4
+SOURCE_TOPIC, SOURCE_STATIC_BROKER, SOURCE_DEFAULT = 1, 4, 5
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+
+TOPIC_DEFAULTS = {"cleanup.policy": "delete", "retention.ms": "604800000",
+                  "segment.bytes": "1073741824", "min.insync.replicas": "1"}
+BROKER_CONFIGS = {"log.dirs": "/tmp/rayka", "num.partitions": "1",
+                  "auto.create.topics.enable": "true"}
+_LEGAL_NAME = re.compile(r"[a-zA-Z0-9._-]{1,249}")
+
+
+@dataclass
+class Batch:
+    base_offset: int
+    count: int
+    max_timestamp: int
+    data: bytes
+
+    @property
+    def next_offset(self) -> int:
+        return self.base_offset + self.count
+
+
+def batch_shape(data: bytes) -> tuple[int, int]:
+    """(record count, max timestamp) of a magic-2 batch; (1, -1) for other bytes."""
+    if len(data) >= 61 and data[16] == 2:
+        (last_delta,) = struct.unpack_from(">i", data, 23)
+        (max_ts,) = struct.unpack_from(">q", data, 35)
+        return last_delta + 1, max_ts
+    return 1, -1
+
+
+@dataclass
+class Partition:
+    leader: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    leader_epoch: int = 0
+    log_start: int = 0
+    batches: list[Batch] = field(default_factory=list)
+    epochs: list[tuple[int, int]] = field(default_factory=lambda: [(0, 0)])
+    hw: int | None = None                      # None: the log end
+
+    @property
+    def log_end(self) -> int:
+        return self.batches[-1].next_offset if self.batches else self.log_start
+
+    @property
+    def high_watermark(self) -> int:
+        return self.log_end if self.hw is None else self.hw
+
+    def end_offset_for(self, epoch: int) -> tuple[int, int]:
+        """Kafka's LeaderEpochFileCache.endOffsetFor: (epoch, end offset), or (-1, -1)."""
+        if not self.epochs or epoch < self.epochs[0][0] or epoch > self.epochs[-1][0]:
+            return -1, -1
+        if epoch == self.epochs[-1][0]:
+            return epoch, self.log_end
+        found = max(i for i, (e, _) in enumerate(self.epochs) if e <= epoch)
+        return self.epochs[found][0], self.epochs[found + 1][1]
+
+    def epoch_at(self, offset: int) -> int:
+        return max((e for e, start in self.epochs if start <= offset), default=-1)
+
+
+class FakeBrokerApi:
+    """One in-memory broker (see the module docstring). Deterministic: no clock, no threads."""
+
+    def __init__(self, broker_id: int = 1, cluster_id: str = "fake-cluster",
+                 controller_id: int = 1, auto_create_topics_enable: bool = True,
+                 num_partitions: int = 1, default_replication_factor: int = 1):
+        self.broker_id = broker_id
+        self.cluster_id = cluster_id
+        self.controller_id = controller_id
+        self.auto_create_topics_enable = auto_create_topics_enable
+        self.num_partitions = num_partitions
+        self.default_replication_factor = default_replication_factor
+        self.brokers: dict[int, tuple[dict[str, tuple[str, int]], str | None]] = {}
+        self.topics: dict[str, dict[int, Partition]] = {}
+        self.topic_configs: dict[str, dict[str, str]] = {}
+        self.errors: dict[object, int] = {}
+        self.raises: dict[str, Exception] = {}
+        self.calls: list[tuple[str, dict]] = []
+        self.producers: dict[int, int] = {}        # producer id -> epoch
+        self.next_producer_id = 1000
+        self.add_broker(broker_id, PLAINTEXT=("127.0.0.1", 9092))
+
+    # -- setup ----------------------------------------------------------------------------------
+    def add_broker(self, broker_id: int, rack: str | None = None, **endpoints):
+        """A live broker; endpoints by listener name: PLAINTEXT=("host", port)."""
+        self.brokers[broker_id] = (dict(endpoints), rack)
+        return self
+
+    def add_topic(self, name: str, partitions: int = 1, replicas=None, leader=None,
+                  leader_epoch: int = 0, configs=None):
+        """`replicas`: one tuple of broker ids for every partition (default: this broker)."""
+        reps = tuple(replicas) if replicas is not None else (self.broker_id,)
+        self.topics[name] = {
+            p: Partition(leader=reps[0] if leader is None else leader, replicas=reps,
+                         isr=reps, leader_epoch=leader_epoch,
+                         epochs=[(leader_epoch, 0)])
+            for p in range(partitions)}
+        self.topic_configs[name] = dict(configs or {})
+        return self
+
+    def partition(self, tp: TP) -> Partition:
+        return self.topics[tp[0]][tp[1]]
+
+    def append(self, tp: TP, data: bytes, count: int | None = None,
+               timestamp: int | None = None) -> int:
+        """Append a batch as the leader would; its base offset."""
+        part = self.partition(tp)
+        shape = batch_shape(data)
+        base = part.log_end
+        part.batches.append(Batch(base, shape[0] if count is None else count,
+                                  shape[1] if timestamp is None else timestamp, bytes(data)))
+        return base
+
+    def new_leader_epoch(self, tp: TP, leader: int | None = None) -> int:
+        part = self.partition(tp)
+        part.leader_epoch += 1
+        part.epochs.append((part.leader_epoch, part.log_end))
+        if leader is not None:
+            part.leader = leader
+        return part.leader_epoch
+
+    def calls_of(self, method: str) -> list[dict]:
+        return [args for name, args in self.calls if name == method]
+
+    # -- helpers --------------------------------------------------------------------------------
+    def _record(self, method: str, **args) -> None:
+        self.calls.append((method, args))
+        exc = self.raises.get(method)
+        if exc is not None:
+            raise exc
+
+    def _partition_error(self, tp: TP, current_leader_epoch: int = -1,
+                         leader_only: bool = True) -> int:
+        if tp in self.errors:
+            return self.errors[tp]
+        part = self.topics.get(tp[0], {}).get(tp[1])
+        if part is None:
+            return UNKNOWN_TOPIC_OR_PARTITION
+        if leader_only and part.leader != self.broker_id:
+            return NOT_LEADER_OR_FOLLOWER
+        if current_leader_epoch >= 0 and current_leader_epoch != part.leader_epoch:
+            return FENCED_LEADER_EPOCH if current_leader_epoch < part.leader_epoch \
+                else UNKNOWN_LEADER_EPOCH
+        return NONE
+
+    # -- BrokerApi: metadata -------------------------------------------------------------------
+    def metadata(self, topics, allow_auto_create: bool, listener: str) -> ClusterMetadata:
+        self._record("metadata", topics=None if topics is None else list(topics),
+                     allow_auto_create=allow_auto_create, listener=listener)
+        brokers = tuple(BrokerNode(b, eps[listener][0], eps[listener][1], rack)
+                        for b, (eps, rack) in sorted(self.brokers.items()) if listener in eps)
+        names = list(self.topics) if topics is None else list(dict.fromkeys(topics))
+        out = []
+        for name in names:
+            if name in self.errors:
+                out.append(TopicMetadata(name, self.errors[name]))
+            elif name in self.topics:
+                out.append(TopicMetadata(name, NONE, tuple(
+                    self._partition_metadata((name, p), part)
+                    for p, part in sorted(self.topics[name].items()))))
+            elif not (allow_auto_create and self.auto_create_topics_enable):
+                out.append(TopicMetadata(name, UNKNOWN_TOPIC_OR_PARTITION))
+            elif not _LEGAL_NAME.fullmatch(name) or name in (".", ".."):
+                out.append(TopicMetadata(name, INVALID_TOPIC))
+            else:
+                self.add_topic(name, self.num_partitions)
+                out.append(TopicMetadata(name, LEADER_NOT_AVAILABLE))   # no leaders yet
+        return ClusterMetadata(self.cluster_id, self.controller_id, brokers, tuple(out))
+
+    def _partition_metadata(self, tp: TP, part: Partition) -> PartitionMetadata:
+        live = part.leader in self.brokers
+        error = self.errors.get(tp, NONE if live else LEADER_NOT_AVAILABLE)
+        return PartitionMetadata(tp[1], error, part.leader if live else -1, part.leader_epoch,
+                                 part.replicas, tuple(r for r in part.isr if r in self.brokers),
+                                 tuple(r for r in part.replicas if r not in self.brokers))
+
+    # -- BrokerApi: data -----------------------------------------------------------------------
+    def produce(self, acks: int, timeout_ms: int, partitions) -> dict[TP, ProduceOutcome]:
+        partitions = [(tp, bytes(data)) for tp, data in partitions]
+        self._record("produce", acks=acks, timeout_ms=timeout_ms, partitions=partitions)
+        out = {}
+        for tp, data in partitions:
+            error = INVALID_REQUIRED_ACKS if acks not in (-1, 0, 1) else self._partition_error(tp)
+            if error:
+                out[tp] = ProduceOutcome(error, message=f"error {error} for {tp}")
+            else:
+                out[tp] = ProduceOutcome(NONE, self.append(tp, data),
+                                         self.partition(tp).log_start)
+        return out
+
+    def fetch(self, replica_id: int, max_wait_ms: int, min_bytes: int, max_bytes: int,
+              isolation_level: int, asks) -> dict[TP, FetchOutcome]:
+        asks = list(asks)
+        self._record("fetch", replica_id=replica_id, max_wait_ms=max_wait_ms,
+                     min_bytes=min_bytes, max_bytes=max_bytes,
+                     isolation_level=isolation_level, asks=asks)
+        out = {}
+        for ask in asks:
+            out[ask.tp] = self._fetch_one(ask, replica_id)
+        return out
+
+    def _fetch_one(self, ask: FetchAsk, replica_id: int) -> FetchOutcome:
+        error = self._partition_error(ask.tp, ask.current_leader_epoch)
+        if error:
+            return FetchOutcome(error)
+        part = self.partition(ask.tp)
+        hw = part.high_watermark
+        leader = (part.leader, part.leader_epoch)
+        if ask.last_fetched_epoch >= 0:
+            epoch, end = part.end_offset_for(ask.last_fetched_epoch)
+            if epoch != ask.last_fetched_epoch or end < ask.offset:
+                return FetchOutcome(NONE, b"", hw, hw, part.log_start, (epoch, end), leader)
+        if not part.log_start <= ask.offset <= part.log_end:
+            return FetchOutcome(OFFSET_OUT_OF_RANGE, b"", hw, hw, part.log_start,
+                                leader=leader)
+        limit = part.log_end if replica_id >= 0 else hw      # consumers read up to the HW
+        chunks, size = [], 0
+        for b in part.batches:
+            if b.next_offset <= ask.offset or b.base_offset >= limit:
+                continue
+            if chunks and size + len(b.data) > ask.max_bytes:
+                break                       # the first batch goes even when too big (KIP-74)
+            chunks.append(b.data)
+            size += len(b.data)
+        return FetchOutcome(NONE, b"".join(chunks), hw, hw, part.log_start, None, leader)
+
+    def list_offsets(self, isolation_level: int, asks) -> dict[TP, OffsetAnswer]:
+        asks = list(asks)
+        self._record("list_offsets", isolation_level=isolation_level, asks=asks)
+        out = {}
+        for tp, timestamp, current_epoch in asks:
+            error = self._partition_error(tp, current_epoch)
+            if error:
+                out[tp] = OffsetAnswer(error)
+                continue
+            part = self.partition(tp)
+            if timestamp == -2:
+                offset, ts = part.log_start, -1
+            elif timestamp == -1:
+                offset, ts = part.high_watermark, -1
+            elif timestamp == -3:
+                best = max(part.batches, key=lambda b: b.max_timestamp, default=None)
+                offset, ts = (-1, -1) if best is None else (best.next_offset - 1,
+                                                            best.max_timestamp)
+            else:
+                found = next((b for b in part.batches if b.max_timestamp >= timestamp), None)
+                offset, ts = (-1, -1) if found is None else (found.base_offset,
+                                                             found.max_timestamp)
+            out[tp] = OffsetAnswer(NONE, ts, offset, part.epoch_at(offset) if offset >= 0 else -1)
+        return out
+
+    def offsets_for_leader_epoch(self, asks) -> dict[TP, OffsetAnswer]:
+        asks = list(asks)
+        self._record("offsets_for_leader_epoch", asks=asks)
+        out = {}
+        for tp, current_epoch, epoch in asks:
+            error = self._partition_error(tp, current_epoch)
+            if error:
+                out[tp] = OffsetAnswer(error)
+            else:
+                found, end = self.partition(tp).end_offset_for(epoch)
+                out[tp] = OffsetAnswer(NONE, offset=end, leader_epoch=found)
+        return out
+
+    def init_producer_id(self, transactional_id, producer_id: int, producer_epoch: int):
+        self._record("init_producer_id", transactional_id=transactional_id,
+                     producer_id=producer_id, producer_epoch=producer_epoch)
+        if producer_id < 0:
+            pid, self.next_producer_id = self.next_producer_id, self.next_producer_id + 1
+            self.producers[pid] = 0
+            return NONE, pid, 0
+        if self.producers.get(producer_id) != producer_epoch:
+            return INVALID_PRODUCER_ID_MAPPING, -1, -1
+        self.producers[producer_id] = producer_epoch + 1
+        return NONE, producer_id, producer_epoch + 1
+
+    # -- BrokerApi: topic admin ----------------------------------------------------------------
+    def create_topics(self, specs, timeout_ms: int, validate_only: bool):
+        specs = list(specs)
+        self._record("create_topics", specs=specs, timeout_ms=timeout_ms,
+                     validate_only=validate_only)
+        return {s.name: self._create_one(s, validate_only) for s in specs}
+
+    def _create_one(self, spec: TopicSpec, validate_only: bool) -> TopicOutcome:
+        if spec.name in self.errors:
+            return TopicOutcome(self.errors[spec.name], f"injected for {spec.name}")
+        if not _LEGAL_NAME.fullmatch(spec.name) or spec.name in (".", ".."):
+            return TopicOutcome(INVALID_TOPIC, f"illegal name {spec.name!r}")
+        if spec.name in self.topics:
+            return TopicOutcome(TOPIC_ALREADY_EXISTS, f"Topic '{spec.name}' already exists.")
+        unknown = sorted(set(spec.configs) - set(TOPIC_DEFAULTS))
+        if unknown:
+            return TopicOutcome(INVALID_CONFIG, f"unknown configs {unknown}")
+        if spec.assignments:
+            count = len(spec.assignments)
+            rf = len(next(iter(spec.assignments.values())))
+        else:
+            count = self.num_partitions if spec.partitions == -1 else spec.partitions
+            rf = self.default_replication_factor if spec.replication_factor == -1 \
+                else spec.replication_factor
+        if count <= 0:
+            return TopicOutcome(INVALID_PARTITIONS, "Number of partitions must be larger than 0.")
+        live = sorted(self.brokers)
+        if not 0 < rf <= len(live):
+            return TopicOutcome(INVALID_REPLICATION_FACTOR,
+                                f"Replication factor: {rf} larger than available brokers: "
+                                f"{len(live)}.")
+        configs = {k: v for k, v in spec.configs.items() if v is not None}
+        if not validate_only:
+            self.topics[spec.name] = {
+                p: Partition(leader=reps[0], replicas=reps, isr=reps)
+                for p in range(count)
+                for reps in [tuple(spec.assignments.get(p, ())) or
+                             tuple(live[(p + i) % len(live)] for i in range(rf))]}
+            self.topic_configs[spec.name] = configs
+        entries = tuple(self._topic_entries(configs, None))
+        return TopicOutcome(NONE, None, count, rf, entries)
+
+    def delete_topics(self, names, timeout_ms: int):
+        names = list(names)
+        self._record("delete_topics", names=names, timeout_ms=timeout_ms)
+        out = {}
+        for name in names:
+            if name in self.errors:
+                out[name] = TopicOutcome(self.errors[name], f"injected for {name}")
+            elif name not in self.topics:
+                out[name] = TopicOutcome(UNKNOWN_TOPIC_OR_PARTITION,
+                                         "This server does not host this topic-partition.")
+            else:
+                del self.topics[name]
+                self.topic_configs.pop(name, None)
+                out[name] = TopicOutcome(NONE)
+        return out
+
+    def create_partitions(self, asks, timeout_ms: int, validate_only: bool):
+        asks = [(name, count, None if a is None else [tuple(r) for r in a])
+                for name, count, a in asks]
+        self._record("create_partitions", asks=asks, timeout_ms=timeout_ms,
+                     validate_only=validate_only)
+        out = {}
+        for name, count, assignments in asks:
+            parts = self.topics.get(name)
+            if name in self.errors:
+                out[name] = TopicOutcome(self.errors[name], f"injected for {name}")
+            elif parts is None:
+                out[name] = TopicOutcome(UNKNOWN_TOPIC_OR_PARTITION,
+                                         f"The topic '{name}' does not exist.")
+            elif count <= len(parts):
+                out[name] = TopicOutcome(INVALID_PARTITIONS,
+                                         f"Topic currently has {len(parts)} partitions, "
+                                         f"which is higher than the requested {count}.")
+            elif assignments is not None and len(assignments) != count - len(parts):
+                out[name] = TopicOutcome(INVALID_REPLICA_ASSIGNMENT,
+                                         "Increasing the number of partitions by "
+                                         f"{count - len(parts)} but {len(assignments)} "
+                                         "assignments provided.")
+            else:
+                if not validate_only:
+                    template = parts[0].replicas
+                    for i, p in enumerate(range(len(parts), count)):
+                        reps = tuple(assignments[i]) if assignments else template
+                        parts[p] = Partition(leader=reps[0], replicas=reps, isr=reps)
+                out[name] = TopicOutcome(NONE, partitions=count)
+        return out
+
+    # -- BrokerApi: configs --------------------------------------------------------------------
+    def _topic_entries(self, configs: dict, keys):
+        for name, default in TOPIC_DEFAULTS.items():
+            if keys is None or name in keys:
+                if name in configs:
+                    yield ConfigEntry(name, configs[name], source=SOURCE_TOPIC)
+                else:
+                    yield ConfigEntry(name, default, is_default=True, source=SOURCE_DEFAULT,
+                                      doc=f"the {name} default")
+
+    def describe_configs(self, resources):
+        resources = [(r, None if keys is None else list(keys)) for r, keys in resources]
+        self._record("describe_configs", resources=resources)
+        out = {}
+        for res, keys in resources:
+            if res in self.errors:
+                out[res] = ConfigsOutcome(self.errors[res], f"injected for {res.name}")
+            elif res.kind == TOPIC:
+                if res.name not in self.topics:
+                    out[res] = ConfigsOutcome(UNKNOWN_TOPIC_OR_PARTITION,
+                                              f"Topic {res.name} does not exist")
+                else:
+                    out[res] = ConfigsOutcome(NONE, None, tuple(
+                        self._topic_entries(self.topic_configs[res.name], keys)))
+            elif res.kind == BROKER and res.name in ("", str(self.broker_id)):
+                out[res] = ConfigsOutcome(NONE, None, tuple(
+                    ConfigEntry(k, v, read_only=True, source=SOURCE_STATIC_BROKER)
+                    for k, v in BROKER_CONFIGS.items() if keys is None or k in keys))
+            else:
+                out[res] = ConfigsOutcome(INVALID_REQUEST, f"Unexpected resource {res}")
+        return out
+
+    def alter_configs(self, resources, validate_only: bool):
+        resources = [(r, [tuple(op) for op in ops]) for r, ops in resources]
+        self._record("alter_configs", resources=resources, validate_only=validate_only)
+        out = {}
+        for res, ops in resources:
+            if res in self.errors:
+                out[res] = ConfigsOutcome(self.errors[res], f"injected for {res.name}")
+            elif res.kind != TOPIC:
+                out[res] = ConfigsOutcome(INVALID_REQUEST, "only topic configs are alterable")
+            elif res.name not in self.topics:
+                out[res] = ConfigsOutcome(UNKNOWN_TOPIC_OR_PARTITION,
+                                          f"Topic {res.name} does not exist")
+            else:
+                out[res] = self._alter_topic(res.name, ops, validate_only)
+        return out
+
+    def _alter_topic(self, topic: str, ops, validate_only: bool) -> ConfigsOutcome:
+        configs = dict(self.topic_configs[topic])
+        for name, op, value in ops:
+            if name not in TOPIC_DEFAULTS or op not in (SET, DELETE, APPEND, SUBTRACT):
+                return ConfigsOutcome(INVALID_CONFIG, f"cannot apply op {op} to {name}")
+            items = [x for x in configs.get(name, TOPIC_DEFAULTS[name]).split(",") if x]
+            if op == SET:
+                configs[name] = value
+            elif op == DELETE:
+                configs.pop(name, None)
+            elif op == APPEND:
+                configs[name] = ",".join(items + [value])
+            else:
+                configs[name] = ",".join(x for x in items if x != value)
+        if not validate_only:
+            self.topic_configs[topic] = configs
+        return ConfigsOutcome(NONE)

@@ -1,0 +1,160 @@
+"""Kafka requests encoded by kafka-python 3.0.12: an encoder independent of kio, so protocol
+tests check rayka's codec against bytes it did not produce itself.
+
+`sample_request(api_key, version)` is one request per API with two topics (or resources),
+one with two partitions, so error answers have something to echo; `frame_of(...)` adds the
+request header and size prefix.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from kafka.protocol.admin import (
+    CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest, DescribeClusterRequest,
+    DescribeConfigsRequest, IncrementalAlterConfigsRequest,
+)
+from kafka.protocol.consumer import (
+    FetchRequest, ListOffsetsRequest, OffsetForLeaderEpochRequest,
+)
+from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
+from kafka.protocol.producer import InitProducerIdRequest, ProduceRequest
+
+TOPIC_ID = uuid.UUID("0123456789abcdef0123456789abcdef")
+
+
+def _produce(v):
+    tpd = ProduceRequest.TopicProduceData
+    ppd = tpd.PartitionProduceData
+    return ProduceRequest[v](transactional_id=None, acks=-1, timeout_ms=1500, topic_data=[
+        tpd(name="orders", partition_data=[ppd(index=0, records=b"batch-0"),
+                                           ppd(index=2, records=b"batch-2")]),
+        tpd(name="audit", partition_data=[ppd(index=1, records=None)])])
+
+
+def _fetch(v):
+    ft = FetchRequest.FetchTopic
+    fp = ft.FetchPartition
+    return FetchRequest[v](
+        replica_id=-1, max_wait_ms=500, min_bytes=1, max_bytes=1 << 20, isolation_level=1,
+        session_id=0, session_epoch=-1, rack_id="",
+        topics=[ft(topic="orders", partitions=[
+            fp(partition=0, fetch_offset=10, partition_max_bytes=1 << 20,
+               current_leader_epoch=3, log_start_offset=-1, last_fetched_epoch=-1),
+            fp(partition=2, fetch_offset=0, partition_max_bytes=1 << 20)]),
+            ft(topic="audit", partitions=[fp(partition=1, fetch_offset=5,
+                                             partition_max_bytes=4096)])],
+        forgotten_topics_data=[])
+
+
+def _list_offsets(v):
+    t = ListOffsetsRequest.ListOffsetsTopic
+    p = t.ListOffsetsPartition
+    return ListOffsetsRequest[v](replica_id=-1, isolation_level=0, topics=[
+        t(name="orders", partitions=[p(partition_index=0, timestamp=-1),
+                                     p(partition_index=2, timestamp=-2)]),
+        t(name="audit", partitions=[p(partition_index=1, timestamp=-1)])])
+
+
+def _leader_epoch(v):
+    t = OffsetForLeaderEpochRequest.OffsetForLeaderTopic
+    p = t.OffsetForLeaderPartition
+    return OffsetForLeaderEpochRequest[v](replica_id=-1, topics=[
+        t(topic="orders", partitions=[p(partition=0, current_leader_epoch=3, leader_epoch=2),
+                                      p(partition=2, current_leader_epoch=3, leader_epoch=1)]),
+        t(topic="audit", partitions=[p(partition=1, current_leader_epoch=-1, leader_epoch=0)])])
+
+
+def _metadata(v):
+    t = MetadataRequest.MetadataRequestTopic
+    return MetadataRequest[v](topics=[t(name="orders"), t(name="audit")],
+                              allow_auto_topic_creation=True,
+                              include_cluster_authorized_operations=False,
+                              include_topic_authorized_operations=False)
+
+
+def _create_topics(v):
+    t = CreateTopicsRequest.CreatableTopic
+    return CreateTopicsRequest[v](timeout_ms=30000, validate_only=False, topics=[
+        t(name="orders", num_partitions=3, replication_factor=1, assignments=[], configs=[]),
+        t(name="audit", num_partitions=1, replication_factor=1, assignments=[], configs=[])])
+
+
+def _delete_topics(v):
+    s = DeleteTopicsRequest.DeleteTopicState
+    return DeleteTopicsRequest[v](timeout_ms=30000, topic_names=["orders", "audit"],
+                                  topics=[s(name="orders", topic_id=TOPIC_ID),
+                                          s(name="audit", topic_id=TOPIC_ID)])
+
+
+def _create_partitions(v):
+    t = CreatePartitionsRequest.CreatePartitionsTopic
+    return CreatePartitionsRequest[v](timeout_ms=30000, validate_only=False, topics=[
+        t(name="orders", count=6, assignments=None), t(name="audit", count=2, assignments=None)])
+
+
+def _describe_configs(v):
+    r = DescribeConfigsRequest.DescribeConfigsResource
+    return DescribeConfigsRequest[v](include_synonyms=False, include_documentation=False,
+                                     resources=[r(resource_type=2, resource_name="orders",
+                                                  configuration_keys=None),
+                                                r(resource_type=4, resource_name="1",
+                                                  configuration_keys=["log.dirs"])])
+
+
+def _alter_configs(v):
+    r = IncrementalAlterConfigsRequest.AlterConfigsResource
+    c = r.AlterableConfig
+    return IncrementalAlterConfigsRequest[v](validate_only=False, resources=[
+        r(resource_type=2, resource_name="orders",
+          configs=[c(name="retention.ms", config_operation=0, value="1000")]),
+        r(resource_type=2, resource_name="audit", configs=[])])
+
+
+SAMPLES = {
+    0: _produce,
+    1: _fetch,
+    2: _list_offsets,
+    3: _metadata,
+    18: lambda v: ApiVersionsRequest[v](client_software_name="kafka-python",
+                                        client_software_version="3.0.12"),
+    19: _create_topics,
+    20: _delete_topics,
+    22: lambda v: InitProducerIdRequest[v](transactional_id=None, transaction_timeout_ms=60000,
+                                           producer_id=-1, producer_epoch=-1),
+    23: _leader_epoch,
+    32: _describe_configs,
+    37: _create_partitions,
+    44: _alter_configs,
+    60: lambda v: DescribeClusterRequest[v](include_cluster_authorized_operations=False),
+}
+
+# (topic, partitions) every sample with topics asks about, in order.
+ASKED = {"orders": [0, 2], "audit": [1]}
+
+
+def sample_request(api_key: int, version: int):
+    return SAMPLES[api_key](version)
+
+
+def frame_of(message, correlation_id: int = 7, client_id: str | None = "rayka-test") -> bytes:
+    """Size prefix + request header + body, all by kafka-python."""
+    message.with_header(correlation_id=correlation_id, client_id=client_id)
+    return bytes(message.encode(header=True, framed=True))
+
+
+def sample_frame(api_key: int, version: int, correlation_id: int = 7,
+                 client_id: str | None = "rayka-test") -> bytes:
+    return frame_of(sample_request(api_key, version), correlation_id, client_id)
+
+
+def walk(tree, key):
+    """Every value stored under `key` anywhere in a kafka-python to_dict() tree."""
+    if isinstance(tree, dict):
+        for k, v in tree.items():
+            if k == key:
+                yield v
+            yield from walk(v, key)
+    elif isinstance(tree, list):
+        for item in tree:
+            yield from walk(item, key)

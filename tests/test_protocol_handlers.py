@@ -1,0 +1,752 @@
+"""protocol/handlers/ end to end, without Ray or sockets: requests encoded by kafka-python go
+through protocol.connection.Connection and protocol.handlers.answer against FakeBrokerApi
+(tests/fake_broker_api.py), and the bytes that come back are decoded by kafka-python's
+response classes (and read by kio's own reader, which must consume the whole frame).
+Table-driven over every served version where a rule depends on the version.
+"""
+
+from __future__ import annotations
+
+import inspect
+import struct
+import uuid
+
+import pytest
+from kafka.protocol.admin import (
+    CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest,
+    CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse, DescribeClusterRequest,
+    DescribeClusterResponse, DescribeConfigsRequest, DescribeConfigsResponse,
+    IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
+)
+from kafka.protocol.consumer import (
+    FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse,
+    OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse,
+)
+from kafka.protocol.metadata import (
+    ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse,
+)
+from kafka.protocol.producer import (
+    InitProducerIdRequest, InitProducerIdResponse, ProduceRequest, ProduceResponse,
+)
+from kio.index import load_response_schema
+from kio.serial import entity_reader
+
+from protocol.api import BrokerApi, ConfigResource, FetchAsk
+from protocol.codec import has_request_schema
+from protocol.connection import Connection
+from protocol.handlers import HANDLERS, answer
+from protocol.versions import REJECTED_VERSIONS, SUPPORTED
+from protocol.errors import ProtocolError
+from replicas.errors import KafkaStorageError, NotController
+from tests.fake_broker_api import FakeBrokerApi, Partition
+from tests.protocol_samples import ASKED, frame_of, sample_request, walk
+
+pytestmark = pytest.mark.unit
+
+RESPONSES = {0: ProduceResponse, 1: FetchResponse, 2: ListOffsetsResponse,
+             3: MetadataResponse, 18: ApiVersionsResponse, 19: CreateTopicsResponse,
+             20: DeleteTopicsResponse, 22: InitProducerIdResponse,
+             23: OffsetForLeaderEpochResponse, 32: DescribeConfigsResponse,
+             37: CreatePartitionsResponse, 44: IncrementalAlterConfigsResponse,
+             60: DescribeClusterResponse}
+# The BrokerApi method each API's handler calls.
+METHOD = {0: "produce", 1: "fetch", 2: "list_offsets", 3: "metadata", 19: "create_topics",
+          20: "delete_topics", 22: "init_producer_id", 23: "offsets_for_leader_epoch",
+          32: "describe_configs", 37: "create_partitions", 44: "alter_configs",
+          60: "metadata"}
+SERVED = [(k, v) for k, (lo, hi) in SUPPORTED.items() if k in HANDLERS
+          for v in range(lo, hi + 1) if v not in REJECTED_VERSIONS.get(k, ())]
+
+
+def versions(api_key: int, lo: int | None = None, hi: int | None = None) -> list[int]:
+    smin, smax = SUPPORTED[api_key]
+    lo = smin if lo is None else lo
+    hi = smax if hi is None else hi
+    return [v for v in range(lo, hi + 1) if v not in REJECTED_VERSIONS.get(api_key, ())]
+
+
+# -- plumbing ----------------------------------------------------------------------------------
+def send(fake, msg, listener="PLAINTEXT", correlation_id=4242, conn=None):
+    """One kafka-python request through a Connection and answer(): (request, bytes | None)."""
+    conn = conn or Connection()
+    conn.receive_data(frame_of(msg, correlation_id))
+    request = conn.next_request()
+    assert request is not None and conn.next_request() is None
+    return request, answer(conn, fake, request, listener)
+
+
+def kio_read(frame: bytes, cls):
+    """kio's reader on a whole response frame: it must consume every byte."""
+    header, n = entity_reader(cls.__header_schema__)(frame, 4)
+    body, m = entity_reader(cls)(frame, 4 + n)
+    assert 4 + n + m == len(frame)
+    return header, body
+
+
+def ask(fake, msg, listener="PLAINTEXT", conn=None):
+    """Send `msg`, check the frame (size, echoed correlation id, kio reads it all) and return
+    kafka-python's decoding of the answer."""
+    api_key, version = msg.API_KEY, msg.API_VERSION
+    _, out = send(fake, msg, listener, 4242, conn)
+    assert out is not None
+    assert struct.unpack_from(">ii", out) == (len(out) - 4, 4242)
+    if not (api_key == 0 and version < 3):                  # kio has no Produce v0-2
+        header, _ = kio_read(out, load_response_schema(api_key, version))
+        assert header.correlation_id == 4242
+    decoded = RESPONSES[api_key].decode(out[4:], version=version, header=True)
+    assert decoded.header.correlation_id == 4242
+    return decoded
+
+
+def cluster() -> FakeBrokerApi:
+    """Broker 1 (us) and 2 on PLAINTEXT, 1 and 3 on EXTERNAL; broker 9 is not live.
+    orders: 3 partitions on (1, 2, 9) at leader epoch 4; audit: 1 partition on broker 1."""
+    fake = FakeBrokerApi(broker_id=1, cluster_id="rayka-test", controller_id=2)
+    fake.add_broker(1, rack="r1", PLAINTEXT=("10.0.0.1", 9092), EXTERNAL=("ext-1", 19092))
+    fake.add_broker(2, rack=None, PLAINTEXT=("10.0.0.2", 9092))
+    fake.add_broker(3, rack="r3", EXTERNAL=("ext-3", 19093))
+    fake.add_topic("orders", 3, replicas=(1, 2, 9), leader_epoch=4)
+    fake.add_topic("audit", 1)
+    return fake
+
+
+def metadata_request(version, names, allow=True):
+    t = MetadataRequest.MetadataRequestTopic
+    topics = None if names is None else [t(name=n) for n in names]
+    return MetadataRequest[version](topics=topics, allow_auto_topic_creation=allow,
+                                    include_cluster_authorized_operations=False,
+                                    include_topic_authorized_operations=False)
+
+
+# -- Metadata ----------------------------------------------------------------------------------
+def test_metadata_v0_empty_topic_list_means_all_topics():
+    fake = cluster()
+    resp = ask(fake, metadata_request(0, []))
+    assert [t.name for t in resp.topics] == ["orders", "audit"]
+    assert fake.calls_of("metadata") == [
+        {"topics": None, "allow_auto_create": True, "listener": "PLAINTEXT"}]
+
+
+@pytest.mark.parametrize("version", versions(3, 1))
+def test_metadata_v1_up_null_means_all_topics_and_empty_means_none(version):
+    fake = cluster()
+    every = ask(fake, metadata_request(version, None))
+    assert [t.name for t in every.topics] == ["orders", "audit"]
+    none = ask(fake, metadata_request(version, []))
+    assert none.topics == []
+    assert [c["topics"] for c in fake.calls_of("metadata")] == [None, []]
+
+
+@pytest.mark.parametrize("allow", [True, False])
+@pytest.mark.parametrize("version", versions(3))
+def test_metadata_unknown_topic_auto_creation_follows_the_request(version, allow):
+    # v0-3 have no flag: always allowed. v4+: the flag decides.
+    fake = cluster()
+    resp = ask(fake, metadata_request(version, ["orders", "fresh"], allow=allow))
+    allowed = allow or version < 4
+    assert fake.calls_of("metadata")[0]["allow_auto_create"] is allowed
+    assert [(t.name, t.error_code) for t in resp.topics] == [
+        ("orders", 0), ("fresh", 5 if allowed else 3)]
+    assert resp.topics[1].partitions == []
+    assert ("fresh" in fake.topics) is allowed
+
+
+@pytest.mark.parametrize("version", [0, 4, 12])
+def test_metadata_topic_error_is_what_the_broker_says(version):
+    fake = cluster()
+    fake.errors["audit"] = 29                   # TOPIC_AUTHORIZATION_FAILED, say
+    resp = ask(fake, metadata_request(version, ["audit", "bad name!"]))
+    assert [(t.name, t.error_code) for t in resp.topics] == [("audit", 29), ("bad name!", 17)]
+
+
+@pytest.mark.parametrize("listener,expected", [
+    ("PLAINTEXT", [(1, "10.0.0.1", 9092, "r1"), (2, "10.0.0.2", 9092, None)]),
+    ("EXTERNAL", [(1, "ext-1", 19092, "r1"), (3, "ext-3", 19093, "r3")]),
+    ("INTERNAL", []),
+])
+@pytest.mark.parametrize("version", versions(3))
+def test_metadata_lists_the_brokers_with_an_endpoint_for_the_listener_asked_on(
+        version, listener, expected):
+    fake = cluster()
+    resp = ask(fake, metadata_request(version, ["orders"]), listener=listener)
+    assert fake.calls_of("metadata")[0]["listener"] == listener
+    got = [(b.node_id, b.host, b.port, b.rack) for b in resp.brokers]
+    # rack exists from v1 (kafka-python reads an absent field as its default, None).
+    assert got == [(n, h, p, r if version >= 1 else None) for n, h, p, r in expected]
+
+
+@pytest.mark.parametrize("version", versions(3))
+def test_metadata_partitions_controller_and_cluster_by_version(version):
+    fake = cluster()
+    fake.partition(("orders", 2)).leader = 9          # leader not live
+    fake.partition(("orders", 1)).isr = (1, 9)
+    fake.errors[("orders", 1)] = 9                    # REPLICA_NOT_AVAILABLE, injected
+    resp = ask(fake, metadata_request(version, ["orders"]))
+    (topic,) = resp.topics
+    assert (topic.name, topic.error_code, topic.is_internal) == ("orders", 0, False)
+    if version >= 10:
+        assert topic.topic_id is None             # kafka-python reads the zero UUID as None
+    rows = [(p.partition_index, p.error_code, p.leader_id, p.leader_epoch, p.replica_nodes,
+             p.isr_nodes, p.offline_replicas) for p in topic.partitions]
+    epoch = 4 if version >= 7 else -1
+    offline = [9] if version >= 5 else []
+    assert rows == [(0, 0, 1, epoch, [1, 2, 9], [1, 2], offline),
+                    (1, 9, 1, epoch, [1, 2, 9], [1], offline),
+                    (2, 5, -1, epoch, [1, 2, 9], [1, 2], offline)]
+    assert resp.controller_id == (2 if version >= 1 else -1)
+    assert resp.cluster_id == ("rayka-test" if version >= 2 else None)
+
+
+@pytest.mark.parametrize("listener", ["PLAINTEXT", "EXTERNAL"])
+@pytest.mark.parametrize("version", versions(60))
+def test_describe_cluster_lists_brokers_controller_and_cluster(version, listener):
+    fake = cluster()
+    resp = ask(fake, DescribeClusterRequest[version](include_cluster_authorized_operations=False),
+               listener=listener)
+    assert fake.calls_of("metadata") == [
+        {"topics": [], "allow_auto_create": False, "listener": listener}]
+    assert (resp.error_code, resp.cluster_id, resp.controller_id) == (0, "rayka-test", 2)
+    assert [(b.broker_id, b.host, b.port) for b in resp.brokers] == (
+        [(1, "10.0.0.1", 9092), (2, "10.0.0.2", 9092)] if listener == "PLAINTEXT"
+        else [(1, "ext-1", 19092), (3, "ext-3", 19093)])
+    if version >= 1:
+        assert resp.endpoint_type == 1
+
+
+# -- Produce -----------------------------------------------------------------------------------
+def produce_request(version, parts, acks=-1, transactional_id=None):
+    """parts: {topic: [(index, records)]}."""
+    tpd = ProduceRequest.TopicProduceData
+    ppd = tpd.PartitionProduceData
+    return ProduceRequest[version](
+        transactional_id=transactional_id, acks=acks, timeout_ms=1500,
+        topic_data=[tpd(name=t, partition_data=[ppd(index=i, records=r) for i, r in ps])
+                    for t, ps in parts.items()])
+
+
+@pytest.mark.parametrize("version", versions(0))
+def test_produce_acks_0_is_answered_with_no_bytes(version):
+    fake = cluster()
+    conn = Connection()
+    request, out = send(fake, produce_request(version, {"audit": [(0, b"fire")]}, acks=0),
+                        conn=conn)
+    assert not request.expects_response
+    assert out is None and conn.responses_sent == 0
+    assert fake.calls_of("produce") == [
+        {"acks": 0, "timeout_ms": 1500, "partitions": [(("audit", 0), b"fire")]}]
+    assert [b.data for b in fake.partition(("audit", 0)).batches] == [b"fire"]
+
+
+@pytest.mark.parametrize("version", versions(0))
+def test_a_failed_acks_0_produce_closes_the_connection_instead_of_answering(version):
+    # Kafka never answers acks=0 (the producer reads no response): on a whole-request error
+    # it closes the connection. Bytes here would be read as the answer to the NEXT request.
+    fake = cluster()
+    fake.raises["produce"] = KafkaStorageError("disk gone")
+    conn = Connection()
+    with pytest.raises(ProtocolError, match="acks=0"):
+        send(fake, produce_request(version, {"audit": [(0, b"fire")]}, acks=0), conn=conn)
+    assert len(fake.calls_of("produce")) == 1 and conn.responses_sent == 0
+
+
+@pytest.mark.parametrize("version", versions(0))
+def test_produce_maps_each_partitions_outcome(version):
+    fake = cluster()
+    fake.partition(("audit", 0)).log_start = 100
+    fake.append(("audit", 0), b"older", count=5)               # offsets 100..104
+    fake.partition(("orders", 0)).leader = 1
+    fake.errors[("orders", 2)] = 19                           # NOT_ENOUGH_REPLICAS
+    fake.partition(("orders", 1)).leader = 2                  # not us: NOT_LEADER (6)
+    resp = ask(fake, produce_request(version, {
+        "audit": [(0, b"batch-a")],
+        "orders": [(0, b"batch-0"), (1, b"batch-1"), (2, b"batch-2")],
+        "ghost": [(0, b"batch-g")]}))
+    assert fake.calls_of("produce")[0]["partitions"] == [
+        (("audit", 0), b"batch-a"), (("orders", 0), b"batch-0"), (("orders", 1), b"batch-1"),
+        (("orders", 2), b"batch-2"), (("ghost", 0), b"batch-g")]
+    rows = [(t.name, p.index, p.error_code, p.base_offset, p.log_start_offset,
+             p.error_message) for t in resp.responses for p in t.partition_responses]
+    start = (lambda n: n) if version >= 5 else (lambda n: -1)
+    msg = (lambda code, tp: f"error {code} for {tp}") if version >= 8 else (lambda *_: None)
+    assert rows == [
+        ("audit", 0, 0, 105, start(100), None),
+        ("orders", 0, 0, 0, start(0), None),
+        ("orders", 1, 6, -1, start(-1), msg(6, ("orders", 1))),
+        ("orders", 2, 19, -1, start(-1), msg(19, ("orders", 2))),
+        ("ghost", 0, 3, -1, start(-1), msg(3, ("ghost", 0)))]
+    assert all(p.log_append_time_ms == -1 for t in resp.responses
+               for p in t.partition_responses)
+
+
+@pytest.mark.parametrize("version", versions(0))
+def test_produce_null_records_fail_that_partition_only(version):
+    fake = cluster()
+    resp = ask(fake, produce_request(version, {"orders": [(0, b"x")], "audit": [(0, None)]}))
+    assert [(t.name, [(p.index, p.error_code, p.base_offset) for p in t.partition_responses])
+            for t in resp.responses] == [("orders", [(0, 0, 0)]), ("audit", [(0, 87, -1)])]
+    assert fake.calls_of("produce")[0]["partitions"] == [(("orders", 0), b"x")]
+    assert fake.partition(("audit", 0)).batches == []
+
+
+@pytest.mark.parametrize("version", versions(0))
+def test_produce_with_a_transactional_id_is_refused_and_never_reaches_the_broker(version):
+    fake = cluster()
+    resp = ask(fake, produce_request(version, {"orders": [(0, b"x"), (1, b"y")],
+                                               "audit": [(0, None)]}, transactional_id="tx-1"))
+    assert [(t.name, p.index, p.error_code, p.base_offset) for t in resp.responses
+            for p in t.partition_responses] == [
+        ("orders", 0, 53, -1), ("orders", 1, 53, -1), ("audit", 0, 53, -1)]
+    assert fake.calls_of("produce") == []
+
+
+@pytest.mark.parametrize("version", [0, 1, 2])
+def test_produce_v0_to_v2_is_unsupported_version(version):
+    fake = cluster()
+    request, _ = send(fake, sample_request(0, version))
+    assert not request.served
+    resp = ask(fake, sample_request(0, version))
+    assert [(t.name, [(p.index, p.error_code) for p in t.partition_responses])
+            for t in resp.responses] == [("orders", [(0, 35), (2, 35)]), ("audit", [(1, 35)])]
+    assert fake.calls == []
+
+
+# -- Fetch -------------------------------------------------------------------------------------
+def fetch_request(version, parts, isolation=0, session_id=0, session_epoch=-1, replica_id=-1,
+                  max_wait_ms=500):
+    """parts: {topic: [(partition, offset, current_leader_epoch, last_fetched_epoch,
+    partition_max_bytes)]}."""
+    ft = FetchRequest.FetchTopic
+    fp = ft.FetchPartition
+    return FetchRequest[version](
+        replica_id=replica_id, max_wait_ms=max_wait_ms, min_bytes=7, max_bytes=123456,
+        isolation_level=isolation, session_id=session_id, session_epoch=session_epoch,
+        rack_id="", forgotten_topics_data=[],
+        topics=[ft(topic=t, partitions=[
+            fp(partition=p, fetch_offset=o, current_leader_epoch=cle, last_fetched_epoch=lfe,
+               log_start_offset=-1, partition_max_bytes=mb) for p, o, cle, lfe, mb in ps])
+            for t, ps in parts.items()])
+
+
+def fetch_cluster() -> FakeBrokerApi:
+    fake = cluster()
+    tp = ("orders", 0)
+    for data, count in ((b"first-batch", 2), (b"second-batch", 3), (b"third-batch", 1)):
+        fake.append(tp, data, count=count)                    # 0-1, 2-4, 5
+    fake.partition(tp).hw = 5                                 # offset 5 not yet committed
+    fake.partition(tp).log_start = 1
+    fake.partition(("orders", 1)).leader = 2                  # not us
+    return fake
+
+
+@pytest.mark.parametrize("version", versions(1))
+def test_fetch_passes_the_request_to_the_broker(version):
+    fake = fetch_cluster()
+    ask(fake, fetch_request(version, {"orders": [(0, 3, 4, 4, 1000), (2, 0, -1, -1, 50)],
+                                      "audit": [(0, 0, -1, -1, 4096)]}, isolation=1,
+                            max_wait_ms=750))
+    (call,) = fake.calls_of("fetch")
+    assert (call["replica_id"], call["max_wait_ms"], call["min_bytes"], call["max_bytes"],
+            call["isolation_level"]) == (-1, 750, 7, 123456, 1)
+    assert type(call["max_wait_ms"]) is int
+    cle = 4 if version >= 9 else -1
+    lfe = 4 if version >= 12 else -1
+    assert call["asks"] == [FetchAsk(("orders", 0), 3, cle, lfe, 1000),
+                            FetchAsk(("orders", 2), 0, -1, -1, 50),
+                            FetchAsk(("audit", 0), 0, -1, -1, 4096)]
+
+
+@pytest.mark.parametrize("isolation", [0, 1])
+@pytest.mark.parametrize("version", versions(1))
+def test_fetch_answers_every_partition_asked(version, isolation):
+    fake = fetch_cluster()
+    resp = ask(fake, fetch_request(version, {"orders": [(0, 3, -1, -1, 1 << 20),
+                                                        (1, 0, -1, -1, 1 << 20)],
+                                             "audit": [(0, 0, -1, -1, 1 << 20),
+                                                       (7, 0, -1, -1, 1 << 20)]},
+                                   isolation=isolation))
+    if version >= 7:
+        assert (resp.error_code, resp.session_id) == (0, 0)
+    start = (lambda n: n) if version >= 5 else (lambda n: -1)
+    rows = [(t.topic, p.partition_index, p.error_code, p.high_watermark,
+             p.last_stable_offset, p.log_start_offset, p.records)
+            for t in resp.responses for p in t.partitions]
+    # The batch holding offset 3, unchanged; the one at 5 is above the HW.
+    assert rows[0] == ("orders", 0, 0, 5, 5, start(1), b"second-batch")
+    assert [r[:3] for r in rows[1:]] == [("orders", 1, 6), ("audit", 0, 0), ("audit", 7, 3)]
+    assert rows[2][3:6] == (0, 0, start(0))
+    assert rows[2][6] in (b"", None)
+    aborted = [] if isolation == 1 else None
+    assert [p.aborted_transactions for t in resp.responses for p in t.partitions] == \
+        [aborted] * 4
+    if version >= 12:
+        p = resp.responses[0].partitions[0]
+        assert (p.current_leader.leader_id, p.current_leader.leader_epoch) == (1, 4)
+        assert p.diverging_epoch is None          # tagged field left out: no divergence
+    if version >= 11:
+        assert resp.responses[0].partitions[0].preferred_read_replica == -1
+
+
+@pytest.mark.parametrize("version", versions(1))
+def test_fetch_returns_the_first_batch_even_when_larger_than_max_bytes(version):
+    fake = fetch_cluster()
+    resp = ask(fake, fetch_request(version, {"orders": [(0, 1, -1, -1, 3)]}))
+    assert resp.responses[0].partitions[0].records == b"first-batch"
+    resp = ask(fake, fetch_request(version, {"orders": [(0, 1, -1, -1, 1 << 20)]}))
+    assert resp.responses[0].partitions[0].records == b"first-batch" b"second-batch"
+
+
+@pytest.mark.parametrize("version", versions(1, 7))
+def test_fetch_with_a_session_id_we_never_gave_is_session_not_found(version):
+    fake = fetch_cluster()
+    resp = ask(fake, fetch_request(version, {"orders": [(0, 0, -1, -1, 1 << 20)]},
+                                   session_id=99, session_epoch=1))
+    assert (resp.error_code, resp.session_id, resp.responses) == (70, 0, [])
+    assert fake.calls_of("fetch") == []
+
+
+def test_fetch_v12_carries_a_diverging_epoch_to_a_follower():
+    fake = fetch_cluster()
+    fake.new_leader_epoch(("orders", 0))                     # epochs [(4, 0), (5, 6)]
+    fake.partition(("orders", 0)).epochs = [(3, 0), (4, 2), (5, 6)]
+    # A follower that last fetched epoch 3 at offset 4: epoch 3 ended at offset 2.
+    resp = ask(fake, fetch_request(12, {"orders": [(0, 4, 5, 3, 1 << 20)]}, replica_id=2))
+    p = resp.responses[0].partitions[0]
+    assert (p.error_code, p.diverging_epoch.epoch, p.diverging_epoch.end_offset) == (0, 3, 2)
+    assert (p.current_leader.leader_id, p.current_leader.leader_epoch) == (1, 5)
+    assert p.records in (b"", None)
+    assert fake.calls_of("fetch")[0]["replica_id"] == 2
+
+
+# -- ListOffsets, OffsetForLeaderEpoch, InitProducerId ---------------------------------------
+@pytest.mark.parametrize("version", versions(2))
+def test_list_offsets_by_timestamp_and_version(version):
+    fake = cluster()
+    for p in range(3):
+        tp = ("orders", p)
+        for ts, count in ((1000, 2), (2000, 3), (3000, 1)):   # 0-1, 2-4, 5
+            fake.append(tp, b"batch", count=count, timestamp=ts)
+        fake.partition(tp).epochs = [(2, 0), (4, 2)]
+    fake.partition(("orders", 1)).log_start = 1
+    t = ListOffsetsRequest.ListOffsetsTopic
+    lp = t.ListOffsetsPartition
+    resp = ask(fake, ListOffsetsRequest[version](replica_id=-1, isolation_level=1, topics=[
+        t(name="orders", partitions=[lp(partition_index=0, timestamp=-1, current_leader_epoch=4),
+                                     lp(partition_index=1, timestamp=-2),
+                                     lp(partition_index=2, timestamp=1500)]),
+        t(name="audit", partitions=[lp(partition_index=0, timestamp=-1,
+                                       current_leader_epoch=3)])]))
+    (call,) = fake.calls_of("list_offsets")
+    assert call["isolation_level"] == (1 if version >= 2 else 0)
+    epoch = (lambda e: e) if version >= 4 else (lambda e: -1)
+    assert call["asks"] == [(("orders", 0), -1, epoch(4)), (("orders", 1), -2, -1),
+                            (("orders", 2), 1500, -1), (("audit", 0), -1, epoch(3))]
+    rows = [(t.name, p.partition_index, p.error_code, p.timestamp, p.offset, p.leader_epoch)
+            for t in resp.topics for p in t.partitions]
+    assert rows == [("orders", 0, 0, -1, 6, epoch(4)),
+                    ("orders", 1, 0, -1, 1, epoch(2)),
+                    ("orders", 2, 0, 2000, 2, epoch(4)),
+                    # audit is at epoch 0: a client at epoch 3 is ahead (UNKNOWN_LEADER_EPOCH)
+                    ("audit", 0, 75, -1, -1, -1) if version >= 4 else ("audit", 0, 0, -1, 0, -1)]
+
+
+@pytest.mark.parametrize("version", versions(23))
+def test_offset_for_leader_epoch_answers_end_offsets(version):
+    fake = cluster()
+    for p in range(3):
+        tp = ("orders", p)
+        fake.append(tp, b"batch", count=25)
+        fake.partition(tp).epochs = [(1, 0), (3, 10), (4, 20)]
+    t = OffsetForLeaderEpochRequest.OffsetForLeaderTopic
+    lp = t.OffsetForLeaderPartition
+    resp = ask(fake, OffsetForLeaderEpochRequest[version](replica_id=-1, topics=[
+        t(topic="orders", partitions=[lp(partition=0, current_leader_epoch=4, leader_epoch=2),
+                                      lp(partition=1, current_leader_epoch=-1, leader_epoch=0),
+                                      lp(partition=2, current_leader_epoch=3, leader_epoch=4)]),
+        t(topic="audit", partitions=[lp(partition=5, current_leader_epoch=-1,
+                                        leader_epoch=0)])]))
+    assert fake.calls_of("offsets_for_leader_epoch")[0]["asks"] == [
+        (("orders", 0), 4, 2), (("orders", 1), -1, 0), (("orders", 2), 3, 4),
+        (("audit", 5), -1, 0)]
+    assert [(t.topic, p.partition, p.error_code, p.leader_epoch, p.end_offset)
+            for t in resp.topics for p in t.partitions] == [
+        ("orders", 0, 0, 1, 10),          # epoch 2 unknown: epoch 1, which ended at 10
+        ("orders", 1, 0, -1, -1),         # before the first epoch
+        ("orders", 2, 74, -1, -1),        # client's epoch 3 < leader's 4: fenced
+        ("audit", 5, 3, -1, -1)]
+
+
+@pytest.mark.parametrize("version", versions(22))
+def test_init_producer_id_returns_the_brokers_producer(version):
+    fake = cluster()
+    first = ask(fake, InitProducerIdRequest[version](
+        transactional_id=None, transaction_timeout_ms=60000, producer_id=-1, producer_epoch=-1))
+    assert (first.error_code, first.producer_id, first.producer_epoch) == (0, 1000, 0)
+    again = ask(fake, InitProducerIdRequest[version](
+        transactional_id=None, transaction_timeout_ms=60000, producer_id=1000,
+        producer_epoch=0))
+    # v3+ carries the producer to bump (KIP-360); before, every call is a new producer.
+    expected = (0, 1000, 1) if version >= 3 else (0, 1001, 0)
+    assert (again.error_code, again.producer_id, again.producer_epoch) == expected
+    assert fake.calls_of("init_producer_id") == [
+        {"transactional_id": None, "producer_id": -1, "producer_epoch": -1},
+        {"transactional_id": None, "producer_id": 1000 if version >= 3 else -1,
+         "producer_epoch": 0 if version >= 3 else -1}]
+
+
+@pytest.mark.parametrize("version", versions(22))
+def test_init_producer_id_with_a_transactional_id_is_refused(version):
+    fake = cluster()
+    resp = ask(fake, InitProducerIdRequest[version](
+        transactional_id="tx-1", transaction_timeout_ms=60000, producer_id=-1,
+        producer_epoch=-1))
+    assert (resp.error_code, resp.producer_id, resp.producer_epoch) == (53, -1, -1)
+    assert fake.calls_of("init_producer_id") == []
+
+
+# -- CreateTopics, DeleteTopics, CreatePartitions ------------------------------------------
+@pytest.mark.parametrize("validate_only", [False, True])
+@pytest.mark.parametrize("version", versions(19))
+def test_create_topics(version, validate_only):
+    fake = cluster()
+    fake.num_partitions = 4
+    t = CreateTopicsRequest.CreatableTopic
+    c = t.CreatableTopicConfig
+    resp = ask(fake, CreateTopicsRequest[version](timeout_ms=25000, validate_only=validate_only,
+                                                  topics=[
+        t(name="twice", num_partitions=3, replication_factor=1, assignments=[], configs=[]),
+        t(name="fresh", num_partitions=-1, replication_factor=-1, assignments=[],
+          configs=[c(name="retention.ms", value="1000")]),
+        t(name="twice", num_partitions=1, replication_factor=1, assignments=[], configs=[]),
+        t(name="audit", num_partitions=1, replication_factor=1, assignments=[], configs=[])]))
+    (call,) = fake.calls_of("create_topics")
+    assert (call["timeout_ms"], call["validate_only"]) == (25000, validate_only)
+    assert [(s.name, s.partitions, s.replication_factor, dict(s.configs))
+            for s in call["specs"]] == [("fresh", -1, -1, {"retention.ms": "1000"}),
+                                        ("audit", 1, 1, {})]
+    assert [(r.name, r.error_code) for r in resp.topics] == [
+        ("twice", 42), ("fresh", 0), ("audit", 36)]
+    assert "multiple entries for the topic twice" in resp.topics[0].error_message
+    assert resp.topics[1].error_message is None
+    assert ("fresh" in fake.topics) is not validate_only and "twice" not in fake.topics
+    fresh, audit = resp.topics[1], resp.topics[2]
+    if version >= 5:                     # the broker's numbers and configs, from v5
+        assert (fresh.num_partitions, fresh.replication_factor) == (4, 1)
+        assert {c.name: (c.value, c.config_source) for c in fresh.configs}["retention.ms"] \
+            == ("1000", 1)
+        assert len(fresh.configs) == 4
+        assert audit.configs is None and resp.topics[0].configs is None
+    else:
+        assert (fresh.num_partitions, fresh.replication_factor) == (-1, -1)
+        assert fresh.configs in ([], None)
+
+
+def delete_topics_request(version, names):
+    s = DeleteTopicsRequest.DeleteTopicState
+    return DeleteTopicsRequest[version](timeout_ms=20000, topic_names=names,
+                                        topics=[s(name=n, topic_id=uuid.UUID(int=0))
+                                                for n in names])
+
+
+@pytest.mark.parametrize("version", versions(20))
+def test_delete_topics(version):
+    fake = cluster()
+    fake.add_topic("dup")
+    req = delete_topics_request(version, ["orders", "ghost", "dup", "dup"])
+    resp = ask(fake, req)
+    assert fake.calls_of("delete_topics") == [{"names": ["orders", "ghost"],
+                                               "timeout_ms": 20000}]
+    assert [(r.name, r.error_code) for r in resp.responses] == [
+        ("orders", 0), ("ghost", 3), ("dup", 42)]
+    if version >= 5:
+        assert [r.error_message is None for r in resp.responses] == [True, False, False]
+    if version >= 6:
+        assert [r.topic_id for r in resp.responses] == [None] * 3     # the zero UUID
+    assert set(fake.topics) == {"audit", "dup"}
+
+
+def test_delete_topics_v6_by_id_answers_unknown_topic_id():
+    # rayka tracks no topic ids: a topic named only by id gets UNKNOWN_TOPIC_ID (100), as
+    # every asked item must get an answer.
+    fake = cluster()
+    s = DeleteTopicsRequest.DeleteTopicState
+    some_id = uuid.UUID("0123456789abcdef0123456789abcdef")
+    resp = ask(fake, DeleteTopicsRequest[6](timeout_ms=1000, topics=[
+        s(name="audit", topic_id=uuid.UUID(int=0)), s(name=None, topic_id=some_id)]))
+    assert [(r.name, r.topic_id, r.error_code) for r in resp.responses] == [
+        ("audit", None, 0), (None, some_id, 100)]
+    assert fake.calls_of("delete_topics") == [{"names": ["audit"], "timeout_ms": 1000}]
+
+
+@pytest.mark.parametrize("validate_only", [False, True])
+@pytest.mark.parametrize("version", versions(37))
+def test_create_partitions(version, validate_only):
+    fake = cluster()
+    fake.add_topic("pair", 2)
+    t = CreatePartitionsRequest.CreatePartitionsTopic
+    a = t.CreatePartitionsAssignment
+    resp = ask(fake, CreatePartitionsRequest[version](
+        timeout_ms=15000, validate_only=validate_only, topics=[
+            t(name="orders", count=5, assignments=[a(broker_ids=[1, 2]), a(broker_ids=[2, 1])]),
+            t(name="pair", count=1, assignments=None),
+            t(name="ghost", count=2, assignments=None),
+            t(name="audit", count=2, assignments=None),
+            t(name="audit", count=3, assignments=None)]))
+    assert fake.calls_of("create_partitions") == [{
+        "asks": [("orders", 5, [(1, 2), (2, 1)]), ("pair", 1, None), ("ghost", 2, None)],
+        "timeout_ms": 15000, "validate_only": validate_only}]
+    assert [(r.name, r.error_code) for r in resp.results] == [
+        ("orders", 0), ("pair", 37), ("ghost", 3), ("audit", 42)]
+    assert resp.results[0].error_message is None
+    assert "higher than the requested 1" in resp.results[1].error_message
+    orders = fake.topics["orders"]
+    if validate_only:
+        assert len(orders) == 3
+    else:
+        assert [orders[p].replicas for p in (3, 4)] == [(1, 2), (2, 1)]
+    assert len(fake.topics["audit"]) == 1
+
+
+# -- Configs -----------------------------------------------------------------------------------
+@pytest.mark.parametrize("version", versions(32))
+def test_describe_configs(version):
+    fake = cluster()
+    fake.topic_configs["orders"] = {"retention.ms": "1000"}
+    r = DescribeConfigsRequest.DescribeConfigsResource
+    resp = ask(fake, DescribeConfigsRequest[version](
+        include_synonyms=False, include_documentation=True, resources=[
+            r(resource_type=2, resource_name="orders", configuration_keys=None),
+            r(resource_type=2, resource_name="audit", configuration_keys=["retention.ms"]),
+            r(resource_type=4, resource_name="1", configuration_keys=["log.dirs"]),
+            r(resource_type=2, resource_name="ghost", configuration_keys=None)]))
+    assert fake.calls_of("describe_configs") == [{"resources": [
+        (ConfigResource(2, "orders"), None), (ConfigResource(2, "audit"), ["retention.ms"]),
+        (ConfigResource(4, "1"), ["log.dirs"]), (ConfigResource(2, "ghost"), None)]}]
+    assert [(x.resource_type, x.resource_name, x.error_code) for x in resp.results] == [
+        (2, "orders", 0), (2, "audit", 0), (4, "1", 0), (2, "ghost", 3)]
+    orders = {c.name: (c.value, c.config_source, c.read_only) for c in resp.results[0].configs}
+    assert orders == {"cleanup.policy": ("delete", 5, False),
+                      "retention.ms": ("1000", 1, False),
+                      "segment.bytes": ("1073741824", 5, False),
+                      "min.insync.replicas": ("1", 5, False)}
+    (audit,) = resp.results[1].configs
+    assert (audit.name, audit.value, audit.config_source) == ("retention.ms", "604800000", 5)
+    (broker,) = resp.results[2].configs
+    assert (broker.name, broker.value, broker.read_only, broker.config_source) == (
+        "log.dirs", "/tmp/rayka", True, 4)
+    assert resp.results[3].configs == [] and resp.results[3].error_message
+    if version >= 3:                     # documentation asked for, and the field exists
+        assert audit.documentation == "the retention.ms default"
+        assert broker.documentation is None
+
+
+@pytest.mark.parametrize("version", [3, 4])
+def test_describe_configs_documentation_only_when_asked(version):
+    fake = cluster()
+    r = DescribeConfigsRequest.DescribeConfigsResource
+    resp = ask(fake, DescribeConfigsRequest[version](
+        include_synonyms=False, include_documentation=False,
+        resources=[r(resource_type=2, resource_name="audit", configuration_keys=None)]))
+    assert resp.results[0].configs and all(c.documentation is None
+                                           for c in resp.results[0].configs)
+
+
+@pytest.mark.parametrize("validate_only", [False, True])
+@pytest.mark.parametrize("version", versions(44))
+def test_incremental_alter_configs(version, validate_only):
+    fake = cluster()
+    fake.topic_configs["orders"] = {"cleanup.policy": "compact"}
+    r = IncrementalAlterConfigsRequest.AlterConfigsResource
+    c = r.AlterableConfig
+    resp = ask(fake, IncrementalAlterConfigsRequest[version](
+        validate_only=validate_only, resources=[
+            r(resource_type=2, resource_name="orders", configs=[
+                c(name="retention.ms", config_operation=0, value="1000"),
+                c(name="cleanup.policy", config_operation=1, value=None)]),
+            r(resource_type=2, resource_name="audit", configs=[
+                c(name="cleanup.policy", config_operation=2, value="compact")]),
+            r(resource_type=2, resource_name="ghost", configs=[]),
+            r(resource_type=4, resource_name="1", configs=[
+                c(name="log.dirs", config_operation=0, value="/x")])]))
+    assert fake.calls_of("alter_configs") == [{"validate_only": validate_only, "resources": [
+        (ConfigResource(2, "orders"), [("retention.ms", 0, "1000"),
+                                       ("cleanup.policy", 1, None)]),
+        (ConfigResource(2, "audit"), [("cleanup.policy", 2, "compact")]),
+        (ConfigResource(2, "ghost"), []),
+        (ConfigResource(4, "1"), [("log.dirs", 0, "/x")])]}]
+    assert [(x.resource_type, x.resource_name, x.error_code) for x in resp.responses] == [
+        (2, "orders", 0), (2, "audit", 0), (2, "ghost", 3), (4, "1", 42)]
+    assert resp.responses[0].error_message is None and resp.responses[3].error_message
+    if validate_only:
+        assert fake.topic_configs["orders"] == {"cleanup.policy": "compact"}
+    else:
+        assert fake.topic_configs["orders"] == {"retention.ms": "1000"}
+        assert fake.topic_configs["audit"] == {"cleanup.policy": "delete,compact"}
+
+
+# -- errors and versions -----------------------------------------------------------------------
+@pytest.mark.parametrize("api_key,version", SERVED)
+def test_a_kafka_error_raised_by_the_broker_is_answered_everywhere(api_key, version):
+    fake = cluster()
+    fake.raises[METHOD[api_key]] = NotController("moved")
+    resp = ask(fake, sample_request(api_key, version))
+    assert len(fake.calls_of(METHOD[api_key])) == 1       # the call was made, and raised
+    tree = resp.to_dict()
+    codes = list(walk(tree, "error_code"))
+    assert codes and set(codes) == {41}
+    if api_key in (0, 1, 2, 3, 19, 20, 23, 37):            # topics asked are echoed
+        assert set(walk(tree, "name")) | set(walk(tree, "topic")) == set(ASKED)
+
+
+def test_any_other_exception_propagates_to_the_caller():
+    fake = cluster()
+    fake.raises["fetch"] = RuntimeError("disk on fire")
+    with pytest.raises(RuntimeError, match="disk on fire"):
+        send(fake, sample_request(1, 12))
+
+
+@pytest.mark.parametrize("api_key,version", [(3, 13), (1, 13), (2, 8), (22, 5), (60, 2)])
+def test_a_version_not_served_is_answered_unsupported_version(api_key, version):
+    assert has_request_schema(api_key, version)           # decodable, just not served
+    fake = cluster()
+    request, _ = send(fake, sample_request(api_key, version))
+    assert not request.served
+    resp = ask(fake, sample_request(api_key, version))
+    codes = list(walk(resp.to_dict(), "error_code"))
+    assert codes and set(codes) == {35}
+    assert fake.calls == []
+
+
+def test_apiversions_v4_gets_the_kip_511_answer_then_v3_works():
+    fake = cluster()
+    conn = Connection()
+    hello = ApiVersionsRequest[4](client_software_name="kafka-python",
+                                  client_software_version="3.0.12")
+    request, out = send(fake, hello, correlation_id=1, conn=conn)
+    assert not request.served
+    # Header v0 (no tagged-field byte), v0 body: error 35 and our ApiVersions range only.
+    assert out == (b"\x00\x00\x00\x10" b"\x00\x00\x00\x01" b"\x00\x23"
+                   b"\x00\x00\x00\x01" b"\x00\x12\x00\x00\x00\x03")
+    first = ApiVersionsResponse.decode(out[4:], version=0, header=True)
+    assert first.error_code == 35
+    assert [(a.api_key, a.min_version, a.max_version) for a in first.api_keys] == [(18, 0, 3)]
+    retry = min(4, first.api_keys[0].max_version)
+    request, out = send(fake, ApiVersionsRequest[retry](
+        client_software_name="kafka-python", client_software_version="3.0.12"),
+        correlation_id=2, conn=conn)
+    assert request.served
+    assert out[4:10] == b"\x00\x00\x00\x02\x00\x00"        # header v0, then error 0
+    second = ApiVersionsResponse.decode(out[4:], version=retry, header=True)
+    assert second.error_code == 0
+    assert {a.api_key: (a.min_version, a.max_version) for a in second.api_keys} == SUPPORTED
+    assert conn.responses_sent == 2 and fake.calls == []
+
+
+def test_the_fake_is_a_real_broker_api():
+    # Every BrokerApi method exists on the fake with the same parameter names.
+    for name, member in vars(BrokerApi).items():
+        if inspect.isfunction(member) and not name.startswith("_"):
+            ours = getattr(FakeBrokerApi, name)
+            assert list(inspect.signature(ours).parameters) == \
+                list(inspect.signature(member).parameters), name
+    assert isinstance(FakeBrokerApi().broker_id, int)
+    assert Partition(leader=1, replicas=(1,), isr=(1,)).log_end == 0
