@@ -53,12 +53,15 @@ from actors import metrics
 from actors.cluster_host import (broker_actor_name, controller_actor_name, normal_priority,
                                  was_restarted)
 from actors.fetcher import Fetcher
+from actors.group_host import OFFSETS_TOPIC, GroupHost
 from actors.kafka_api import KafkaBrokerApi, KafkaConfig
 from actors.listener import KafkaListener
 from controller.requests import LeaderAndIsrRequest, StopReplicaRequest, UpdateMetadataRequest
 from controller.layout import BrokerRegistration, LeaderIsrAndControllerEpoch
 from controller.zookeeper.store import ZkStore
-from replicas.errors import BrokerNotAvailable, KafkaError, NotController, RequestTimedOut
+from coordinator.config import GroupCoordinatorConfig
+from replicas.errors import (BrokerNotAvailable, InvalidConfig, KafkaError, NotController,
+                             RequestTimedOut)
 from replicas.replica_manager import (BrokerConfig, HighWatermarkChanged, ProduceDone,
                                       ProposeIsr, ReplicaManager)
 
@@ -70,6 +73,21 @@ LISTENER_PORTS_FILE = "kafka-listener-ports.json"
 
 def _clock_ms() -> int:
     return int(time.monotonic() * 1000)
+
+
+def _pop_group_config(config: dict) -> GroupCoordinatorConfig:
+    """The group coordinator's broker configs (group.*, offsets.*, offset.*), dotted or
+    underscored, taken out of the broker's config (the rest become topic defaults)."""
+    names = {f.name for f in dataclasses.fields(GroupCoordinatorConfig)}
+    props = {}
+    for key in list(config):
+        name = key.replace(".", "_")
+        if name in names:
+            props[name.replace("_", ".")] = config.pop(key)
+    try:
+        return GroupCoordinatorConfig.from_properties(props)
+    except (TypeError, ValueError) as exc:
+        raise InvalidConfig(f"group coordinator config: {exc}") from None
 
 
 class _PendingProduce:
@@ -108,7 +126,7 @@ class _PendingProduce:
 # must never take every thread while the follower fetches that would release them queue up
 # (seen with 3,000 partitions: nothing was ever acknowledged).
 @ray.remote(max_restarts=-1, max_task_retries=0, max_concurrency=16, num_cpus=0,
-            concurrency_groups={"produce": 64, "fetch": 32, "control": 4})
+            concurrency_groups={"produce": 64, "fetch": 32, "control": 4, "group": 64})
 class BrokerActor:
     def __init__(self, broker_id: int, cluster: str, zookeeper: str, namespace: str,
                  data_dir: str, config: dict | None = None):
@@ -122,6 +140,7 @@ class BrokerActor:
         config.setdefault("hw_checkpoint_interval_ms", 1000)
         session_ms = int(config.pop("zk_session_timeout_ms", 3000))
         self.kafka_config = KafkaConfig.pop_from(config)
+        group_config = _pop_group_config(config)
         broker_cfg = {k: config.pop(k) for k in list(config) if k in _BROKER_KEYS}
         topic_defaults = {k.replace("_", "."): v for k, v in config.items()}
         self.topic_defaults = topic_defaults
@@ -143,6 +162,7 @@ class BrokerActor:
         self.store = ZkStore(zookeeper, cluster, session_timeout_s=session_ms / 1000).start()
         self._session_lost = False
         self.store.add_state_listener(self._on_zk_state)
+        self.groups = GroupHost(self, group_config)
         self.kafka_api = KafkaBrokerApi(self, self.kafka_config,
                                         self.store.get_or_create_cluster_id())
         self.listeners = self._start_listeners()
@@ -273,6 +293,7 @@ class BrokerActor:
             out = self.rm.handle_leader_and_isr(request, topic_configs)
             self.apply_effects(out.effects)
             self._move_fetchers(out.became_leader, out.became_follower)
+            self._offsets_leadership(out.became_leader, out.became_follower)
             return {"error": out.error, "partition_errors": dict(out.partition_errors)}
         if isinstance(request, UpdateMetadataRequest):
             error = self.rm.handle_update_metadata(request)
@@ -282,9 +303,32 @@ class BrokerActor:
             out = self.rm.handle_stop_replica(request)
             self.apply_effects(out.effects)
             self._move_fetchers(out.stopped, {})
+            self._offsets_leadership((), out.stopped)
             self.changed.notify_all()
             return {"error": out.error, "partition_errors": dict(out.partition_errors)}
         raise TypeError(f"not a controller request: {type(request).__name__}")
+
+    def _offsets_leadership(self, led, not_led) -> None:
+        """Tell the group coordinator which `__consumer_offsets` partitions it now loads or
+        unloads (queued: it reads logs on its own thread, never under this lock)."""
+        for tp in led:
+            if tp[0] == OFFSETS_TOPIC:
+                self.groups.became_leader(tp[1])
+        for tp in not_led:
+            if tp[0] == OFFSETS_TOPIC:
+                self.groups.lost(tp[1])
+
+    # -- consumer groups (the native client's door; Kafka clients come through the listener) --
+    @ray.method(concurrency_group="group")
+    def group(self, event):
+        """One coordinator request (a coordinator.messages event; its request_id is
+        replaced): its result, once the coordinator answers (a JoinGroup parks)."""
+        return self.groups.call(lambda rid: dataclasses.replace(event, request_id=rid)).result()
+
+    @ray.method(concurrency_group="group")
+    def find_coordinator(self, group_id: str) -> tuple[int, int]:
+        """(error, broker id of the group's coordinator): Kafka's FindCoordinator."""
+        return self.kafka_api.coordinator_of(group_id)
 
     def _move_fetchers(self, not_following, following: dict) -> None:
         for tp in not_following:
@@ -521,6 +565,7 @@ class BrokerActor:
     def shutdown(self) -> None:
         self._stopped.set()
         self._alter.put(None)
+        self.groups.stop()
         for listener in self.listeners:
             listener.stop()
         for f in self.fetchers.values():

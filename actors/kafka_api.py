@@ -43,6 +43,8 @@ from replicas.errors import (InvalidConfig, InvalidRequest, KafkaError, LeaderNo
 log = logging.getLogger(__name__)
 
 NONE = 0
+COORDINATOR_NOT_AVAILABLE = 15
+OFFSETS_TOPIC = "__consumer_offsets"
 TOPIC, BROKER = 2, 4                                  # Kafka's ConfigResource.Type
 SOURCE_TOPIC, SOURCE_STATIC_BROKER, SOURCE_DEFAULT = 1, 4, 5
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
@@ -229,6 +231,35 @@ class KafkaBrokerApi:
                 start, end = self.broker.store.allocate_producer_id_block(owner_id=self.broker_id)
             self._pid_block = (start + 1, end)
         return NONE, start, 0
+
+    # -- consumer groups ----------------------------------------------------------------------------
+    def coordinator_of(self, group_id: str) -> tuple[int, int]:
+        """(error, broker id): the leader of the group's `__consumer_offsets` partition;
+        COORDINATOR_NOT_AVAILABLE while the topic is created or the partition has no leader."""
+        groups = self.broker.groups
+        with self.broker.lock:
+            known = OFFSETS_TOPIC in self.broker.rm.metadata.topics()
+        if not known and not groups.ensure_offsets_topic():
+            return COORDINATOR_NOT_AVAILABLE, -1
+        with self.broker.lock:
+            leader = self.broker.rm.metadata.leader((OFFSETS_TOPIC, groups.partition_for(group_id)))
+        return (NONE, leader) if leader is not None else (COORDINATOR_NOT_AVAILABLE, -1)
+
+    def find_coordinator(self, group_ids, listener: str) -> dict:
+        out = {}
+        for g in group_ids:
+            error, node = self.coordinator_of(g)
+            with self.broker.lock:
+                lb = self.broker.rm.metadata.live_brokers.get(node)
+            ep = next((e for e in getattr(lb, "endpoints", ()) if e.listener == listener), None)
+            if error or ep is None:
+                out[g] = (error or COORDINATOR_NOT_AVAILABLE, -1, "", -1)
+            else:
+                out[g] = (NONE, node, ep.host, ep.port)
+        return out
+
+    def group_call(self, make_event) -> Deferred:
+        return self.broker.groups.call(make_event)
 
     # -- topics ---------------------------------------------------------------------------------------
     def _live(self) -> list[int]:

@@ -6,7 +6,8 @@ Rules:
 - Every path here is RELATIVE to the cluster chroot ``/rayka/<cluster>``; the store
   prefixes it. The names and JSON field names are Kafka's, byte for byte where it matters
   (compact JSON, ``"timestamp"`` as a string of epoch milliseconds, partition numbers as
-  string keys, ``/controller_epoch`` and consumer offsets as plain integer text).
+  string keys, ``/controller_epoch`` as plain integer text). Consumer offsets are not here:
+  they live in the `__consumer_offsets` topic (coordinator/), as in Kafka since 0.9.
 - Values filled from the znode's Stat (broker epoch = czxid, partition epoch = zkVersion)
   are never written into the JSON; ``from_json`` takes them as arguments.
 - Names that become path segments (topics, groups, cluster) are validated: non-empty, no
@@ -26,16 +27,16 @@ from replicas.errors import InvalidConfig, InvalidTopic
 __all__ = [
     "ROOT_PREFIX", "CONTROLLER", "CONTROLLER_EPOCH", "BROKERS", "BROKER_IDS", "BROKER_TOPICS",
     "ADMIN", "DELETE_TOPICS", "REASSIGN_PARTITIONS", "PREFERRED_REPLICA_ELECTION",
-    "ISR_CHANGE_NOTIFICATION", "ISR_CHANGE_PREFIX", "CONFIG", "CONFIG_TOPICS", "CONSUMERS",
+    "ISR_CHANGE_NOTIFICATION", "ISR_CHANGE_PREFIX", "CONFIG", "CONFIG_TOPICS",
     "PERSISTENT_PATHS", "LATEST_PRODUCER_ID_BLOCK", "PRODUCER_ID_BLOCK_SIZE", "cluster_root", "broker_path", "topic_path", "partitions_path",
     "partition_path", "partition_state_path", "delete_topic_path", "config_topic_path",
-    "isr_change_path", "group_offsets_path", "group_topic_offsets_path", "offset_path",
+    "isr_change_path",
     "check_name", "check_topic", "dumps", "new_topic_id", "TopicPartition",
     "BrokerRegistration", "LeaderIsrAndControllerEpoch", "TopicAssignment",
     "encode_controller", "decode_controller_id", "encode_epoch", "decode_epoch",
     "encode_reassignment", "decode_reassignment", "encode_partition_list",
     "decode_partition_list", "encode_topic_config", "decode_topic_config",
-    "encode_offset", "decode_offset", "CLUSTER_ID", "encode_cluster_id", "decode_cluster_id",
+    "CLUSTER_ID", "encode_cluster_id", "decode_cluster_id",
     "Endpoint", "parse_endpoints", "SECURITY_PROTOCOLS",
 ]
 
@@ -55,7 +56,6 @@ ISR_CHANGE_NOTIFICATION = "/isr_change_notification"
 ISR_CHANGE_PREFIX = "isr_change_"
 CONFIG = "/config"
 CONFIG_TOPICS = "/config/topics"
-CONSUMERS = "/consumers"
 LATEST_PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 CLUSTER_ID = "/cluster/id"
 PRODUCER_ID_BLOCK_SIZE = 1000
@@ -63,7 +63,7 @@ PRODUCER_ID_BLOCK_SIZE = 1000
 # Created (persistent, empty) when the store starts, like Kafka's ZkData.PersistentZkPaths,
 # so that children watches always have a node to sit on.
 PERSISTENT_PATHS = (BROKER_IDS, BROKER_TOPICS, DELETE_TOPICS, ISR_CHANGE_NOTIFICATION,
-                    CONFIG_TOPICS, CONSUMERS)
+                    CONFIG_TOPICS)
 
 
 # -- names and paths ---------------------------------------------------------------------
@@ -119,18 +119,6 @@ def isr_change_path(name: str) -> str:
     if not name.startswith(ISR_CHANGE_PREFIX):
         raise ValueError(f"not an ISR change notification name: {name!r}")
     return f"{ISR_CHANGE_NOTIFICATION}/{check_name(name)}"
-
-
-def group_offsets_path(group: str) -> str:
-    return f"{CONSUMERS}/{check_name(group, 'consumer group')}/offsets"
-
-
-def group_topic_offsets_path(group: str, topic: str) -> str:
-    return f"{group_offsets_path(group)}/{check_topic(topic)}"
-
-
-def offset_path(group: str, topic: str, partition: int) -> str:
-    return f"{group_topic_offsets_path(group, topic)}/{int(partition)}"
 
 
 # -- JSON helpers --------------------------------------------------------------------------
@@ -399,14 +387,6 @@ def decode_topic_config(data: bytes | None) -> dict[str, str]:
     if not data:
         return {}
     return dict(_loads(data).get("config", {}))
-
-
-def encode_offset(offset: int) -> bytes:
-    return str(int(offset)).encode("ascii")
-
-
-def decode_offset(data: bytes) -> int:
-    return int(data.decode("ascii").strip())
 
 
 def encode_producer_id_block(broker_id: int, block_start: int, block_end: int) -> bytes:

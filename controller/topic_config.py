@@ -66,7 +66,8 @@ CONFIG_DEFS: dict[str, ConfigDef] = {
     "max.message.bytes": ConfigDef(_int_in(0, _INT_MAX), 1_048_588, "largest batch accepted"),
     "flush.messages": ConfigDef(_int_in(1, _LONG_MAX), _LONG_MAX, "fsync after this many records"),
     "flush.ms": ConfigDef(_int_in(0, _LONG_MAX), _LONG_MAX, "fsync after this long"),
-    "cleanup.policy": ConfigDef(_one_of("delete"), "delete", "only deletion is supported"),
+    "cleanup.policy": ConfigDef(_one_of("delete", "compact", "compact,delete", "delete,compact"),
+                                "delete", "delete and/or compact (the cleaner: issue 17)"),
 }
 
 

@@ -1,6 +1,7 @@
-"""coordinator/: Kafka's group coordinator, a pure state machine (issue 16 fills this room).
+"""coordinator/: Kafka's group coordinator, a pure state machine.
 
-What goes here: the per-group state machine (Empty, PreparingRebalance, CompletingRebalance,
+What lives here (coordinator.py is the entry, `process(event)`; states.py, group.py,
+rebalance.py, storage.py, records.py, messages.py, config.py, error_codes.py): the per-group state machine (Empty, PreparingRebalance, CompletingRebalance,
 Stable, Dead; valid previous states as data), JoinGroup/SyncGroup/Heartbeat/LeaveGroup,
 static membership, generation-checked offset commits, and the `__consumer_offsets` key/value
 records (Kafka's schemas) with load/unload on partition leadership. Kafka keeps its

@@ -20,11 +20,12 @@ ROOMS = [
     ("rayka/  (driver API, CLI, chaos, ops)", ["rayka/cli.py", "rayka/chaos/", "rayka/ops/",
                                                "rayka/cluster.py", "rayka/client/"], False),
     ("actors/  (Ray actor shells)", ["actors/broker_actor.py", "actors/listener.py",
-                                      "actors/kafka_api.py", "actors/fetcher.py",
-                                      "actors/controller_actor.py", "actors/channel.py"], False),
+                                      "actors/kafka_api.py", "actors/group_host.py",
+                                      "actors/controller_actor.py"], False),
     ("protocol/  (Kafka wire, sans-I/O)", ["protocol/connection.py", "protocol/codec.py",
                                            "protocol/handlers/", "protocol/api.py"], False),
-    ("coordinator/  (consumer groups)", ["coordinator/"], True),
+    ("coordinator/  (consumer groups, pure)", ["coordinator/coordinator.py", "coordinator/rebalance.py",
+                                              "coordinator/storage.py", "coordinator/records.py"], False),
     ("controller/zookeeper/  (kazoo, ZooKeeper server)", ["controller/zookeeper/store.py",
                                                          "controller/zookeeper/server.py"], False),
     ("controller/  (pure controller core)", ["controller/controller.py",
@@ -127,13 +128,15 @@ def draw(path: Path = OUT) -> None:
         "• Shells (actors/) perform the effects the pure core returns: persist before send.",
         "• Leadership is fenced by ZooKeeper epochs (controller epoch, leader epoch), never by "
         "Ray liveness.",
-        "• Kafka clients come in through actors/listener.py (a socket per broker): protocol/ turns "
-        "frames into calls on the SAME replica manager (actors/kafka_api.py).",
+        "• Kafka clients come in through actors/listener.py (a socket per broker): protocol/",
+        "   turns frames into calls on the SAME replica manager (actors/kafka_api.py).",
+        "• A group's coordinator is the broker leading its __consumer_offsets partition",
+        "   (actors/group_host.py runs coordinator/); commits are acks=all records there.",
         "• Spark tasks (pipeline/reader.py) fetch from the leader on their own node; "
         "rayka demo finds pipeline.demo via an entry point.",
     ]
     for i, line in enumerate(notes):
-        ax.text(70, 28 - i * 4.2, line, fontsize=9.4)
+        ax.text(70, 29 - i * 3.3, line, fontsize=9.4)
     fig.savefig(path, metadata={"Software": None})
     plt.close(fig)
 

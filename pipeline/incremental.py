@@ -55,7 +55,7 @@ class RunResult:
 
 
 def _offsets(cluster, group: str, topic: str) -> dict[int, int]:
-    return {p: o for (_, p), o in cluster.store.get_committed_offsets(group, topic).items()}
+    return {p: o for (_, p), o in cluster.admin().committed_offsets(group, topic).items()}
 
 
 def plan_run(cluster, group: str, source: str, sink: str) -> RunPlan:
@@ -74,8 +74,8 @@ def plan_run(cluster, group: str, source: str, sink: str) -> RunPlan:
     ranges = {p: (committed.get(p, log_start), hw) for (_, p), (log_start, hw) in bounds.items()}
     sink_start = {p: hw for (_, p), hw in consumer.end_offsets(
         [(sink, i.partition) for i in cluster.admin().describe_topic(sink)]).items()}
-    cluster.store.commit_offsets(f"{group}.sink-start", {(sink, p): o for p, o in sink_start.items()})
-    cluster.store.commit_offsets(f"{group}.planned", {(source, p): e for p, (_, e) in ranges.items()})
+    cluster.admin().commit_offsets(f"{group}.sink-start", {(sink, p): o for p, o in sink_start.items()})
+    cluster.admin().commit_offsets(f"{group}.planned", {(source, p): e for p, (_, e) in ranges.items()})
     return RunPlan(group, source, sink, ranges, sink_start, recovering=False)
 
 
@@ -99,7 +99,7 @@ def execute(spark, cluster, plan: RunPlan, transform: Callable, **write_options)
 
 
 def commit(cluster, plan: RunPlan) -> None:
-    cluster.store.commit_offsets(plan.group, {(plan.source, p): e
+    cluster.admin().commit_offsets(plan.group, {(plan.source, p): e
                                               for p, (_, e) in plan.ranges.items()})
 
 

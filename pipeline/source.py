@@ -80,7 +80,7 @@ def plan_read(cluster, topic: str, starting_offsets="earliest",
     bounds = consumer.offset_bounds(tps)                      # (log start, HW)
     committed = {}
     if isinstance(starting_offsets, str) and starting_offsets.startswith("committed:"):
-        committed = cluster.store.get_committed_offsets(starting_offsets.split(":", 1)[1], topic)
+        committed = cluster.admin().committed_offsets(starting_offsets.split(":", 1)[1], topic)
     nodes = {b.id: b.node_id for b in cluster.brokers()}
     ranges = []
     for p in infos:

@@ -190,6 +190,14 @@ class BrokerApi(Protocol):
     def describe_configs(self, resources: Sequence[tuple[ConfigResource, Sequence[str] | None]]
                          ) -> dict[ConfigResource, ConfigsOutcome]: ...
 
+    def find_coordinator(self, group_ids: Sequence[str], listener: str
+                         ) -> dict[str, tuple[int, int, str, int]]:
+        """group id → (error, node id, host, port) of its coordinator on `listener`."""
+
+    def group_call(self, make_event) -> Deferred:
+        """`make_event(request_id)` → a coordinator.messages request event; a Deferred of
+        the group coordinator's result (a JoinGroup parks until the rebalance completes)."""
+
     def alter_configs(self, resources: Sequence[tuple[ConfigResource,
                                                       Sequence[tuple[str, int, str | None]]]],
                       validate_only: bool) -> dict[ConfigResource, ConfigsOutcome]:

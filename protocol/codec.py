@@ -15,7 +15,11 @@ Rules:
 - `error_response(request, code)` answers an error for any API kio has a response for: top-
   level `error_code` fields get the code and, for APIs that list topics/partitions, every
   requested topic/partition is echoed with the code (Kafka's `getErrorResponse`): a client
-  must always get a decodable answer for an API the broker advertises.
+  must always get a decodable answer for an API the broker advertises. The group APIs echo
+  what they name the same way: OffsetCommit/OffsetFetch topics and partitions (OffsetFetch
+  with offset -1), LeaveGroup v3+ members, DescribeGroups/DeleteGroups groups and
+  FindCoordinator v4 keys (no node: -1, "", -1, as v0-3's top level); JoinGroup keeps its
+  schema defaults (generation -1, no leader, no protocol).
 - Cost: kio encodes in pure Python (15-50 µs a response): nothing here adds a pass over the
   data; readers and writers are looked up once per (api_key, version) / class.
 - Pure: no sockets, no clock.
@@ -247,10 +251,30 @@ _MIRRORS: dict[int, tuple] = {
                                         "AlterConfigsResourceResponse",
                                         {"resource_type": "resource_type",
                                          "resource_name": "resource_name"}, {}, None),),
+    # consumer groups: topics/partitions, members, groups and coordinator keys asked
+    ApiKey.OFFSET_COMMIT: (("topics", "topics", "OffsetCommitResponseTopic", {"name": "name"},
+                            {}, ("partitions", "partitions", "OffsetCommitResponsePartition",
+                                 {"partition_index": "partition_index"}, {}, None)),),
+    ApiKey.OFFSET_FETCH: (("topics", "topics", "OffsetFetchResponseTopic", {"name": "name"},
+                           {}, ("partition_indexes", "partitions",
+                                "OffsetFetchResponsePartition", {"partition_index": None},
+                                {"committed_offset": -1, "committed_leader_epoch": -1,
+                                 "metadata": ""}, None)),),
+    ApiKey.FIND_COORDINATOR: (("coordinator_keys", "coordinators", "Coordinator",
+                               {"key": None}, {"node_id": -1, "host": "", "port": -1},
+                               None),),
+    ApiKey.LEAVE_GROUP: (("members", "members", "MemberResponse",
+                          {"member_id": "member_id", "group_instance_id": "group_instance_id"},
+                          {}, None),),
+    ApiKey.DESCRIBE_GROUPS: (("groups", "groups", "DescribedGroup", {"group_id": None},
+                              {}, None),),
+    ApiKey.DELETE_GROUPS: (("groups_names", "results", "DeletableGroupResult",
+                            {"group_id": None}, {}, None),),
 }
 # Top-level fields Kafka's getErrorResponse sets to something other than zero.
 _ERROR_TOP_LEVEL: dict[int, dict] = {
     ApiKey.INIT_PRODUCER_ID: {"producer_id": -1, "producer_epoch": -1},
+    ApiKey.FIND_COORDINATOR: {"node_id": -1, "port": -1},      # Node.noNode(), v0-3
 }
 _ABSENT = object()
 

@@ -34,6 +34,8 @@ class ApiKey(IntEnum):
     HEARTBEAT = 12
     LEAVE_GROUP = 13
     SYNC_GROUP = 14
+    DESCRIBE_GROUPS = 15
+    LIST_GROUPS = 16
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
@@ -41,6 +43,7 @@ class ApiKey(IntEnum):
     OFFSET_FOR_LEADER_EPOCH = 23
     DESCRIBE_CONFIGS = 32
     CREATE_PARTITIONS = 37
+    DELETE_GROUPS = 42
     INCREMENTAL_ALTER_CONFIGS = 44
     DESCRIBE_CLUSTER = 60
 
@@ -59,6 +62,18 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     ApiKey.DESCRIBE_CONFIGS: (1, 4),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
     ApiKey.DESCRIBE_CLUSTER: (0, 1),
+    # consumer groups: old librdkafka (kcat 2.0.2) turns groups on only if these start at 0,
+    # OffsetCommit at <= 2 and OffsetFetch at <= 1 (KAFKA_PROTOCOL.md §1)
+    ApiKey.FIND_COORDINATOR: (0, 4),           # v4 batches keys
+    ApiKey.JOIN_GROUP: (0, 7),
+    ApiKey.SYNC_GROUP: (0, 5),
+    ApiKey.HEARTBEAT: (0, 4),
+    ApiKey.LEAVE_GROUP: (0, 4),
+    ApiKey.OFFSET_COMMIT: (2, 8),
+    ApiKey.OFFSET_FETCH: (1, 7),               # v8 batches groups
+    ApiKey.LIST_GROUPS: (0, 4),
+    ApiKey.DESCRIBE_GROUPS: (0, 5),
+    ApiKey.DELETE_GROUPS: (0, 2),
 }
 
 REJECTED_VERSIONS: dict[int, range] = {

@@ -25,8 +25,9 @@ import time
 from controller.store_api import ZkStoreError
 from controller.zookeeper.server import ZooKeeperLaunchError
 from rayka.chaos.runner import FAULT_KINDS as FAULT_KINDS_DEFAULT
+from rayka.chaos.runner import GROUP_FAULT_KINDS
 from rayka.errors import RayUnavailable
-from rayka.ops import ray_head
+from rayka.ops import groups_cli, ray_head, zookeeper_cli
 from replicas.errors import KafkaError
 
 
@@ -154,6 +155,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="random: the seeded fault schedule; isr-of-one: Jepsen's loss, scripted")
     p.add_argument("--unsafe", action="store_true",
                    help="unclean election on, min ISR 1: the checker must be able to see loss")
+    p.add_argument("--group-members", type=int, default=0,
+                   help="also run a consumer group of this many members (joining, leaving, "
+                        "dying) over the topic; enables the kill-coordinator and "
+                        "pause-coordinator faults")
     p.add_argument("--client", default="native", choices=["native", "librdkafka"],
                    help="producers and consumers: the native Ray API, or librdkafka "
                         "(confluent-kafka) over the brokers' Kafka listeners")
@@ -169,7 +174,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "killed half-way, read back, lost/duplicated counted")
     p.add_argument("--partitions", type=int, default=6, help="with --log-only")
     p.add_argument("--keep", action="store_true", help="keep the data directory")
-    _add_zookeeper_parser(sub)
+    zookeeper_cli.add_parser(sub)
+    groups_cli.add_parser(sub, command)
     sub.add_parser("version", help="print the version")
     return parser
 
@@ -457,8 +463,11 @@ def cmd_consume(args) -> None:
             elif args.timeout_ms is not None and (time.monotonic() - last_record) * 1000 >= args.timeout_ms:
                 break
     finally:
-        if args.commit and args.group:
-            consumer.commit()
+        try:
+            if args.commit and args.group:
+                consumer.commit()
+        finally:
+            consumer.close()          # leaves the group: its partitions move at once
     print(f"{seen} records consumed", file=sys.stderr)
 
 
@@ -473,14 +482,18 @@ def cmd_chaos(args) -> int:
     # SIGTERM (e.g. `timeout`) unwinds like Ctrl-C, so the run stops its ZooKeeper and Ray
     signal.signal(signal.SIGTERM, _interrupt)
     kinds = tuple(k.strip() for k in args.faults.split(",") if k.strip())
-    unknown = sorted(set(kinds) - set(FAULT_KINDS_DEFAULT))
+    known = set(FAULT_KINDS_DEFAULT) | (set(GROUP_FAULT_KINDS) if args.group_members else set())
+    unknown = sorted(set(kinds) - known)
     if unknown:
-        raise argparse.ArgumentTypeError(f"unknown fault kinds {unknown}; known: "
-                                         f"{','.join(FAULT_KINDS_DEFAULT)}")
+        raise argparse.ArgumentTypeError(
+            f"unknown fault kinds {unknown}; known: {','.join(sorted(known))}"
+            + ("" if args.group_members else f" ({','.join(GROUP_FAULT_KINDS)} need "
+                                              "--group-members)"))
     config = ChaosConfig(duration_s=args.duration, seed=args.seed, faults=kinds,
                          min_faults_per_kind=args.min_per_kind, partitions=args.partitions,
                          rate_per_producer=args.rate, unsafe=args.unsafe,
                          scenario=args.scenario, client=args.client,
+                         group_members=args.group_members,
                          out_dir=args.out or "", keep_data=args.keep_data)
     verdict, out = run_chaos(config, say=lambda line: print(line, file=sys.stderr))
     print(verdict.table())
@@ -501,58 +514,12 @@ def cmd_demo(args) -> None:
         main_job()(clicks_total=args.records, executors=args.executors, keep=args.keep)
 
 
-def _add_zookeeper_parser(sub) -> None:
-    """`rayka zookeeper start|stop|status`: one ZooKeeper server of a `ray up` deployment."""
-    from rayka.ops import zookeeper_service as zs
-    zk = sub.add_parser("zookeeper", help="run one ZooKeeper server (standalone or ensemble member)")
-    zsub = zk.add_subparsers(dest="zookeeper_command", required=True, parser_class=_Parser)
-    p = zsub.add_parser("start", help="start one server (foreground, or --daemon)")
-    p.add_argument("--data-dir", required=True, help="snapshots, txn logs, myid, conf/")
-    p.add_argument("--client-port", type=int, help=f"default {zs.DEFAULT_CLIENT_PORT}, or the "
-                   "client port of this member's host:client:peer:election entry")
-    p.add_argument("--bind", default="127.0.0.1",
-                   help="client bind address (default 127.0.0.1; 0.0.0.0 = every interface)")
-    p.add_argument("--myid", type=int, help="this member's position (1..N) in --servers")
-    p.add_argument("--servers", help="ensemble members host[,host...]; an entry may be "
-                   "host:peer:election or host:client:peer:election")
-    p.add_argument("--peer-port", type=int, default=zs.DEFAULT_PEER_PORT,
-                   help="quorum port of bare-host --servers entries")
-    p.add_argument("--election-port", type=int, default=zs.DEFAULT_ELECTION_PORT,
-                   help="election port of bare-host --servers entries")
-    p.add_argument("--tick-time-ms", type=int, default=500,
-                   help="ZooKeeper tickTime (sessions may last 2..20 ticks)")
-    p.add_argument("--heap-mb", type=int, default=256)
-    p.add_argument("--daemon", action="store_true",
-                   help="detach (own session) and return once the server answers")
-    p.add_argument("--pid-file", help="write the JVM's pid here (required with --daemon)")
-    p.add_argument("--log-file", help="server log (default <data-dir>/zookeeper.log)")
-    p.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for the server")
-    p = zsub.add_parser("stop", help="stop the server whose pid the pid file holds")
-    p.add_argument("--pid-file", required=True)
-    p.add_argument("--timeout", type=float, default=30.0, help="seconds before SIGKILL")
-    p = zsub.add_parser("status", help="`srvr` mode of every server of a connect string")
-    p.add_argument("--zookeeper", default=f"127.0.0.1:{zs.DEFAULT_CLIENT_PORT}",
-                   help="host:port[,host:port...]")
-
-
-def cmd_zookeeper(args) -> int:
-    from rayka.ops import zookeeper_service as zs
-    if args.zookeeper_command == "start":
-        return zs.start(data_dir=args.data_dir, client_port=args.client_port, bind=args.bind,
-                        myid=args.myid, servers=args.servers, peer_port=args.peer_port,
-                        election_port=args.election_port, tick_time_ms=args.tick_time_ms,
-                        heap_mb=args.heap_mb, daemon=args.daemon, pid_file=args.pid_file,
-                        log_file=args.log_file, timeout_s=args.timeout)
-    if args.zookeeper_command == "stop":
-        return zs.stop(args.pid_file, timeout_s=args.timeout)
-    return zs.status(args.zookeeper)
-
-
 COMMANDS = {"start": cmd_start, "status": cmd_status, "stop": cmd_stop,
             "bootstrap-servers": cmd_bootstrap_servers,
             "restart-brokers": cmd_restart_brokers, "topics": cmd_topics,
             "produce": cmd_produce, "consume": cmd_consume, "demo": cmd_demo, "chaos": cmd_chaos,
-            "zookeeper": cmd_zookeeper}
+            "zookeeper": lambda args: zookeeper_cli.run(args),
+            "groups": lambda args: groups_cli.run(args, _attach(args))}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -109,6 +109,24 @@ IneligibleReplica = _error("IneligibleReplica", 107, "INELIGIBLE_REPLICA")
 ReassignmentInProgress = _error("ReassignmentInProgress", 60, "REASSIGNMENT_IN_PROGRESS")
 TopicDeletionDisabled = _error("TopicDeletionDisabled", 73, "TOPIC_DELETION_DISABLED")
 InvalidRecord = _error("InvalidRecord", 87, "INVALID_RECORD")
+# consumer groups (the group coordinator, coordinator/)
+OffsetMetadataTooLarge = _error("OffsetMetadataTooLarge", 12, "OFFSET_METADATA_TOO_LARGE")
+CoordinatorLoadInProgress = _error("CoordinatorLoadInProgress", 14, "COORDINATOR_LOAD_IN_PROGRESS",
+                                   retriable=True)
+CoordinatorNotAvailable = _error("CoordinatorNotAvailable", 15, "COORDINATOR_NOT_AVAILABLE",
+                                 retriable=True)
+NotCoordinator = _error("NotCoordinator", 16, "NOT_COORDINATOR", retriable=True)
+IllegalGeneration = _error("IllegalGeneration", 22, "ILLEGAL_GENERATION")
+InconsistentGroupProtocol = _error("InconsistentGroupProtocol", 23, "INCONSISTENT_GROUP_PROTOCOL")
+InvalidGroupId = _error("InvalidGroupId", 24, "INVALID_GROUP_ID")
+UnknownMemberId = _error("UnknownMemberId", 25, "UNKNOWN_MEMBER_ID")
+InvalidSessionTimeout = _error("InvalidSessionTimeout", 26, "INVALID_SESSION_TIMEOUT")
+RebalanceInProgress = _error("RebalanceInProgress", 27, "REBALANCE_IN_PROGRESS")
+InvalidCommitOffsetSize = _error("InvalidCommitOffsetSize", 28, "INVALID_COMMIT_OFFSET_SIZE")
+NonEmptyGroup = _error("NonEmptyGroup", 68, "NON_EMPTY_GROUP")
+GroupIdNotFound = _error("GroupIdNotFound", 69, "GROUP_ID_NOT_FOUND")
+MemberIdRequired = _error("MemberIdRequired", 79, "MEMBER_ID_REQUIRED")
+GroupMaxSizeReached = _error("GroupMaxSizeReached", 81, "GROUP_MAX_SIZE_REACHED")
 
 ERRORS_BY_CODE: dict[int, type[KafkaError]] = {cls.code: cls for cls in _NAMES}
 

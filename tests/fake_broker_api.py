@@ -1,5 +1,5 @@
 """FakeBrokerApi: a tiny, real, in-memory broker implementing protocol.api.BrokerApi, for
-handler tests (no Ray, no ZooKeeper, no sockets, no threads, no clock).
+handler tests (no Ray, no ZooKeeper, no sockets, no threads, no real clock).
 
 What it is:
 - Live brokers, each with endpoints per listener name (`add_broker(2, EXTERNAL=("h", 1))`);
@@ -19,16 +19,32 @@ What it is:
   `raises[method] = exc` makes that method raise (after recording the call).
 - `calls`: every call received, in order, as (method name, {argument: value}); `calls_of`
   returns the argument dicts of one method.
+- Consumer groups: `find_coordinator` answers, per group id, `coordinator_errors[group]` if
+  set, else the node `coordinator_nodes.get(group, broker_id)` by its endpoint on the
+  listener asked on (COORDINATOR_NOT_AVAILABLE when it has none or is not live).
+  `group_call` drives a REAL pure `coordinator.coordinator.GroupCoordinator` (`coordinator`)
+  on a fake clock (`clock_ms`, moved by `advance(ms)`, which sends a Tick). It owns only the
+  `__consumer_offsets` partitions it is told to (`own_offsets(...)`, `own_groups(...)`:
+  LoadPartition; `begin_load`, `unload`). Append effects are "written" to `offsets_log`
+  (the Append effects, in order) and acknowledged at once with `append_error` (0) unless
+  `hold_appends` is set; then they wait in `held_appends` until `release_appends(error)`.
+  `group_call` returns a Deferred whose result() is the coordinator's result for that
+  request id, or raises `NotAnsweredYet` while it is parked. Member ids are deterministic
+  (client id + "-" + UUID(int=1), UUID(int=2), ...). `group_events` lists every event given.
 """
 
 from __future__ import annotations
 
 import re
 import struct
+import uuid
 from dataclasses import dataclass, field
 
+from coordinator import messages as gm
+from coordinator.config import GroupCoordinatorConfig
+from coordinator.coordinator import GroupCoordinator
 from protocol.api import (
-    BrokerNode, ClusterMetadata, ConfigEntry, ConfigResource, ConfigsOutcome, FetchAsk,
+    BrokerNode, Deferred, ClusterMetadata, ConfigEntry, ConfigResource, ConfigsOutcome, FetchAsk,
     FetchOutcome, OffsetAnswer, PartitionMetadata, ProduceOutcome, TopicMetadata,
     TopicOutcome, TopicSpec,
 )
@@ -49,6 +65,7 @@ INVALID_REPLICA_ASSIGNMENT = 39
 INVALID_CONFIG = 40
 INVALID_REQUEST = 42
 INVALID_PRODUCER_ID_MAPPING = 49
+COORDINATOR_NOT_AVAILABLE = 15
 FENCED_LEADER_EPOCH = 74
 UNKNOWN_LEADER_EPOCH = 75
 
@@ -116,12 +133,17 @@ class Partition:
         return max((e for e, start in self.epochs if start <= offset), default=-1)
 
 
+class NotAnsweredYet(AssertionError):
+    """result() of a group call the coordinator has not answered (it is parked)."""
+
+
 class FakeBrokerApi:
-    """One in-memory broker (see the module docstring). Deterministic: no clock, no threads."""
+    """One in-memory broker (see the module docstring). Deterministic: a fake clock, no threads."""
 
     def __init__(self, broker_id: int = 1, cluster_id: str = "fake-cluster",
                  controller_id: int = 1, auto_create_topics_enable: bool = True,
-                 num_partitions: int = 1, default_replication_factor: int = 1):
+                 num_partitions: int = 1, default_replication_factor: int = 1,
+                 group_config: GroupCoordinatorConfig | None = None):
         self.broker_id = broker_id
         self.cluster_id = cluster_id
         self.controller_id = controller_id
@@ -137,6 +159,20 @@ class FakeBrokerApi:
         self.producers: dict[int, int] = {}        # producer id -> epoch
         self.next_producer_id = 1000
         self.add_broker(broker_id, PLAINTEXT=("127.0.0.1", 9092))
+        # consumer groups
+        self.coordinator_nodes: dict[str, int] = {}
+        self.coordinator_errors: dict[str, int] = {}
+        self.clock_ms = 0
+        self._uuids = 0
+        self.coordinator = GroupCoordinator(broker_id, lambda: self.clock_ms, group_config,
+                                            new_uuid=self._next_uuid)
+        self.group_events: list = []
+        self.answers: dict[int, object] = {}
+        self.offsets_log: list[gm.Append] = []
+        self.held_appends: list[gm.Append] = []
+        self.hold_appends = False
+        self.append_error = NONE
+        self._next_request_id = 1
 
     # -- setup ----------------------------------------------------------------------------------
     def add_broker(self, broker_id: int, rack: str | None = None, **endpoints):
@@ -486,3 +522,79 @@ class FakeBrokerApi:
         if not validate_only:
             self.topic_configs[topic] = configs
         return ConfigsOutcome(NONE)
+
+    # -- consumer groups: setup -----------------------------------------------------------------
+    def _next_uuid(self) -> uuid.UUID:
+        self._uuids += 1
+        return uuid.UUID(int=self._uuids)
+
+    def group_partition(self, group_id: str) -> int:
+        return self.coordinator.partition_for(group_id)
+
+    def own_offsets(self, partitions=None, records=()):
+        """Load `__consumer_offsets` partitions (None: all of them) with `records`."""
+        if partitions is None:
+            partitions = range(self.coordinator.config.offsets_topic_num_partitions)
+        for p in partitions:
+            self._group_process(gm.LoadPartition(p, tuple(records)))
+        return self
+
+    def own_groups(self, *group_ids: str):
+        return self.own_offsets(sorted({self.group_partition(g) for g in group_ids}))
+
+    def begin_load(self, partition: int) -> None:
+        self._group_process(gm.BeginLoad(partition))
+
+    def unload(self, partition: int) -> None:
+        self._group_process(gm.UnloadPartition(partition))
+
+    def advance(self, ms: int) -> None:
+        """Move the fake clock and let the coordinator fire what is due."""
+        self.clock_ms += ms
+        self._group_process(gm.Tick())
+
+    def release_appends(self, error: int = NONE) -> None:
+        """Acknowledge every held append with `error`, in append order."""
+        held, self.held_appends = self.held_appends, []
+        for append in held:
+            self._group_process(gm.AppendDone(append.token, error))
+
+    def _group_process(self, event) -> None:
+        acks = []
+        for effect in self.coordinator.process(event):
+            if isinstance(effect, gm.Respond):
+                assert effect.request_id not in self.answers, "answered twice"
+                self.answers[effect.request_id] = effect.result
+            elif isinstance(effect, gm.Append):
+                self.offsets_log.append(effect)
+                (self.held_appends if self.hold_appends else acks).append(effect)
+        for append in acks:         # acknowledged after this event's effects, in order
+            self._group_process(gm.AppendDone(append.token, self.append_error))
+
+    # -- BrokerApi: consumer groups ---------------------------------------------------------------
+    def find_coordinator(self, group_ids, listener: str):
+        group_ids = list(group_ids)
+        self._record("find_coordinator", group_ids=group_ids, listener=listener)
+        out = {}
+        for g in group_ids:
+            if g in self.coordinator_errors:
+                out[g] = (self.coordinator_errors[g], -1, "", -1)
+                continue
+            node = self.coordinator_nodes.get(g, self.broker_id)
+            endpoint = self.brokers.get(node, ({}, None))[0].get(listener)
+            out[g] = (COORDINATOR_NOT_AVAILABLE, -1, "", -1) if endpoint is None \
+                else (NONE, node, endpoint[0], endpoint[1])
+        return out
+
+    def group_call(self, make_event) -> Deferred:
+        rid, self._next_request_id = self._next_request_id, self._next_request_id + 1
+        event = make_event(rid)
+        self._record("group_call", event=event)
+        self.group_events.append(event)
+        self._group_process(event)
+
+        def result():
+            if rid not in self.answers:
+                raise NotAnsweredYet(f"request {rid} ({type(event).__name__}) is parked")
+            return self.answers[rid]
+        return Deferred(result)

@@ -30,12 +30,11 @@ from controller.layout import (BROKER_TOPICS, CONTROLLER, CONTROLLER_EPOCH, DELE
                                ISR_CHANGE_PREFIX, PREFERRED_REPLICA_ELECTION,
                                REASSIGN_PARTITIONS, LeaderIsrAndControllerEpoch,
                                TopicAssignment, TopicPartition, check_name, check_topic,
-                               config_topic_path, decode_offset, decode_partition_list,
+                               config_topic_path, decode_partition_list,
                                decode_reassignment, decode_topic_config, delete_topic_path,
-                               encode_offset, encode_partition_list, encode_reassignment,
-                               encode_topic_config, group_offsets_path,
-                               group_topic_offsets_path, isr_change_path, new_topic_id,
-                               offset_path, partition_path, partition_state_path,
+                               encode_partition_list, encode_reassignment,
+                               encode_topic_config, isr_change_path, new_topic_id,
+                               partition_path, partition_state_path,
                                partitions_path, topic_path)
 from controller.topic_config import normalize_topic_config
 from replicas.errors import TopicAlreadyExists, UnknownTopicOrPartition
@@ -215,36 +214,6 @@ class AdminMixin:
                                callback: Callable[[TopicAssignment | None], None]):
         return self._data_watch(topic_path(topic), lambda d: None if d is None
                                 else TopicAssignment.from_json(topic, d), callback)
-
-    # -- consumer offsets ----------------------------------------------------------------------
-    def commit_offsets(self, group: str, offsets: Mapping[TopicPartition, int]) -> None:
-        """Create-or-set /consumers/<group>/offsets/<t>/<p> (plain text), missing parents
-        first, all in one transaction."""
-        check_name(group, "consumer group")
-        items = sorted({(check_topic(t), int(p)): int(o) for (t, p), o in offsets.items()}.items())
-        self._check(write=True)
-        if not items:
-            return
-        parents = [f"/consumers/{group}", group_offsets_path(group)] + [
-            group_topic_offsets_path(group, t) for t in sorted({t for (t, _), _ in items})]
-        ops = [self._op("create", p) for p in parents if self._node(p) is None]
-        ops += [self._config_op(offset_path(group, t, p), encode_offset(o)) for (t, p), o in items]
-        self._do(ops)
-
-    def get_committed_offsets(self, group: str, topic: str | None = None
-                              ) -> dict[TopicPartition, int]:
-        topics = [topic] if topic is not None else None
-        if topics is None:
-            self._check()
-            topics = sorted(self._children(group_offsets_path(group)) or [])
-        self._check()
-        out = {}
-        for t in topics:
-            parts = self._children(group_topic_offsets_path(group, t)) or []
-            for p in sorted((p for p in parts if p.isdigit()), key=int):
-                out[(t, int(p))] = decode_offset(self._node(offset_path(group, t, p)).data)
-        return out
-
 
 class MemoryFencedWriter:
     """``FencedWriter``'s API: every call first checks /controller_epoch's version against

@@ -15,9 +15,11 @@ from kafka.protocol.admin import (
     DescribeConfigsRequest, IncrementalAlterConfigsRequest,
 )
 from kafka.protocol.consumer import (
-    FetchRequest, ListOffsetsRequest, OffsetForLeaderEpochRequest,
+    FetchRequest, HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest, ListOffsetsRequest,
+    OffsetCommitRequest, OffsetFetchRequest, OffsetForLeaderEpochRequest, SyncGroupRequest,
 )
-from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
+from kafka.protocol.admin import DeleteGroupsRequest, DescribeGroupsRequest, ListGroupsRequest
+from kafka.protocol.metadata import ApiVersionsRequest, FindCoordinatorRequest, MetadataRequest
 from kafka.protocol.producer import InitProducerIdRequest, ProduceRequest
 
 TOPIC_ID = uuid.UUID("0123456789abcdef0123456789abcdef")
@@ -111,7 +113,61 @@ def _alter_configs(v):
         r(resource_type=2, resource_name="audit", configs=[])])
 
 
+def _join_group(v):
+    p = JoinGroupRequest.JoinGroupRequestProtocol
+    return JoinGroupRequest[v](group_id="g1", session_timeout_ms=10000,
+                               rebalance_timeout_ms=30000, member_id="", group_instance_id=None,
+                               protocol_type="consumer", reason=None,
+                               protocols=[p(name="range", metadata=b"\x00\x00sub")])
+
+
+def _sync_group(v):
+    a = SyncGroupRequest.SyncGroupRequestAssignment
+    return SyncGroupRequest[v](group_id="g1", generation_id=1, member_id="m1",
+                               group_instance_id=None, protocol_type="consumer",
+                               protocol_name="range",
+                               assignments=[a(member_id="m1", assignment=b"\x00\x00as")])
+
+
+def _leave_group(v):
+    i = LeaveGroupRequest.MemberIdentity
+    return LeaveGroupRequest[v](group_id="g1", member_id="m1",
+                                members=[i(member_id="m1", group_instance_id=None, reason=None)])
+
+
+def _offset_commit(v):
+    t = OffsetCommitRequest.OffsetCommitRequestTopic
+    p = t.OffsetCommitRequestPartition
+    return OffsetCommitRequest[v](
+        group_id="g1", generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
+        retention_time_ms=-1, topics=[
+            t(name="orders", partitions=[p(partition_index=0, committed_offset=5,
+                                           committed_leader_epoch=-1, committed_metadata=""),
+                                         p(partition_index=2, committed_offset=7,
+                                           committed_leader_epoch=-1, committed_metadata=None)]),
+            t(name="audit", partitions=[p(partition_index=1, committed_offset=0,
+                                          committed_leader_epoch=-1, committed_metadata="")])])
+
+
+def _offset_fetch(v):
+    t = OffsetFetchRequest.OffsetFetchRequestTopic
+    return OffsetFetchRequest[v](group_id="g1", require_stable=False, topics=[
+        t(name="orders", partition_indexes=[0, 2]), t(name="audit", partition_indexes=[1])])
+
+
 SAMPLES = {
+    8: _offset_commit,
+    9: _offset_fetch,
+    10: lambda v: FindCoordinatorRequest[v](key="g1", key_type=0, coordinator_keys=["g1"]),
+    11: _join_group,
+    12: lambda v: HeartbeatRequest[v](group_id="g1", generation_id=1, member_id="m1",
+                                      group_instance_id=None),
+    13: _leave_group,
+    14: _sync_group,
+    15: lambda v: DescribeGroupsRequest[v](groups=["g1", "g2"],
+                                           include_authorized_operations=False),
+    16: lambda v: ListGroupsRequest[v](states_filter=[], types_filter=[]),
+    42: lambda v: DeleteGroupsRequest[v](groups_names=["g1", "g2"]),
     0: _produce,
     1: _fetch,
     2: _list_offsets,

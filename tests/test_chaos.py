@@ -58,3 +58,20 @@ def test_librdkafka_clients_through_broker_faults_lose_nothing(tmp_path):
     assert all(verdict.stats["faults_by_kind"].get(k, 0) >= 1 for k in kinds)
     assert verdict.stats["acknowledged"] > 1_000 and verdict.stats["duplicated"] == 0
     assert verdict.stats["reads"] > 0        # the librdkafka consumer read what it recorded
+
+
+def test_consumer_group_through_coordinator_faults_commits_never_go_back(tmp_path):
+    """`rayka chaos --group-members 3`: a group churns over the topic (members join, leave and
+    die) while its coordinator's broker is killed and paused; committed offsets never go back,
+    no partition has two owners in a generation, every acknowledged record is read by the
+    group and the group ends caught up."""
+    kinds = ("kill-coordinator", "pause-coordinator", "kill-broker")
+    verdict, out = run_chaos(ChaosConfig(duration_s=0, min_faults_per_kind=1, seed=SEED,
+                                         faults=kinds, group_members=3,
+                                         out_dir=str(tmp_path / "run")))
+    print(verdict.table())
+    assert verdict.ok and verdict.stats["lost"] == 0, f"{verdict.violations[:5]} ({out})"
+    assert verdict.stats["liveness_failures"] == [], out
+    assert all(verdict.stats["faults_by_kind"].get(k, 0) >= 1 for k in kinds)
+    assert verdict.stats["group_generations"] >= 2 and verdict.stats["group_reads"] > 0
+    assert verdict.stats["group_committed_samples"] > 0

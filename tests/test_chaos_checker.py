@@ -19,6 +19,7 @@ from replicas import records
 from replicas.log import Log, LogConfig
 
 pytestmark = pytest.mark.unit
+NO_GROUP = {n: "no consumer group in the run" for n in (7, 8, 9)}
 
 SMALL = LogConfig(segment_bytes=400, index_interval_bytes=128)
 
@@ -180,7 +181,7 @@ def test_clean_history_has_no_violation():
     assert (s["invoked"], s["acknowledged"], s["failed"], s["indeterminate"]) == (11, 8, 1, 2)
     assert (s["reads"], s["final_records"], s["lost"], s["duplicated"]) == (3, 9, 0, 0)
     assert s["faults_by_kind"] == {"kill-broker": 1, "kill-controller": 1}
-    assert s["skipped"] == {3: "no data_root"}
+    assert s["skipped"] == {3: "no data_root", **NO_GROUP}
 
 
 @pytest.mark.parametrize("mutate,invariant,kind", MUTATIONS,
@@ -467,7 +468,7 @@ def test_replicas_byte_identical_up_to_the_hw(tmp_path, mutate, kw, kinds):
     mutate(tmp_path)
     verdict = check(disk_history(values, **kw), data_root=str(tmp_path))
     assert {v.kind for v in verdict.violations} == kinds, verdict.violations
-    assert verdict.stats["skipped"] == {}
+    assert verdict.stats["skipped"] == NO_GROUP
 
 
 def test_diverged_replica_is_missed_without_data_root(tmp_path):
@@ -540,3 +541,53 @@ def test_controller_epochs_files(tmp_path, files, samples, kinds):
     verdict = check(history, data_root=str(tmp_path))
     assert {v.kind for v in verdict.violations} == kinds, verdict.violations
     assert all(v.invariant == 4 for v in verdict.violations)
+
+
+# -- consumer groups (invariants 7-9, rayka/chaos/group_checker.py) -----------------------------
+def group_history(mutate=None) -> list[dict]:
+    """The clean history plus a group that read every acknowledged record and caught up."""
+    lines = clean_history()
+    h = Hist()
+    h.t = max(e["time_ms"] for e in lines)
+    h.add("ok", "group-assign", member="m1", generation=1, partitions=[0, 1])
+    h.add("ok", "group-committed-sample", offsets={"0": 2})
+    h.add("ok", "group-assign", member="m1", generation=2, partitions=[0])
+    h.add("ok", "group-assign", member="m2", generation=2, partitions=[1])
+    for e in [e for e in lines if e["f"] == "send" and e["type"] == "ok"]:
+        h.add("ok", "group-read", member="m1", generation=2, partition=e["partition"],
+              offset=e["offset"], value=e["value"])
+    h.add("ok", "group-committed-sample", offsets={"0": 5, "1": 4})
+    h.add("ok", "group-final", committed={"0": 5, "1": 5}, ends={"0": 5, "1": 5})
+    if mutate:
+        mutate(h.lines)
+    return lines + h.lines
+
+
+def _regress(lines):
+    lines.append({"type": "ok", "f": "group-committed-sample", "time_ms": 1e9, "offsets": {"0": 3}})
+
+
+def _two_owners(lines):
+    lines.append({"type": "ok", "f": "group-assign", "time_ms": 1e9, "member": "m3",
+                  "generation": 2, "partitions": [1]})
+
+
+def _unread(lines):
+    lines[:] = [e for e in lines if not (e["f"] == "group-read" and e["value"] == "b3")]
+
+
+def _behind(lines):
+    lines[-1]["committed"] = {"0": 5, "1": 3}
+
+
+@pytest.mark.parametrize("mutate,kinds", [
+    (None, set()), (_regress, {"committed-regressed"}), (_two_owners, {"two-owners"}),
+    (_unread, {"unconsumed"}), (_behind, {"not-caught-up"}),
+], ids=["clean", "committed-regressed", "two-owners", "unconsumed", "not-caught-up"])
+def test_group_invariants(mutate, kinds):
+    verdict = check(group_history(mutate))
+    assert {v.kind for v in verdict.violations} == kinds, verdict.violations
+    assert 7 not in verdict.stats["skipped"] and verdict.stats["group_generations"] == 2
+    # a member re-reading after a rebalance is not a violation (at least once)
+    assert check(group_history(lambda ls: ls.insert(4, dict(ls[4], member="m2")))).ok \
+        or mutate is not None

@@ -412,6 +412,7 @@ def test_commit_and_committed(cluster):
     assert first.position(tp) == 20
     first.commit()
     assert first.committed(tp) == 20
+    first.close()                       # leaves: the next member need not wait for it
     second = cluster.consumer(group_id=group)
     second.subscribe([topic])
     assert second.committed(tp) == 20
@@ -423,9 +424,11 @@ def test_commit_and_committed(cluster):
     second.commit()
     assert cluster.consumer(group_id=group).committed(tp) == 50
     second.commit({tp: 35})                                     # explicit offsets
+    second.close()
     third = cluster.consumer(group_id=group)
     third.subscribe([topic])
     assert third.committed(tp) == 35 and third.position(tp) == 35
+    third.close()
     assert cluster.consumer(group_id=f"other-{group}").committed(tp) is None   # groups are separate
 
 

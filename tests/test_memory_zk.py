@@ -260,8 +260,7 @@ def test_znodes_are_byte_identical_to_the_layout_codecs(zk, stores):
     name = s.create_isr_change_notification([("orders", 0)])
     assert name == "isr_change_0000000000"
     assert raw(zk, f"/isr_change_notification/{name}") == encode_partition_list([("orders", 0)])
-    s.commit_offsets("g1", {("orders", 0): 42})
-    assert raw(zk, "/consumers/g1/offsets/orders/0") == b"42" and raw(zk, "/controller_epoch") == b"1"
+    assert raw(zk, "/controller_epoch") == b"1"
 
 
 def test_admin_requests_and_their_errors(zk, stores):
@@ -307,11 +306,6 @@ def test_admin_requests_and_their_errors(zk, stores):
     assert w.delete_topic_marker("k") is True and w.delete_topic_marker("k") is False
     assert s.get_topic_deletions() == set() and s.get_topics() == {"k"}
     assert s.get_topic_config("t") is None
-    s.commit_offsets("g", {("a", 0): 5, ("a", 1): 7, ("b", 0): 0})
-    s.commit_offsets("g", {("a", 1): 9})
-    assert s.get_committed_offsets("g") == {("a", 0): 5, ("a", 1): 9, ("b", 0): 0}
-    assert s.get_committed_offsets("g", "a") == {("a", 0): 5, ("a", 1): 9}
-    assert s.get_committed_offsets("other") == {}
     assert w.delete_controller() is True and s.get_controller() is None
 
 

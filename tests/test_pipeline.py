@@ -212,7 +212,7 @@ def test_incremental_run_after_a_crash_neither_skips_nor_double_writes(env):
     want = Counter(b"out:" + v for v in first + second) + Counter(
         b"out:c%07d" % i + b"." * 90 for i in range(500))
     assert out == want
-    committed = cl.store.get_committed_offsets("job", "inc-in")
+    committed = cl.admin().committed_offsets("job", "inc-in")
     assert sum(committed.values()) == 5_500
 
 
@@ -223,7 +223,7 @@ def test_offset_specs_committed_latest_explicit_and_bad_input(env):
     cl.admin().create_topic("specs", 2, 3, {"min.insync.replicas": 2})
     produce(cl, "specs", 400, keyed=False, partition=0)
     produce(cl, "specs", 100, keyed=False, partition=1)
-    cl.store.commit_offsets("g", {("specs", 0): 150})        # partition 1: nothing committed
+    cl.admin().commit_offsets("g", {("specs", 0): 150})        # partition 1: nothing committed
     got = read_topic(spark, cl, "specs", starting_offsets="committed:g").select(
         "partition", "offset").collect()
     assert sorted((r.partition, r.offset) for r in got) == \

@@ -12,15 +12,18 @@ import struct
 
 import pytest
 from kafka.protocol.admin import (
-    CreatePartitionsResponse, CreateTopicsResponse, DeleteTopicsResponse,
-    DescribeClusterResponse, DescribeConfigsResponse, IncrementalAlterConfigsResponse,
+    CreatePartitionsResponse, CreateTopicsResponse, DeleteGroupsResponse, DeleteTopicsResponse,
+    DescribeClusterResponse, DescribeConfigsResponse, DescribeGroupsResponse,
+    IncrementalAlterConfigsResponse, ListGroupsResponse,
 )
 from kafka.protocol.consumer import (
-    FetchResponse, ListOffsetsResponse, OffsetForLeaderEpochResponse,
+    FetchResponse, HeartbeatResponse, JoinGroupResponse, LeaveGroupRequest, LeaveGroupResponse,
+    ListOffsetsResponse, OffsetCommitResponse, OffsetFetchRequest, OffsetFetchResponse,
+    OffsetForLeaderEpochResponse, SyncGroupResponse,
 )
 from kafka.protocol.metadata import (
-    ApiVersionsRequest, ApiVersionsResponse, FindCoordinatorRequest, MetadataRequest,
-    MetadataResponse,
+    ApiVersionsRequest, ApiVersionsResponse, FindCoordinatorRequest, FindCoordinatorResponse,
+    MetadataRequest, MetadataResponse,
 )
 from kafka.protocol.old.produce import (
     ProduceResponse_v0, ProduceResponse_v1, ProduceResponse_v2,
@@ -48,10 +51,13 @@ RESPONSES = {0: ProduceResponse, 1: FetchResponse, 2: ListOffsetsResponse,
              20: DeleteTopicsResponse, 22: InitProducerIdResponse,
              23: OffsetForLeaderEpochResponse, 32: DescribeConfigsResponse,
              37: CreatePartitionsResponse, 44: IncrementalAlterConfigsResponse,
-             60: DescribeClusterResponse}
+             60: DescribeClusterResponse, 8: OffsetCommitResponse, 9: OffsetFetchResponse,
+             10: FindCoordinatorResponse, 11: JoinGroupResponse, 12: HeartbeatResponse,
+             13: LeaveGroupResponse, 14: SyncGroupResponse, 15: DescribeGroupsResponse,
+             16: ListGroupsResponse, 42: DeleteGroupsResponse}
 KIO_VERSIONS = [(k, v) for k, (lo, hi) in SUPPORTED.items() for v in range(lo, hi + 1)
                 if v not in REJECTED_VERSIONS.get(k, ())]
-MIRRORED = {0, 1, 2, 3, 19, 20, 23, 37}      # APIs whose error answer names each topic
+MIRRORED = {0, 1, 2, 3, 8, 9, 19, 20, 23, 37}      # APIs whose error answer names each topic
 
 
 def decode(frame: bytes) -> Request:
@@ -156,8 +162,9 @@ def test_served_and_expects_response():
     msg.acks = 0
     acks0 = decode(frame_of(msg))
     assert acks0.served and not acks0.expects_response
-    find = decode(frame_of(FindCoordinatorRequest[3](key="g", key_type=0)))
-    assert find.body is not None and not find.served     # decodable, not (yet) served
+    find = decode(frame_of(FindCoordinatorRequest[5](key="g", key_type=0,
+                                                     coordinator_keys=["g"])))
+    assert find.body is not None and not find.served     # decodable, not served (v5)
     assert is_served(0, 3) and not is_served(0, 2) and not is_served(1, 3)
 
 
@@ -183,8 +190,69 @@ def test_error_answers_round_trip_through_kio_and_kafka_python(api_key, version)
         assert names == set(ASKED)
         per_partition = sorted(p for key in ("index", "partition_index", "partition")
                                for p in walk(tree, key))
-        if api_key in (0, 1, 2, 23):
+        if api_key in (0, 1, 2, 8, 9, 23):
             assert per_partition == [0, 1, 2]
+
+
+GROUP_VERSIONS = [(k, v) for k, v in KIO_VERSIONS if k in (8, 9, 10, 11, 12, 13, 14, 15, 16, 42)]
+
+
+@pytest.mark.parametrize("api_key,version", GROUP_VERSIONS)
+def test_group_error_answers_echo_what_was_asked(api_key, version):
+    # Kafka's getErrorResponse for the group APIs: whatever the request names comes back
+    # with the error, with "no node" / "no offset" / "no generation" sentinels.
+    req = decode(sample_frame(api_key, version))
+    frame = encode_error_frame(req, 16)
+    answer = RESPONSES[api_key].decode(frame[4:], version=version, header=True)
+    if api_key == 8:
+        assert [(t.name, [(p.partition_index, p.error_code) for p in t.partitions])
+                for t in answer.topics] == [("orders", [(0, 16), (2, 16)]), ("audit", [(1, 16)])]
+    elif api_key == 9:
+        assert [(t.name, [(p.partition_index, p.committed_offset, p.metadata, p.error_code)
+                          for p in t.partitions]) for t in answer.topics] == [
+            ("orders", [(0, -1, "", 16), (2, -1, "", 16)]), ("audit", [(1, -1, "", 16)])]
+        if version >= 5:
+            assert {p.committed_leader_epoch for t in answer.topics for p in t.partitions} \
+                == {-1}
+        if version >= 2:
+            assert answer.error_code == 16
+    elif api_key == 10 and version >= 4:
+        assert [(c.key, c.node_id, c.host, c.port, c.error_code)
+                for c in answer.coordinators] == [("g1", -1, "", -1, 16)]
+    elif api_key == 10:
+        assert (answer.error_code, answer.node_id, answer.host, answer.port) == (16, -1, "", -1)
+    elif api_key == 11:
+        assert (answer.error_code, answer.generation_id, answer.leader, answer.member_id,
+                answer.members) == (16, -1, "", "", [])
+        assert answer.protocol_name == (None if version >= 7 else "")
+    elif api_key == 13 and version >= 3:
+        assert answer.error_code == 16
+        assert [(x.member_id, x.group_instance_id, x.error_code) for x in answer.members] == [
+            ("m1", None, 16)]
+    elif api_key == 15:
+        assert [(g.group_id, g.error_code, g.group_state, g.members)
+                for g in answer.groups] == [("g1", 16, "", []), ("g2", 16, "", [])]
+    elif api_key == 42:
+        assert [(r.group_id, r.error_code) for r in answer.results] == [("g1", 16), ("g2", 16)]
+    else:                                 # Heartbeat, LeaveGroup v0-2, SyncGroup, ListGroups
+        assert answer.error_code == 16
+
+
+@pytest.mark.parametrize("version", [3, 4])
+def test_leave_group_error_echoes_member_and_instance_ids(version):
+    i = LeaveGroupRequest.MemberIdentity
+    req = decode(frame_of(LeaveGroupRequest[version](group_id="g", members=[
+        i(member_id="m1", group_instance_id=None), i(member_id="", group_instance_id="i-2")])))
+    answer = LeaveGroupResponse.decode(encode_error_frame(req, 15)[4:], version=version,
+                                       header=True)
+    assert [(x.member_id, x.group_instance_id, x.error_code) for x in answer.members] == [
+        ("m1", None, 15), ("", "i-2", 15)]
+
+
+def test_offset_fetch_all_partitions_error_names_no_topic():
+    body = error_response(decode(frame_of(OffsetFetchRequest[7](
+        group_id="g", topics=None, require_stable=False))), 14)
+    assert body.topics == () and body.error_code == 14
 
 
 def test_fetch_errors_carry_the_top_level_code_from_v7_and_kafkas_sentinels():

@@ -74,12 +74,15 @@ def test_a_client_handshake_kafka_python_style():
 
 def test_a_decodable_unserved_request_is_answered_not_closed():
     conn = Connection()
-    conn.receive_data(frame_of(FindCoordinatorRequest[3](key="g", key_type=0), 11))
+    conn.receive_data(frame_of(FindCoordinatorRequest[5](key_type=0,               # > our 4
+                                                         coordinator_keys=["g", "h"]), 11))
     req = conn.next_request()
     assert req.body is not None and not req.served
-    answer = FindCoordinatorResponse.decode(conn.respond_error(req, 35)[4:], version=3,
+    answer = FindCoordinatorResponse.decode(conn.respond_error(req, 35)[4:], version=5,
                                             header=True)
-    assert (answer.header.correlation_id, answer.error_code) == (11, 35)
+    assert answer.header.correlation_id == 11
+    assert [(c.key, c.node_id, c.error_code) for c in answer.coordinators] == [
+        ("g", -1, 35), ("h", -1, 35)]
     conn.receive_data(sample_frame(3, 13, correlation_id=12))     # Metadata v13 > our 12
     req = conn.next_request()
     assert not req.served

@@ -14,16 +14,19 @@ import uuid
 import pytest
 from kafka.protocol.admin import (
     CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest,
-    CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse, DescribeClusterRequest,
-    DescribeClusterResponse, DescribeConfigsRequest, DescribeConfigsResponse,
-    IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
+    CreateTopicsResponse, DeleteGroupsResponse, DeleteTopicsRequest, DeleteTopicsResponse,
+    DescribeClusterRequest, DescribeClusterResponse, DescribeConfigsRequest,
+    DescribeConfigsResponse, DescribeGroupsResponse, IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse, ListGroupsResponse,
 )
 from kafka.protocol.consumer import (
-    FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse,
-    OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse,
+    FetchRequest, FetchResponse, HeartbeatResponse, JoinGroupResponse, LeaveGroupResponse,
+    ListOffsetsRequest, ListOffsetsResponse, OffsetCommitResponse, OffsetFetchResponse,
+    OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, SyncGroupResponse,
 )
 from kafka.protocol.metadata import (
-    ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse,
+    ApiVersionsRequest, ApiVersionsResponse, FindCoordinatorResponse, MetadataRequest,
+    MetadataResponse,
 )
 from kafka.protocol.producer import (
     InitProducerIdRequest, InitProducerIdResponse, ProduceRequest, ProduceResponse,
@@ -48,12 +51,16 @@ RESPONSES = {0: ProduceResponse, 1: FetchResponse, 2: ListOffsetsResponse,
              20: DeleteTopicsResponse, 22: InitProducerIdResponse,
              23: OffsetForLeaderEpochResponse, 32: DescribeConfigsResponse,
              37: CreatePartitionsResponse, 44: IncrementalAlterConfigsResponse,
-             60: DescribeClusterResponse}
+             60: DescribeClusterResponse, 8: OffsetCommitResponse, 9: OffsetFetchResponse,
+             10: FindCoordinatorResponse, 11: JoinGroupResponse, 12: HeartbeatResponse,
+             13: LeaveGroupResponse, 14: SyncGroupResponse, 15: DescribeGroupsResponse,
+             16: ListGroupsResponse, 42: DeleteGroupsResponse}
 # The BrokerApi method each API's handler calls.
 METHOD = {0: "produce", 1: "fetch", 2: "list_offsets", 3: "metadata", 19: "create_topics",
           20: "delete_topics", 22: "init_producer_id", 23: "offsets_for_leader_epoch",
           32: "describe_configs", 37: "create_partitions", 44: "alter_configs",
-          60: "metadata"}
+          60: "metadata", 10: "find_coordinator",
+          **dict.fromkeys((8, 9, 11, 12, 13, 14, 15, 16, 42), "group_call")}
 SERVED = [(k, v) for k, (lo, hi) in SUPPORTED.items() if k in HANDLERS
           for v in range(lo, hi + 1) if v not in REJECTED_VERSIONS.get(k, ())]
 
@@ -693,8 +700,11 @@ def test_a_kafka_error_raised_by_the_broker_is_answered_everywhere(api_key, vers
     tree = resp.to_dict()
     codes = list(walk(tree, "error_code"))
     assert codes and set(codes) == {41}
-    if api_key in (0, 1, 2, 3, 19, 20, 23, 37):            # topics asked are echoed
+    if api_key in (0, 1, 2, 3, 8, 9, 19, 20, 23, 37):      # topics asked are echoed
         assert set(walk(tree, "name")) | set(walk(tree, "topic")) == set(ASKED)
+    if api_key in (15, 42) or (api_key, version) == (10, 4):  # and groups asked
+        assert set(walk(tree, "group_id")) | set(walk(tree, "key")) == (
+            {"g1"} if api_key == 10 else {"g1", "g2"})
 
 
 def test_any_other_exception_propagates_to_the_caller():

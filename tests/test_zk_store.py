@@ -94,8 +94,6 @@ def test_znode_json_matches_kafka_layout(stores, zk_client):
     assert name.startswith("isr_change_") and name[len("isr_change_"):].isdigit()
     assert raw_json(zk_client, s, f"/isr_change_notification/{name}") == {
         "version": 1, "partitions": [{"topic": "orders", "partition": 0}]}
-    s.commit_offsets("g1", {("orders", 0): 42})
-    assert raw(zk_client, s, "/consumers/g1/offsets/orders/0") == b"42"
 
 
 def test_records_round_trip_through_json():

@@ -137,7 +137,7 @@ def test_topic_deletion_requests_and_admin_requests(stores, zk_client):
     assert s.get_topic_config("t") == {"min.insync.replicas": "2",
                                        "unclean.leader.election.enable": "true"}
     for bad in ({"x": 1}, {"min.insync.replicas": 0}, {"segment.bytes": "lots"},
-                {"unclean.leader.election.enable": "maybe"}, {"cleanup.policy": "compact"}):
+                {"unclean.leader.election.enable": "maybe"}, {"cleanup.policy": "shred"}):
         with pytest.raises(InvalidConfig):
             s.set_topic_config("t", bad)
         with pytest.raises(InvalidConfig):
@@ -314,17 +314,3 @@ def test_state_listener_and_unreachable_server(stores, zk_server):
     assert states.q.empty()
 
 
-# -- consumer offsets --------------------------------------------------------------------------------
-def test_consumer_offsets(stores, zk_client, monkeypatch):
-    s = stores()
-    assert s.get_committed_offsets("g") == {}
-    s.commit_offsets("g", {("a", 0): 5, ("a", 1): 7, ("b", 0): 0})
-    assert s.get_committed_offsets("g") == {("a", 0): 5, ("a", 1): 7, ("b", 0): 0}
-    s.commit_offsets("g", {("a", 1): 9, ("c", 3): 1})
-    assert s.get_committed_offsets("g") == {("a", 0): 5, ("a", 1): 9, ("b", 0): 0, ("c", 3): 1}
-    assert s.get_committed_offsets("g", "a") == {("a", 0): 5, ("a", 1): 9}
-    assert raw(zk_client, s, "/consumers/g/offsets/a/1") == b"9"
-    assert s.get_committed_offsets("other") == {}
-    monkeypatch.setattr(zs, "MAX_OPS_PER_MULTI", 10)
-    s.commit_offsets("h", {("t", p): p * 10 for p in range(35)})
-    assert s.get_committed_offsets("h") == {("t", p): p * 10 for p in range(35)}

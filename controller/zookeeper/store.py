@@ -48,19 +48,16 @@ from controller.zookeeper.fenced import ControllerElection, FencedWriter, ZkElec
 from controller.zookeeper.multi import (MAX_BYTES_PER_MULTI, MAX_OPS_PER_MULTI, _all_ok,
                                         _first_failure, _Op, _Unit)
 from controller.layout import (BROKER_IDS, BROKER_TOPICS, CLUSTER_ID, DELETE_TOPICS,
-                               LATEST_PRODUCER_ID_BLOCK, decode_cluster_id, encode_cluster_id,
-                               PRODUCER_ID_BLOCK_SIZE, decode_producer_id_block,
-                               encode_producer_id_block,
                                ISR_CHANGE_NOTIFICATION, ISR_CHANGE_PREFIX,
-                               PREFERRED_REPLICA_ELECTION, REASSIGN_PARTITIONS,
-                               BrokerRegistration, LeaderIsrAndControllerEpoch,
-                               TopicAssignment, TopicPartition, broker_path, check_name,
-                               check_topic, config_topic_path, decode_offset,
-                               decode_partition_list, decode_reassignment, decode_topic_config,
-                               delete_topic_path, encode_offset, encode_partition_list,
-                               encode_reassignment, encode_topic_config, group_offsets_path,
-                               group_topic_offsets_path, isr_change_path, new_topic_id,
-                               offset_path, partition_state_path, partitions_path, topic_path)
+                               LATEST_PRODUCER_ID_BLOCK, PREFERRED_REPLICA_ELECTION,
+                               PRODUCER_ID_BLOCK_SIZE, REASSIGN_PARTITIONS, BrokerRegistration,
+                               LeaderIsrAndControllerEpoch, TopicAssignment, TopicPartition,
+                               broker_path, check_name, check_topic, config_topic_path,
+                               decode_cluster_id, decode_partition_list, decode_producer_id_block,
+                               decode_reassignment, decode_topic_config, delete_topic_path,
+                               encode_cluster_id, encode_partition_list, encode_producer_id_block,
+                               encode_reassignment, encode_topic_config, isr_change_path,
+                               new_topic_id, partition_state_path, partitions_path, topic_path)
 from controller.topic_config import normalize_topic_config
 from replicas.errors import InvalidPartitions, TopicAlreadyExists, UnknownTopicOrPartition
 
@@ -427,58 +424,3 @@ class ZkStore(ZkElectionSession):
                 continue
         raise ZkStoreError("allocate_producer_id_block: too many concurrent allocations")
 
-    # -- consumer offsets ----------------------------------------------------------------------
-    @_zk_call
-    def commit_offsets(self, group: str, offsets: Mapping[TopicPartition, int]) -> None:
-        """Create-or-set /consumers/<group>/offsets/<t>/<p> (plain text offsets): missing
-        parents first, then one op per partition, in one multi per ≤ MAX_OPS_PER_MULTI ops
-        (so a commit of < ~1000 partitions is atomic). If the znodes change concurrently
-        (NodeExists/NoNode/BadVersion), re-read and redo what is not yet committed."""
-        check_name(group, "consumer group")
-        remaining = {(check_topic(t), int(p)): int(o) for (t, p), o in offsets.items()}
-        group_root, group_path = f"/consumers/{group}", group_offsets_path(group)
-        for _ in range(10):
-            if not remaining:
-                return
-            topics = sorted({t for t, _ in remaining})
-            units: list[_Unit] = []
-            have_topics = self._children(group_path)
-            if have_topics is None:
-                if self._client.exists(self._abs(group_root)) is None:
-                    units.append(_Unit(None, [_Op("create", group_root)]))
-                units.append(_Unit(None, [_Op("create", group_path)]))
-                have_parts: dict[str, list[str] | None] = {}
-            else:
-                known = [t for t in topics if t in have_topics]
-                have_parts = dict(zip(known, self._children_many(
-                    [group_topic_offsets_path(group, t) for t in known], small=True)))
-            units += [_Unit(None, [_Op("create", group_topic_offsets_path(group, t))])
-                      for t in topics if have_parts.get(t) is None]
-            for (t, p), off in sorted(remaining.items()):
-                kind = "set" if str(p) in (have_parts.get(t) or ()) else "create"
-                units.append(_Unit((t, p), [_Op(kind, offset_path(group, t, p),
-                                                encode_offset(off))]))
-            for chunk in self._chunks(units, 0):
-                if not _all_ok(self._txn_async(self._flat(chunk), None).get()):
-                    break  # raced with another committer: re-read, redo the rest
-                for u in chunk:
-                    remaining.pop(u.key, None)
-        if remaining:
-            raise ZkStoreError(f"commit_offsets {group}: offsets kept changing concurrently")
-
-    @_zk_call
-    def get_committed_offsets(self, group: str, topic: str | None = None
-                              ) -> dict[TopicPartition, int]:
-        """{(topic, partition): offset} committed by ``group`` (one topic or all)."""
-        if topic is not None:
-            topics = [topic]
-        else:
-            topics = sorted(self._children(group_offsets_path(group)) or [])
-        tps = []
-        for t, parts in zip(topics, self._children_many(
-                [group_topic_offsets_path(group, t) for t in topics], small=True)):
-            tps += [(t, int(p)) for p in (parts or []) if p.isdigit()]
-        return {tp: decode_offset(got[0])
-                for tp, got in zip(tps, self._get_many([offset_path(group, t, p) for t, p in tps],
-                                              small=True))
-                if got is not None}

@@ -20,7 +20,7 @@ from typing import Callable
 from protocol.api import BrokerApi, Deferred
 from protocol.codec import api_versions_response
 from protocol.errors import ProtocolError
-from protocol.handlers import admin, data, metadata
+from protocol.handlers import admin, data, groups, metadata
 from replicas.errors import KafkaError
 
 API_VERSIONS = 18
@@ -41,6 +41,16 @@ HANDLERS: dict[int, Handler] = {
     37: admin.create_partitions,
     44: admin.incremental_alter_configs,
     60: metadata.describe_cluster,
+    8: groups.offset_commit,
+    9: groups.offset_fetch,
+    10: groups.find_coordinator,
+    11: groups.join_group,
+    12: groups.heartbeat,
+    13: groups.leave_group,
+    14: groups.sync_group,
+    15: groups.describe_groups,
+    16: groups.list_groups,
+    42: groups.delete_groups,
 }
 
 

@@ -31,7 +31,8 @@ Rules (one Violation per finding; `kind` names the rule broken):
    earlier one ("hw-regressed"); every leader-epoch-checkpoint on disk has strictly rising
    epochs and non-decreasing start offsets ("epoch-cache-regressed").
 6. Every read/ok (partition, offset, value) is in the final read with that value at that
-   offset ("read-uncommitted"). Reads below the final log start cannot be checked and are
+   offset ("read-uncommitted").
+7-9. Consumer groups, when the run had one: rayka/chaos/group_checker.py. Reads below the final log start cannot be checked and are
    counted as stats["reads_unverifiable"].
 Unreadable evidence on disk is itself a violation ("controller-log-unreadable" under 4,
 "epoch-cache-unreadable" under 5): the checker never guesses. Identical repeated lines of
@@ -49,6 +50,7 @@ from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
 
 from rayka.chaos import disk
+from rayka.chaos.group_checker import check_groups
 
 INVARIANTS: dict[int, tuple[str, tuple[str, ...]]] = {
     1: ("no acknowledged record lost", ("lost", "moved")),
@@ -58,6 +60,10 @@ INVARIANTS: dict[int, tuple[str, tuple[str, ...]]] = {
     5: ("leader epochs grow; a leader's HW never goes back",
         ("epoch-regressed", "hw-regressed", "epoch-cache-regressed", "epoch-cache-unreadable")),
     6: ("consumers never read above the HW", ("read-uncommitted",)),
+    # consumer groups, when the run had a group (rayka/chaos/group_checker.py)
+    7: ("a group's committed offsets never go back", ("committed-regressed",)),
+    8: ("one owner per partition per generation", ("two-owners",)),
+    9: ("the group consumed every acknowledged record", ("unconsumed", "not-caught-up")),
 }
 _REQUIRED = {
     ("send", "invoke"): ("process", "value"),
@@ -71,6 +77,10 @@ _REQUIRED = {
     ("zk-sample", "ok"): ("partition", "leader_epoch"),
     ("hw-sample", "ok"): ("partition", "broker", "leader_epoch", "high_watermark"),
     ("controller-sample", "ok"): ("controller_id", "epoch"),
+    ("group-assign", "ok"): ("member", "generation", "partitions"),
+    ("group-read", "ok"): ("member", "partition", "offset", "value"),
+    ("group-committed-sample", "ok"): ("offsets",),
+    ("group-final", "ok"): ("committed", "ends"),
 }
 
 
@@ -161,8 +171,14 @@ def check(history: list[dict], data_root: str | None = None) -> Verdict:
     found += _one_controller_per_epoch(ix, data_root)
     found += _epochs_and_hw_monotone(ix, data_root)
     found += _reads_committed(ix)
+    group_found, group_stats = check_groups(ix, Violation)
+    found += group_found
+    if not group_stats:
+        skipped.update({n: "no consumer group in the run" for n in (7, 8, 9)})
     found.sort(key=lambda v: v.invariant)
-    return Verdict(found, _stats(ix, found, skipped, data_root))
+    verdict = Verdict(found, _stats(ix, found, skipped, data_root))
+    verdict.stats.update(group_stats)
+    return verdict
 
 
 # -- invariants 1 and 2: the final log against the sends ----------------------------------------

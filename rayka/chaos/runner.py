@@ -34,10 +34,12 @@ TOPIC = "chaos"
 FAULT_KINDS = ("kill-broker", "kill-broker-norestart", "kill-controller", "pause-leader",
                "pause-controller", "expire-broker", "expire-controller", "zk-restart-server",
                "zk-kill-leader", "corrupt-tail", "controlled-shutdown", "kill-node")
+# with a consumer group in the run (group_members > 0): its coordinator's broker attacked
+GROUP_FAULT_KINDS = ("kill-coordinator", "pause-coordinator")
 RE_REGISTER = {"kill-broker", "kill-broker-norestart", "expire-broker", "corrupt-tail",
-               "controlled-shutdown", "kill-node"}
+               "controlled-shutdown", "kill-node", "kill-coordinator"}
 HELD = {"pause-leader", "pause-controller", "zk-restart-server", "zk-kill-leader",
-        "kill-broker-norestart"}
+        "kill-broker-norestart", "pause-coordinator"}
 
 
 @dataclass
@@ -59,6 +61,7 @@ class ChaosConfig:
     unsafe: bool = False
     scenario: str = "random"    # "isr-of-one": Jepsen 2013's loss, scripted; "rolling-restart"
     client: str = "native"      # "librdkafka": the workload over the Kafka listeners
+    group_members: int = 0      # > 0: a consumer group churning over the topic (chaos/groups.py)
     out_dir: str = ""
     keep_data: bool = False
     fault_log: list = field(default_factory=list)
@@ -66,9 +69,12 @@ class ChaosConfig:
 
 class ChaosRun:
     def __init__(self, config: ChaosConfig, say=print):
-        unknown = set(config.faults) - set(FAULT_KINDS)
+        known = FAULT_KINDS + (GROUP_FAULT_KINDS if config.group_members else ())
+        unknown = set(config.faults) - set(known)
         if unknown:
-            raise ValueError(f"unknown fault kinds {sorted(unknown)}; known: {', '.join(FAULT_KINDS)}")
+            raise ValueError(f"unknown fault kinds {sorted(unknown)}; known: {', '.join(known)}"
+                             + ("" if config.group_members else
+                                f" ({', '.join(GROUP_FAULT_KINDS)} need group_members)"))
         self.cfg = config
         self.say = say
         self.rng = random.Random(config.seed)
@@ -78,6 +84,7 @@ class ChaosRun:
         self.history = History(os.path.join(self.out, "history.jsonl"))
         self.multi_node = "kill-node" in config.faults
         self.ensemble = self.ray_cluster = self.cluster = self.injector = self.workload = None
+        self.groups = None
         self.liveness: list[str] = []
         self.rolling: list[dict] = []
         self.t0 = time.monotonic()
@@ -120,12 +127,17 @@ class ChaosRun:
         self.history.record("info", "meta", topic=TOPIC, partitions=self.cfg.partitions,
                             replication_factor=3, min_isr=topic_config["min.insync.replicas"],
                             seed=self.cfg.seed, faults=list(self.cfg.faults),
-                            unsafe=self.cfg.unsafe, client=self.cfg.client)
+                            unsafe=self.cfg.unsafe, client=self.cfg.client,
+                            group_members=self.cfg.group_members)
         self.injector = FaultInjector(self.cluster, ensemble=self.ensemble, rng=self.rng)
         self.workload = Workload(self.cluster, TOPIC, self.history,
                                  producers=self.cfg.producers, consumers=self.cfg.consumers,
                                  rate_per_producer=self.cfg.rate_per_producer,
                                  client=self.cfg.client)
+        if self.cfg.group_members:
+            from rayka.chaos.groups import GroupWorkload
+            self.groups = GroupWorkload(self.cluster, TOPIC, self.history, self.rng,
+                                        members=self.cfg.group_members)
 
     def _teardown(self) -> None:
         """Every step runs whatever the previous one did: nothing may outlive the run."""
@@ -149,6 +161,8 @@ class ChaosRun:
         try:
             self._start()
             self.workload.start()
+            if self.groups is not None:
+                self.groups.start()
             from rayka.client.admin import wait_for
             wait_for(lambda: self.workload.acked > 50, 60, "the workload's first acknowledgements")
             self._phase(f"scenario {self.cfg.scenario}")
@@ -166,12 +180,21 @@ class ChaosRun:
             self._phase("waiting for a healthy cluster")
             if not self._wait_healthy():
                 self.liveness.append("not healthy before the final read")
+            if self.groups is not None:
+                self._phase("the group consumes and commits everything")
+                try:
+                    self.groups.finish()
+                except Exception as exc:          # the checker's invariant 9 shows what is left
+                    self.liveness.append(f"group finish: {type(exc).__name__}: {exc}")
             self._phase("final read")
             self.workload.final_read()
             self._phase("shutting down")
         finally:
             if self.workload is not None:
                 self.workload.stop_all.set()
+            if self.groups is not None:
+                self.groups.stop_churn.set()
+                self.groups.stop_all.set()
             if self.injector is not None:
                 self.injector.resume_all()
             self._teardown()
@@ -303,6 +326,10 @@ class ChaosRun:
             return inj.controlled_shutdown(broker)
         if kind == "kill-node":
             return self._kill_node(p)
+        if kind == "kill-coordinator":
+            return self.groups.kill_coordinator(inj)
+        if kind == "pause-coordinator":
+            return self.groups.pause_coordinator(inj)
         raise ValueError(kind)
 
     def _kill_node(self, partition: int) -> dict:
@@ -316,7 +343,7 @@ class ChaosRun:
 
     def _heal(self, kind: str, what: dict) -> None:
         inj = self.injector
-        if kind in ("pause-leader", "pause-controller"):
+        if kind in ("pause-leader", "pause-controller", "pause-coordinator"):
             inj.resume_pid(what["pid"])
         elif kind == "kill-broker-norestart":
             inj.revive_brokers()

@@ -24,7 +24,8 @@ from controller.assignment import validate_topic_name
 from controller.topic_admin import plan_topic
 from rayka.client.types import ControllerInfo, PartitionInfo, TopicPartition
 from replicas.errors import (InvalidPartitions, InvalidReplicaAssignment, InvalidReplicationFactor,
-                             KafkaError, RequestTimedOut, UnknownTopicOrPartition)
+                             InvalidRequest, KafkaError, NonEmptyGroup, RequestTimedOut,
+                             UnknownTopicOrPartition, error_for_code)
 
 POLL_S = 0.02
 
@@ -140,6 +141,125 @@ class Admin:
             wait_for(done, timeout_s, f"reassignment of {topic}")
             self.wait_for_leaders(topic, timeout_s)
         return self.describe_topic(topic)
+
+    # -- consumer groups (Kafka's kafka-consumer-groups) ---------------------------------------------
+    def list_groups(self) -> list[dict]:
+        """Every group any coordinator knows: [{group, state, protocol_type}], sorted."""
+        from coordinator import messages as m
+        out = {}
+        for broker in self.cluster.broker_actors():
+            try:
+                result = ray.get(broker.group.remote(m.ListGroups(0)), timeout=30)
+            except ray.exceptions.RayError:
+                continue                 # a broker restarting: its groups moved or come back
+            for g in result.groups:
+                out[g.group_id] = {"group": g.group_id, "state": g.state,
+                                   "protocol_type": g.protocol_type}
+        return [out[g] for g in sorted(out)]
+
+    def describe_group(self, group_id: str) -> dict:
+        """State, members (client, assignment) and, per partition, the committed offset, the
+        end offset and the lag, as kafka-consumer-groups --describe shows them."""
+        from coordinator import messages as m
+        from rayka.client.assignors import decode_assignment
+        from rayka.client.group import CoordinatorLink
+        link = CoordinatorLink(self.cluster, group_id)
+        described = link.call(m.DescribeGroups(0, (group_id,)), time.monotonic() + 60).groups[0]
+        if described.error:
+            raise error_for_code(described.error, f"describe group {group_id}")
+        members = []
+        for x in described.members:
+            parts = sorted(tuple(tp) for tp in decode_assignment(x.assignment).partitions) \
+                if x.assignment else []
+            members.append({"member_id": x.member_id, "client_id": x.client_id,
+                            "instance_id": x.group_instance_id, "host": x.client_host,
+                            "partitions": parts})
+        fetched = link.call(m.OffsetFetch(0, group_id, None), time.monotonic() + 60)
+        if fetched.error:
+            raise error_for_code(fetched.error, f"offsets of group {group_id}")
+        committed = {(p.topic, p.partition): p.offset for p in fetched.partitions if p.offset >= 0}
+        owner = {tp: x["member_id"] for x in members for tp in x["partitions"]}
+        ends = self._end_offsets(set(committed) | set(owner))
+        partitions = [{"topic": tp[0], "partition": tp[1], "committed": committed.get(tp),
+                       "end": ends.get(tp), "owner": owner.get(tp),
+                       "lag": None if committed.get(tp) is None or ends.get(tp) is None
+                       else max(0, ends[tp] - committed[tp])}
+                      for tp in sorted(set(committed) | set(owner))]
+        return {"group": group_id, "state": described.state,
+                "protocol_type": described.protocol_type, "protocol": described.protocol,
+                "members": members, "partitions": partitions}
+
+    def _end_offsets(self, tps) -> dict:
+        if not tps:
+            return {}
+        consumer = self.cluster.consumer()
+        try:
+            return consumer.end_offsets(sorted(tps))
+        finally:
+            consumer.close()
+
+    def committed_offsets(self, group_id: str, topic: str | None = None) -> dict[tuple, int]:
+        """{(topic, partition): committed offset} of a group (one topic or all)."""
+        from coordinator import messages as m
+        from rayka.client.group import CoordinatorLink
+        fetched = CoordinatorLink(self.cluster, group_id).call(
+            m.OffsetFetch(0, group_id, None), time.monotonic() + 60)
+        if fetched.error:
+            raise error_for_code(fetched.error, f"offsets of group {group_id}")
+        return {(p.topic, p.partition): p.offset for p in fetched.partitions
+                if p.offset >= 0 and not p.error and (topic is None or p.topic == topic)}
+
+    def commit_offsets(self, group_id: str, offsets: dict) -> None:
+        """Commit {tp: offset} as a simple group (no generation: Kafka's commits from outside
+        group management); refused while the group has members."""
+        from coordinator import messages as m
+        from rayka.client.group import CoordinatorLink
+        result = CoordinatorLink(self.cluster, group_id).call(m.OffsetCommit(0, group_id, tuple(
+            m.CommitOffset(tp[0], tp[1], int(o)) for tp, o in sorted(offsets.items()))),
+            time.monotonic() + 60)
+        failed = [p for p in result.partitions if p.error]
+        if failed:
+            raise error_for_code(failed[0].error, f"commit offsets of group {group_id}")
+
+    def delete_group(self, group_id: str) -> None:
+        """Kafka's DeleteGroups: NonEmptyGroup while it has members, GroupIdNotFound."""
+        from coordinator import messages as m
+        from rayka.client.group import CoordinatorLink
+        result = CoordinatorLink(self.cluster, group_id).call(
+            m.DeleteGroups(0, (group_id,)), time.monotonic() + 60)
+        if result.groups[0].error:
+            raise error_for_code(result.groups[0].error, f"delete group {group_id}")
+
+    def reset_offsets(self, group_id: str, topic: str, to: str | int,
+                      partitions=None) -> dict[tuple, int]:
+        """Commit new offsets for an INACTIVE group (kafka-consumer-groups --reset-offsets):
+        `to` "earliest" | "latest" | an offset (clamped to [log start, end] as Kafka does).
+        NonEmptyGroup while members are active; returns {tp: new offset}."""
+        from coordinator import messages as m
+        from rayka.client.group import CoordinatorLink
+        link = CoordinatorLink(self.cluster, group_id)
+        described = link.call(m.DescribeGroups(0, (group_id,)), time.monotonic() + 60).groups[0]
+        if described.state not in ("Empty", "Dead"):
+            raise NonEmptyGroup(f"Assignments can only be reset if the group '{group_id}' is "
+                                f"inactive, but the current state is {described.state}.")
+        if not isinstance(to, int) and to not in ("earliest", "latest"):
+            raise InvalidRequest(f"reset to {to!r}: earliest, latest or an offset")
+        tps = [(topic, p.partition) for p in self.describe_topic(topic)
+               if partitions is None or p.partition in partitions]
+        consumer = self.cluster.consumer()
+        try:
+            bounds = consumer.offset_bounds(tps)
+        finally:
+            consumer.close()
+        new = {tp: bounds[tp][0] if to == "earliest" else bounds[tp][1] if to == "latest"
+               else min(max(int(to), bounds[tp][0]), bounds[tp][1]) for tp in tps}
+        result = link.call(m.OffsetCommit(0, group_id, tuple(
+            m.CommitOffset(tp[0], tp[1], o) for tp, o in sorted(new.items()))),
+            time.monotonic() + 60)
+        failed = [p for p in result.partitions if p.error]
+        if failed:
+            raise error_for_code(failed[0].error, f"reset offsets of group {group_id}")
+        return new
 
     # -- visibility ----------------------------------------------------------------------------------
     def wait_for_leaders(self, topic: str, timeout_s: float) -> None:

@@ -1,9 +1,14 @@
 """Consumer: reads partitions from their leaders (below the high watermark only).
 
 Rules:
-- `assign` takes explicit partitions; `subscribe` takes every partition of the topics (no
-  group rebalancing: a group id only names where offsets are committed, ZooKeeper's
-  /consumers/<group>/offsets, Kafka 0.8's store).
+- `subscribe(topics, on_assign=, on_revoke=)` with a group_id makes the consumer a member
+  of that Kafka consumer group (rayka/client/group.py: JoinGroup/SyncGroup/Heartbeat through
+  the group's coordinator broker, the assignors of rayka/client/assignors.py); `poll` runs
+  the rebalances (on_revoke before partitions go, on_assign after they come) and fetches
+  only what the group assigned. Without a group_id, `subscribe` takes every partition.
+  `assign` takes explicit partitions (a "simple" group: commits carry no generation).
+- Offsets are committed to the group's coordinator (`__consumer_offsets`, Kafka's store):
+  `commit()` (synchronous, generation-checked: CommitFailed after a rebalance), `committed()`.
 - A partition's starting position: `seek`, else the group's committed offset, else the
   log start (auto_offset_reset="earliest") or the high watermark ("latest").
 - Fetching (Kafka's Fetcher): each partition has a FETCH position (the next offset to ask
@@ -32,9 +37,10 @@ from collections import deque
 
 import ray
 
+from rayka.client.group import GroupMember
 from rayka.client.metadata import Metadata
 from rayka.client.types import ConsumerRecord
-from replicas.errors import KafkaError, UnknownTopicOrPartition, error_for_code
+from replicas.errors import InvalidRequest, KafkaError, UnknownTopicOrPartition, error_for_code
 from aiokafka.record.default_records import DefaultRecordBatch
 
 from replicas.records import iter_headers
@@ -47,11 +53,21 @@ _new = tuple.__new__
 
 class Consumer:
     def __init__(self, cluster, group_id: str | None = None, auto_offset_reset: str = "earliest",
-                 max_poll_records: int = 100_000, fetch_max_bytes: int = 4 << 20):
+                 max_poll_records: int = 100_000, fetch_max_bytes: int = 4 << 20,
+                 partition_assignment_strategy=("range", "cooperative-sticky"),
+                 session_timeout_ms: int = 45_000, heartbeat_interval_ms: int = 3_000,
+                 group_instance_id: str | None = None):
         if auto_offset_reset not in ("earliest", "latest"):
             raise KafkaError(f"auto_offset_reset must be earliest or latest, not {auto_offset_reset!r}")
         self.cluster = cluster
         self.group_id = group_id
+        self._group_kw = dict(assignors=tuple(partition_assignment_strategy),
+                              session_timeout_ms=session_timeout_ms,
+                              heartbeat_interval_ms=heartbeat_interval_ms,
+                              group_instance_id=group_instance_id)
+        self._member: GroupMember | None = None     # created by the first group use
+        self._subscribed: list[str] | None = None   # group subscription (None: manual assign)
+        self._on_assign = self._on_revoke = None
         self.auto_offset_reset = auto_offset_reset
         self.max_poll_records = max_poll_records
         self.fetch_max_bytes = fetch_max_bytes
@@ -68,12 +84,46 @@ class Consumer:
             if tp not in self.positions:
                 self._reset(tp)
 
-    def subscribe(self, topics) -> None:
-        tps = []
-        for topic in topics:
-            infos = self.cluster.admin().describe_topic(topic)
-            tps += [(topic, p.partition) for p in infos]
-        self.assign(tps)
+    def subscribe(self, topics, on_assign=None, on_revoke=None) -> None:
+        """With a group_id: join the group (the next poll rebalances); else every partition."""
+        if self.group_id is None:
+            self.assign([(t, p) for t in topics for p in self._partition_counts([t])[t]])
+            return
+        self._subscribed = sorted(set(topics))
+        self._on_assign, self._on_revoke = on_assign, on_revoke
+        self.member.needs_join = True
+
+    @property
+    def member(self) -> GroupMember:
+        if self.group_id is None:
+            raise KafkaError("this needs a group_id")
+        if self._member is None:
+            self._member = GroupMember(self.cluster, self.group_id, **self._group_kw)
+        return self._member
+
+    def _partition_counts(self, topics) -> dict[str, range]:
+        admin = self.cluster.admin()
+        return {t: range(len(admin.describe_topic(t))) for t in topics}
+
+    def _maybe_rebalance(self) -> None:
+        """Kafka's poll-driven rebalance: revoke, join + sync, assign (callbacks on the way)."""
+        if self._subscribed is None or not self.member.needs_join:
+            return
+        member = self.member
+        revoked, added = member.join(self._subscribed,
+                                     lambda ts: {t: len(r) for t, r in self._partition_counts(ts).items()})
+        if revoked and self._on_revoke is not None:
+            self._on_revoke(sorted(revoked))
+        self.positions = {tp: self.positions.get(tp) for tp in member.owned}
+        for tp in list(self._fetch_pos):
+            if tp not in self.positions:
+                self._reset(tp)
+        if added:
+            committed = member.committed(added)
+            for tp in added:
+                self.positions[tp] = committed.get(tp)
+        if added and self._on_assign is not None:
+            self._on_assign(sorted(added))
 
     def assignment(self) -> list[tuple]:
         return sorted(self.positions)
@@ -135,19 +185,30 @@ class Consumer:
 
     # -- committed offsets ----------------------------------------------------------------------------
     def commit(self, offsets: dict | None = None) -> None:
+        """Synchronous commit to the group's coordinator: `offsets` {tp: next offset to read},
+        default every assigned partition's position. A group member's commit carries its
+        generation (CommitFailed after a rebalance: nothing committed); a manual assignment
+        commits as a simple group."""
         if self.group_id is None:
             raise KafkaError("commit needs a group_id")
-        offsets = offsets or {tp: p for tp, p in self.positions.items() if p is not None}
-        self.cluster.store.commit_offsets(self.group_id, {tuple(tp): o for tp, o in offsets.items()})
+        offsets = {tuple(tp): o for tp, o in (offsets or {
+            tp: p for tp, p in self.positions.items() if p is not None}).items()}
+        if self._subscribed is not None:
+            foreign = sorted(set(offsets) - self.member.owned)
+            if foreign:
+                raise InvalidRequest(f"group {self.group_id}: {foreign} are not assigned to this "
+                                     "member; nothing committed")
+        self.member.commit(offsets, simple=self._subscribed is None)
 
     def committed(self, tp) -> int | None:
         if self.group_id is None:
             return None
-        return self.cluster.store.get_committed_offsets(self.group_id, tp[0]).get(tuple(tp))
+        return self.member.committed([tp]).get(tuple(tp))
 
     # -- poll -------------------------------------------------------------------------------------------
     def poll(self, timeout_ms: int = 1000, max_records: int | None = None) -> list[ConsumerRecord]:
         max_records = max_records or self.max_poll_records
+        self._maybe_rebalance()
         deadline = time.monotonic() + timeout_ms / 1000
         out = self._take(max_records)
         while True:
@@ -259,6 +320,9 @@ class Consumer:
         self._fetch_pos[tp] = end
 
     def close(self) -> None:
+        """Leave the group (its partitions go to the others at once, no session timeout)."""
+        if self._member is not None:
+            self._member.leave()
         self._inflight.clear()
         self._buffers.clear()
         self._fetch_pos.clear()

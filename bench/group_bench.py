@@ -1,0 +1,203 @@
+"""Consumer groups: how fast a group settles after its last member joins, and commit rates.
+
+Setup: one local rayka cluster (3 brokers, 2 controllers, embedded ZooKeeper), Kafka's
+group defaults (group.initial.rebalance.delay.ms 3000, 50 offsets partitions); a topic of
+64 partitions (RF 3) prefilled with 64,000 records (1,000 per partition; --quick 6,400).
+
+Measured (one sample per run, a fresh group per run):
+1. settle: 4 members join one after the other (members in this process, one thread each);
+   the clock starts when the LAST member subscribes and stops when every one of the 64
+   partitions is owned by exactly one member and every member has read a record from each
+   partition it owns. Reported as seconds, and minus the initial rebalance delay (DESIGN
+   §8 target: within 1 s after the delay). Native members (the Ray API) and librdkafka
+   members (confluent-kafka over the listeners) separately.
+2. commits: one member alone in a fresh group (so it owns all 64 partitions) commits the
+   positions of every partition synchronously, back to back, for 5 s (--quick 1 s):
+   commits/s, each carrying 64 offsets. Native and librdkafka.
+
+    .venv/bin/python bench/group_bench.py [--quick] [--runs 3] [--out bench/out/group.json]
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.common import arg_parser, emit, figure, machine_facts  # noqa: E402
+
+NAME = "group"
+DEFAULT_OUT = Path(__file__).resolve().parent / "out" / f"{NAME}.json"
+PARTITIONS, MEMBERS, PER_PARTITION = 64, 4, 1000
+INITIAL_DELAY_MS = 3000
+COMMIT_S = 5.0
+TIMEOUT_S = 300.0
+TARGET_S = 1.0
+
+
+def say(msg: str) -> None:
+    print(f"# {msg}", file=sys.stderr, flush=True)
+
+
+class _Native:
+    def __init__(self, cluster, group, topic):
+        self.c = cluster.consumer(group_id=group)
+        self.c.subscribe([topic])
+        self.read: set = set()
+
+    def poll(self):
+        for r in self.c.poll(timeout_ms=100):
+            self.read.add((r.topic, r.partition))
+
+    def owned(self):
+        return set(self.c.assignment()) if not self.c.member.needs_join else set()
+
+    def commit_all(self):
+        self.c.commit()
+
+    def close(self):
+        self.c.close()
+
+
+class _Wire:
+    def __init__(self, bootstrap, group, topic):
+        from confluent_kafka import Consumer
+        self.c = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                           "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                           "partition.assignment.strategy": "range"})
+        self.c.subscribe([topic])
+        self.read: set = set()
+
+    def poll(self):
+        for m in self.c.consume(num_messages=500, timeout=0.1):
+            if m.error() is None:
+                self.read.add((m.topic(), m.partition()))
+
+    def owned(self):
+        return {(tp.topic, tp.partition) for tp in self.c.assignment()}
+
+    def commit_all(self):
+        self.c.commit(asynchronous=False)
+
+    def close(self):
+        self.c.close()
+
+
+def settle_once(make, topic: str) -> float:
+    """Seconds from the last member's subscribe to every partition owned once and read."""
+    members, stop = [], threading.Event()
+
+    def loop(m):
+        while not stop.is_set():
+            m.poll()
+    threads = []
+    for i in range(MEMBERS):
+        members.append(make())
+        if i == MEMBERS - 1:
+            t0 = time.monotonic()
+        threads.append(threading.Thread(target=loop, args=(members[-1],), daemon=True))
+        threads[-1].start()
+        if i < MEMBERS - 1:
+            time.sleep(0.2)                  # joins spread out a little, as real starts are
+    want = {(topic, p) for p in range(PARTITIONS)}
+    try:
+        while time.monotonic() - t0 < TIMEOUT_S:
+            owned = [m.owned() for m in members]
+            if (sum(len(o) for o in owned) == PARTITIONS and set().union(*owned) == want
+                    and all(o and o <= m.read for o, m in zip(owned, members))):
+                return time.monotonic() - t0
+            time.sleep(0.01)                 # poll interval of a deadline loop
+        raise TimeoutError("the group did not settle")
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(30)
+        for m in members:
+            m.close()
+
+
+def commits_once(member, duration_s: float) -> float:
+    deadline = time.monotonic() + 60
+    while not member.owned() and time.monotonic() < deadline:
+        member.poll()
+    for _ in range(20):
+        member.poll()                        # positions on every owned partition
+    n, t0 = 0, time.monotonic()
+    while time.monotonic() - t0 < duration_s:
+        member.commit_all()
+        n += 1
+    rate = n / (time.monotonic() - t0)
+    member.close()
+    return rate
+
+
+def run(quick: bool = False, runs: int = 3) -> dict:
+    import ray
+
+    import rayka
+    from rayka.cluster import ensure_ray
+    own_ray = ensure_ray("local", include_dashboard=False)
+    data_dir = tempfile.mkdtemp(prefix="rayka-group-bench-")
+    per = PER_PARTITION // 10 if quick else PER_PARTITION
+    commit_s = COMMIT_S / 5 if quick else COMMIT_S
+    settle = {"native": [], "librdkafka": []}
+    commits = {"native": [], "librdkafka": []}
+    cluster = None
+    try:
+        cluster = rayka.start_local(name=f"gb-{uuid.uuid4().hex[:6]}", data_dir=data_dir)
+        topic = f"groups-{uuid.uuid4().hex[:6]}"
+        cluster.admin().create_topic(topic, PARTITIONS, 3)
+        p = cluster.producer(acks="all")
+        for part in range(PARTITIONS):
+            p.send_batch(topic, [b"x" * 100] * per, partition=part)
+        p.flush(TIMEOUT_S)
+        p.close()
+        bootstrap = cluster.bootstrap_servers()
+        makers = {"native": lambda g: _Native(cluster, g, topic),
+                  "librdkafka": lambda g: _Wire(bootstrap, g, topic)}
+        for run_i in range(runs):
+            for kind, make in makers.items():
+                group = f"{kind}-{uuid.uuid4().hex[:6]}"
+                settle[kind].append(settle_once(lambda: make(group), topic))
+                rate = commits_once(make(f"{group}-c"), commit_s)
+                commits[kind].append(rate)
+                say(f"run {run_i}: {kind}: settled {settle[kind][-1]:.2f} s after the last "
+                    f"join; {rate:,.0f} commits/s of {PARTITIONS} partitions")
+    finally:
+        if cluster is not None:
+            cluster.shutdown()
+        if own_ray:
+            ray.shutdown()
+        shutil.rmtree(data_dir, ignore_errors=True)
+    params = dict(members=MEMBERS, partitions=PARTITIONS, initial_delay_ms=INITIAL_DELAY_MS)
+    figures = []
+    for kind in settle:
+        figures += [
+            figure(f"group.{kind}.settle_after_last_join_s", "s", settle[kind], None, "lower",
+                   **params),
+            figure(f"group.{kind}.settle_beyond_initial_delay_s", "s",
+                   [s - INITIAL_DELAY_MS / 1000 for s in settle[kind]], TARGET_S, "lower", **params),
+            figure(f"group.{kind}.commits_per_s", "commits/s", commits[kind], None,
+                   partitions_per_commit=PARTITIONS, duration_s=commit_s),
+        ]
+    setup = {"brokers": 3, "controllers": 2, "partitions": PARTITIONS, "members": MEMBERS,
+             "records_per_partition": per, "group.initial.rebalance.delay.ms": INITIAL_DELAY_MS,
+             "offsets.topic.num.partitions": 50, "assignor": "range (native default order: "
+             "range, cooperative-sticky)", "quick": quick, "runs": runs,
+             "machine": machine_facts()}
+    return {"bench": NAME, "setup": setup, "figures": figures, "extra": {}}
+
+
+def main(argv=None) -> dict:
+    args = arg_parser(__doc__, DEFAULT_OUT, "1/10 records, 1 s of commits").parse_args(argv)
+    return emit(run(quick=args.quick, runs=args.runs), args.out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,54 @@
+"""The group coordinator's configuration: Kafka's names and defaults (GroupCoordinatorConfig).
+
+Rules:
+- Field names are Kafka's property names with dots as underscores; `from_properties` takes a
+  mapping keyed by Kafka's own names ("group.min.session.timeout.ms", ...) and rejects
+  unknown ones, so a typo in a broker config is loud.
+- Defaults (GroupCoordinatorConfig.java at trunk 1eb7644): group.min.session.timeout.ms 6000,
+  group.max.session.timeout.ms 1800000, group.initial.rebalance.delay.ms 3000,
+  group.max.size Integer.MAX_VALUE (unbounded), offsets.topic.num.partitions 50,
+  offset.metadata.max.bytes 4096, offsets.retention.minutes 10080 (7 days),
+  offsets.retention.check.interval.ms 600000.
+- Not a Kafka config but Kafka's constant: a NEW member's JoinGroup is expired after
+  CLASSIC_GROUP_NEW_MEMBER_JOIN_TIMEOUT_MS (5 minutes) if the join phase has not completed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Mapping
+
+INT_MAX = 2**31 - 1
+NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000
+
+
+@dataclass(frozen=True, slots=True)
+class GroupCoordinatorConfig:
+    group_min_session_timeout_ms: int = 6000
+    group_max_session_timeout_ms: int = 1_800_000
+    group_initial_rebalance_delay_ms: int = 3000
+    group_max_size: int = INT_MAX
+    offsets_topic_num_partitions: int = 50
+    offset_metadata_max_bytes: int = 4096
+    offsets_retention_minutes: int = 7 * 24 * 60
+    offsets_retention_check_interval_ms: int = 600_000
+
+    def __post_init__(self) -> None:
+        if self.group_min_session_timeout_ms > self.group_max_session_timeout_ms:
+            raise ValueError("group.min.session.timeout.ms > group.max.session.timeout.ms")
+        if (self.group_max_size < 1 or self.offsets_topic_num_partitions < 1
+                or self.offsets_retention_minutes < 1 or self.offsets_retention_check_interval_ms < 1
+                or self.group_initial_rebalance_delay_ms < 0 or self.offset_metadata_max_bytes < 0):
+            raise ValueError(f"bad group coordinator config {self}")
+
+    @property
+    def offsets_retention_ms(self) -> int:
+        return self.offsets_retention_minutes * 60_000
+
+    @classmethod
+    def from_properties(cls, props: Mapping[str, object]) -> "GroupCoordinatorConfig":
+        known = {f.name.replace("_", "."): f.name for f in fields(cls)}
+        unknown = sorted(set(props) - set(known))
+        if unknown:
+            raise ValueError(f"unknown group coordinator configs: {unknown}")
+        return cls(**{known[k]: int(v) for k, v in props.items()})

@@ -1,0 +1,298 @@
+"""What goes into the group coordinator (events) and what comes out (results, effects).
+
+Rules:
+- Every event is a frozen dataclass handled by `GroupCoordinator.process_<snake name>`.
+- Every request event carries a `request_id`; its answer is the effect
+  `Respond(request_id, result)`, exactly once, maybe in a later `process` call (JoinGroup and
+  SyncGroup are parked; OffsetCommit and a leader's SyncGroup wait for their append).
+- `Append(partition, records, token)`: records to append to `__consumer_offsets`-`partition`
+  with acks=-1, in effect order. The broker reports the outcome with `AppendDone(token,
+  error)`; an answer that depends on the append is only sent after it (the coordinator's cache
+  changes only once the append succeeded). Some appends have no answer waiting (the empty
+  group record, the tombstones of DeleteGroups and of offset expiry: Kafka does not wait for
+  them either); their AppendDone is still expected and simply ignored, as is any AppendDone
+  for a partition unloaded meanwhile.
+- `BeginLoad(p)` (optional) marks partition p as loading (COORDINATOR_LOAD_IN_PROGRESS) while
+  the broker reads its log; `LoadPartition(p, records)` hands the log over and makes the
+  coordinator own p; `UnloadPartition(p)` gives it up.
+- Result fields are Kafka's response fields (JoinGroupResponse, SyncGroupResponse, ...) in the
+  coordinator's terms: error codes are Kafka's ints (coordinator.error_codes), "no protocol" is
+  None, "no leader" is "", "no generation" is -1, "no leader epoch" / "no offset" is -1.
+- `Tick()` says the injected clock moved: the coordinator reads it and fires every deadline
+  that passed (sessions, join phase, initial delay, sync phase, offset retention).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from coordinator.records import OffsetsRecord
+
+NO_GENERATION = -1
+UNKNOWN_MEMBER = ""
+
+
+# ---------------------------------------------------------------- request events
+@dataclass(frozen=True, slots=True)
+class JoinGroup:
+    request_id: int
+    group_id: str
+    member_id: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    protocol_type: str
+    protocols: tuple[tuple[str, bytes], ...]  # (name, metadata), in the member's preference order
+    group_instance_id: str | None = None
+    client_id: str = ""
+    client_host: str = ""
+    version: int = 5  # v4+: a dynamic member without an id gets MEMBER_ID_REQUIRED (KIP-394);
+    #                   v9+: a static leader replaced while Stable may skip the assignment
+    reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SyncGroup:
+    request_id: int
+    group_id: str
+    generation_id: int
+    member_id: str
+    group_instance_id: str | None = None
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    assignments: tuple[tuple[str, bytes], ...] = ()  # (member id, assignment); the leader's
+
+
+@dataclass(frozen=True, slots=True)
+class Heartbeat:
+    request_id: int
+    group_id: str
+    generation_id: int
+    member_id: str
+    group_instance_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LeaveMember:
+    member_id: str
+    group_instance_id: str | None = None
+    reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LeaveGroup:
+    request_id: int
+    group_id: str
+    members: tuple[LeaveMember, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class CommitOffset:
+    topic: str
+    partition: int
+    offset: int
+    leader_epoch: int = -1
+    metadata: str | None = ""  # None is stored as "" (Kafka's NO_METADATA)
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetCommit:
+    request_id: int
+    group_id: str
+    offsets: tuple[CommitOffset, ...]
+    generation_id: int = NO_GENERATION  # < 0: a commit from outside group management
+    member_id: str = UNKNOWN_MEMBER
+    group_instance_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetFetch:
+    request_id: int
+    group_id: str
+    partitions: tuple[tuple[str, int], ...] | None = None  # None: every committed partition
+    require_stable: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ListGroups:
+    request_id: int
+    states: frozenset[str] = frozenset()  # state names, any case; empty: all
+
+
+@dataclass(frozen=True, slots=True)
+class DescribeGroups:
+    request_id: int
+    group_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteGroups:
+    request_id: int
+    group_ids: tuple[str, ...]
+
+
+# ---------------------------------------------------------------- broker events
+@dataclass(frozen=True, slots=True)
+class Tick:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class AppendDone:
+    token: int
+    error: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class BeginLoad:
+    """This broker became leader of offsets partition `partition` and started reading it:
+    its groups answer COORDINATOR_LOAD_IN_PROGRESS until LoadPartition."""
+    partition: int
+
+
+@dataclass(frozen=True, slots=True)
+class LoadPartition:
+    partition: int
+    records: tuple[OffsetsRecord, ...]  # the partition's log, start to end
+
+
+@dataclass(frozen=True, slots=True)
+class UnloadPartition:
+    partition: int
+
+
+# ---------------------------------------------------------------- results
+@dataclass(frozen=True, slots=True)
+class JoinGroupMember:
+    member_id: str
+    group_instance_id: str | None
+    metadata: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class JoinGroupResult:
+    error: int
+    member_id: str
+    generation_id: int = NO_GENERATION
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    leader: str = ""
+    skip_assignment: bool = False
+    members: tuple[JoinGroupMember, ...] = ()  # all members' metadata for the leader only
+
+
+@dataclass(frozen=True, slots=True)
+class SyncGroupResult:
+    error: int
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    assignment: bytes = b""
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatResult:
+    error: int
+
+
+@dataclass(frozen=True, slots=True)
+class LeaveMemberResult:
+    member_id: str
+    group_instance_id: str | None
+    error: int
+
+
+@dataclass(frozen=True, slots=True)
+class LeaveGroupResult:
+    error: int
+    members: tuple[LeaveMemberResult, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class CommitPartitionResult:
+    topic: str
+    partition: int
+    error: int
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetCommitResult:
+    partitions: tuple[CommitPartitionResult, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class FetchedOffset:
+    topic: str
+    partition: int
+    offset: int  # -1: none committed
+    leader_epoch: int = -1
+    metadata: str = ""
+    error: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetFetchResult:
+    error: int
+    partitions: tuple[FetchedOffset, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ListedGroup:
+    group_id: str
+    protocol_type: str
+    state: str
+    group_type: str = "classic"
+
+
+@dataclass(frozen=True, slots=True)
+class ListGroupsResult:
+    error: int
+    groups: tuple[ListedGroup, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class DescribedMember:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    metadata: bytes
+    assignment: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class DescribedGroup:
+    error: int
+    group_id: str
+    state: str
+    protocol_type: str = ""
+    protocol: str = ""
+    members: tuple[DescribedMember, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class DescribeGroupsResult:
+    groups: tuple[DescribedGroup, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class DeletedGroup:
+    group_id: str
+    error: int
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteGroupsResult:
+    groups: tuple[DeletedGroup, ...]
+
+
+# ---------------------------------------------------------------- effects
+@dataclass(frozen=True, slots=True)
+class Respond:
+    request_id: int
+    result: object
+
+
+@dataclass(frozen=True, slots=True)
+class Append:
+    partition: int
+    records: tuple[OffsetsRecord, ...]
+    token: int
