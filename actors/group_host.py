@@ -151,9 +151,12 @@ class GroupHost:
             try:
                 if kind == "load":
                     self._process(m.BeginLoad(partition))
-                    self._process(m.LoadPartition(partition, tuple(self._read(partition))))
-                    log.info("broker %s: loaded groups of %s-%s", self.broker.id, OFFSETS_TOPIC,
-                             partition)
+                    records = tuple(self._read(partition))
+                    self._process(m.LoadPartition(partition, records))
+                    # Kafka logs every load; Ray forwards actor logs to drivers: only real ones
+                    (log.info if records else log.debug)(
+                        "broker %s: loaded %d records of %s-%s", self.broker.id, len(records),
+                        OFFSETS_TOPIC, partition)
                 else:
                     self._process(m.UnloadPartition(partition))
             except Exception:

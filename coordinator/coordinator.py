@@ -179,6 +179,17 @@ class GroupCoordinator(RebalanceMixin, StorageMixin):
                 return E.FENCED_INSTANCE_ID
         return None if group.has(member_id) else E.UNKNOWN_MEMBER_ID
 
+    @classmethod
+    def _validate_generation_member(cls, group: GroupMetadata, e) -> int | None:
+        """SyncGroup's and Heartbeat's first checks, in Kafka's order: the group is alive,
+        the member (static or dynamic) is current, the generation is the group's."""
+        if group.is_(G.DEAD):
+            return E.COORDINATOR_NOT_AVAILABLE
+        error = cls._validate_current_member(group, e.member_id, e.group_instance_id)
+        if error is None and e.generation_id != group.generation_id:
+            error = E.ILLEGAL_GENERATION
+        return error
+
     # -- JoinGroup --------------------------------------------------------------------------
     def process_join_group(self, e: m.JoinGroup) -> None:
         error = self._validate_group_status(e.group_id)
@@ -342,13 +353,9 @@ class GroupCoordinator(RebalanceMixin, StorageMixin):
             self._respond(e.request_id, m.SyncGroupResult(error))
 
     def _sync(self, group: GroupMetadata, e: m.SyncGroup) -> int | None:
-        if group.is_(G.DEAD):
-            return E.COORDINATOR_NOT_AVAILABLE
-        error = self._validate_current_member(group, e.member_id, e.group_instance_id)
+        error = self._validate_generation_member(group, e)
         if error is not None:
             return error
-        if e.generation_id != group.generation_id:
-            return E.ILLEGAL_GENERATION
         if (e.protocol_type is not None and e.protocol_type != group.protocol_type) or \
                 (e.protocol_name is not None and e.protocol_name != group.protocol_name):
             return E.INCONSISTENT_GROUP_PROTOCOL
@@ -402,13 +409,9 @@ class GroupCoordinator(RebalanceMixin, StorageMixin):
         self._respond(e.request_id, m.HeartbeatResult(error))
 
     def _heartbeat(self, group: GroupMetadata, e: m.Heartbeat) -> int:
-        if group.is_(G.DEAD):
-            return E.COORDINATOR_NOT_AVAILABLE
-        error = self._validate_current_member(group, e.member_id, e.group_instance_id)
+        error = self._validate_generation_member(group, e)
         if error is not None:
             return error
-        if e.generation_id != group.generation_id:
-            return E.ILLEGAL_GENERATION
         if group.is_(G.EMPTY):
             return E.UNKNOWN_MEMBER_ID
         self._schedule_heartbeat(group.get(e.member_id))

@@ -11,18 +11,39 @@ from __future__ import annotations
 import uuid
 
 from kafka.protocol.admin import (
-    CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest, DescribeClusterRequest,
-    DescribeConfigsRequest, IncrementalAlterConfigsRequest,
+    CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse,
+    DeleteGroupsRequest, DeleteGroupsResponse, DeleteTopicsRequest, DeleteTopicsResponse,
+    DescribeClusterRequest, DescribeClusterResponse, DescribeConfigsRequest,
+    DescribeConfigsResponse, DescribeGroupsRequest, DescribeGroupsResponse,
+    IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse, ListGroupsRequest,
+    ListGroupsResponse,
 )
 from kafka.protocol.consumer import (
-    FetchRequest, HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest, ListOffsetsRequest,
-    OffsetCommitRequest, OffsetFetchRequest, OffsetForLeaderEpochRequest, SyncGroupRequest,
+    FetchRequest, FetchResponse, HeartbeatRequest, HeartbeatResponse, JoinGroupRequest,
+    JoinGroupResponse, LeaveGroupRequest, LeaveGroupResponse, ListOffsetsRequest,
+    ListOffsetsResponse, OffsetCommitRequest, OffsetCommitResponse, OffsetFetchRequest,
+    OffsetFetchResponse, OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse,
+    SyncGroupRequest, SyncGroupResponse,
 )
-from kafka.protocol.admin import DeleteGroupsRequest, DescribeGroupsRequest, ListGroupsRequest
-from kafka.protocol.metadata import ApiVersionsRequest, FindCoordinatorRequest, MetadataRequest
-from kafka.protocol.producer import InitProducerIdRequest, ProduceRequest
+from kafka.protocol.metadata import (
+    ApiVersionsRequest, ApiVersionsResponse, FindCoordinatorRequest, FindCoordinatorResponse,
+    MetadataRequest, MetadataResponse,
+)
+from kafka.protocol.producer import (
+    InitProducerIdRequest, InitProducerIdResponse, ProduceRequest, ProduceResponse,
+)
 
 TOPIC_ID = uuid.UUID("0123456789abcdef0123456789abcdef")
+# kafka-python's response class per API key: decodes what rayka answers
+RESPONSES = {0: ProduceResponse, 1: FetchResponse, 2: ListOffsetsResponse,
+             3: MetadataResponse, 18: ApiVersionsResponse, 19: CreateTopicsResponse,
+             20: DeleteTopicsResponse, 22: InitProducerIdResponse,
+             23: OffsetForLeaderEpochResponse, 32: DescribeConfigsResponse,
+             37: CreatePartitionsResponse, 44: IncrementalAlterConfigsResponse,
+             60: DescribeClusterResponse, 8: OffsetCommitResponse, 9: OffsetFetchResponse,
+             10: FindCoordinatorResponse, 11: JoinGroupResponse, 12: HeartbeatResponse,
+             13: LeaveGroupResponse, 14: SyncGroupResponse, 15: DescribeGroupsResponse,
+             16: ListGroupsResponse, 42: DeleteGroupsResponse}
 
 
 def _produce(v):

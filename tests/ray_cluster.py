@@ -28,3 +28,26 @@ def cluster(ray_session, tmp_path_factory):
                           replica_lag_time_max_ms=3000)
     yield c
     c.shutdown()
+
+
+def kill_brokers_and_wait_back(c, brokers, timeout_s: float = 120.0) -> None:
+    """Kill the brokers' actors (Ray restarts them) and return once each is registered under a
+    NEW ZooKeeper session and no partition is under-replicated. The old registration lingers
+    until its session expires, so "registered" alone would pass before the restart; and an ISR
+    has not shrunk yet right after a kill, so "not under-replicated" alone passes too early."""
+    before = {b: c.store.get_broker(b) for b in brokers}
+    for b in brokers:
+        c.kill_broker(b)
+    wait_broker_back(c, {b: reg.epoch if reg else -1 for b, reg in before.items()}, timeout_s)
+
+
+def wait_broker_back(c, old_epochs: dict, timeout_s: float = 120.0) -> None:
+    """Wait until every broker in `old_epochs` ({broker: registration epoch before its kill})
+    has registered anew and every ISR is full again."""
+    from rayka.client.admin import wait_for
+
+    def anew():
+        regs = {b: c.store.get_broker(b) for b in old_epochs}
+        return all(r is not None and r.epoch > old_epochs[b] for b, r in regs.items())
+    wait_for(anew, timeout_s, f"brokers {sorted(old_epochs)} registered again")
+    wait_for(lambda: not c.under_replicated(), timeout_s, "every ISR full again")

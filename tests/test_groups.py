@@ -20,7 +20,7 @@ from coordinator.records import decode_key, decode_offset_commit_value, partitio
 from rayka.client.admin import wait_for
 from rayka.client.group import CommitFailed
 from replicas.errors import GroupIdNotFound, InvalidRequest, NonEmptyGroup
-from tests.ray_cluster import ray_session  # noqa: F401  (fixture)
+from tests.ray_cluster import kill_brokers_and_wait_back, ray_session  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.ray
 TIMEOUT_S = 120
@@ -160,9 +160,7 @@ def test_a_new_member_resumes_from_committed_offsets_after_every_broker_restarte
     c.commit(half)
     c.close()
     assert cluster.admin().committed_offsets(group) == half
-    for b in (1, 2, 3):                               # every broker, the coordinator among them
-        cluster.kill_broker(b)
-    wait_for(lambda: not cluster.under_replicated(), TIMEOUT_S, "every ISR full again")
+    kill_brokers_and_wait_back(cluster, (1, 2, 3), TIMEOUT_S)   # the coordinator among them
     d = cluster.consumer(group_id=group, session_timeout_ms=SESSION_MS, heartbeat_interval_ms=300)
     d.subscribe([topic])
     again = []

@@ -22,6 +22,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from rayka.client.admin import wait_for
 from tests.ray_cluster import cluster, ray_session  # noqa: F401  (fixtures)
+from tests.ray_cluster import wait_broker_back
 
 pytestmark = pytest.mark.ray
 TIMEOUT_S = 120
@@ -139,6 +140,7 @@ def test_confluent_admin_idempotent_producer_through_a_leader_kill_and_consumer(
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True,
                          "acks": "all", "linger.ms": 5, "message.timeout.ms": 120_000})
     victim = cluster.admin().describe_topic(topic)[0].leader
+    old_epoch = cluster.store.get_broker(victim).epoch
     n = 20_000
     for i in range(n):
         producer.produce(topic, value=b"v-%06d" % i, key=b"k%d" % (i % 50), on_delivery=on_delivery)
@@ -154,6 +156,7 @@ def test_confluent_admin_idempotent_producer_through_a_leader_kill_and_consumer(
     for p in range(3):                                        # offsets dense per partition
         offsets = [m.offset() for m in got if m.partition() == p]
         assert offsets == list(range(len(offsets)))
+    wait_broker_back(cluster, {victim: old_epoch}, TIMEOUT_S)   # the next tests want 3 brokers
 
 
 def test_records_written_natively_read_over_the_wire_and_back(cluster):

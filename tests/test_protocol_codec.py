@@ -11,24 +11,13 @@ import datetime
 import struct
 
 import pytest
-from kafka.protocol.admin import (
-    CreatePartitionsResponse, CreateTopicsResponse, DeleteGroupsResponse, DeleteTopicsResponse,
-    DescribeClusterResponse, DescribeConfigsResponse, DescribeGroupsResponse,
-    IncrementalAlterConfigsResponse, ListGroupsResponse,
-)
-from kafka.protocol.consumer import (
-    FetchResponse, HeartbeatResponse, JoinGroupResponse, LeaveGroupRequest, LeaveGroupResponse,
-    ListOffsetsResponse, OffsetCommitResponse, OffsetFetchRequest, OffsetFetchResponse,
-    OffsetForLeaderEpochResponse, SyncGroupResponse,
-)
+from kafka.protocol.consumer import LeaveGroupRequest, LeaveGroupResponse, OffsetFetchRequest
 from kafka.protocol.metadata import (
-    ApiVersionsRequest, ApiVersionsResponse, FindCoordinatorRequest, FindCoordinatorResponse,
-    MetadataRequest, MetadataResponse,
+    ApiVersionsRequest, ApiVersionsResponse, FindCoordinatorRequest, MetadataRequest,
+    MetadataResponse,
 )
-from kafka.protocol.old.produce import (
-    ProduceResponse_v0, ProduceResponse_v1, ProduceResponse_v2,
-)
-from kafka.protocol.producer import InitProducerIdResponse, ProduceResponse
+from kafka.protocol.old.produce import ProduceResponse_v0, ProduceResponse_v1, ProduceResponse_v2
+from kafka.protocol.producer import ProduceResponse
 from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader
@@ -41,20 +30,11 @@ from protocol.codec import (
 from protocol.errors import MalformedRequest, NoResponseSchema, ProtocolError
 from protocol.versions import REJECTED_VERSIONS, SUPPORTED, is_served
 from replicas.errors import NotLeaderOrFollower, UnknownTopicOrPartition
-from tests.protocol_samples import (ASKED, TOPIC_ID, frame_of, sample_frame, sample_request,
-                                   walk)
+from tests.protocol_samples import (ASKED, RESPONSES, TOPIC_ID, frame_of, sample_frame,
+                                   sample_request, walk)
 
 pytestmark = pytest.mark.unit
 
-RESPONSES = {0: ProduceResponse, 1: FetchResponse, 2: ListOffsetsResponse,
-             3: MetadataResponse, 18: ApiVersionsResponse, 19: CreateTopicsResponse,
-             20: DeleteTopicsResponse, 22: InitProducerIdResponse,
-             23: OffsetForLeaderEpochResponse, 32: DescribeConfigsResponse,
-             37: CreatePartitionsResponse, 44: IncrementalAlterConfigsResponse,
-             60: DescribeClusterResponse, 8: OffsetCommitResponse, 9: OffsetFetchResponse,
-             10: FindCoordinatorResponse, 11: JoinGroupResponse, 12: HeartbeatResponse,
-             13: LeaveGroupResponse, 14: SyncGroupResponse, 15: DescribeGroupsResponse,
-             16: ListGroupsResponse, 42: DeleteGroupsResponse}
 KIO_VERSIONS = [(k, v) for k, (lo, hi) in SUPPORTED.items() for v in range(lo, hi + 1)
                 if v not in REJECTED_VERSIONS.get(k, ())]
 MIRRORED = {0, 1, 2, 3, 8, 9, 19, 20, 23, 37}      # APIs whose error answer names each topic

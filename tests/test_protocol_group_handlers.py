@@ -27,7 +27,8 @@ from protocol.api import Deferred
 from protocol.connection import Connection
 from protocol.handlers import answer
 from tests.fake_broker_api import NotAnsweredYet
-from tests.test_protocol_handlers import RESPONSES, cluster, kio_read, versions
+from tests.protocol_samples import RESPONSES
+from tests.test_protocol_handlers import cluster, kio_read, versions
 
 pytestmark = pytest.mark.unit
 

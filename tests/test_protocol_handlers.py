@@ -13,24 +13,12 @@ import uuid
 
 import pytest
 from kafka.protocol.admin import (
-    CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest,
-    CreateTopicsResponse, DeleteGroupsResponse, DeleteTopicsRequest, DeleteTopicsResponse,
-    DescribeClusterRequest, DescribeClusterResponse, DescribeConfigsRequest,
-    DescribeConfigsResponse, DescribeGroupsResponse, IncrementalAlterConfigsRequest,
-    IncrementalAlterConfigsResponse, ListGroupsResponse,
+    CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest, DescribeClusterRequest,
+    DescribeConfigsRequest, IncrementalAlterConfigsRequest,
 )
-from kafka.protocol.consumer import (
-    FetchRequest, FetchResponse, HeartbeatResponse, JoinGroupResponse, LeaveGroupResponse,
-    ListOffsetsRequest, ListOffsetsResponse, OffsetCommitResponse, OffsetFetchResponse,
-    OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, SyncGroupResponse,
-)
-from kafka.protocol.metadata import (
-    ApiVersionsRequest, ApiVersionsResponse, FindCoordinatorResponse, MetadataRequest,
-    MetadataResponse,
-)
-from kafka.protocol.producer import (
-    InitProducerIdRequest, InitProducerIdResponse, ProduceRequest, ProduceResponse,
-)
+from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest, OffsetForLeaderEpochRequest
+from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest
+from kafka.protocol.producer import InitProducerIdRequest, ProduceRequest
 from kio.index import load_response_schema
 from kio.serial import entity_reader
 
@@ -42,19 +30,10 @@ from protocol.versions import REJECTED_VERSIONS, SUPPORTED
 from protocol.errors import ProtocolError
 from replicas.errors import KafkaStorageError, NotController
 from tests.fake_broker_api import FakeBrokerApi, Partition
-from tests.protocol_samples import ASKED, frame_of, sample_request, walk
+from tests.protocol_samples import ASKED, RESPONSES, frame_of, sample_request, walk
 
 pytestmark = pytest.mark.unit
 
-RESPONSES = {0: ProduceResponse, 1: FetchResponse, 2: ListOffsetsResponse,
-             3: MetadataResponse, 18: ApiVersionsResponse, 19: CreateTopicsResponse,
-             20: DeleteTopicsResponse, 22: InitProducerIdResponse,
-             23: OffsetForLeaderEpochResponse, 32: DescribeConfigsResponse,
-             37: CreatePartitionsResponse, 44: IncrementalAlterConfigsResponse,
-             60: DescribeClusterResponse, 8: OffsetCommitResponse, 9: OffsetFetchResponse,
-             10: FindCoordinatorResponse, 11: JoinGroupResponse, 12: HeartbeatResponse,
-             13: LeaveGroupResponse, 14: SyncGroupResponse, 15: DescribeGroupsResponse,
-             16: ListGroupsResponse, 42: DeleteGroupsResponse}
 # The BrokerApi method each API's handler calls.
 METHOD = {0: "produce", 1: "fetch", 2: "list_offsets", 3: "metadata", 19: "create_topics",
           20: "delete_topics", 22: "init_producer_id", 23: "offsets_for_leader_epoch",
