@@ -26,8 +26,10 @@ Rules:
 - Effects of the replica manager are carried out here: ISR proposals go to the active
   controller (AlterPartition, retried until answered or moot), finished acks=all produces
   and HW moves wake the waiting threads, leadership changes start/stop follower fetchers.
-- Background: the replica manager's tick every `tick_ms` (ISR shrink, produce timeouts,
-  HW checkpoint every `hw_checkpoint_interval_ms`, flush.ms).
+- Config: actors/broker_config.py splits it. Background: the replica manager's tick every
+  `tick_ms` (ISR shrink, produce timeouts, HW checkpoint every `hw_checkpoint_interval_ms`,
+  flush.ms); a retention check every `log.retention.check.interval.ms` with the topics'
+  configs as ZooKeeper has them then (altered retention applies from the next check).
 - Evidence for the chaos checker: the first time this incarnation ACCEPTS (error 0) a
   controller request of a (controller_epoch, controller_id) pair, it appends the line
   `<controller_epoch> <controller_id>` to `<data_dir>/controller-epochs.log` (a plain file:
@@ -54,40 +56,24 @@ from actors.cluster_host import (broker_actor_name, controller_actor_name, norma
                                  was_restarted)
 from actors.fetcher import Fetcher
 from actors.group_host import OFFSETS_TOPIC, GroupHost
-from actors.kafka_api import KafkaBrokerApi, KafkaConfig
+from actors.broker_config import split_broker_config
+from actors.kafka_api import KafkaBrokerApi
 from actors.listener import KafkaListener
 from controller.requests import LeaderAndIsrRequest, StopReplicaRequest, UpdateMetadataRequest
 from controller.layout import BrokerRegistration, LeaderIsrAndControllerEpoch
 from controller.zookeeper.store import ZkStore
-from coordinator.config import GroupCoordinatorConfig
-from replicas.errors import (BrokerNotAvailable, InvalidConfig, KafkaError, NotController,
+from replicas.errors import (BrokerNotAvailable, KafkaError, NotController,
                              RequestTimedOut)
 from replicas.replica_manager import (BrokerConfig, HighWatermarkChanged, ProduceDone,
                                       ProposeIsr, ReplicaManager)
 
 log = logging.getLogger(__name__)
-_BROKER_KEYS = {"replica_lag_time_max_ms", "max_fetch_bytes", "hw_checkpoint_interval_ms"}
 CONTROLLER_EPOCHS_LOG = "controller-epochs.log"
 LISTENER_PORTS_FILE = "kafka-listener-ports.json"
 
 
 def _clock_ms() -> int:
     return int(time.monotonic() * 1000)
-
-
-def _pop_group_config(config: dict) -> GroupCoordinatorConfig:
-    """The group coordinator's broker configs (group.*, offsets.*, offset.*), dotted or
-    underscored, taken out of the broker's config (the rest become topic defaults)."""
-    names = {f.name for f in dataclasses.fields(GroupCoordinatorConfig)}
-    props = {}
-    for key in list(config):
-        name = key.replace(".", "_")
-        if name in names:
-            props[name.replace("_", ".")] = config.pop(key)
-    try:
-        return GroupCoordinatorConfig.from_properties(props)
-    except (TypeError, ValueError) as exc:
-        raise InvalidConfig(f"group coordinator config: {exc}") from None
 
 
 class _PendingProduce:
@@ -133,17 +119,12 @@ class BrokerActor:
         logging.basicConfig(level=logging.INFO)
         logging.getLogger("kazoo").setLevel(logging.WARNING)
         normal_priority()
-        config = dict(config or {})
+        settings = split_broker_config(config)
         self.id, self.cluster, self.namespace = broker_id, cluster, namespace
-        self.tick_ms = int(config.pop("tick_ms", 100))
-        metrics_interval_s = float(config.pop("metrics_interval_s", metrics.DEFAULT_INTERVAL_S))
-        config.setdefault("hw_checkpoint_interval_ms", 1000)
-        session_ms = int(config.pop("zk_session_timeout_ms", 3000))
-        self.kafka_config = KafkaConfig.pop_from(config)
-        group_config = _pop_group_config(config)
-        broker_cfg = {k: config.pop(k) for k in list(config) if k in _BROKER_KEYS}
-        topic_defaults = {k.replace("_", "."): v for k, v in config.items()}
-        self.topic_defaults = topic_defaults
+        self.tick_ms = settings.tick_ms
+        session_ms = settings.zk_session_timeout_ms
+        self.kafka_config = settings.kafka
+        self.topic_defaults = settings.topic_defaults
         os.makedirs(data_dir, exist_ok=True)
         self.data_dir = data_dir
         self._controller_terms: set[tuple[int, int]] = set()  # recorded by THIS incarnation
@@ -151,8 +132,9 @@ class BrokerActor:
         self.changed = threading.Condition(self.lock)   # long-poll fetches (and metadata)
         self._produce_conds: dict[int, threading.Condition] = {}  # pending id → its waiter
         self.rm = ReplicaManager(broker_id, BrokerConfig(data_dir=data_dir,
-                                                         default_topic_config=topic_defaults,
-                                                         **broker_cfg), _clock_ms)
+                                                         default_topic_config=self.topic_defaults,
+                                                         **settings.replica_manager),
+                                   _clock_ms)
         self.recovery = self.rm.startup()
         self.done: dict[int, ProduceDone] = {}
         self.fetchers: dict[int, Fetcher] = {}
@@ -162,7 +144,7 @@ class BrokerActor:
         self.store = ZkStore(zookeeper, cluster, session_timeout_s=session_ms / 1000).start()
         self._session_lost = False
         self.store.add_state_listener(self._on_zk_state)
-        self.groups = GroupHost(self, group_config)
+        self.groups = GroupHost(self, settings.group)
         self.kafka_api = KafkaBrokerApi(self, self.kafka_config,
                                         self.store.get_or_create_cluster_id())
         self.listeners = self._start_listeners()
@@ -170,7 +152,7 @@ class BrokerActor:
         threading.Thread(target=self._background, daemon=True, name="broker-background").start()
         threading.Thread(target=self._alter_sender, daemon=True, name="broker-alter").start()
         metrics.Reporter(self.metrics, metrics.broker_gauges(cluster, broker_id),
-                         metrics_interval_s, self._stopped, name="broker-metrics")
+                         settings.metrics_interval_s, self._stopped, name="broker-metrics")
 
     # -- ZooKeeper registration ---------------------------------------------------------------------
     def _start_listeners(self) -> list[KafkaListener]:
@@ -266,6 +248,16 @@ class BrokerActor:
             self.changed.notify_all()
 
     # -- controller → broker ---------------------------------------------------------------------
+    @ray.method(concurrency_group="control")
+    def list_offsets(self, asks) -> dict:
+        """ListOffsets [(tp, timestamp, current leader epoch)] → {tp: OffsetAnswer}."""
+        return self.kafka_api.list_offsets(0, asks)
+
+    @ray.method(concurrency_group="control")
+    def delete_records(self, asks) -> dict:
+        """DeleteRecords on the partitions this broker leads: {tp: (error, low watermark)}."""
+        return self.kafka_api.delete_records(asks)
+
     @ray.method(concurrency_group="control")
     def handle_controller_request(self, request) -> dict:
         with self.lock:
@@ -474,10 +466,34 @@ class BrokerActor:
 
     # -- background work -----------------------------------------------------------------------------
     def _background(self) -> None:
-        """The broker's timer: ISR shrink, produce timeouts, deferred HW checkpoints, flush.ms."""
+        """The broker's timer: ISR shrink, produce timeouts, deferred HW checkpoints, flush.ms;
+        and every log.retention.check.interval.ms a retention check."""
+        interval_s = self.rm.config.log_retention_check_interval_ms / 1000
+        next_retention = time.monotonic() + interval_s
         while not self._stopped.wait(self.tick_ms / 1000):
             with self.lock:
                 self.apply_effects(self.rm.tick())
+            if time.monotonic() >= next_retention:
+                self.check_retention()
+                next_retention = time.monotonic() + interval_s
+
+    def check_retention(self) -> dict:
+        """One retention check of every replica with the topics' configs as ZooKeeper has them
+        now (read before taking the lock); answers {"topic-p": segments deleted}."""
+        try:
+            with self.lock:
+                topics = self.rm.topics()
+            configs = {t: self.store.get_topic_config(t) or {} for t in topics}
+        except Exception as exc:           # ZooKeeper away: check with the configs we have
+            log.warning("broker %s: topic configs unavailable for retention: %s", self.id, exc)
+            configs = {}
+        with self.lock:
+            results = self.rm.apply_retention(int(time.time() * 1000), configs)
+        for tp, r in results.items():
+            log.info("broker %s: %s-%s: deleted %d segments (%d bytes) by %s; log start %d",
+                     self.id, tp[0], tp[1], r.deleted_segments, r.deleted_bytes,
+                     ",".join(r.reasons), r.log_start_offset)
+        return {f"{tp[0]}-{tp[1]}": r.deleted_segments for tp, r in results.items()}
 
     def _alter_sender(self) -> None:
         """AlterPartition proposals to the active controller, every queued one in ONE request

@@ -8,7 +8,9 @@ Rules:
 - Fetches are long-polls (`max_wait_ms`) carrying each partition's fetch offset, last
   fetched epoch and current leader epoch; what comes back is appended as follower and the
   leader's HW applied (the replica manager enforces truncate-before-HW, KAFKA-14704).
-- A diverging-epoch answer sends the partition back to truncation.
+- A diverging-epoch answer sends the partition back to truncation. Every answer carries the
+  leader's log start, which the follower adopts (below its own HW); OFFSET_OUT_OF_RANGE below
+  that start restarts the replica empty at it (retention reached the leader first).
 - Errors (leader gone, NOT_LEADER, FENCED_LEADER_EPOCH) back off briefly and retry; the
   controller's next LeaderAndIsr moves the partition to another fetcher or stops it.
 - Every replica-manager call is made under the broker's lock; effects go back to the
@@ -22,8 +24,9 @@ import threading
 
 import ray
 
-from replicas.errors import KafkaError
+from replicas.errors import KafkaError, OffsetOutOfRange
 
+OFFSET_OUT_OF_RANGE = OffsetOutOfRange.code
 log = logging.getLogger(__name__)
 
 MAX_WAIT_MS = 500
@@ -134,12 +137,19 @@ class Fetcher:
                         t = rm.follower_truncate(tp, epoch, end_offset,
                                                  leader_epoch=pos.current_leader_epoch)
                         self.broker.apply_effects(t.effects)
+                    elif r["error"] == OFFSET_OUT_OF_RANGE and \
+                            r["log_start_offset"] > pos.fetch_offset:
+                        # retention or DeleteRecords on the leader removed what we lack
+                        self.broker.apply_effects(rm.follower_start_at_leader_log_start(
+                            tp, r["log_start_offset"], r["high_watermark"],
+                            leader_epoch=pos.current_leader_epoch))
                     elif r["error"]:
                         backoff = True
                     else:
                         self.broker.apply_effects(rm.append_as_follower(
                             tp, r["records"], r["high_watermark"], fetch_offset=pos.fetch_offset,
-                            leader_epoch=pos.current_leader_epoch))
+                            leader_epoch=pos.current_leader_epoch,
+                            leader_log_start_offset=r["log_start_offset"]))
                 except KafkaError as exc:         # leadership changed under us: the next
                     log.info("fetcher %s: %s", tp, exc)   # LeaderAndIsr moves the partition
         if backoff:

@@ -38,7 +38,8 @@ from protocol.api import (BrokerNode, ClusterMetadata, ConfigEntry, ConfigResour
                           TopicSpec)
 from controller.assignment import validate_topic_name
 from replicas.errors import (InvalidConfig, InvalidRequest, KafkaError, LeaderNotAvailable,
-                             RequestTimedOut, UnknownServerError, UnknownTopicOrPartition)
+                             NotLeaderOrFollower, RequestTimedOut, UnknownServerError,
+                             UnknownTopicOrPartition)
 
 log = logging.getLogger(__name__)
 
@@ -213,6 +214,20 @@ class KafkaBrokerApi:
         with self.broker.lock:
             return {tuple(tp): OffsetAnswer(*self.broker.rm.list_offset(tp, ts, epoch))
                     for tp, ts, epoch in asks}
+
+    def delete_records(self, asks, timeout_ms: int = 0) -> dict:
+        """DeleteRecords: {tp: (error, low watermark)}. Answered once the leader's log start
+        moved (checkpointed); followers adopt it from their next fetch answer, so the low
+        watermark is the leader's (Kafka waits for every live replica: weaker here)."""
+        out = {}
+        with self.broker.lock:
+            rm = self.broker.rm
+            for tp, offset in asks:
+                error, low = rm.delete_records(tuple(tp), int(offset))
+                if error == UnknownTopicOrPartition.code and tuple(tp) in rm.metadata.partitions:
+                    error = NotLeaderOrFollower.code        # it exists, hosted elsewhere
+                out[tuple(tp)] = (error, low)
+        return out
 
     def offsets_for_leader_epoch(self, asks) -> dict:
         out = {}

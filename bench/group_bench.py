@@ -78,19 +78,35 @@ class _Wire:
         self.c = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
                            "auto.offset.reset": "earliest", "enable.auto.commit": False,
                            "partition.assignment.strategy": "range"})
-        self.c.subscribe([topic])
+        self.assigned: frozenset = frozenset()
+        # confluent-kafka serialises calls on one handle: assignment() from the watching
+        # thread would starve behind the member thread's back-to-back consume() calls, so
+        # the member keeps its own view from the rebalance callbacks (eager: whole sets)
+        self.c.subscribe([topic], on_assign=self._on_assign, on_revoke=self._on_revoke)
         self.read: set = set()
+        self.positions: dict = {}
+
+    def _on_assign(self, _consumer, partitions):
+        self.assigned = frozenset((tp.topic, tp.partition) for tp in partitions)
+
+    def _on_revoke(self, _consumer, _partitions):
+        self.assigned = frozenset()
 
     def poll(self):
         for m in self.c.consume(num_messages=500, timeout=0.1):
             if m.error() is None:
                 self.read.add((m.topic(), m.partition()))
+                self.positions[(m.topic(), m.partition())] = m.offset() + 1
 
     def owned(self):
-        return {(tp.topic, tp.partition) for tp in self.c.assignment()}
+        return set(self.assigned)
 
     def commit_all(self):
-        self.c.commit(asynchronous=False)
+        # explicit offsets: a plain commit() of unchanged positions is skipped by librdkafka
+        # (_NO_OFFSET), while the native commit always writes
+        from confluent_kafka import TopicPartition
+        self.c.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in self.positions.items()],
+                      asynchronous=False)
 
     def close(self):
         self.c.close()
@@ -166,10 +182,8 @@ def settle_once(make, topic: str, watch: _JoinWatch) -> tuple[float, float]:
 
 def commits_once(member, duration_s: float) -> float:
     deadline = time.monotonic() + 60
-    while not member.owned() and time.monotonic() < deadline:
-        member.poll()
-    for _ in range(20):
-        member.poll()                        # positions on every owned partition
+    while time.monotonic() < deadline and not (member.owned() and member.owned() <= member.read):
+        member.poll()                        # a position on every owned partition
     n, t0 = 0, time.monotonic()
     while time.monotonic() - t0 < duration_s:
         member.commit_all()

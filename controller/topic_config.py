@@ -68,6 +68,9 @@ CONFIG_DEFS: dict[str, ConfigDef] = {
     "flush.ms": ConfigDef(_int_in(0, _LONG_MAX), _LONG_MAX, "fsync after this long"),
     "cleanup.policy": ConfigDef(_one_of("delete", "compact", "compact,delete", "delete,compact"),
                                 "delete", "delete and/or compact (the cleaner: issue 17)"),
+    "compression.type": ConfigDef(_one_of("producer", "uncompressed", "gzip", "snappy", "lz4",
+                                          "zstd"), "producer",
+                                  "the codec batches are stored in; producer: as sent"),
 }
 
 
@@ -105,6 +108,7 @@ class TopicConfig:
     flush_messages: int = _LONG_MAX
     flush_ms: int = _LONG_MAX
     cleanup_policy: str = "delete"
+    compression_type: str = "producer"
 
     @classmethod
     def from_mapping(cls, config: Mapping[str, object] | None,

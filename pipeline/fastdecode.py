@@ -10,7 +10,7 @@ Rules:
   null. Headers are skipped (the record length says where the next record starts).
 - LogAppendTime batches (attribute bit 3) give every record the batch's max timestamp.
 - A compressed batch makes `decode` return n = -1: the caller falls back to the codec
-  (aiokafka), which handles compression. rayka's producer does not compress.
+  (aiokafka), which handles compression (rayka's producer compresses when asked to).
 - Header fields are read big-endian byte by byte: the buffer is a plain uint8 array.
 - `cache=True`: the compiled code is kept in __pycache__, so only the first process on a
   machine pays the compile (`warm()` does it at install time).

@@ -171,6 +171,10 @@ class BrokerApi(Protocol):
                      asks: Sequence[tuple[TP, int, int]]) -> dict[TP, OffsetAnswer]:
         """asks: (tp, timestamp, current_leader_epoch); -1 latest, -2 earliest, -3 max ts."""
 
+    def delete_records(self, asks: Sequence[tuple[TP, int]], timeout_ms: int
+                       ) -> dict[TP, tuple[int, int]]:
+        """asks: (tp, offset; -1 the HW) → (error, low watermark)."""
+
     def offsets_for_leader_epoch(self, asks: Sequence[tuple[TP, int, int]]
                                  ) -> dict[TP, OffsetAnswer]:
         """asks: (tp, current_leader_epoch, leader_epoch) → (epoch, end offset)."""

@@ -230,6 +230,10 @@ _MIRRORS: dict[int, tuple] = {
     ApiKey.LIST_OFFSETS: (("topics", "topics", "ListOffsetsTopicResponse", {"name": "name"},
                            {}, ("partitions", "partitions", "ListOffsetsPartitionResponse",
                                 {"partition_index": "partition_index"}, {}, None)),),
+    ApiKey.DELETE_RECORDS: (("topics", "topics", "DeleteRecordsTopicResult", {"name": "name"},
+                             {}, ("partitions", "partitions", "DeleteRecordsPartitionResult",
+                                  {"partition_index": "partition_index"},
+                                  {"low_watermark": -1}, None)),),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: (
         ("topics", "topics", "OffsetForLeaderTopicResult", {"topic": "topic"}, {},
          ("partitions", "partitions", "EpochEndOffset", {"partition": "partition"}, {},

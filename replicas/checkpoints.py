@@ -4,8 +4,10 @@ Rules:
 - Text, "\\n" line ends: line 1 the format version, line 2 the entry count, then one entry
   per line with fields separated by single spaces.
 - `leader-epoch-checkpoint` (per partition dir): version 0, entries `<epoch> <start_offset>`.
-- `replication-offset-checkpoint` (high watermarks) and `recovery-point-offset-checkpoint`
-  (per data dir): version 0, entries `<topic> <partition> <offset>`.
+- `replication-offset-checkpoint` (high watermarks), `recovery-point-offset-checkpoint` and
+  `log-start-offset-checkpoint` (per data dir): version 0, entries `<topic> <partition>
+  <offset>`. The last lists only logs whose start lies inside their first segment (after
+  DeleteRecords or a leader's start adopted): otherwise the first segment's base says it.
 - A write goes to `<name>.tmp`, is fsynced, renamed over the old file, and the directory
   is fsynced, so a crash leaves either the old or the new file, never half of one.
 - A missing file reads as no entries. A version or count mismatch, or a malformed line,
@@ -25,6 +27,7 @@ T = TypeVar("T")
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
+LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 
 
 def fsync_dir(path: Path) -> None:
@@ -143,3 +146,7 @@ def replication_offset_checkpoint(data_dir: str | os.PathLike) -> OffsetCheckpoi
 
 def recovery_point_checkpoint(data_dir: str | os.PathLike) -> OffsetCheckpoint:
     return OffsetCheckpoint(Path(data_dir) / RECOVERY_POINT_CHECKPOINT)
+
+
+def log_start_offset_checkpoint(data_dir: str | os.PathLike) -> OffsetCheckpoint:
+    return OffsetCheckpoint(Path(data_dir) / LOG_START_OFFSET_CHECKPOINT)

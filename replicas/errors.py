@@ -25,6 +25,7 @@ __all__ = [
     "ElectionNotNeeded", "PreferredLeaderNotAvailable", "EligibleLeadersNotAvailable",
     "FencedInstanceId", "InvalidUpdateVersion", "InconsistentTopicId", "NewLeaderElected",
     "IneligibleReplica", "ReassignmentInProgress", "TopicDeletionDisabled", "InvalidRecord",
+    "PolicyViolation",
 ]
 
 
@@ -109,6 +110,7 @@ IneligibleReplica = _error("IneligibleReplica", 107, "INELIGIBLE_REPLICA")
 ReassignmentInProgress = _error("ReassignmentInProgress", 60, "REASSIGNMENT_IN_PROGRESS")
 TopicDeletionDisabled = _error("TopicDeletionDisabled", 73, "TOPIC_DELETION_DISABLED")
 InvalidRecord = _error("InvalidRecord", 87, "INVALID_RECORD")
+PolicyViolation = _error("PolicyViolation", 44, "POLICY_VIOLATION")
 # consumer groups (the group coordinator, coordinator/)
 OffsetMetadataTooLarge = _error("OffsetMetadataTooLarge", 12, "OFFSET_METADATA_TOO_LARGE")
 CoordinatorLoadInProgress = _error("CoordinatorLoadInProgress", 14, "COORDINATOR_LOAD_IN_PROGRESS",

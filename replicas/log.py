@@ -4,7 +4,8 @@ Rules:
 - Lives in `<data_dir>/<topic>-<partition>/`; segments are rolled when the active one
   would exceed `segment_bytes` (or relative offsets would overflow 32 bits).
 - Offsets are dense: every batch starts where the previous one ended.
-- Leader append: validate every batch (header, CRC, size) BEFORE writing anything, then
+- Leader append: validate every batch (header, CRC, size) BEFORE writing anything; with a
+  topic codec, rebuild the batches in another codec (replicas/compression.py); then
   assign offsets from the log end offset (LEO) and stamp the leader epoch in the headers,
   record the epoch's start offset in the leader-epoch cache, write. A rejected buffer
   leaves the log untouched.
@@ -14,6 +15,10 @@ Rules:
   least one batch, never a batch starting at or beyond `max_offset` (the HW for consumers).
 - truncate_to(offset) removes every batch whose last offset ≥ offset, and the epoch
   cache entries beyond the new LEO.
+- Retention (`apply_retention`, replicas/retention.py) deletes whole oldest segments, never
+  at or past the HW it is given; the log start moves to the first kept segment and the
+  epoch cache is truncated from the start. Rolls happen on append only: by size
+  (`segment_bytes`), relative offsets, or age (`segment_ms`).
 - Open = recovery: segments wholly below the recovery point are trusted; every later byte
   is validated (header, CRC, dense offsets) and the file is cut at the first torn or
   corrupt batch, later segments deleted; the cut is reported in `recovery`.
@@ -32,8 +37,10 @@ from typing import Callable
 
 from replicas import records
 from replicas.checkpoints import leader_epoch_checkpoint
+from replicas.compression import needs_recompression, recompress
 from replicas.epoch_cache import LeaderEpochCache
 from replicas.errors import CorruptRecord, KafkaStorageError, OffsetOutOfRange
+from replicas.retention import RetentionPolicy, plan_retention, time_to_roll
 from replicas.segment import Segment
 
 _SEGMENT_FILE = re.compile(r"^(\d{20})\.log$")
@@ -46,6 +53,9 @@ class LogConfig:
     max_message_bytes: int = 1048588            # max.message.bytes (one batch)
     flush_messages: int | None = None           # flush.messages (None = never forced)
     flush_ms: int | None = None                 # flush.ms
+    segment_ms: int = 604_800_000               # segment.ms: roll on append after this age
+    retention: RetentionPolicy = RetentionPolicy()   # retention.ms/.bytes, cleanup.policy
+    compression: int | None = None              # compression.type's codec; None = producer
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +79,14 @@ class RecoveryReport:
     @property
     def clean(self) -> bool:
         return self.truncated_bytes == 0 and not self.deleted_segments
+
+
+@dataclass(frozen=True, slots=True)
+class RetentionResult:
+    deleted_segments: int
+    deleted_bytes: int
+    log_start_offset: int
+    reasons: dict
 
 
 @dataclass
@@ -141,6 +159,7 @@ class Log:
         if segment.size:
             raise KafkaStorageError(f"segment {segment.log_path} already holds data")
         segment.next_offset = base_offset
+        segment.created_ms = self._clock_ms() if self._clock_ms else None
         self._segments.append(segment)
         self._bases.append(base_offset)
         return segment
@@ -170,6 +189,9 @@ class Log:
     def append_as_leader(self, buf, leader_epoch: int) -> AppendInfo:
         """Validate, assign offsets from the LEO, stamp `leader_epoch`, write."""
         headers = records.validate_batches(buf, self.config.max_message_bytes)
+        if needs_recompression(headers, self.config.compression):
+            buf = recompress(buf, headers, self.config.compression)
+            headers = records.validate_batches(buf, self.config.max_message_bytes)
         data = buf if isinstance(buf, bytearray) else bytearray(buf)
         first = self.log_end_offset
         next_offset = records.assign_offsets(data, headers, first, leader_epoch)
@@ -195,7 +217,10 @@ class Log:
 
     def _write(self, data, headers: list[records.BatchHeader], first: int, next_offset: int) -> None:
         active = self._segments[-1]
-        if not active.fits(len(data), next_offset, self.config.segment_bytes):
+        if not active.fits(len(data), next_offset, self.config.segment_bytes) or time_to_roll(
+                active.size, active.rolling_timestamp, active.created_ms,
+                max(h.max_timestamp for h in headers),
+                self._clock_ms() if self._clock_ms else None, self.config.segment_ms):
             active = self._add_segment(first)
         active.append(data, headers, first)
         self._flush.messages_since_flush += next_offset - first
@@ -300,6 +325,27 @@ class Log:
         self.log_start_offset = offset
         self.epoch_cache.truncate_from_start(offset)
         return removed
+
+    def apply_retention(self, high_watermark: int, now_ms: int) -> RetentionResult:
+        """One retention check (replicas/retention.py); `now_ms` is wall-clock time, the
+        scale of record timestamps."""
+        plan = plan_retention(self._segments, self.log_start_offset, self.log_end_offset,
+                              min(high_watermark, self.log_end_offset), now_ms,
+                              self.config.retention)
+        if not plan.count:
+            return RetentionResult(0, 0, self.log_start_offset, {})
+        if plan.roll_first:
+            self._add_segment(self.log_end_offset)
+        removed = 0
+        for _ in range(plan.count):
+            segment = self._segments.pop(0)
+            self._bases.pop(0)
+            removed += segment.size
+            segment.delete()
+        if self._segments[0].base_offset > self.log_start_offset:
+            self.log_start_offset = self._segments[0].base_offset
+            self.epoch_cache.truncate_from_start(self.log_start_offset)
+        return RetentionResult(plan.count, removed, self.log_start_offset, plan.reasons)
 
     def close(self) -> None:
         for segment in self._segments:

@@ -11,9 +11,9 @@ Rules:
   the first record at or after t whose offset is below the HW, else offset -1 / timestamp -1.
   The leader epoch answered is the epoch of the batch holding that offset (the epoch cache's
   for EARLIEST/LATEST), as KIP-279 wants.
-- Timestamp lookups read batch headers segment by segment (max_timestamp per batch), and
-  decode only the one batch that holds the answer. (A `.timeindex` makes this a seek;
-  issue 17.)
+- Timestamp lookups skip whole segments by their max timestamp (kept by the segment), read
+  batch headers only in the segment that can hold the answer, and decode only the one batch
+  that holds it. (A `.timeindex` would make the in-segment part a seek.)
 """
 
 from __future__ import annotations
@@ -64,8 +64,14 @@ def list_offset(part, timestamp: int, current_leader_epoch: int = -1) -> OffsetL
         return OffsetLookup(NONE, -1, start, log.epoch_cache.epoch_for_offset(start))
     if timestamp == LATEST:
         return OffsetLookup(NONE, -1, hw, log.epoch_cache.epoch_for_offset(max(hw - 1, 0)))
+    segments = log.segments
+    if timestamp == MAX_TIMESTAMP:               # only the segment(s) holding the maximum
+        top = max((s.max_timestamp for s in segments), default=-1)
+        segments = [s for s in segments if s.max_timestamp == top]
+    else:
+        segments = [s for s in segments if s.max_timestamp >= timestamp]
     best = None                                  # (timestamp, header, segment) for MAX_TIMESTAMP
-    for segment in log.segments:
+    for segment in segments:
         for h in segment._headers_from(0):       # noqa: SLF001 - same package, header-only scan
             if h.base_offset >= hw:
                 break

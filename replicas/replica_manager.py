@@ -44,28 +44,20 @@ Fetch (`fetchRecords`), KIP-320 fencing by current_leader_epoch first (74 older 
   newer), then leader only (6). Consumers (replica_id -1): offsets outside [log start, LEO]
   → OFFSET_OUT_OF_RANGE (1); data only below the HW (an offset in [HW, LEO] reads nothing,
   as Kafka: a consumer may be ahead of a new leader's HW). Followers (replica_id >= 0) must
-  be a replica of the partition (else 6); with last_fetched_epoch >= 0 the leader checks
-  divergence (Kafka's `validateFetchOffsetAndMaybeGetDivergingEpoch`): its (epoch, end) for
+  be a replica of the partition (else 6); below the log start → OFFSET_OUT_OF_RANGE; with
+  last_fetched_epoch >= 0 the leader checks divergence (Kafka's
+  `validateFetchOffsetAndMaybeGetDivergingEpoch`): its (epoch, end) for
   that epoch has end < fetch offset or epoch < last_fetched_epoch → diverging_epoch=(epoch,
   end), no records, follower state untouched; else reads up to the LEO and records
   FollowerFetched (HW, ISR expansion, acks=-1 completions). The returned HW is the one AFTER
   that update.
-Follower side (`AbstractFetcherThread`): `follower_fetch_request` gives (LEO, latest epoch of
-  the epoch cache, current leader epoch); the shell MUST send all three. Truncation: either
-  ask `offsets_for_leader_epoch` while `partition_info(tp)["truncation_pending"]`, or
-  fetch and act on `diverging_epoch`; both answers go to `follower_truncate`
-  (epoch_cache.follower_truncation; never to the HW alone, KAFKA-1211), repeated with
-  `next_epoch` while not `completed`. A NON-diverging fetch answer to a fetch that carried
-  last_fetched_epoch proves the logs agree (the leader validated it), so
-  `append_as_follower` completes a pending truncation at the current LEO first
-  (truncate-on-fetch, Kafka >= 2.7). Answers carrying a fetch_offset / leader_epoch that no
-  longer match are stale and ignored. A truncation at or beyond the LEO still cuts the
-  epoch cache at the LEO (Kafka's UnifiedLog.truncateTo): a replica that led an epoch
-  without appending must not keep offering that epoch. Follower appends keep the leader's
-  offsets and epochs (the epoch cache follows the batch epochs) and feed the producer state.
+Follower side: replicas/follower_side.py (a mixin of this class).
 Producer state is derived from the log: marked stale on open (unless the log is empty) and
   after any truncation that removed data; rebuilt from batch headers when the partition
   becomes leader (or at its first idempotent append), so startup scans nothing.
+Retention: `apply_retention(now_ms, topic_configs)`, called by the shell every
+  log.retention.check.interval.ms, runs replicas/retention.py on every replica (leader or
+  follower, each below its own HW).
 Time: `tick()` = PartitionState Tick per leader (ISR shrink proposals, produce timeouts)
   plus flush.ms. AlterPartition answers go to `handle_alter_partition_response`; the shell
   resends a proposal only while `alter_partition_in_flight` says it is still pending.
@@ -83,6 +75,7 @@ Effects, results, BrokerConfig: replicas/replica_types.py. Disk errors (OSError)
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import re
 import shutil
@@ -92,9 +85,11 @@ from typing import Callable, Iterator, Mapping
 from replicas import offsets
 from replicas import partition_state as ps
 from replicas import records
-from replicas.checkpoints import recovery_point_checkpoint, replication_offset_checkpoint
-from replicas.epoch_cache import follower_truncation
-from replicas.errors import (InvalidConfig, InvalidRequest, KafkaError, NotLeaderOrFollower,
+from replicas.checkpoints import (log_start_offset_checkpoint, recovery_point_checkpoint,
+                                  replication_offset_checkpoint)
+from replicas.follower_side import FollowerSide
+from replicas.errors import (InvalidConfig, InvalidRequest, InvalidTopic, KafkaError,
+                             NotLeaderOrFollower, PolicyViolation,
                              StaleBrokerEpoch, StaleControllerEpoch, UnknownTopicOrPartition)
 from replicas.log import Log, LogConfig, RecoveryReport, partition_dir_name
 from replicas.metadata_cache import MetadataCache, TopicPartition
@@ -118,6 +113,8 @@ STALE_CONTROLLER_EPOCH = StaleControllerEpoch.code
 INVALID_CONFIG = InvalidConfig.code
 INVALID_REQUEST = InvalidRequest.code
 STALE_BROKER_EPOCH = StaleBrokerEpoch.code
+INVALID_TOPIC = InvalidTopic.code
+POLICY_VIOLATION = PolicyViolation.code
 EPOCH_DURING_DELETE = -2
 _RECOVERY_MAX_MESSAGE_BYTES = 2**31 - 1   # recovery before the topic config is known
 _PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
@@ -139,7 +136,7 @@ def _log_headers(log: Log) -> Iterator[records.BatchHeader]:
 
 
 # ---------------------------------------------------------------- the replica manager
-class ReplicaManager:
+class ReplicaManager(FollowerSide):
     def __init__(self, broker_id: int, config: BrokerConfig, clock_ms: Callable[[], int]):
         self.broker_id = broker_id
         self.config = config
@@ -154,6 +151,7 @@ class ReplicaManager:
         self._ids = itertools.count(1)
         self._hw_file = replication_offset_checkpoint(self.data_dir)
         self._recovery_file = recovery_point_checkpoint(self.data_dir)
+        self._log_start_file = log_start_offset_checkpoint(self.data_dir)
         self._hw_dirty = False
         self._last_hw_checkpoint_ms = clock_ms()
         self._closed = False
@@ -163,11 +161,10 @@ class ReplicaManager:
         """Open every partition dir on disk (recovery from the recovery point), load HWs."""
         recovery_points = self._recovery_file.read()
         hws = self._hw_file.read()
+        log_starts = self._log_start_file.read()
         log_config, partition_config = partition_configs(
             None, self.config.default_topic_config, self.config.replica_lag_time_max_ms)
-        log_config = LogConfig(log_config.segment_bytes, log_config.index_interval_bytes,
-                               _RECOVERY_MAX_MESSAGE_BYTES, log_config.flush_messages,
-                               log_config.flush_ms)
+        log_config = dataclasses.replace(log_config, max_message_bytes=_RECOVERY_MAX_MESSAGE_BYTES)
         reports = {}
         for path in sorted(self.data_dir.iterdir()):
             match = _PARTITION_DIR.match(path.name)
@@ -178,6 +175,8 @@ class ReplicaManager:
                 continue
             part = self._open(tp, log_config, partition_config, recovery_points.get(tp, 0))
             log = part.log
+            if log.log_start_offset < log_starts.get(tp, -1) <= log.log_end_offset:
+                log.delete_records_before(log_starts[tp])
             part.state.high_watermark = min(max(hws.get(tp, 0), log.log_start_offset),
                                             log.log_end_offset)
             reports[tp] = log.recovery
@@ -205,9 +204,12 @@ class ReplicaManager:
         self._last_hw_checkpoint_ms = self._clock()
 
     def _write_recovery_points(self) -> None:
+        """The recovery points and the log starts inside a first segment (checkpoints.py)."""
         if self._closed:
             return
         self._recovery_file.write({tp: p.log.recovery_point for tp, p in self._partitions.items()})
+        self._log_start_file.write({tp: p.log.log_start_offset for tp, p in self._partitions.items()
+                                    if p.log.log_start_offset > p.log.segments[0].base_offset})
 
     def flush(self) -> None:
         if self._closed:
@@ -243,7 +245,7 @@ class ReplicaManager:
                 "partition_epoch": s.partition_epoch, "replicas": s.replicas, "isr": s.isr,
                 "proposed_isr": s.proposed_isr, "high_watermark": s.high_watermark,
                 "log_end_offset": log.log_end_offset, "log_start_offset": log.log_start_offset,
-                "latest_epoch": log.latest_epoch, "truncation_pending": s.truncation_pending,
+                "size_bytes": log.size_bytes, "latest_epoch": log.latest_epoch, "truncation_pending": s.truncation_pending,
                 "pending_produces": len(s.pending_produces), "min_insync_replicas":
                 s.config.min_insync_replicas}
 
@@ -466,7 +468,9 @@ class ReplicaManager:
                                f"{state.role.value}, leader epoch {state.leader_epoch}, asked "
                                f"{current_leader_epoch} by replica {replica_id}")
         start, end, hw = log.log_start_offset, log.log_end_offset, state.high_watermark
-        if replica_id >= 0 and last_fetched_epoch >= 0:
+        if replica_id >= 0 and last_fetched_epoch >= 0 and offset >= start:
+            # Kafka's validateFetchOffsetAndMaybeGetDivergingEpoch: below the log start is
+            # out of range whatever the epochs say (the follower restarts at our start)
             epoch, epoch_end = log.epoch_cache.end_offset_for(last_fetched_epoch, end)
             if epoch_end < offset or epoch < last_fetched_epoch:
                 return FetchResult(NONE, b"", hw, start, end, (epoch, epoch_end))
@@ -493,66 +497,56 @@ class ReplicaManager:
         return offsets.list_offset(self._partitions.get(TopicPartition(*tp)), timestamp,
                                    current_leader_epoch)
 
-    # ---- follower side -----------------------------------------------------------------
-    def follower_fetch_request(self, tp) -> FetchPosition:
-        part = self._follower(tp)
-        return FetchPosition(part.log.log_end_offset, part.log.latest_epoch,
-                             part.state.leader_epoch)
+    # ---- retention ---------------------------------------------------------------------------
+    def topics(self) -> set[str]:
+        return {tp.topic for tp in self._partitions}
 
-    def follower_truncate(self, tp, leader_epoch_answer: int, leader_end_offset: int, *,
-                          leader_epoch: int | None = None) -> TruncationResult:
-        """Truncate on the leader's (epoch, end offset) answer or a diverging epoch."""
-        part = self._follower(tp)
+    def apply_retention(self, now_ms: int, topic_configs: Mapping[str, Mapping] | None = None
+                        ) -> dict:
+        """One retention check of every replica (replicas/retention.py) at wall-clock `now_ms`
+        (record timestamps' scale). `topic_configs` (fresh from the store) replace the
+        partitions' configs first, so an altered topic config applies from this check on.
+        Answers {tp: RetentionResult} for the logs that deleted segments."""
+        out = {}
+        for tp, part in self._partitions.items():
+            given = (topic_configs or {}).get(tp.topic)
+            if given is not None:
+                try:
+                    part.log.config, part.state.config = partition_configs(
+                        given, self.config.default_topic_config,
+                        self.config.replica_lag_time_max_ms)
+                except InvalidConfig:
+                    pass                 # validated at create/alter time; keep what works
+            result = part.log.apply_retention(part.state.high_watermark, now_ms)
+            if result.deleted_segments:
+                out[tp] = result
+        if out:
+            self._write_recovery_points()
+        return out
+
+    def delete_records(self, tp, offset: int) -> tuple[int, int]:
+        """DeleteRecords for one partition: (error, low watermark). Kafka's order: unknown
+        (3), internal topic (17), not leader (6), cleanup.policy without delete
+        (POLICY_VIOLATION 44), offset -1 means the HW, below 0 or above the HW (1). The log
+        start moves (whole segments below it go) and is checkpointed before the answer;
+        followers adopt it from their next fetch answer."""
+        part = self._partitions.get(TopicPartition(*tp))
+        if part is None:
+            return UNKNOWN_TOPIC_OR_PARTITION, -1
+        if tp[0].startswith("__"):
+            return INVALID_TOPIC, -1
         state, log = part.state, part.log
-        if leader_epoch is not None and leader_epoch != state.leader_epoch:
-            return TruncationResult(log.log_end_offset, 0, False, log.latest_epoch, stale=True)
-        if not state.truncation_pending:   # a diverging epoch arrived in a fetch answer
-            self._process(part, ps.FollowerFetchResponse(log.log_end_offset,
-                                                         state.high_watermark, diverging=True))
-        decision = follower_truncation(log.epoch_cache, log.log_end_offset, leader_epoch_answer,
-                                       leader_end_offset, state.high_watermark)
-        removed = self._truncate(part, decision.offset)
-        effects = []
-        if decision.completed:
-            effects = self._process(part, ps.TruncationCompleted(log.log_end_offset))
-        self._persist()
-        return TruncationResult(log.log_end_offset, removed, decision.completed,
-                                NO_EPOCH if decision.completed else log.latest_epoch, effects)
-
-    def _truncate(self, part: _Partition, offset: int) -> int:
-        log = part.log
-        if offset >= log.log_end_offset:
-            # Kafka's UnifiedLog.truncateTo: ALWAYS cut the epoch cache at the LEO. A replica
-            # that led an epoch without appending keeps (epoch, LEO) at its end, would keep
-            # sending it as last_fetched_epoch and diverge forever.
-            log.epoch_cache.truncate_from_end(log.log_end_offset)
-            return 0
-        removed = log.truncate_to(offset)
-        part.state.log_end_offset = log.log_end_offset
-        part.producers.invalidate()
-        self._write_recovery_points()
-        return removed
-
-    def append_as_follower(self, tp, records_buf, leader_high_watermark: int, *,
-                           fetch_offset: int | None = None,
-                           leader_epoch: int | None = None) -> list:
-        """Append a fetch answer from the leader; [] if the answer is stale (see module doc)."""
-        part = self._follower(tp)
-        state, log = part.state, part.log
-        if (leader_epoch is not None and leader_epoch != state.leader_epoch) or \
-                (fetch_offset is not None and fetch_offset != log.log_end_offset):
-            return []
-        effects = []
-        if state.truncation_pending:
-            effects += self._process(part, ps.TruncationCompleted(log.log_end_offset))
-        if records_buf:
-            log.append_as_follower(records_buf)
-            if part.producers.loaded:
-                part.producers.update_all(records.iter_headers(records_buf))
-        effects += self._process(part, ps.FollowerFetchResponse(log.log_end_offset,
-                                                                leader_high_watermark))
-        self._persist()
-        return effects
+        if not state.is_leader:
+            return NOT_LEADER_OR_FOLLOWER, -1
+        if not log.config.retention.delete:
+            return POLICY_VIOLATION, -1
+        target = state.high_watermark if offset == -1 else offset
+        if not 0 <= target <= state.high_watermark:
+            return OFFSET_OUT_OF_RANGE, -1
+        if target > log.log_start_offset:
+            log.delete_records_before(target)
+            self._write_recovery_points()
+        return NONE, log.log_start_offset
 
     # ---- time and controller answers ------------------------------------------------------
     def tick(self) -> list:

@@ -12,7 +12,9 @@ Results are frozen dataclasses answered per call (error codes are Kafka's); a re
 `effects` list is carried out like any other effect list.
 Topic config (`partition_configs`): the topic's keys over the broker defaults; missing keys
 take LogConfig's / PartitionConfig's defaults; a value that is not an integer, or a
-min.insync.replicas below 1, raises InvalidConfig (40).
+min.insync.replicas below 1, raises InvalidConfig (40). Broker-level defaults may use
+Kafka's broker names (`log.retention.ms`, `log.segment.bytes`, `log.roll.ms` ...,
+`topic_defaults_from_broker_config`).
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from replicas import partition_state as ps
 from replicas.errors import InvalidConfig
 from replicas.log import LogConfig
 from replicas.metadata_cache import TopicPartition
+from replicas.compression import topic_codec
+from replicas.retention import RetentionPolicy
 
 _LONG_MAX = 2**63 - 1
 
@@ -119,6 +123,37 @@ class BrokerConfig:
     default_topic_config: Mapping[str, object] = field(default_factory=dict)
     max_fetch_bytes: int = 4 << 20
     hw_checkpoint_interval_ms: int = 0      # 0: persist in the call that moved the HW
+    log_retention_check_interval_ms: int = 300_000   # Kafka's log.retention.check.interval.ms
+
+
+# Kafka's broker-level names of topic-config defaults (KafkaConfig / LogConfig synonyms).
+BROKER_TOPIC_SYNONYMS = {
+    "log.retention.ms": "retention.ms", "log.retention.bytes": "retention.bytes",
+    "log.segment.bytes": "segment.bytes", "log.roll.ms": "segment.ms",
+    "log.cleanup.policy": "cleanup.policy", "log.index.interval.bytes": "index.interval.bytes",
+    "log.flush.interval.messages": "flush.messages", "log.flush.interval.ms": "flush.ms",
+    "message.max.bytes": "max.message.bytes",
+}
+_HOURS_MINUTES = {"log.retention.hours": ("retention.ms", 3_600_000),
+                  "log.retention.minutes": ("retention.ms", 60_000),
+                  "log.roll.hours": ("segment.ms", 3_600_000)}
+
+
+def topic_defaults_from_broker_config(config: Mapping[str, object]) -> dict[str, object]:
+    """Topic-config defaults from broker keys: Kafka's broker names map to topic names
+    (the finer unit wins: log.retention.ms over .minutes over .hours); topic names pass."""
+    out: dict[str, object] = {}
+    coarse_first = {"log.retention.hours": 0, "log.roll.hours": 0, "log.retention.minutes": 1}
+    for key in sorted(config, key=lambda k: coarse_first.get(k, 2)):
+        value = config[key]
+        if key in _HOURS_MINUTES:
+            name, scale = _HOURS_MINUTES[key]
+            out[name] = _setting(config, key, 0) * scale
+        elif key in BROKER_TOPIC_SYNONYMS:
+            out[BROKER_TOPIC_SYNONYMS[key]] = value
+        else:
+            out[key] = value
+    return out
 
 
 # ---------------------------------------------------------------- topic config
@@ -145,7 +180,13 @@ def partition_configs(topic_config: Mapping[str, object] | None,
         index_interval_bytes=_setting(merged, "index.interval.bytes", base.index_interval_bytes),
         max_message_bytes=_setting(merged, "max.message.bytes", base.max_message_bytes),
         flush_messages=None if flush_messages >= _LONG_MAX else flush_messages,
-        flush_ms=None if flush_ms >= _LONG_MAX else flush_ms)
+        flush_ms=None if flush_ms >= _LONG_MAX else flush_ms,
+        segment_ms=_setting(merged, "segment.ms", base.segment_ms),
+        compression=topic_codec(str(merged.get("compression.type", "producer"))),
+        retention=RetentionPolicy(
+            _setting(merged, "retention.ms", base.retention.retention_ms),
+            _setting(merged, "retention.bytes", base.retention.retention_bytes),
+            "delete" in str(merged.get("cleanup.policy", "delete")).split(",")))
     try:
         partition_config = ps.PartitionConfig(_setting(merged, "min.insync.replicas", 1),
                                               replica_lag_time_max_ms)

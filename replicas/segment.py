@@ -11,6 +11,11 @@ Rules (KAFKA_FACTS §8, Kafka's LogSegment/OffsetIndex):
 - The index is derived data: if it is missing or inconsistent it is rebuilt from the
   `.log`; a recovered segment always gets a fresh one.
 - No method reads the clock; fsync happens only in flush().
+- Timestamps for retention and rolling: the largest batch max timestamp and the first
+  batch's max timestamp (Kafka's rollingBasedTimestamp), kept current by appends; for a
+  segment opened from disk or cut by truncation they are read once from its batch headers
+  (a `.timeindex` would make that one read). A segment with no timestamp (all -1) counts
+  as old as its file's modification time, as Kafka's largestTimestamp.
 - One open file per segment: the `.log`. The index lives in memory and its file is opened
   only to be read at load, written (one pwrite per appended batch set that adds entries,
   a truncate, a rebuild) or fsynced, then closed, so a broker holding N replicas needs ~N
@@ -61,6 +66,9 @@ class Segment:
         self._index_positions: list[int] = []
         self._bytes_since_index = 0
         self.dirty = False
+        self.created_ms: int | None = None       # set by the log from its clock
+        # (first batch max timestamp or None, largest max timestamp); None = read headers
+        self._timestamps: tuple[int | None, int] | None = (None, -1) if self.size == 0 else None
 
     # -- loading ---------------------------------------------------------------------
     def load_trusted(self, next_offset: int) -> None:
@@ -91,6 +99,7 @@ class Segment:
             self.size = result.valid_bytes
             self.dirty = True
         self.next_offset = result.next_offset
+        self._timestamps = None
         self.rebuild_index()
         return result
 
@@ -146,6 +155,10 @@ class Segment:
         self.size = start + len(buf)
         self.next_offset = offset
         self.dirty = True
+        if self._timestamps is not None and headers:
+            first, largest = self._timestamps
+            self._timestamps = (headers[0].max_timestamp if first is None else first,
+                                max(largest, max(h.max_timestamp for h in headers)))
 
     def _maybe_index(self, last_offset: int, position: int, size: int) -> bytes:
         """Kafka's rule for one batch; returns the 8 bytes of a new entry, or b""."""
@@ -168,6 +181,34 @@ class Segment:
             return True
         return (self.size + batch_bytes <= segment_bytes
                 and next_offset - 1 - self.base_offset <= MAX_RELATIVE_OFFSET)
+
+    # -- timestamps --------------------------------------------------------------------
+    def _known_timestamps(self) -> tuple[int | None, int]:
+        if self._timestamps is None:
+            first, largest = None, -1
+            for header in self._headers_from(0):
+                first = header.max_timestamp if first is None else first
+                largest = max(largest, header.max_timestamp)
+            self._timestamps = (first, largest)
+        return self._timestamps
+
+    @property
+    def max_timestamp(self) -> int:
+        """The largest batch max timestamp, -1 when no batch has one."""
+        return self._known_timestamps()[1]
+
+    @property
+    def largest_timestamp(self) -> int:
+        """Kafka's LogSegment.largestTimestamp (see module rules)."""
+        largest = self._known_timestamps()[1]
+        if largest >= 0:
+            return largest
+        return os.fstat(self._fd).st_mtime_ns // 1_000_000
+
+    @property
+    def rolling_timestamp(self) -> int | None:
+        """The first batch's max timestamp (None for an empty segment)."""
+        return self._known_timestamps()[0]
 
     # -- reading ---------------------------------------------------------------------
     def _headers_from(self, position: int):
@@ -220,6 +261,7 @@ class Segment:
             os.ftruncate(fd, keep * INDEX_ENTRY.size)
         self._bytes_since_index = position - (self._index_positions[-1] if keep else 0)
         self.dirty = True
+        self._timestamps = None
         return removed
 
     def flush(self) -> None:

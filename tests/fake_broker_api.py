@@ -318,6 +318,21 @@ class FakeBrokerApi:
             size += len(b.data)
         return FetchOutcome(NONE, b"".join(chunks), hw, hw, part.log_start, None, leader)
 
+    def delete_records(self, asks, timeout_ms: int) -> dict[TP, tuple[int, int]]:
+        asks = list(asks)
+        self._record("delete_records", asks=asks, timeout_ms=timeout_ms)
+        out = {}
+        for tp, offset in asks:
+            error = self._partition_error(tp, -1)
+            part = None if error else self.partition(tp)
+            target = -2 if part is None else part.high_watermark if offset == -1 else offset
+            if not error and not 0 <= target <= part.high_watermark:
+                error = OFFSET_OUT_OF_RANGE
+            if not error:
+                part.log_start = max(part.log_start, target)
+            out[tp] = (error, -1) if error else (NONE, part.log_start)
+        return out
+
     def list_offsets(self, isolation_level: int, asks) -> dict[TP, OffsetAnswer]:
         asks = list(asks)
         self._record("list_offsets", isolation_level=isolation_level, asks=asks)

@@ -12,7 +12,8 @@ import uuid
 
 from kafka.protocol.admin import (
     CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse,
-    DeleteGroupsRequest, DeleteGroupsResponse, DeleteTopicsRequest, DeleteTopicsResponse,
+    DeleteGroupsRequest, DeleteGroupsResponse, DeleteRecordsRequest, DeleteRecordsResponse,
+    DeleteTopicsRequest, DeleteTopicsResponse,
     DescribeClusterRequest, DescribeClusterResponse, DescribeConfigsRequest,
     DescribeConfigsResponse, DescribeGroupsRequest, DescribeGroupsResponse,
     IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse, ListGroupsRequest,
@@ -37,7 +38,7 @@ TOPIC_ID = uuid.UUID("0123456789abcdef0123456789abcdef")
 # kafka-python's response class per API key: decodes what rayka answers
 RESPONSES = {0: ProduceResponse, 1: FetchResponse, 2: ListOffsetsResponse,
              3: MetadataResponse, 18: ApiVersionsResponse, 19: CreateTopicsResponse,
-             20: DeleteTopicsResponse, 22: InitProducerIdResponse,
+             20: DeleteTopicsResponse, 21: DeleteRecordsResponse, 22: InitProducerIdResponse,
              23: OffsetForLeaderEpochResponse, 32: DescribeConfigsResponse,
              37: CreatePartitionsResponse, 44: IncrementalAlterConfigsResponse,
              60: DescribeClusterResponse, 8: OffsetCommitResponse, 9: OffsetFetchResponse,
@@ -77,6 +78,15 @@ def _list_offsets(v):
         t(name="orders", partitions=[p(partition_index=0, timestamp=-1),
                                      p(partition_index=2, timestamp=-2)]),
         t(name="audit", partitions=[p(partition_index=1, timestamp=-1)])])
+
+
+def _delete_records(v):
+    t = DeleteRecordsRequest.DeleteRecordsTopic
+    p = t.DeleteRecordsPartition
+    return DeleteRecordsRequest[v](timeout_ms=1500, topics=[
+        t(name="orders", partitions=[p(partition_index=0, offset=5),
+                                     p(partition_index=2, offset=-1)]),
+        t(name="audit", partitions=[p(partition_index=1, offset=0)])])
 
 
 def _leader_epoch(v):
@@ -197,6 +207,7 @@ SAMPLES = {
                                         client_software_version="3.0.12"),
     19: _create_topics,
     20: _delete_topics,
+    21: _delete_records,
     22: lambda v: InitProducerIdRequest[v](transactional_id=None, transaction_timeout_ms=60000,
                                            producer_id=-1, producer_epoch=-1),
     23: _leader_epoch,

@@ -199,6 +199,11 @@ class Cluster:
                          current_leader_epoch=pos.current_leader_epoch,
                          last_fetched_epoch=pos.last_fetched_epoch)
         self.apply(leader, res.effects)
+        if res.error == 1 and res.log_start_offset > pos.fetch_offset:   # OFFSET_OUT_OF_RANGE
+            self.apply(b, follower.follower_start_at_leader_log_start(
+                tp, res.log_start_offset, res.high_watermark,
+                leader_epoch=pos.current_leader_epoch))
+            return True
         if res.error:
             return False
         if res.diverging_epoch is not None:
@@ -209,7 +214,8 @@ class Cluster:
         hw_before = follower.partition_info(tp)["high_watermark"]
         self.apply(b, follower.append_as_follower(tp, res.records, res.high_watermark,
                                                   fetch_offset=pos.fetch_offset,
-                                                  leader_epoch=pos.current_leader_epoch))
+                                                  leader_epoch=pos.current_leader_epoch,
+                                                  leader_log_start_offset=res.log_start_offset))
         return bool(res.records) or follower.partition_info(tp)["high_watermark"] != hw_before
 
     def replicate(self, max_rounds: int = 50) -> int:

@@ -17,6 +17,7 @@ import time
 import uuid
 
 import pytest
+import ray
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -97,25 +98,73 @@ def test_kcat_produces_and_consumes(cluster):
 
 
 def test_compressed_batches_from_kcat_are_stored_and_read_back(cluster):
-    """Batches compressed by the client (gzip, snappy, lz4, zstd) are stored as sent and
-    read back by kcat and by the native consumer (aiokafka's codec decompresses)."""
+    """Batches compressed by the client (gzip, snappy, lz4, zstd) are stored as sent (their
+    codec bits on the leader's log) and read back by kcat and by the native consumer
+    (aiokafka's codec decompresses). Values are long and alike: librdkafka sends a batch
+    uncompressed when compressing would not make it smaller."""
+    from replicas.compression import codec_of
+    from replicas.records import iter_headers
     topic = topic_name("kcat-z")
     cluster.admin().create_topic(topic, 1, 3)
     bootstrap = cluster.bootstrap_servers()
     codecs = ("gzip", "snappy", "lz4", "zstd")
+    want = [f"{c}-{i:03d}-" + "abcdefgh" * 20 for c in codecs for i in range(100)]
     for codec in codecs:
-        proc = kcat(bootstrap, "-P", "-t", topic, "-z", codec, stdin=f"{codec}-a\n{codec}-b\n".encode())
+        lines = [w for w in want if w.startswith(codec)]
+        proc = kcat(bootstrap, "-P", "-t", topic, "-z", codec, "-X", "linger.ms=200",
+                    stdin="\n".join(lines).encode() + b"\n")
         assert proc.returncode == 0, proc.stderr.decode()
-    want = [f"{c}-{x}" for c in codecs for x in "ab"]
     consumed = kcat(bootstrap, "-C", "-t", topic, "-o", "beginning", "-e")
     assert consumed.stdout.decode().split() == want
+    leader = cluster.admin().describe_topic(topic)[0].leader
+    raw = ray.get(cluster.broker_actor(leader).fetch_many.remote(
+        -1, [((topic, 0), 0, -1, -1)], 0, 0))[(topic, 0)]["records"]
+    stored = {codec_of(h.attributes) for h in iter_headers(raw)}
+    assert stored == {1, 2, 3, 4}, stored                 # every codec kept as sent
     c = cluster.consumer()
     c.assign([(topic, 0)])
     native = []
-    wait_for(lambda: native.extend(c.poll(timeout_ms=500)) or len(native) >= 8, TIMEOUT_S,
-             "8 compressed records natively")
+    wait_for(lambda: native.extend(c.poll(timeout_ms=500)) or len(native) >= len(want),
+             TIMEOUT_S, "400 compressed records natively")
     c.close()
     assert [r.value.decode() for r in native] == want
+
+
+def test_the_native_producer_compresses_with_each_codec(cluster):
+    """compression_type on the native producer: batches land compressed, the native consumer
+    and kafka-python (over the wire) read them back."""
+    from kafka import KafkaConsumer as PyConsumer
+    from kafka import TopicPartition as PyTP
+    from replicas.compression import codec_of
+    from replicas.records import iter_headers
+    codecs = {"gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+    topic = topic_name("native-z")
+    cluster.admin().create_topic(topic, len(codecs), 3)
+    for p, name in enumerate(codecs):
+        producer = cluster.producer(acks="all", compression_type=name)
+        producer.send_batch(topic, [b"%s-%04d-" % (name.encode(), i) + b"xyz" * 40
+                                    for i in range(500)], partition=p)
+        producer.flush(TIMEOUT_S)
+        producer.close()
+    for p, (name, codec) in enumerate(codecs.items()):
+        leader = cluster.admin().describe_topic(topic)[p].leader
+        raw = ray.get(cluster.broker_actor(leader).fetch_many.remote(
+            -1, [((topic, p), 0, -1, -1)], 0, 0))[(topic, p)]["records"]
+        assert {codec_of(h.attributes) for h in iter_headers(raw)} == {codec}, name
+    c = cluster.consumer()
+    c.assign([(topic, p) for p in range(len(codecs))])
+    native = []
+    wait_for(lambda: native.extend(c.poll(timeout_ms=500)) or len(native) >= 2000, TIMEOUT_S,
+             "2000 records natively")
+    c.close()
+    py = PyConsumer(bootstrap_servers=cluster.bootstrap_servers(), enable_auto_commit=False,
+                    auto_offset_reset="earliest", consumer_timeout_ms=20_000)
+    py.assign([PyTP(topic, p) for p in range(len(codecs))])
+    wire = [m for m in py]
+    py.close()
+    for got in (sorted(r.value for r in native), sorted(m.value for m in wire)):
+        assert got == sorted(b"%s-%04d-" % (n.encode(), i) + b"xyz" * 40
+                             for n in codecs for i in range(500))
 
 
 # -- confluent-kafka (librdkafka 2.16) -------------------------------------------------------------

@@ -36,7 +36,7 @@ pytestmark = pytest.mark.unit
 
 # The BrokerApi method each API's handler calls.
 METHOD = {0: "produce", 1: "fetch", 2: "list_offsets", 3: "metadata", 19: "create_topics",
-          20: "delete_topics", 22: "init_producer_id", 23: "offsets_for_leader_epoch",
+          20: "delete_topics", 21: "delete_records", 22: "init_producer_id", 23: "offsets_for_leader_epoch",
           32: "describe_configs", 37: "create_partitions", 44: "alter_configs",
           60: "metadata", 10: "find_coordinator",
           **dict.fromkeys((8, 9, 11, 12, 13, 14, 15, 16, 42), "group_call")}
@@ -404,6 +404,26 @@ def test_fetch_v12_carries_a_diverging_epoch_to_a_follower():
 
 
 # -- ListOffsets, OffsetForLeaderEpoch, InitProducerId ---------------------------------------
+@pytest.mark.parametrize("version", versions(21))
+def test_delete_records_answers_each_partition_its_low_watermark_or_error(version):
+    from kafka.protocol.admin import DeleteRecordsRequest
+    fake = cluster()
+    for p in range(3):
+        fake.append(("orders", p), b"batch", count=6)           # HW 6: the log end
+    t = DeleteRecordsRequest.DeleteRecordsTopic
+    dp = t.DeleteRecordsPartition
+    resp = ask(fake, DeleteRecordsRequest[version](timeout_ms=1500, topics=[
+        t(name="orders", partitions=[dp(partition_index=0, offset=3), dp(partition_index=1, offset=-1),
+                                     dp(partition_index=2, offset=7)]),
+        t(name="audit", partitions=[dp(partition_index=5, offset=0)])]))
+    (call,) = fake.calls_of("delete_records")
+    assert call["timeout_ms"] == 1500
+    rows = [(t.name, p.partition_index, p.error_code, p.low_watermark)
+            for t in resp.topics for p in t.partitions]
+    assert rows == [("orders", 0, 0, 3), ("orders", 1, 0, 6), ("orders", 2, 1, -1),
+                    ("audit", 5, 3, -1)]
+
+
 @pytest.mark.parametrize("version", versions(2))
 def test_list_offsets_by_timestamp_and_version(version):
     fake = cluster()

@@ -524,3 +524,100 @@ def test_a_leader_that_appended_nothing_does_not_diverge_forever(cluster):
     cluster.replicate()
     assert cluster.brokers[3].log(tp).log_end_offset == 5
     assert [e.epoch for e in cluster.brokers[3].log(tp).epoch_cache.entries] == [0, 2]
+
+
+# ---------------------------------------------------------------- retention across replicas
+RETAIN_2K = {"segment.bytes": "1000", "retention.bytes": "2000"}
+
+
+def test_followers_adopt_the_leaders_log_start_never_past_their_hw(cluster):
+    tp = cluster.create("clicks", config=RETAIN_2K)
+    leader = cluster.brokers[1]
+    for i in range(40):
+        assert leader.append(tp, batch(3, b"r%d" % i), 1, 1000).error == 0
+    cluster.replicate()
+    configs = {"clicks": RETAIN_2K}
+    deleted = leader.apply_retention(now_ms=0, topic_configs=configs)
+    start = leader.log(tp).log_start_offset
+    assert deleted[tp].deleted_segments > 0 and start > 0
+    assert leader.log(tp).size_bytes <= 3000
+    assert leader.fetch(tp, 0, 1 << 20).error == 1                 # a consumer below the start
+    assert leader.fetch(tp, start, 1 << 20).error == 0
+    cluster.brokers[2].log(tp)                                     # followers still hold it all
+    assert cluster.brokers[2].log(tp).log_start_offset == 0
+    assert leader.append(tp, batch(1, b"more"), 1, 1000).error == 0
+    cluster.replicate()                                            # fetch answers carry the start
+    assert [cluster.brokers[b].log(tp).log_start_offset for b in (2, 3)] == [start, start]
+    assert all(cluster.brokers[b].fetch(tp, 0, 1, replica_id=-1).error in (1, 6) for b in (2, 3))
+
+
+def test_a_follower_behind_the_leaders_log_start_restarts_empty_at_it(cluster):
+    tp = cluster.create("clicks", config=RETAIN_2K)
+    leader = cluster.brokers[1]
+    cluster.down.add(3)                                            # broker 3 stops fetching
+    cluster.clock.advance(10_001)
+    cluster.replicate()                                            # broker 2 is caught up now
+    cluster.tick(1)                                                # 3 leaves the ISR
+    assert info(cluster, 1, tp)["isr"] == (1, 2)
+    for i in range(40):
+        assert leader.append(tp, batch(3, b"r%d" % i), 1, 1000).error == 0
+    cluster.replicate()
+    leader.apply_retention(now_ms=0, topic_configs={"clicks": RETAIN_2K})
+    start, end = leader.log(tp).log_start_offset, leader.log(tp).log_end_offset
+    assert start > 0 and cluster.brokers[3].log(tp).log_end_offset < start
+    cluster.down.discard(3)
+    cluster.replicate()
+    follower = cluster.brokers[3].log(tp)
+    assert (follower.log_start_offset, follower.log_end_offset) == (start, end)
+    assert cluster.log_bytes(3, tp, end) == cluster.log_bytes(1, tp, end)
+    assert info(cluster, 3, tp)["high_watermark"] == end
+    assert info(cluster, 1, tp)["isr"] == (1, 2, 3)                # caught up: back in the ISR
+
+
+def test_apply_retention_takes_altered_topic_configs(cluster):
+    tp = cluster.create("clicks", config={"segment.bytes": "1000"})
+    leader = cluster.brokers[1]
+    for i in range(20):
+        leader.append(tp, batch(3, b"r%d" % i), 1, 1000)
+    cluster.replicate()
+    assert leader.apply_retention(now_ms=0, topic_configs={"clicks": {"segment.bytes": "1000"}}) == {}
+    altered = {"clicks": {"segment.bytes": "1000", "retention.ms": "1000"}}
+    deleted = leader.apply_retention(now_ms=10_000, topic_configs=altered)   # records at 1000
+    assert deleted[tp].reasons == {"time": deleted[tp].deleted_segments}
+    assert leader.log(tp).size_bytes == 0 and leader.log(tp).log_start_offset == 60
+
+
+def test_delete_records_moves_the_start_survives_a_restart_and_reaches_followers(cluster):
+    tp = cluster.create("clicks", config={"segment.bytes": "1000"})
+    leader = cluster.brokers[1]
+    for i in range(20):
+        leader.append(tp, batch(3, b"r%d" % i), 1, 1000)
+    cluster.replicate()
+    assert leader.delete_records(tp, 31) == (0, 31)          # inside a segment
+    assert leader.log(tp).segments[0].base_offset < 31
+    cluster.restart(1)
+    leader = cluster.brokers[1]
+    cluster.send_leader_and_isr(tp)
+    assert leader.log(tp).log_start_offset == 31              # log-start-offset-checkpoint
+    assert leader.fetch(tp, 30, 1 << 20).error == 1
+    assert leader.delete_records(tp, 10) == (0, 31)           # never moves back
+    assert leader.delete_records(tp, 61) == (1, -1)           # past the HW (60)
+    assert leader.delete_records(tp, -1) == (0, 60)           # -1: up to the HW
+    assert leader.delete_records(tp, -5) == (1, -1)
+    assert cluster.brokers[2].delete_records(tp, 40) == (6, -1)
+    assert leader.delete_records(("nope", 0), 1) == (3, -1)
+    leader.append(tp, batch(1, b"x"), 1, 1000)
+    cluster.replicate()
+    assert [cluster.brokers[b].log(tp).log_start_offset for b in (1, 2, 3)] == [60, 60, 60]
+
+
+def test_delete_records_refused_on_compacted_and_internal_topics(cluster):
+    tp = cluster.create("changelog", config={"cleanup.policy": "compact"})
+    leader = cluster.brokers[1]
+    leader.append(tp, batch(2), 1, 1000)
+    cluster.replicate()
+    assert leader.delete_records(tp, 1) == (44, -1)            # POLICY_VIOLATION
+    offsets = cluster.create("__consumer_offsets")
+    cluster.brokers[1].append(offsets, batch(2), 1, 1000)
+    cluster.replicate()
+    assert cluster.brokers[1].delete_records(offsets, 1) == (17, -1)

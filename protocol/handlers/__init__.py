@@ -35,6 +35,7 @@ HANDLERS: dict[int, Handler] = {
     3: metadata.metadata,
     19: admin.create_topics,
     20: admin.delete_topics,
+    21: data.delete_records,
     22: data.init_producer_id,
     23: data.offset_for_leader_epoch,
     32: admin.describe_configs,

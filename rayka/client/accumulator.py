@@ -63,10 +63,11 @@ class ProducerBatch:
     __slots__ = ("tp", "values", "keys", "timestamps_ms", "headers", "created_ms",
                  "estimated_bytes", "sealed", "base_sequence", "producer_id",
                  "producer_epoch", "attempts", "done", "base_offset", "error", "_order",
-                 "_has_keys", "_has_headers", "_encoded")
+                 "_has_keys", "_has_headers", "_encoded", "compression_type")
 
-    def __init__(self, tp: TopicPartition, created_ms: int):
+    def __init__(self, tp: TopicPartition, created_ms: int, compression_type: int = 0):
         self.tp = tp
+        self.compression_type = compression_type
         self.values: list[bytes | None] = []
         self.keys: list[bytes | None] = []
         self.timestamps_ms: list[int] = []
@@ -112,7 +113,7 @@ class ProducerBatch:
                            self.timestamps_ms, self.headers if self._has_headers else None,
                            producer_id=self.producer_id, producer_epoch=self.producer_epoch,
                            base_sequence=NO_SEQUENCE if self.base_sequence is None
-                           else self.base_sequence)
+                           else self.base_sequence, compression_type=self.compression_type)
 
     def encoded(self) -> bytes:
         """The batch's bytes, built once: a drained (sealed, sequenced) batch never changes,
@@ -157,9 +158,10 @@ class RecordHandle:
 class RecordAccumulator:
     def __init__(self, batch_size: int, linger_ms: int, clock_ms: Callable[[], int],
                  producer_id: int = -1, producer_epoch: int = -1,
-                 wall_clock_ms: Callable[[], int] | None = None):
+                 wall_clock_ms: Callable[[], int] | None = None, compression_type: int = 0):
         if batch_size <= 0 or linger_ms < 0:
             raise ValueError("batch_size must be > 0 and linger_ms >= 0")
+        self.compression_type = compression_type
         self.batch_size = batch_size
         self.linger_ms = linger_ms
         self.producer_id = producer_id
@@ -184,7 +186,7 @@ class RecordAccumulator:
         if last is None or last.sealed or last.estimated_bytes + size > self.batch_size:
             if abort_on_new_batch:
                 return None
-            last = ProducerBatch(tp, now)
+            last = ProducerBatch(tp, now, self.compression_type)
             queue.append(last)
         index = last._add(value, key, headers,
                           self._wall() if timestamp_ms is None else timestamp_ms, size)
@@ -206,7 +208,7 @@ class RecordAccumulator:
             size = RECORD_OVERHEAD + (len(value) if value is not None else 0) \
                 + (len(key) if key is not None else 0)
             if batch is None or batch.estimated_bytes + size > self.batch_size:
-                batch = ProducerBatch(tp, now)
+                batch = ProducerBatch(tp, now, self.compression_type)
                 batch.sealed = True
                 batches.append(batch)
             batch._add(value, key, None, stamp, size)

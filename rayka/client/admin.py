@@ -96,6 +96,48 @@ class Admin:
             raise UnknownTopicOrPartition(f"Topic '{name}' does not exist.")
         return got or {}
 
+    def delete_records(self, offsets: Mapping[tuple, int], timeout_s: float = 30.0) -> dict:
+        """Kafka's Admin.deleteRecords: {(topic, partition): offset, -1 = the HW} →
+        {(topic, partition): the new log start (low watermark) | the typed error}. Each
+        leader moves its log start and checkpoints it before answering; followers follow from
+        their next fetch. Leaders that move meanwhile are asked again until `timeout_s`."""
+        left, out = {tuple(tp): int(o) for tp, o in offsets.items()}, {}
+        deadline = time.monotonic() + timeout_s
+        while left:
+            by_leader: dict[int, list] = {}
+            for tp in left:
+                try:
+                    parts = {p.partition: p for p in self.describe_topic(tp[0])}
+                except UnknownTopicOrPartition as exc:
+                    parts = {}
+                    out[tp] = exc
+                info = parts.get(tp[1])
+                if info is None:
+                    out.setdefault(tp, UnknownTopicOrPartition(f"{tp[0]}-{tp[1]} does not exist"))
+                else:
+                    by_leader.setdefault(info.leader, []).append((tp, left[tp]))
+            retry = {}
+            for leader, asks in by_leader.items():
+                actor = self.cluster.broker_actor(leader) if leader >= 0 else None
+                try:
+                    answers = ray.get(actor.delete_records.remote(asks), timeout=30) \
+                        if actor is not None else {tp: (5, -1) for tp, _ in asks}
+                except ray.exceptions.RayError:
+                    answers = {tp: (8, -1) for tp, _ in asks}      # the leader is restarting
+                for tp, (error, low) in answers.items():
+                    tp = tuple(tp)
+                    exc = error_for_code(error, f"delete records of {tp[0]}-{tp[1]}") \
+                        if error else None
+                    if exc is not None and (exc.retriable or error == 8) \
+                            and time.monotonic() < deadline:
+                        retry[tp] = left[tp]
+                    else:
+                        out[tp] = exc if exc is not None else low
+            left = retry
+            if left:
+                time.sleep(POLL_S * 5)          # poll interval while leadership moves
+        return out
+
     # -- leadership ----------------------------------------------------------------------------------
     def controller(self) -> ControllerInfo:
         return ControllerInfo(self.store.get_controller(), self.store.get_controller_epoch()[0])

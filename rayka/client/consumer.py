@@ -39,7 +39,7 @@ import ray
 
 from rayka.client.group import GroupMember
 from rayka.client.metadata import Metadata
-from rayka.client.types import ConsumerRecord
+from rayka.client.types import ConsumerRecord, OffsetAndTimestamp
 from replicas.errors import InvalidRequest, KafkaError, UnknownTopicOrPartition, error_for_code
 from aiokafka.record.default_records import DefaultRecordBatch
 
@@ -175,7 +175,41 @@ class Consumer:
             time.sleep(0.05)  # poll interval while the leader moves
         raise error_for_code(5, f"no leader for {tp}")
 
+    def beginning_offsets(self, partitions) -> dict[tuple, int]:
+        """Each partition's log start offset (moved by retention), from its leader."""
+        return {tuple(tp): self._list_offsets(tuple(tp))[0] for tp in partitions}
+
+    def offsets_for_times(self, timestamps) -> dict:
+        """Kafka's offsetsForTimes: {tp: timestamp ms} → {tp: OffsetAndTimestamp of the first
+        record at or after it, or None when no record is that recent}, from each leader."""
+        out = {}
+        for tp, ts in timestamps.items():
+            tp = tuple(tp)
+            if int(ts) < 0:
+                raise InvalidRequest(f"timestamp for {tp} must be >= 0, not {ts}")
+            for attempt in range(100):
+                leader = self.metadata.leader(tp)
+                answer = None
+                if leader is not None:
+                    try:
+                        answer = ray.get(self.cluster.broker_actor(leader[0]).list_offsets.remote(
+                            [(tp, int(ts), leader[1])]), timeout=30)[tp]
+                    except Exception:  # the leader is moving: refresh and retry
+                        answer = None
+                if answer is not None and not answer.error:
+                    out[tp] = None if answer.offset < 0 else \
+                        OffsetAndTimestamp(answer.offset, answer.timestamp)
+                    break
+                if answer is not None and not error_for_code(answer.error).retriable:
+                    raise error_for_code(answer.error, f"offsets for times of {tp}")
+                self.metadata.refresh()
+                time.sleep(0.05)  # poll interval while the leader moves
+            else:
+                raise error_for_code(5, f"no leader for {tp}")
+        return out
+
     def end_offsets(self, partitions) -> dict[tuple, int]:
+        """Each partition's high watermark (the next offset a consumer can read)."""
         return {tuple(tp): self._list_offsets(tuple(tp))[1] for tp in partitions}
 
     def offset_bounds(self, partitions) -> dict[tuple, tuple[int, int]]:

@@ -21,6 +21,8 @@ Rules:
   anything else fails the batch's futures with the typed error. The sender thread survives
   any unexpected error (logged), so futures never hang on a dead thread.
 - acks ∈ {"all", -1, 1, 0}; anything else raises InvalidRequiredAcks (21) at once.
+- compression_type ∈ {none, gzip, snappy, lz4, zstd} (replicas/compression.py): each batch is
+  built compressed once and resent as built; anything else raises InvalidConfig (40).
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from rayka.client.accumulator import RecordAccumulator
 from rayka.client.metadata import Metadata
 from rayka.client.partitioner import StickyPartitioner, partition_for_key
 from rayka.client.types import RecordMetadata
+from replicas.compression import producer_codec
 from replicas.errors import (InvalidRequiredAcks, KafkaError, RequestTimedOut,
                              UnknownTopicOrPartition, error_for_code)
 
@@ -63,9 +66,11 @@ class Producer:
     def __init__(self, cluster, acks="all", linger_ms: int = 5, batch_size: int = 1 << 20,
                  enable_idempotence: bool = True, retries: int = 2**31 - 1,
                  delivery_timeout_ms: int = 120_000, request_timeout_ms: int = 30_000,
-                 retry_backoff_ms: int = 100, seed: int | None = None):
+                 retry_backoff_ms: int = 100, seed: int | None = None,
+                 compression_type: str = "none"):
         if acks not in _ACKS:
             raise InvalidRequiredAcks(f"acks must be 'all', -1, 1 or 0 (got {acks!r})")
+        codec = producer_codec(compression_type)
         self.cluster = cluster
         self.acks = _ACKS[acks]
         self.retries, self.delivery_timeout_ms = retries, delivery_timeout_ms
@@ -73,7 +78,8 @@ class Producer:
         self.producer_id = (cluster.store.allocate_producer_id_block(size=1)[0]
                             if enable_idempotence else -1)
         self.acc = RecordAccumulator(batch_size, linger_ms, _clock_ms, self.producer_id,
-                                     0 if enable_idempotence else -1, wall_clock_ms=_wall_ms)
+                                     0 if enable_idempotence else -1, wall_clock_ms=_wall_ms,
+                                     compression_type=codec)
         self.metadata = Metadata(cluster)
         self.sticky = StickyPartitioner(random.Random(seed))
         self.cond = threading.Condition()

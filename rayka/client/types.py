@@ -28,6 +28,13 @@ class ConsumerRecord(NamedTuple):
     headers: tuple[tuple[str, bytes | None], ...] = ()
 
 
+class OffsetAndTimestamp(NamedTuple):
+    """Kafka's OffsetAndTimestamp: the first offset whose record timestamp is at or after the
+    one asked, and that record's timestamp."""
+    offset: int
+    timestamp: int
+
+
 class PartitionInfo(NamedTuple):
     partition: int
     leader: int            # broker id, -1 when the partition has no leader

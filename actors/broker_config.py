@@ -1,0 +1,70 @@
+"""A broker actor's config dict, split by who consumes it (Kafka's KafkaConfig, flattened).
+
+Rules:
+- Keys come dotted (Kafka's names, `rayka start --config`) or underscored (Python keywords
+  to `start_local`); both mean the same key.
+- Shell settings: `tick_ms` (100), `metrics_interval_s`, `zk_session_timeout_ms` (3000).
+- Listener settings go to KafkaConfig (actors/kafka_api.py); group.*, offsets.*, offset.*
+  to the group coordinator's config; replica-manager settings (`replica.lag.time.max.ms`,
+  `max.fetch.bytes`, `hw.checkpoint.interval.ms`, `log.retention.check.interval.ms`) to
+  BrokerConfig.
+- Everything else is a topic-config default; Kafka's broker names of topic defaults
+  (`log.retention.ms`, `log.segment.bytes`, `log.roll.ms`, ...) map to the topic names.
+- A group config that does not parse raises InvalidConfig.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from actors import metrics
+from actors.kafka_api import KafkaConfig
+from coordinator.config import GroupCoordinatorConfig
+from replicas.errors import InvalidConfig
+from replicas.replica_types import topic_defaults_from_broker_config
+
+BROKER_KEYS = {"replica_lag_time_max_ms", "max_fetch_bytes", "hw_checkpoint_interval_ms",
+               "log_retention_check_interval_ms"}
+
+
+@dataclass(frozen=True)
+class BrokerSettings:
+    tick_ms: int
+    metrics_interval_s: float
+    zk_session_timeout_ms: int
+    kafka: KafkaConfig
+    group: GroupCoordinatorConfig
+    replica_manager: dict            # BrokerConfig keyword arguments
+    topic_defaults: dict
+
+
+def pop_group_config(config: dict) -> GroupCoordinatorConfig:
+    """The group coordinator's broker configs (group.*, offsets.*, offset.*), dotted or
+    underscored, taken out of `config`."""
+    names = {f.name for f in dataclasses.fields(GroupCoordinatorConfig)}
+    props = {}
+    for key in list(config):
+        name = key.replace(".", "_")
+        if name in names:
+            props[name.replace("_", ".")] = config.pop(key)
+    try:
+        return GroupCoordinatorConfig.from_properties(props)
+    except (TypeError, ValueError) as exc:
+        raise InvalidConfig(f"group coordinator config: {exc}") from None
+
+
+def split_broker_config(config: dict | None) -> BrokerSettings:
+    config = dict(config or {})
+    tick_ms = int(config.pop("tick_ms", 100))
+    metrics_interval_s = float(config.pop("metrics_interval_s", metrics.DEFAULT_INTERVAL_S))
+    config.setdefault("hw_checkpoint_interval_ms", 1000)
+    session_ms = int(config.pop("zk_session_timeout_ms", 3000))
+    kafka = KafkaConfig.pop_from(config)
+    group = pop_group_config(config)
+    config = {k.replace(".", "_"): v for k, v in config.items()}
+    replica_manager = {k: int(config.pop(k)) for k in list(config) if k in BROKER_KEYS}
+    topic_defaults = topic_defaults_from_broker_config(
+        {k.replace("_", "."): v for k, v in config.items()})
+    return BrokerSettings(tick_ms, metrics_interval_s, session_ms, kafka, group,
+                          replica_manager, topic_defaults)
