@@ -122,7 +122,7 @@ class Log:
             stray.unlink()
         bases = sorted(int(m.group(1)) for p in self.dir.iterdir()
                        if (m := _SEGMENT_FILE.match(p.name)))
-        for index in self.dir.glob("*.index"):
+        for index in [*self.dir.glob("*.index"), *self.dir.glob("*.timeindex")]:
             if int(index.stem) not in bases:
                 index.unlink()
         if not bases:
@@ -155,6 +155,8 @@ class Log:
         return RecoveryReport(scanned, truncated, tuple(deleted), reason)
 
     def _add_segment(self, base_offset: int) -> Segment:
+        if self._segments:
+            self._segments[-1].on_become_inactive()
         segment = Segment(self.dir, base_offset, self.config.index_interval_bytes)
         if segment.size:
             raise KafkaStorageError(f"segment {segment.log_path} already holds data")

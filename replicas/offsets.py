@@ -11,9 +11,9 @@ Rules:
   the first record at or after t whose offset is below the HW, else offset -1 / timestamp -1.
   The leader epoch answered is the epoch of the batch holding that offset (the epoch cache's
   for EARLIEST/LATEST), as KIP-279 wants.
-- Timestamp lookups skip whole segments by their max timestamp (kept by the segment), read
-  batch headers only in the segment that can hold the answer, and decode only the one batch
-  that holds it. (A `.timeindex` would make the in-segment part a seek.)
+- Timestamp lookups skip whole segments by their max timestamp (kept by the segment), start
+  in the segment that can hold the answer where its `.timeindex` says, read batch headers
+  from there and decode only the one batch that holds the answer.
 """
 
 from __future__ import annotations
@@ -72,7 +72,8 @@ def list_offset(part, timestamp: int, current_leader_epoch: int = -1) -> OffsetL
         segments = [s for s in segments if s.max_timestamp >= timestamp]
     best = None                                  # (timestamp, header, segment) for MAX_TIMESTAMP
     for segment in segments:
-        for h in segment._headers_from(0):       # noqa: SLF001 - same package, header-only scan
+        start = 0 if timestamp == MAX_TIMESTAMP else segment.position_for_timestamp(timestamp)
+        for h in segment._headers_from(start):   # noqa: SLF001 - same package, header-only scan
             if h.base_offset >= hw:
                 break
             if timestamp == MAX_TIMESTAMP:

@@ -1,4 +1,5 @@
-"""One log segment: a `.log` file of whole record batches and its sparse `.index`.
+"""One log segment: a `.log` file of whole record batches, its sparse `.index` and its
+`.timeindex` (replicas/time_index.py).
 
 Rules (KAFKA_FACTS §8, Kafka's LogSegment/OffsetIndex):
 - Files are named by the segment's base offset, zero-padded to 20 digits.
@@ -11,10 +12,12 @@ Rules (KAFKA_FACTS §8, Kafka's LogSegment/OffsetIndex):
 - The index is derived data: if it is missing or inconsistent it is rebuilt from the
   `.log`; a recovered segment always gets a fresh one.
 - No method reads the clock; fsync happens only in flush().
-- Timestamps for retention and rolling: the largest batch max timestamp and the first
-  batch's max timestamp (Kafka's rollingBasedTimestamp), kept current by appends; for a
-  segment opened from disk or cut by truncation they are read once from its batch headers
-  (a `.timeindex` would make that one read). A segment with no timestamp (all -1) counts
+- Timestamps for retention, rolling and the time index: the largest batch max timestamp
+  (and the last offset of the batch that carried it) and the first batch's max timestamp
+  (Kafka's rollingBasedTimestamp), kept current by appends; for a segment opened from disk
+  they are read once from its batch headers, for a recovered or truncated one at once.
+- The time index gets an entry whenever the offset index does, and a last one when the
+  segment is rolled (`on_become_inactive`) or recovered. A segment with no timestamp (all -1) counts
   as old as its file's modification time, as Kafka's largestTimestamp.
 - One open file per segment: the `.log`. The index lives in memory and its file is opened
   only to be read at load, written (one pwrite per appended batch set that adds entries,
@@ -33,6 +36,7 @@ from pathlib import Path
 
 from replicas import records
 from replicas.errors import CorruptRecord
+from replicas.time_index import TimeIndex
 
 INDEX_ENTRY = struct.Struct(">ii")
 MAX_RELATIVE_OFFSET = 2**31 - 1
@@ -60,6 +64,8 @@ class Segment:
         self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
         with self._index_file():
             pass                                # the .index exists from the start
+        self.time_index = TimeIndex(directory / segment_name(base_offset, ".timeindex"),
+                                    base_offset)
         self.size = os.fstat(self._fd).st_size
         self.next_offset = base_offset
         self._index_offsets: list[int] = []     # relative last offsets
@@ -67,8 +73,10 @@ class Segment:
         self._bytes_since_index = 0
         self.dirty = False
         self.created_ms: int | None = None       # set by the log from its clock
-        # (first batch max timestamp or None, largest max timestamp); None = read headers
-        self._timestamps: tuple[int | None, int] | None = (None, -1) if self.size == 0 else None
+        # (first batch max timestamp or None, largest max timestamp, last offset of its
+        # batch); None = not read from the headers yet
+        self._timestamps: tuple[int | None, int, int] | None = \
+            (None, -1, -1) if self.size == 0 else None
 
     # -- loading ---------------------------------------------------------------------
     def load_trusted(self, next_offset: int) -> None:
@@ -85,7 +93,7 @@ class Segment:
                 return
             offsets.append(rel)
             positions.append(pos)
-        if usable != len(raw):
+        if usable != len(raw) or not self.time_index.load(next_offset):
             self.rebuild_index()
             return
         self._index_offsets, self._index_positions = offsets, positions
@@ -99,7 +107,6 @@ class Segment:
             self.size = result.valid_bytes
             self.dirty = True
         self.next_offset = result.next_offset
-        self._timestamps = None
         self.rebuild_index()
         return result
 
@@ -124,15 +131,22 @@ class Segment:
         return ScanResult(position, expected, None)
 
     def rebuild_index(self) -> None:
+        """Both indexes and the timestamps from the `.log` (Kafka's LogSegment.recover)."""
         self._index_offsets, self._index_positions = [], []
         self._bytes_since_index = 0
+        self.time_index.clear()
+        self._timestamps = (None, -1, -1)
         for header in self._headers_from(0):
-            self._maybe_index(header.last_offset, header.position, header.size)
+            self._track(header)
+            if self._maybe_index(header.last_offset, header.position, header.size):
+                self.time_index.maybe_append(*self._timestamps[1:])
+        self.time_index.maybe_append(*self._timestamps[1:])
         entries = b"".join(INDEX_ENTRY.pack(o, p)
                            for o, p in zip(self._index_offsets, self._index_positions))
         with self._index_file() as fd:
             os.ftruncate(fd, 0)
             os.pwrite(fd, entries, 0)
+        self.time_index.rewrite()
         self.dirty = True
 
     # -- appending -------------------------------------------------------------------
@@ -142,23 +156,29 @@ class Segment:
         `headers` may predate offset assignment, so offsets are counted from `first_offset`.
         """
         start = self.size
-        index_bytes = bytearray()
+        index_bytes, time_bytes = bytearray(), bytearray()
         offset = first_offset
+        self._known_timestamps()
         for header in headers:
             offset += header.last_offset_delta + 1
-            index_bytes += self._maybe_index(offset - 1, start + header.position, header.size)
+            self._track(header, offset - 1)
+            entry = self._maybe_index(offset - 1, start + header.position, header.size)
+            if entry:
+                index_bytes += entry
+                time_bytes += self.time_index.maybe_append(*self._timestamps[1:])
         _write_all(self._fd, buf, start)
         if index_bytes:
             with self._index_file() as fd:
                 _write_all(fd, index_bytes, len(self._index_offsets) * INDEX_ENTRY.size
                            - len(index_bytes))
+            self.time_index.write(bytes(time_bytes))
         self.size = start + len(buf)
         self.next_offset = offset
         self.dirty = True
-        if self._timestamps is not None and headers:
-            first, largest = self._timestamps
-            self._timestamps = (headers[0].max_timestamp if first is None else first,
-                                max(largest, max(h.max_timestamp for h in headers)))
+
+    def on_become_inactive(self) -> None:
+        """The segment was rolled: its last time-index entry (Kafka's skipFullCheck)."""
+        self.time_index.write(self.time_index.maybe_append(*self._known_timestamps()[1:]))
 
     def _maybe_index(self, last_offset: int, position: int, size: int) -> bytes:
         """Kafka's rule for one batch; returns the 8 bytes of a new entry, or b""."""
@@ -183,14 +203,25 @@ class Segment:
                 and next_offset - 1 - self.base_offset <= MAX_RELATIVE_OFFSET)
 
     # -- timestamps --------------------------------------------------------------------
-    def _known_timestamps(self) -> tuple[int | None, int]:
+    def _track(self, header: records.BatchHeader, last_offset: int | None = None) -> None:
+        """Fold one batch into the known timestamps (`last_offset`: its real last offset
+        when the header predates offset assignment)."""
+        first, largest, at = self._timestamps
+        if header.max_timestamp > largest:
+            largest = header.max_timestamp
+            at = header.last_offset if last_offset is None else last_offset
+        self._timestamps = (header.max_timestamp if first is None else first, largest, at)
+
+    def _known_timestamps(self) -> tuple[int | None, int, int]:
         if self._timestamps is None:
-            first, largest = None, -1
+            self._timestamps = (None, -1, -1)
             for header in self._headers_from(0):
-                first = header.max_timestamp if first is None else first
-                largest = max(largest, header.max_timestamp)
-            self._timestamps = (first, largest)
+                self._track(header)
         return self._timestamps
+
+    def position_for_timestamp(self, timestamp: int) -> int:
+        """Where a search for the first record at or after `timestamp` may start."""
+        return self.find_position(self.time_index.lookup(timestamp))[0]
 
     @property
     def max_timestamp(self) -> int:
@@ -261,7 +292,9 @@ class Segment:
             os.ftruncate(fd, keep * INDEX_ENTRY.size)
         self._bytes_since_index = position - (self._index_positions[-1] if keep else 0)
         self.dirty = True
+        self.time_index.truncate_to(self.next_offset)
         self._timestamps = None
+        self._known_timestamps()
         return removed
 
     def flush(self) -> None:
@@ -269,6 +302,7 @@ class Segment:
             os.fsync(self._fd)
             with self._index_file() as fd:   # fsync covers writes made through any fd
                 os.fsync(fd)
+            self.time_index.fsync()
             self.dirty = False
 
     @contextlib.contextmanager
@@ -290,6 +324,7 @@ class Segment:
         self.close()
         for path in (self.log_path, self.index_path):
             path.unlink(missing_ok=True)
+        self.time_index.delete()
 
 
 def _write_all(fd: int, data, position: int) -> None:
