@@ -59,6 +59,7 @@ from actors.group_host import OFFSETS_TOPIC, GroupHost
 from actors.broker_config import split_broker_config
 from actors.kafka_api import KafkaBrokerApi
 from actors.listener import KafkaListener
+from actors.log_cleaner import LogCleaner
 from controller.requests import LeaderAndIsrRequest, StopReplicaRequest, UpdateMetadataRequest
 from controller.layout import BrokerRegistration, LeaderIsrAndControllerEpoch
 from controller.zookeeper.store import ZkStore
@@ -151,6 +152,8 @@ class BrokerActor:
         self._register()
         threading.Thread(target=self._background, daemon=True, name="broker-background").start()
         threading.Thread(target=self._alter_sender, daemon=True, name="broker-alter").start()
+        if self.rm.config.log_cleaner_enable:
+            self.cleaner = LogCleaner(self, self.rm.config.log_cleaner_backoff_ms, self._stopped)
         metrics.Reporter(self.metrics, metrics.broker_gauges(cluster, broker_id),
                          settings.metrics_interval_s, self._stopped, name="broker-metrics")
 

@@ -6,8 +6,8 @@ Rules:
 - Shell settings: `tick_ms` (100), `metrics_interval_s`, `zk_session_timeout_ms` (3000).
 - Listener settings go to KafkaConfig (actors/kafka_api.py); group.*, offsets.*, offset.*
   to the group coordinator's config; replica-manager settings (`replica.lag.time.max.ms`,
-  `max.fetch.bytes`, `hw.checkpoint.interval.ms`, `log.retention.check.interval.ms`) to
-  BrokerConfig.
+  `max.fetch.bytes`, `hw.checkpoint.interval.ms`, `log.retention.check.interval.ms`,
+  `log.cleaner.enable`, `log.cleaner.backoff.ms`) to BrokerConfig.
 - Everything else is a topic-config default; Kafka's broker names of topic defaults
   (`log.retention.ms`, `log.segment.bytes`, `log.roll.ms`, ...) map to the topic names.
 - A group config that does not parse raises InvalidConfig.
@@ -25,7 +25,7 @@ from replicas.errors import InvalidConfig
 from replicas.replica_types import topic_defaults_from_broker_config
 
 BROKER_KEYS = {"replica_lag_time_max_ms", "max_fetch_bytes", "hw_checkpoint_interval_ms",
-               "log_retention_check_interval_ms"}
+               "log_retention_check_interval_ms", "log_cleaner_backoff_ms"}
 
 
 @dataclass(frozen=True)
@@ -64,6 +64,9 @@ def split_broker_config(config: dict | None) -> BrokerSettings:
     group = pop_group_config(config)
     config = {k.replace(".", "_"): v for k, v in config.items()}
     replica_manager = {k: int(config.pop(k)) for k in list(config) if k in BROKER_KEYS}
+    if "log_cleaner_enable" in config:
+        replica_manager["log_cleaner_enable"] = \
+            str(config.pop("log_cleaner_enable")).strip().lower() in ("true", "1")
     topic_defaults = topic_defaults_from_broker_config(
         {k.replace("_", "."): v for k, v in config.items()})
     return BrokerSettings(tick_ms, metrics_interval_s, session_ms, kafka, group,

@@ -39,6 +39,13 @@ def _int_in(lo: int, hi: int) -> Callable[[str], int]:
     return parse
 
 
+def _ratio(v: str) -> float:
+    value = float(v)
+    if not 0.0 <= value <= 1.0:
+        raise ValueError("must be in [0, 1]")
+    return value
+
+
 def _one_of(*choices: str) -> Callable[[str], str]:
     def parse(v: str) -> str:
         if v.strip() not in choices:
@@ -68,6 +75,13 @@ CONFIG_DEFS: dict[str, ConfigDef] = {
     "flush.ms": ConfigDef(_int_in(0, _LONG_MAX), _LONG_MAX, "fsync after this long"),
     "cleanup.policy": ConfigDef(_one_of("delete", "compact", "compact,delete", "delete,compact"),
                                 "delete", "delete and/or compact (the cleaner: issue 17)"),
+    "min.cleanable.dirty.ratio": ConfigDef(_ratio, 0.5, "compact once this share is dirty"),
+    "min.compaction.lag.ms": ConfigDef(_int_in(0, _LONG_MAX), 0,
+                                       "records younger than this stay uncompacted"),
+    "max.compaction.lag.ms": ConfigDef(_int_in(1, _LONG_MAX), _LONG_MAX,
+                                       "compact records older than this whatever the ratio"),
+    "delete.retention.ms": ConfigDef(_int_in(0, _LONG_MAX), 86_400_000,
+                                     "how long tombstones stay after compaction"),
     "compression.type": ConfigDef(_one_of("producer", "uncompressed", "gzip", "snappy", "lz4",
                                           "zstd"), "producer",
                                   "the codec batches are stored in; producer: as sent"),
@@ -109,6 +123,10 @@ class TopicConfig:
     flush_ms: int = _LONG_MAX
     cleanup_policy: str = "delete"
     compression_type: str = "producer"
+    min_cleanable_dirty_ratio: float = 0.5
+    min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int = _LONG_MAX
+    delete_retention_ms: int = 86_400_000
 
     @classmethod
     def from_mapping(cls, config: Mapping[str, object] | None,

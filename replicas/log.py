@@ -3,7 +3,10 @@
 Rules:
 - Lives in `<data_dir>/<topic>-<partition>/`; segments are rolled when the active one
   would exceed `segment_bytes` (or relative offsets would overflow 32 bits).
-- Offsets are dense: every batch starts where the previous one ended.
+- Offsets rise: every batch starts where the previous one ended, except across batches the
+  cleaner removed from a compacted log (replicas/cleaner.py; followers accept such gaps).
+- Compacted topics (cleanup.policy has compact) refuse records without a key at the leader:
+  INVALID_RECORD (87), nothing appended.
 - Leader append: validate every batch (header, CRC, size) BEFORE writing anything; with a
   topic codec, rebuild the batches in another codec (replicas/compression.py); then
   assign offsets from the log end offset (LEO) and stamp the leader epoch in the headers,
@@ -37,6 +40,8 @@ from typing import Callable
 
 from replicas import records
 from replicas.checkpoints import leader_epoch_checkpoint
+from replicas.cleaner import (CleanerPolicy, CleanPlan, CleanStats, SegmentView,
+                              finish_interrupted_swaps, require_keys, swap_in)
 from replicas.compression import needs_recompression, recompress
 from replicas.epoch_cache import LeaderEpochCache
 from replicas.errors import CorruptRecord, KafkaStorageError, OffsetOutOfRange
@@ -56,6 +61,7 @@ class LogConfig:
     segment_ms: int = 604_800_000               # segment.ms: roll on append after this age
     retention: RetentionPolicy = RetentionPolicy()   # retention.ms/.bytes, cleanup.policy
     compression: int | None = None              # compression.type's codec; None = producer
+    cleaner: CleanerPolicy = CleanerPolicy()     # compaction settings (cleanup.policy etc.)
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +126,7 @@ class Log:
     def _load(self, recovery_point: int) -> RecoveryReport:
         for stray in self.dir.glob("*.tmp"):
             stray.unlink()
+        finish_interrupted_swaps(self.dir)
         bases = sorted(int(m.group(1)) for p in self.dir.iterdir()
                        if (m := _SEGMENT_FILE.match(p.name)))
         for index in [*self.dir.glob("*.index"), *self.dir.glob("*.timeindex")]:
@@ -134,7 +141,7 @@ class Log:
         for i, base in enumerate(bases):
             segment = Segment(self.dir, base, self.config.index_interval_bytes)
             expected_base = self._segments[-1].next_offset if self._segments else base
-            if reason is not None or base != expected_base:
+            if reason is not None or base < expected_base:
                 reason = reason or f"segment {base} does not continue at offset {expected_base}"
                 truncated += segment.size
                 deleted.append(segment.log_path.name)
@@ -191,6 +198,8 @@ class Log:
     def append_as_leader(self, buf, leader_epoch: int) -> AppendInfo:
         """Validate, assign offsets from the LEO, stamp `leader_epoch`, write."""
         headers = records.validate_batches(buf, self.config.max_message_bytes)
+        if self.config.cleaner.compact:
+            require_keys(buf, headers, self.dir.name)
         if needs_recompression(headers, self.config.compression):
             buf = recompress(buf, headers, self.config.compression)
             headers = records.validate_batches(buf, self.config.max_message_bytes)
@@ -206,25 +215,26 @@ class Log:
         headers = records.validate_batches(buf, None, require_records=False)
         expected = self.log_end_offset
         for header in headers:
-            if header.base_offset != expected:
+            if header.base_offset < expected:
                 raise CorruptRecord(f"replicated batch has base offset {header.base_offset}, "
                                     f"log end offset is {expected}")
             expected = header.next_offset
         for header in headers:
             if header.partition_leader_epoch >= 0:
                 self.epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
-        first = self.log_end_offset
-        self._write(buf, headers, first, expected)
+        first = headers[0].base_offset if headers else self.log_end_offset
+        self._write(buf, headers, first, expected, assigned=True)
         return _append_info(headers, first, expected)
 
-    def _write(self, data, headers: list[records.BatchHeader], first: int, next_offset: int) -> None:
+    def _write(self, data, headers: list[records.BatchHeader], first: int, next_offset: int,
+               assigned: bool = False) -> None:
         active = self._segments[-1]
         if not active.fits(len(data), next_offset, self.config.segment_bytes) or time_to_roll(
                 active.size, active.rolling_timestamp, active.created_ms,
                 max(h.max_timestamp for h in headers),
                 self._clock_ms() if self._clock_ms else None, self.config.segment_ms):
             active = self._add_segment(first)
-        active.append(data, headers, first)
+        active.append(data, headers, first, assigned)
         self._flush.messages_since_flush += next_offset - first
         self.maybe_flush()
 
@@ -348,6 +358,32 @@ class Log:
             self.log_start_offset = self._segments[0].base_offset
             self.epoch_cache.truncate_from_start(self.log_start_offset)
         return RetentionResult(plan.count, removed, self.log_start_offset, plan.reasons)
+
+    # -- compaction (replicas/cleaner.py) ------------------------------------------------
+    def segment_views(self) -> list[SegmentView]:
+        return [SegmentView(s.base_offset, s.next_offset, s.size, s.largest_timestamp,
+                            s.rolling_timestamp, s.log_path) for s in self._segments]
+
+    def swap_cleaned(self, plan: CleanPlan, stats: CleanStats) -> bool:
+        """Put the cleaned segments in place of theirs; False (the `.cleaned` files dropped,
+        nothing changed) if any of them changed meanwhile (deleted, truncated, or active)."""
+        by_base = {s.base_offset: i for i, s in enumerate(self._segments[:-1])}
+        unchanged = all(v.base_offset in by_base and
+                        self._segments[by_base[v.base_offset]].size == v.size
+                        for v in plan.segments)
+        if not unchanged:
+            for _, cleaned in stats.cleaned:
+                cleaned.unlink(missing_ok=True)
+            return False
+        for base, cleaned in stats.cleaned:
+            i = by_base[base]
+            old = self._segments[i]
+            old.close()
+            swap_in(cleaned, old.log_path)
+            new = Segment(self.dir, base, self.config.index_interval_bytes)
+            new.recover()
+            self._segments[i] = new
+        return True
 
     def close(self) -> None:
         for segment in self._segments:

@@ -119,6 +119,13 @@ def crc_of(buf, position: int, size: int) -> int:
     return crc32c.crc32c(memoryview(buf)[position + ATTRIBUTES_OFFSET: position + size])
 
 
+def reseal(buf: bytearray, position: int = 0) -> None:
+    """Store a fresh CRC-32C for the batch at `position` after CRC-covered fields changed
+    (the cleaner keeps a batch's last offset delta on a rebuilt batch)."""
+    size = read_header(buf, position).size
+    _UINT32.pack_into(buf, position + CRC_OFFSET, crc_of(buf, position, size))
+
+
 def validate_batch(buf, position: int = 0, max_batch_bytes: int | None = None) -> BatchHeader:
     """Header checks plus CRC-32C; returns the header or raises CorruptRecord/RecordTooLarge."""
     header = read_header(buf, position)

@@ -87,6 +87,7 @@ from replicas import partition_state as ps
 from replicas import records
 from replicas.checkpoints import (log_start_offset_checkpoint, recovery_point_checkpoint,
                                   replication_offset_checkpoint)
+from replicas.cleaner_manager import CleanerManager
 from replicas.follower_side import FollowerSide
 from replicas.errors import (InvalidConfig, InvalidRequest, InvalidTopic, KafkaError,
                              NotLeaderOrFollower, PolicyViolation,
@@ -152,6 +153,7 @@ class ReplicaManager(FollowerSide):
         self._hw_file = replication_offset_checkpoint(self.data_dir)
         self._recovery_file = recovery_point_checkpoint(self.data_dir)
         self._log_start_file = log_start_offset_checkpoint(self.data_dir)
+        self.cleaner = CleanerManager(self.data_dir)      # compaction bookkeeping
         self._hw_dirty = False
         self._last_hw_checkpoint_ms = clock_ms()
         self._closed = False
@@ -500,6 +502,10 @@ class ReplicaManager(FollowerSide):
     # ---- retention ---------------------------------------------------------------------------
     def topics(self) -> set[str]:
         return {tp.topic for tp in self._partitions}
+
+    def hosted_logs(self) -> list[tuple]:
+        """(tp, Log, high watermark) of every hosted replica (the cleaner's view)."""
+        return [(tp, p.log, p.state.high_watermark) for tp, p in self._partitions.items()]
 
     def apply_retention(self, now_ms: int, topic_configs: Mapping[str, Mapping] | None = None
                         ) -> dict:

@@ -26,6 +26,7 @@ from replicas import partition_state as ps
 from replicas.errors import InvalidConfig
 from replicas.log import LogConfig
 from replicas.metadata_cache import TopicPartition
+from replicas.cleaner import CleanerPolicy
 from replicas.compression import topic_codec
 from replicas.retention import RetentionPolicy
 
@@ -124,6 +125,8 @@ class BrokerConfig:
     max_fetch_bytes: int = 4 << 20
     hw_checkpoint_interval_ms: int = 0      # 0: persist in the call that moved the HW
     log_retention_check_interval_ms: int = 300_000   # Kafka's log.retention.check.interval.ms
+    log_cleaner_enable: bool = True                  # log.cleaner.enable
+    log_cleaner_backoff_ms: int = 15_000             # log.cleaner.backoff.ms
 
 
 # Kafka's broker-level names of topic-config defaults (KafkaConfig / LogConfig synonyms).
@@ -133,6 +136,10 @@ BROKER_TOPIC_SYNONYMS = {
     "log.cleanup.policy": "cleanup.policy", "log.index.interval.bytes": "index.interval.bytes",
     "log.flush.interval.messages": "flush.messages", "log.flush.interval.ms": "flush.ms",
     "message.max.bytes": "max.message.bytes",
+    "log.cleaner.min.cleanable.ratio": "min.cleanable.dirty.ratio",
+    "log.cleaner.min.compaction.lag.ms": "min.compaction.lag.ms",
+    "log.cleaner.max.compaction.lag.ms": "max.compaction.lag.ms",
+    "log.cleaner.delete.retention.ms": "delete.retention.ms",
 }
 _HOURS_MINUTES = {"log.retention.hours": ("retention.ms", 3_600_000),
                   "log.retention.minutes": ("retention.ms", 60_000),
@@ -157,12 +164,12 @@ def topic_defaults_from_broker_config(config: Mapping[str, object]) -> dict[str,
 
 
 # ---------------------------------------------------------------- topic config
-def _setting(config: Mapping[str, object], key: str, default: int) -> int:
+def _setting(config: Mapping[str, object], key: str, default, kind=int):
     value = config.get(key)
     if value is None:
         return default
     try:
-        return int(str(value).strip())
+        return kind(str(value).strip())
     except ValueError:
         raise InvalidConfig(f"Invalid value {value!r} for configuration {key}") from None
 
@@ -175,6 +182,7 @@ def partition_configs(topic_config: Mapping[str, object] | None,
     base = LogConfig()
     flush_messages = _setting(merged, "flush.messages", _LONG_MAX)
     flush_ms = _setting(merged, "flush.ms", _LONG_MAX)
+    policies = str(merged.get("cleanup.policy", "delete")).replace(" ", "").split(",")
     log_config = LogConfig(
         segment_bytes=_setting(merged, "segment.bytes", base.segment_bytes),
         index_interval_bytes=_setting(merged, "index.interval.bytes", base.index_interval_bytes),
@@ -183,10 +191,16 @@ def partition_configs(topic_config: Mapping[str, object] | None,
         flush_ms=None if flush_ms >= _LONG_MAX else flush_ms,
         segment_ms=_setting(merged, "segment.ms", base.segment_ms),
         compression=topic_codec(str(merged.get("compression.type", "producer"))),
+        cleaner=CleanerPolicy(
+            "compact" in policies,
+            _setting(merged, "min.cleanable.dirty.ratio", 0.5, float),
+            _setting(merged, "min.compaction.lag.ms", base.cleaner.min_compaction_lag_ms),
+            _setting(merged, "max.compaction.lag.ms", base.cleaner.max_compaction_lag_ms),
+            _setting(merged, "delete.retention.ms", base.cleaner.delete_retention_ms)),
         retention=RetentionPolicy(
             _setting(merged, "retention.ms", base.retention.retention_ms),
             _setting(merged, "retention.bytes", base.retention.retention_bytes),
-            "delete" in str(merged.get("cleanup.policy", "delete")).split(",")))
+            "delete" in policies))
     try:
         partition_config = ps.PartitionConfig(_setting(merged, "min.insync.replicas", 1),
                                               replica_lag_time_max_ms)

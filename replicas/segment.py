@@ -3,7 +3,8 @@
 
 Rules (KAFKA_FACTS §8, Kafka's LogSegment/OffsetIndex):
 - Files are named by the segment's base offset, zero-padded to 20 digits.
-- The `.log` holds whole RecordBatch v2 batches back to back, offsets dense and rising.
+- The `.log` holds whole RecordBatch v2 batches back to back, offsets rising (dense, except
+  where the cleaner removed whole batches of a compacted log).
 - The `.index` holds 8-byte big-endian entries (4-byte offset relative to the base,
   4-byte file position). An entry is added before a batch once more than
   `index_interval_bytes` were appended since the last entry (Kafka's rule); it names the
@@ -100,7 +101,7 @@ class Segment:
         self._bytes_since_index = self.size - (positions[-1] if positions else 0)
 
     def recover(self, max_batch_bytes: int | None = None) -> ScanResult:
-        """Validate every batch (header, CRC, dense offsets); cut the file at the first bad one."""
+        """Validate every batch (header, CRC, rising offsets); cut the file at the first bad one."""
         result = self.scan(max_batch_bytes)
         if result.valid_bytes < self.size:
             os.ftruncate(self._fd, result.valid_bytes)
@@ -121,9 +122,9 @@ class Segment:
                 actual = records.crc_of(body, 0, header.size)
                 if actual != header.crc:
                     raise CorruptRecord(f"CRC-32C mismatch in batch at offset {header.base_offset}")
-                if header.base_offset != expected:
+                if header.base_offset < expected:       # gaps: a compacted log
                     raise CorruptRecord(
-                        f"batch base offset {header.base_offset}, expected {expected}")
+                        f"batch base offset {header.base_offset}, expected >= {expected}")
             except CorruptRecord as exc:
                 return ScanResult(position, expected, f"{self.log_path.name}: {exc.message}")
             position += header.size
@@ -150,17 +151,19 @@ class Segment:
         self.dirty = True
 
     # -- appending -------------------------------------------------------------------
-    def append(self, buf, headers: list[records.BatchHeader], first_offset: int) -> None:
+    def append(self, buf, headers: list[records.BatchHeader], first_offset: int,
+               assigned: bool = False) -> None:
         """Write validated batches that start at `first_offset` at the end of the file.
 
-        `headers` may predate offset assignment, so offsets are counted from `first_offset`.
+        `headers` may predate offset assignment (a leader append), so offsets are counted
+        from `first_offset`; `assigned` headers (a follower's) carry their real offsets.
         """
         start = self.size
         index_bytes, time_bytes = bytearray(), bytearray()
         offset = first_offset
         self._known_timestamps()
         for header in headers:
-            offset += header.last_offset_delta + 1
+            offset = (header.base_offset if assigned else offset) + header.last_offset_delta + 1
             self._track(header, offset - 1)
             entry = self._maybe_index(offset - 1, start + header.position, header.size)
             if entry:

@@ -1,7 +1,9 @@
 """Retention on a real rayka cluster (real Ray, the real ZooKeeper): every replica keeps its
 log near retention.bytes, the log start moves on the leader and the followers alike, and
 consumers (native and kcat) read from the new log start to the end with no gap. Brokers run
-a retention check every second here (log.retention.check.interval.ms)."""
+a retention check every second and the cleaner every half second here
+(log.retention.check.interval.ms, log.cleaner.backoff.ms). Compacted replicas are read back
+from their segment files by kafka-python, an independent reader."""
 
 from __future__ import annotations
 
@@ -25,7 +27,7 @@ def cluster(tmp_path_factory):
     ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="WARNING")
     c = rayka.start_local(name=f"r{uuid.uuid4().hex[:8]}", brokers=3, controllers=1,
                           data_dir=str(tmp_path_factory.mktemp("rayka")),
-                          log_retention_check_interval_ms=1000)
+                          log_retention_check_interval_ms=1000, log_cleaner_backoff_ms=500)
     yield c
     c.shutdown()
     ray.shutdown()
@@ -151,3 +153,80 @@ def test_offsets_for_times(cluster):
     assert c.offsets_for_times({tp: 0})[tp] == (0, base)
     assert c.offsets_for_times({tp: base + 10_000})[tp] is None    # nothing that recent
     c.close()
+
+
+def replica_files_state(cluster, tp):
+    """broker → [(offset, key, value)] parsed by kafka-python from its segment files."""
+    import os
+    from pathlib import Path
+    from kafka.record import MemoryRecords
+    out = {}
+    for b in (1, 2, 3):
+        d = Path(cluster.facts["data_dir"]) / f"broker-{b}" / f"{tp[0]}-{tp[1]}"
+        got = []
+        for name in sorted(os.listdir(d)):
+            if name.endswith(".log"):
+                parsed = MemoryRecords((d / name).read_bytes())
+                while parsed.has_next():
+                    batch = parsed.next_batch()
+                    assert batch.validate_crc()
+                    got += [(r.offset, r.key, r.value) for r in batch]
+        out[b] = got
+    return out
+
+
+def test_compaction_keeps_the_last_value_per_key_on_every_replica_through_a_kill(cluster):
+    topic = f"cmp-{uuid.uuid4().hex[:6]}"
+    tp = (topic, 0)
+    cluster.admin().create_topic(topic, 1, 3, {
+        "cleanup.policy": "compact", "segment.bytes": 4000, "min.cleanable.dirty.ratio": 0.01,
+        "delete.retention.ms": 0, "min.insync.replicas": 2})
+    producer = cluster.producer(acks="all")
+    written = []
+    for round_ in range(6):
+        batch = [(b"k%02d" % (i % 40), b"r%d-%d" % (round_, i)) for i in range(400)]
+        if round_ == 2:
+            batch += [(b"k%02d" % i, None) for i in range(5)]        # deletes k00..k04
+        for key, value in batch:
+            producer.send(topic, value, key=key, partition=0)
+        written += batch
+        producer.flush(TIMEOUT_S)
+        if round_ == 3:                          # kill a broker while cleaners are busy
+            cluster.kill_broker(cluster.admin().describe_topic(topic)[0].leader)
+    producer.close()
+    final = {}
+    for key, value in written:
+        final[key] = value
+    total = len(written)
+
+    def compacted_everywhere():
+        states = replica_files_state(cluster, tp)
+        ok = all(len(recs) < total / 3 and max(o for o, _, _ in recs) == total - 1
+                 for recs in states.values())
+        return ok and states
+    states = wait_for(compacted_everywhere, TIMEOUT_S, "every replica compacted to < 1/3")
+    for b, recs in states.items():
+        offsets = [o for o, _, _ in recs]
+        assert offsets == sorted(set(offsets)), b              # offsets kept, rising
+        last = {}
+        for o, k, v in recs:
+            last[k] = v
+        assert {k: v for k, v in last.items() if v is not None} == \
+            {k: v for k, v in final.items() if v is not None}, b
+    c = cluster.consumer()                       # a consumer from the start sees the same
+    c.assign([tp])
+    seen = []
+    wait_for(lambda: seen.extend(c.poll(timeout_ms=500)) or (seen and seen[-1].offset == total - 1),
+             TIMEOUT_S, "read to the end")
+    c.close()
+    state = {}
+    for r in seen:
+        state[r.key] = r.value
+    assert {k: v for k, v in state.items() if v is not None} == \
+        {k: v for k, v in final.items() if v is not None}
+    with pytest.raises(Exception) as keyless:    # a record without a key is refused
+        p = cluster.producer(acks="all", retries=0)
+        p.send(topic, b"no key", partition=0).result(timeout=60)
+    from rayka.errors import InvalidRecord
+    assert isinstance(keyless.value, InvalidRecord)
+    p.close()

@@ -1,0 +1,241 @@
+"""Log compaction (Kafka's LogCleaner / LogCleanerManager for cleanup.policy=compact): which
+log to clean, what range, which records survive, and the crash-safe rewrite of a segment.
+
+Rules (KAFKA_GROUPS_LOGS §4):
+- A log has a clean part [log start, first dirty) and a dirty part [first dirty, cleanable
+  end); first dirty comes from `cleaner-offset-checkpoint` (at least the log start). The
+  cleanable end is a segment boundary: the segments considered are the non-active ones,
+  oldest first, wholly below the HW and, with min.compaction.lag.ms, whose largest timestamp
+  is at least that old; the first segment failing either stops the range.
+- Eligible when dirty bytes / (clean + dirty bytes) > min.cleanable.dirty.ratio (strictly),
+  or when the oldest dirty segment's first timestamp is older than max.compaction.lag.ms.
+  The dirtiest eligible log is cleaned first.
+- Cleaning: a key → last offset map over the dirty part; then every segment of the
+  cleanable range is rewritten, in place of itself (same base offset). A record survives
+  iff it has a key, no later record of the map has the same key, and it is not an expired
+  tombstone. Offsets never change: a batch keeps its base offset, last offset delta, leader
+  epoch, producer id/epoch, base sequence and codec, with fewer records; a batch left with
+  no record is dropped (the log then has offset gaps, as Kafka's compacted logs do).
+- Tombstones (null value) are kept until they lie in a segment whose largest timestamp is at
+  or below the delete horizon = the largest timestamp of the last clean segment minus
+  delete.retention.ms (Kafka 2.x's rule, in record time instead of file mtimes): a consumer
+  that reaches the head within delete.retention.ms sees every delete.
+- Crash-safe swap (Kafka's suffixes): a cleaned segment is written to `<base>.log.cleaned`
+  and fsynced, renamed to `<base>.log.swap` (complete), then renamed over `<base>.log`; its
+  indexes are rebuilt. At load, a `.cleaned` file is deleted (that clean never happened) and
+  a `.swap` file completes its rename. A kill at any point loses nothing.
+- Each replica cleans its own log: replicas agree on every key's final value, not on bytes.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
+
+from replicas import records
+from replicas.checkpoints import fsync_dir
+from replicas.errors import InvalidRecord
+
+LONG_MAX = 2**63 - 1
+CONTROL_FLAG = 0x20
+_LAST_OFFSET_DELTA = 23                # byte position of LastOffsetDelta in a batch
+
+
+@dataclass(frozen=True, slots=True)
+class CleanerPolicy:
+    compact: bool = False                        # cleanup.policy includes "compact"
+    min_cleanable_dirty_ratio: float = 0.5
+    min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int = LONG_MAX
+    delete_retention_ms: int = 86_400_000
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentView:
+    base_offset: int
+    next_offset: int
+    size: int
+    largest_timestamp: int
+    first_timestamp: int | None
+    path: Path
+
+
+@dataclass(frozen=True, slots=True)
+class CleanPlan:
+    first_dirty: int
+    end: int                                     # cleanable end (a segment boundary)
+    segments: tuple[SegmentView, ...]            # the cleanable range, oldest first
+    dirty_ratio: float
+    delete_horizon_ms: int
+    reasons: tuple[str, ...] = ()
+
+
+@dataclass
+class CleanStats:
+    bytes_read: int = 0
+    bytes_written: int = 0
+    records_kept: int = 0
+    records_dropped: int = 0
+    cleaned: list = field(default_factory=list)  # (base offset, path of the .cleaned file)
+
+
+def require_keys(buf, headers: Sequence[records.BatchHeader], where: str) -> None:
+    """INVALID_RECORD if any record of `buf` has no key (a compacted topic's rule)."""
+    view = memoryview(buf)
+    for h in headers:
+        if any(r.key is None for r in DefaultRecordBatch(bytes(view[h.position:h.position + h.size]))):
+            raise InvalidRecord(f"Compacted topic cannot accept message without key in topic "
+                                f"partition {where}.")
+
+
+def plan_cleaning(segments: Sequence[SegmentView], log_start: int, checkpoint: int | None,
+                  high_watermark: int, now_ms: int, policy: CleanerPolicy) -> CleanPlan | None:
+    """The cleaning this log needs now, or None (see module rules)."""
+    if not policy.compact or len(segments) < 2:
+        return None
+    first_dirty = max(log_start, checkpoint or 0)
+    chosen = []
+    for i, s in enumerate(segments[:-1]):                       # never the active segment
+        upper = segments[i + 1].base_offset
+        if upper > high_watermark or (policy.min_compaction_lag_ms > 0 and
+                                      s.largest_timestamp > now_ms - policy.min_compaction_lag_ms):
+            break
+        chosen.append(s)
+    if not chosen:
+        return None
+    end = segments[len(chosen)].base_offset
+    uppers = [segments[i + 1].base_offset for i in range(len(chosen))]
+    clean = sum(s.size for s, up in zip(chosen, uppers) if up <= first_dirty)
+    dirty_segments = [s for s, up in zip(chosen, uppers) if up > first_dirty]
+    dirty = sum(s.size for s in dirty_segments)
+    if not dirty_segments or dirty == 0:
+        return None
+    ratio = dirty / (clean + dirty)
+    reasons = []
+    if ratio > policy.min_cleanable_dirty_ratio:
+        reasons.append("dirty ratio")
+    oldest = dirty_segments[0].first_timestamp
+    if policy.max_compaction_lag_ms < LONG_MAX and oldest is not None and oldest >= 0 \
+            and now_ms - oldest > policy.max_compaction_lag_ms:
+        reasons.append("max compaction lag")
+    if not reasons:
+        return None
+    clean_segments = [s for s, up in zip(chosen, uppers) if up <= first_dirty]
+    horizon = clean_segments[-1].largest_timestamp - policy.delete_retention_ms \
+        if clean_segments else -LONG_MAX
+    return CleanPlan(first_dirty, end, tuple(chosen), ratio, horizon, tuple(reasons))
+
+
+# -- reading and writing segments (own descriptors: the broker keeps appending meanwhile) -------
+def iter_batches(path: Path, size: int) -> Iterable[tuple[records.BatchHeader, bytes]]:
+    """(header, whole batch bytes) of the first `size` bytes of a segment file."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        position = 0
+        while position + records.HEADER_SIZE <= size:
+            header = records.read_header(os.pread(fd, records.HEADER_SIZE, position))
+            yield header, os.pread(fd, header.size, position)
+            position += header.size
+    finally:
+        os.close(fd)
+
+
+def build_key_map(plan: CleanPlan, stats: CleanStats) -> dict[bytes, int]:
+    """key → last offset over the dirty part [first dirty, end)."""
+    latest: dict[bytes, int] = {}
+    for s in plan.segments:
+        if s.next_offset <= plan.first_dirty and s.base_offset < plan.first_dirty:
+            continue
+        for header, raw in iter_batches(s.path, s.size):
+            stats.bytes_read += len(raw)
+            if header.last_offset < plan.first_dirty or header.attributes & CONTROL_FLAG:
+                continue
+            for r in DefaultRecordBatch(raw):
+                if r.key is not None and plan.first_dirty <= r.offset < plan.end:
+                    latest[bytes(r.key)] = r.offset
+    return latest
+
+
+def filter_batch(raw: bytes, keep) -> bytes:
+    """The batch with only the records `keep(record)` accepts; b"" when none is left."""
+    batch = DefaultRecordBatch(raw)
+    every = list(batch)
+    kept = [r for r in every if keep(r)]
+    if len(kept) == len(every):
+        return raw
+    if not kept:
+        return b""
+    builder = DefaultRecordBatchBuilder(
+        magic=2, compression_type=batch.compression_type, is_transactional=batch.is_transactional,
+        producer_id=batch.producer_id, producer_epoch=batch.producer_epoch,
+        base_sequence=batch.base_sequence, batch_size=1 << 62)
+    for r in kept:
+        builder.append(r.offset - batch.base_offset, timestamp=r.timestamp, key=r.key,
+                       value=r.value, headers=list(r.headers))
+    out = builder.build()
+    out[0:8] = raw[0:8]                                          # base offset
+    out[records.LEADER_EPOCH_OFFSET:records.LEADER_EPOCH_OFFSET + 4] = \
+        raw[records.LEADER_EPOCH_OFFSET:records.LEADER_EPOCH_OFFSET + 4]
+    out[_LAST_OFFSET_DELTA:_LAST_OFFSET_DELTA + 4] = raw[_LAST_OFFSET_DELTA:_LAST_OFFSET_DELTA + 4]
+    records.reseal(out)                                          # the CRC over the new fields
+    return bytes(out)
+
+
+def clean_segment(s: SegmentView, latest: dict[bytes, int], delete_horizon_ms: int,
+                  stats: CleanStats) -> Path:
+    """Write the survivors of segment `s` to `<base>.log.cleaned` (fsynced); its path."""
+    retain_tombstones = s.largest_timestamp > delete_horizon_ms
+
+    def keep(r) -> bool:
+        ok = r.key is not None and r.offset >= latest.get(bytes(r.key), -1) and \
+            (r.value is not None or retain_tombstones)
+        if ok:
+            stats.records_kept += 1
+        else:
+            stats.records_dropped += 1
+        return ok
+
+    out = bytearray()
+    for header, raw in iter_batches(s.path, s.size):
+        stats.bytes_read += len(raw)
+        out += raw if header.attributes & CONTROL_FLAG else filter_batch(raw, keep)
+    cleaned = s.path.with_name(s.path.name + ".cleaned")
+    with open(cleaned, "wb") as f:
+        f.write(out)
+        f.flush()
+        os.fsync(f.fileno())
+    stats.bytes_written += len(out)
+    return cleaned
+
+
+def run_clean(plan: CleanPlan) -> CleanStats:
+    """Map and rewrite every segment of the plan into `.cleaned` files (the swap is the
+    log's, under the broker's lock: Log.swap_cleaned)."""
+    stats = CleanStats()
+    latest = build_key_map(plan, stats)
+    for s in plan.segments:
+        stats.cleaned.append((s.base_offset, clean_segment(s, latest, plan.delete_horizon_ms,
+                                                           stats)))
+    return stats
+
+
+def swap_in(cleaned: Path, log_path: Path) -> None:
+    """`.cleaned` → `.swap` → `.log`, each step durable (see module rules)."""
+    swap = log_path.with_name(log_path.name + ".swap")
+    os.replace(cleaned, swap)
+    fsync_dir(log_path.parent)
+    os.replace(swap, log_path)
+    fsync_dir(log_path.parent)
+
+
+def finish_interrupted_swaps(directory: Path) -> None:
+    """At load: drop unfinished cleanings, complete finished ones."""
+    for cleaned in directory.glob("*.log.cleaned"):
+        cleaned.unlink()
+    for swap in directory.glob("*.log.swap"):
+        os.replace(swap, swap.with_name(swap.name[:-len(".swap")]))
+    fsync_dir(directory)
