@@ -7,7 +7,8 @@ Rules:
 - Listener settings go to KafkaConfig (actors/kafka_api.py); group.*, offsets.*, offset.*
   to the group coordinator's config; replica-manager settings (`replica.lag.time.max.ms`,
   `max.fetch.bytes`, `hw.checkpoint.interval.ms`, `log.retention.check.interval.ms`,
-  `log.cleaner.enable`, `log.cleaner.backoff.ms`) to BrokerConfig.
+  `log.cleaner.enable`, `log.cleaner.backoff.ms`, `log.max.open.files`: the LRU of open
+  segment files, half the process's descriptor limit by default) to BrokerConfig.
 - Everything else is a topic-config default; Kafka's broker names of topic defaults
   (`log.retention.ms`, `log.segment.bytes`, `log.roll.ms`, ...) map to the topic names.
 - A group config that does not parse raises InvalidConfig.
@@ -16,6 +17,7 @@ Rules:
 from __future__ import annotations
 
 import dataclasses
+import resource
 from dataclasses import dataclass
 
 from actors import metrics
@@ -25,7 +27,7 @@ from replicas.errors import InvalidConfig
 from replicas.replica_types import topic_defaults_from_broker_config
 
 BROKER_KEYS = {"replica_lag_time_max_ms", "max_fetch_bytes", "hw_checkpoint_interval_ms",
-               "log_retention_check_interval_ms", "log_cleaner_backoff_ms"}
+               "log_retention_check_interval_ms", "log_cleaner_backoff_ms", "log_max_open_files"}
 
 
 @dataclass(frozen=True)
@@ -54,6 +56,13 @@ def pop_group_config(config: dict) -> GroupCoordinatorConfig:
         raise InvalidConfig(f"group coordinator config: {exc}") from None
 
 
+def default_max_open_files() -> int:
+    """Half the process's descriptor limit for segment files: the rest is for sockets
+    (clients, Ray, ZooKeeper), index writes and the cleaner."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return max(64, (soft if soft != resource.RLIM_INFINITY else 1 << 20) // 2)
+
+
 def split_broker_config(config: dict | None) -> BrokerSettings:
     config = dict(config or {})
     tick_ms = int(config.pop("tick_ms", 100))
@@ -64,6 +73,7 @@ def split_broker_config(config: dict | None) -> BrokerSettings:
     group = pop_group_config(config)
     config = {k.replace(".", "_"): v for k, v in config.items()}
     replica_manager = {k: int(config.pop(k)) for k in list(config) if k in BROKER_KEYS}
+    replica_manager.setdefault("log_max_open_files", default_max_open_files())
     if "log_cleaner_enable" in config:
         replica_manager["log_cleaner_enable"] = \
             str(config.pop("log_cleaner_enable")).strip().lower() in ("true", "1")

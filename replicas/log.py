@@ -45,6 +45,7 @@ from replicas.cleaner import (CleanerPolicy, CleanPlan, CleanStats, SegmentView,
 from replicas.compression import needs_recompression, recompress
 from replicas.epoch_cache import LeaderEpochCache
 from replicas.errors import CorruptRecord, KafkaStorageError, OffsetOutOfRange
+from replicas.open_files import UNBOUNDED, OpenFiles
 from replicas.retention import RetentionPolicy, plan_retention, time_to_roll
 from replicas.segment import Segment
 
@@ -107,8 +108,10 @@ def partition_dir_name(topic: str, partition: int) -> str:
 
 class Log:
     def __init__(self, directory: str | Path, config: LogConfig = LogConfig(),
-                 recovery_point: int = 0, clock_ms: Callable[[], int] | None = None):
+                 recovery_point: int = 0, clock_ms: Callable[[], int] | None = None,
+                 files: OpenFiles = UNBOUNDED):
         self.dir = Path(directory)
+        self._files = files
         self.dir.mkdir(parents=True, exist_ok=True)
         self.config = config
         self._clock_ms = clock_ms
@@ -139,7 +142,7 @@ class Log:
         deleted: list[str] = []
         reason = None
         for i, base in enumerate(bases):
-            segment = Segment(self.dir, base, self.config.index_interval_bytes)
+            segment = Segment(self.dir, base, self.config.index_interval_bytes, self._files)
             expected_base = self._segments[-1].next_offset if self._segments else base
             if reason is not None or base < expected_base:
                 reason = reason or f"segment {base} does not continue at offset {expected_base}"
@@ -164,7 +167,7 @@ class Log:
     def _add_segment(self, base_offset: int) -> Segment:
         if self._segments:
             self._segments[-1].on_become_inactive()
-        segment = Segment(self.dir, base_offset, self.config.index_interval_bytes)
+        segment = Segment(self.dir, base_offset, self.config.index_interval_bytes, self._files)
         if segment.size:
             raise KafkaStorageError(f"segment {segment.log_path} already holds data")
         segment.next_offset = base_offset
@@ -380,7 +383,7 @@ class Log:
             old = self._segments[i]
             old.close()
             swap_in(cleaned, old.log_path)
-            new = Segment(self.dir, base, self.config.index_interval_bytes)
+            new = Segment(self.dir, base, self.config.index_interval_bytes, self._files)
             new.recover()
             self._segments[i] = new
         return True

@@ -89,6 +89,7 @@ from replicas.checkpoints import (log_start_offset_checkpoint, recovery_point_ch
                                   replication_offset_checkpoint)
 from replicas.cleaner_manager import CleanerManager
 from replicas.follower_side import FollowerSide
+from replicas.open_files import OpenFiles
 from replicas.errors import (InvalidConfig, InvalidRequest, InvalidTopic, KafkaError,
                              NotLeaderOrFollower, PolicyViolation,
                              StaleBrokerEpoch, StaleControllerEpoch, UnknownTopicOrPartition)
@@ -154,6 +155,7 @@ class ReplicaManager(FollowerSide):
         self._recovery_file = recovery_point_checkpoint(self.data_dir)
         self._log_start_file = log_start_offset_checkpoint(self.data_dir)
         self.cleaner = CleanerManager(self.data_dir)      # compaction bookkeeping
+        self.open_files = OpenFiles(config.log_max_open_files)
         self._hw_dirty = False
         self._last_hw_checkpoint_ms = clock_ms()
         self._closed = False
@@ -189,7 +191,7 @@ class ReplicaManager(FollowerSide):
     def _open(self, tp: TopicPartition, log_config: LogConfig,
               partition_config: ps.PartitionConfig, recovery_point: int = 0) -> _Partition:
         log = Log(self.data_dir / partition_dir_name(tp.topic, tp.partition), log_config,
-                  recovery_point=recovery_point, clock_ms=self._clock)
+                  recovery_point=recovery_point, clock_ms=self._clock, files=self.open_files)
         state = ps.PartitionState(tp.topic, tp.partition, self.broker_id, partition_config)
         state.log_end_offset = log.log_end_offset
         state.high_watermark = min(state.high_watermark, log.log_end_offset)

@@ -127,6 +127,7 @@ class BrokerConfig:
     log_retention_check_interval_ms: int = 300_000   # Kafka's log.retention.check.interval.ms
     log_cleaner_enable: bool = True                  # log.cleaner.enable
     log_cleaner_backoff_ms: int = 15_000             # log.cleaner.backoff.ms
+    log_max_open_files: int | None = None            # open .log files (LRU); None: no cap
 
 
 # Kafka's broker-level names of topic-config defaults (KafkaConfig / LogConfig synonyms).

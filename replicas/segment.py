@@ -20,10 +20,11 @@ Rules (KAFKA_FACTS §8, Kafka's LogSegment/OffsetIndex):
 - The time index gets an entry whenever the offset index does, and a last one when the
   segment is rolled (`on_become_inactive`) or recovered. A segment with no timestamp (all -1) counts
   as old as its file's modification time, as Kafka's largestTimestamp.
-- One open file per segment: the `.log`. The index lives in memory and its file is opened
-  only to be read at load, written (one pwrite per appended batch set that adds entries,
-  a truncate, a rebuild) or fsynced, then closed, so a broker holding N replicas needs ~N
-  descriptors, not 2N (Kafka keeps both open and asks for a high ulimit).
+- At most one open file per segment, the `.log`, and only while the broker's LRU of open
+  files (replicas/open_files.py) keeps it. The indexes live in memory and their files are
+  opened only to be read at load, written (one pwrite per appended batch set that adds
+  entries, a truncate, a rebuild) or fsynced, then closed (Kafka keeps every file open and
+  asks for a high ulimit).
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from replicas import records
-from replicas.errors import CorruptRecord
+from replicas.errors import CorruptRecord, KafkaStorageError
+from replicas.open_files import UNBOUNDED, OpenFiles
 from replicas.time_index import TimeIndex
 
 INDEX_ENTRY = struct.Struct(">ii")
@@ -57,12 +59,14 @@ class ScanResult:
 
 
 class Segment:
-    def __init__(self, directory: Path, base_offset: int, index_interval_bytes: int = 4096):
+    def __init__(self, directory: Path, base_offset: int, index_interval_bytes: int = 4096,
+                 files: OpenFiles = UNBOUNDED):
         self.base_offset = base_offset
         self.log_path = directory / segment_name(base_offset, ".log")
         self.index_path = directory / segment_name(base_offset, ".index")
         self.index_interval_bytes = index_interval_bytes
-        self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
+        self._files = files
+        self._closed = False
         with self._index_file():
             pass                                # the .index exists from the start
         self.time_index = TimeIndex(directory / segment_name(base_offset, ".timeindex"),
@@ -316,12 +320,15 @@ class Segment:
         finally:
             os.close(fd)
 
+    @property
+    def _fd(self) -> int:
+        if self._closed:
+            raise KafkaStorageError(f"segment {self.log_path} is closed")
+        return self._files.fd(self, self.log_path)
+
     def close(self) -> None:
-        try:
-            os.close(self._fd)
-        except OSError:
-            pass
-        self._fd = -1
+        self._closed = True
+        self._files.close(self)
 
     def delete(self) -> None:
         self.close()

@@ -62,8 +62,9 @@ def env(tmp_path_factory):
         rc.shutdown()
 
 
-def produce(cl, topic, n, keyed=True, partition=None, batch_size=1 << 20, prefix=b"r"):
-    p = cl.producer(acks="all", batch_size=batch_size)
+def produce(cl, topic, n, keyed=True, partition=None, batch_size=1 << 20, prefix=b"r",
+            compression_type="none"):
+    p = cl.producer(acks="all", batch_size=batch_size, compression_type=compression_type)
     values = [prefix + b"%07d" % i + b"." * 90 for i in range(n)]
     if keyed:
         futures = [p.send(topic, v, key=b"user-%d" % (i % 97)) for i, v in enumerate(values)]
@@ -91,7 +92,7 @@ def test_read_is_pinned_to_leader_nodes_and_equals_a_plain_consumer(env):
     from pipeline import placements, read_topic
     cl, spark, nodes = env
     cl.admin().create_topic("pinned", 6, 3, {"min.insync.replicas": 2})
-    produce(cl, "pinned", 20_000)
+    produce(cl, "pinned", 20_000, compression_type="zstd")   # the read decodes the codec
     broker_nodes = {b.id: b.node_id for b in cl.brokers()}
     assert len(set(broker_nodes.values())) == 3, "one broker per node"
     df = read_topic(spark, cl, "pinned")

@@ -68,8 +68,9 @@ def test_log_append_time_uses_the_batch_max_timestamp_and_a_torn_tail_is_ignored
     assert got[3]["key"] is None and got[3]["value"] == b"w"
 
 
-def test_a_compressed_batch_goes_through_the_codec():
-    b = build_batch([b"x" * 50] * 10, timestamps_ms=1_700_000_000_000, compression_type=1)
+@pytest.mark.parametrize("codec", [1, 2, 3, 4])            # gzip, snappy, lz4, zstd
+def test_a_compressed_batch_goes_through_the_codec(codec):
+    b = build_batch([b"x" * 50] * 10, timestamps_ms=1_700_000_000_000, compression_type=codec)
     cols = Columns("t", 0)
     assert cols.add(bytes(b), 2, 8) == 10
     assert [r["offset"] for r in rows(cols.take())] == list(range(2, 8))
