@@ -251,6 +251,9 @@ class BrokerActor:
             self.changed.notify_all()
 
     # -- controller → broker ---------------------------------------------------------------------
+    def cleaner_rounds(self) -> list[dict]:
+        return list(self.cleaner.rounds) if self.rm.config.log_cleaner_enable else []
+
     @ray.method(concurrency_group="control")
     def list_offsets(self, asks) -> dict:
         """ListOffsets [(tp, timestamp, current leader epoch)] → {tp: OffsetAnswer}."""

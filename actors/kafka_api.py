@@ -32,8 +32,8 @@ from dataclasses import dataclass, fields
 from controller.layout import Endpoint, parse_endpoints
 from controller.topic_admin import plan_partitions, plan_topic
 from controller.topic_config import CONFIG_DEFS, normalize_topic_config
-from protocol.api import (BrokerNode, ClusterMetadata, ConfigEntry, ConfigResource,
-                          ConfigsOutcome, Deferred, FetchAsk, FetchOutcome, OffsetAnswer,
+from protocol.api import (BrokerNode, ClusterMetadata, ConfigEntry,
+                          ConfigsOutcome, Deferred, FetchOutcome, OffsetAnswer,
                           PartitionMetadata, ProduceOutcome, TopicMetadata, TopicOutcome,
                           TopicSpec)
 from controller.assignment import validate_topic_name

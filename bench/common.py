@@ -11,6 +11,7 @@ with min/max), the DESIGN §8 target when there is one, and whether higher is be
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -81,3 +82,31 @@ def arg_parser(doc: str, default_out: Path, quick_help: str) -> argparse.Argumen
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--out", type=Path, default=default_out)
     return parser
+
+
+@contextlib.contextmanager
+def local_cluster(prefix: str, **config):
+    """A fresh rayka cluster (3 brokers, 2 controllers, embedded ZooKeeper, a temp data dir)
+    on this process's Ray (a fresh local one when none runs): yields (cluster, data_dir);
+    stops everything it started and removes the data dir afterwards."""
+    import shutil
+    import tempfile
+    import uuid
+
+    import ray
+
+    import rayka
+    from rayka.cluster import ensure_ray
+    own_ray = ensure_ray("local", include_dashboard=False)
+    data_dir = tempfile.mkdtemp(prefix=f"rayka-{prefix}-bench-")
+    cluster = None
+    try:
+        cluster = rayka.start_local(name=f"{prefix}-{uuid.uuid4().hex[:6]}", data_dir=data_dir,
+                                    **config)
+        yield cluster, data_dir
+    finally:
+        if cluster is not None:
+            cluster.shutdown()
+        if own_ray:
+            ray.shutdown()
+        shutil.rmtree(data_dir, ignore_errors=True)

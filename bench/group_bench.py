@@ -27,9 +27,7 @@ Measured (one sample per run, a fresh group per run):
 
 from __future__ import annotations
 
-import shutil
 import sys
-import tempfile
 import threading
 import time
 import uuid
@@ -37,7 +35,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import arg_parser, emit, figure, machine_facts  # noqa: E402
+from bench.common import arg_parser, emit, figure, local_cluster, machine_facts  # noqa: E402
 
 NAME = "group"
 DEFAULT_OUT = Path(__file__).resolve().parent / "out" / f"{NAME}.json"
@@ -194,20 +192,12 @@ def commits_once(member, duration_s: float) -> float:
 
 
 def run(quick: bool = False, runs: int = 3) -> dict:
-    import ray
-
-    import rayka
-    from rayka.cluster import ensure_ray
-    own_ray = ensure_ray("local", include_dashboard=False)
-    data_dir = tempfile.mkdtemp(prefix="rayka-group-bench-")
     per = PER_PARTITION // 10 if quick else PER_PARTITION
     commit_s = COMMIT_S / 5 if quick else COMMIT_S
     settle = {"native": [], "librdkafka": []}
     joined = {"native": [], "librdkafka": []}
     commits = {"native": [], "librdkafka": []}
-    cluster = None
-    try:
-        cluster = rayka.start_local(name=f"gb-{uuid.uuid4().hex[:6]}", data_dir=data_dir)
+    with local_cluster("gb") as (cluster, _):
         topic = f"groups-{uuid.uuid4().hex[:6]}"
         cluster.admin().create_topic(topic, PARTITIONS, 3)
         p = cluster.producer(acks="all")
@@ -230,12 +220,6 @@ def run(quick: bool = False, runs: int = 3) -> dict:
                 say(f"run {run_i}: {kind}: join phase done {joined_s:.2f} s after the last "
                     f"join, settled {settled_s:.2f} s ({settled_s - joined_s:.2f} s after the "
                     f"join phase); {rate:,.0f} commits/s of {PARTITIONS} partitions")
-    finally:
-        if cluster is not None:
-            cluster.shutdown()
-        if own_ray:
-            ray.shutdown()
-        shutil.rmtree(data_dir, ignore_errors=True)
     params = dict(members=MEMBERS, partitions=PARTITIONS, initial_delay_ms=INITIAL_DELAY_MS)
     figures = []
     for kind in settle:

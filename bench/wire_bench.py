@@ -27,10 +27,8 @@ native API's (bench/produce_bench.py: at 10k rec/s p50 <= 5 ms, p99 <= 20 ms).
 
 from __future__ import annotations
 
-import shutil
 import struct
 import sys
-import tempfile
 import threading
 import time
 import uuid
@@ -40,7 +38,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import arg_parser, emit, figure, machine_facts  # noqa: E402
+from bench.common import arg_parser, emit, figure, local_cluster, machine_facts  # noqa: E402
 
 NAME = "wire"
 DEFAULT_OUT = Path(__file__).resolve().parent / "out" / f"{NAME}.json"
@@ -174,20 +172,11 @@ def latency_once(bootstrap: str, topic: str, rate: int, duration_s: float) -> di
 
 
 def run(quick: bool = False, runs: int = 3) -> dict:
-    import ray
-
-    import rayka
-    from rayka.cluster import ensure_ray
-    own_ray = ensure_ray("local", include_dashboard=False)
-    data_dir = tempfile.mkdtemp(prefix="rayka-wire-bench-")
-    cluster = None
     n = RECORDS // QUICK_DIVISOR if quick else RECORDS
     duration = LATENCY_S / 5 if quick else LATENCY_S
     produced, consumed, costs = [], [], []
     latency: dict[int, list] = {r: [] for r in LATENCY_RATES}
-    try:
-        cluster = rayka.start_local(name=f"wire-{uuid.uuid4().hex[:6]}", brokers=BROKERS,
-                                    controllers=CONTROLLERS, data_dir=data_dir)
+    with local_cluster("wire", brokers=BROKERS, controllers=CONTROLLERS) as (cluster, _):
         bootstrap = cluster.bootstrap_servers()
         for run_i in range(runs):
             topic = new_topic(cluster)
@@ -213,12 +202,6 @@ def run(quick: bool = False, runs: int = 3) -> dict:
                 say(f"run {run_i}: latency at {rate:,}/s: p50 {latency[rate][-1]['p50']:.2f} ms, "
                     f"p99 {latency[rate][-1]['p99']:.2f} ms")
                 cluster.admin().delete_topic(topic, timeout_s=60)
-    finally:
-        if cluster is not None:
-            cluster.shutdown()
-        if own_ray:
-            ray.shutdown()
-        shutil.rmtree(data_dir, ignore_errors=True)
     params = dict(acks="all", idempotent=True, replication_factor=3, value_bytes=VALUE,
                   partitions=PARTITIONS, records=n, client="confluent-kafka 2.16.1")
     name = "wire.produce.acks_all.rf3.100B.records_per_s"

@@ -34,10 +34,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
+from aiokafka.record.default_records import DefaultRecordBatch
 
 from replicas import records
 from replicas.checkpoints import fsync_dir
+from replicas.compression import rebuild
 from replicas.errors import InvalidRecord
 
 LONG_MAX = 2**63 - 1
@@ -169,15 +170,7 @@ def filter_batch(raw: bytes, keep) -> bytes:
         return raw
     if not kept:
         return b""
-    builder = DefaultRecordBatchBuilder(
-        magic=2, compression_type=batch.compression_type, is_transactional=batch.is_transactional,
-        producer_id=batch.producer_id, producer_epoch=batch.producer_epoch,
-        base_sequence=batch.base_sequence, batch_size=1 << 62)
-    for r in kept:
-        builder.append(r.offset - batch.base_offset, timestamp=r.timestamp, key=r.key,
-                       value=r.value, headers=list(r.headers))
-    out = builder.build()
-    out[0:8] = raw[0:8]                                          # base offset
+    out = rebuild(raw, kept, batch.compression_type)
     out[records.LEADER_EPOCH_OFFSET:records.LEADER_EPOCH_OFFSET + 4] = \
         raw[records.LEADER_EPOCH_OFFSET:records.LEADER_EPOCH_OFFSET + 4]
     out[_LAST_OFFSET_DELTA:_LAST_OFFSET_DELTA + 4] = raw[_LAST_OFFSET_DELTA:_LAST_OFFSET_DELTA + 4]

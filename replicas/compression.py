@@ -55,6 +55,23 @@ def needs_recompression(headers: Sequence, codec: int | None) -> bool:
                                      and not h.attributes & CONTROL_FLAG for h in headers)
 
 
+def rebuild(raw: bytes, kept, codec: int) -> bytearray:
+    """A new batch holding the records `kept` of the batch `raw`, in `codec`, with raw's base
+    offset, producer id and epoch, base sequence and transactional bit (offset deltas and
+    timestamps as the records say)."""
+    batch = DefaultRecordBatch(raw)
+    builder = DefaultRecordBatchBuilder(
+        magic=2, compression_type=codec, is_transactional=batch.is_transactional,
+        producer_id=batch.producer_id, producer_epoch=batch.producer_epoch,
+        base_sequence=batch.base_sequence, batch_size=1 << 62)
+    for r in kept:
+        builder.append(r.offset - batch.base_offset, timestamp=r.timestamp, key=r.key,
+                       value=r.value, headers=list(r.headers))
+    out = builder.build()
+    out[0:8] = raw[0:8]                                # the base offset
+    return out
+
+
 def recompress(buf, headers: Sequence, codec: int) -> bytearray:
     """Every batch of `buf` in `codec` (see module rules); batches already in it are copied."""
     out = bytearray()
@@ -62,16 +79,6 @@ def recompress(buf, headers: Sequence, codec: int) -> bytearray:
         raw = bytes(buf[h.position:h.position + h.size])
         if codec_of(h.attributes) == codec or h.attributes & CONTROL_FLAG:
             out += raw
-            continue
-        batch = DefaultRecordBatch(raw)
-        builder = DefaultRecordBatchBuilder(
-            magic=2, compression_type=codec, is_transactional=batch.is_transactional,
-            producer_id=batch.producer_id, producer_epoch=batch.producer_epoch,
-            base_sequence=batch.base_sequence, batch_size=1 << 62)
-        for r in batch:
-            builder.append(r.offset - batch.base_offset, timestamp=r.timestamp, key=r.key,
-                           value=r.value, headers=list(r.headers))
-        rebuilt = builder.build()
-        rebuilt[0:8] = raw[0:8]                       # the base offset the client sent
-        out += rebuilt
+        else:
+            out += rebuild(raw, DefaultRecordBatch(raw), codec)
     return out

@@ -13,6 +13,7 @@ Rules:
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections import OrderedDict
 
@@ -49,3 +50,14 @@ class OpenFiles:
 
 
 UNBOUNDED = OpenFiles()     # for logs opened outside a broker (tools, tests)
+
+
+@contextlib.contextmanager
+def briefly_open(path):
+    """A descriptor of `path` (created if missing) for one read, write or fsync: the index
+    files are never kept open."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        yield fd
+    finally:
+        os.close(fd)

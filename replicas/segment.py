@@ -30,7 +30,6 @@ Rules (KAFKA_FACTS §8, Kafka's LogSegment/OffsetIndex):
 from __future__ import annotations
 
 import bisect
-import contextlib
 import os
 import struct
 from dataclasses import dataclass
@@ -38,7 +37,7 @@ from pathlib import Path
 
 from replicas import records
 from replicas.errors import CorruptRecord, KafkaStorageError
-from replicas.open_files import UNBOUNDED, OpenFiles
+from replicas.open_files import UNBOUNDED, OpenFiles, briefly_open
 from replicas.time_index import TimeIndex
 
 INDEX_ENTRY = struct.Struct(">ii")
@@ -312,13 +311,8 @@ class Segment:
             self.time_index.fsync()
             self.dirty = False
 
-    @contextlib.contextmanager
     def _index_file(self):
-        fd = os.open(self.index_path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            yield fd
-        finally:
-            os.close(fd)
+        return briefly_open(self.index_path)
 
     @property
     def _fd(self) -> int:

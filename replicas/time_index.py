@@ -19,10 +19,11 @@ Rules (KAFKA_FACTS §8, Kafka's TimeIndex / LogSegment):
 from __future__ import annotations
 
 import bisect
-import contextlib
 import os
 import struct
 from pathlib import Path
+
+from replicas.open_files import briefly_open
 
 ENTRY = struct.Struct(">qi")
 NO_TIMESTAMP = -1
@@ -103,10 +104,5 @@ class TimeIndex:
     def delete(self) -> None:
         self.path.unlink(missing_ok=True)
 
-    @contextlib.contextmanager
     def _file(self):
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            yield fd
-        finally:
-            os.close(fd)
+        return briefly_open(self.path)

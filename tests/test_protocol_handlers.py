@@ -275,6 +275,17 @@ def test_produce_null_records_fail_that_partition_only(version):
 
 
 @pytest.mark.parametrize("version", versions(0))
+def test_zstd_needs_produce_v7(version):
+    from replicas.records import build_batch
+    zstd = bytes(build_batch([b"z" * 50] * 4, timestamps_ms=1, compression_type=4))
+    fake = cluster()
+    resp = ask(fake, produce_request(version, {"orders": [(0, zstd)]}))
+    (code,) = [p.error_code for t in resp.responses for p in t.partition_responses]
+    assert code == (76 if version < 7 else 0)                 # UNSUPPORTED_COMPRESSION_TYPE
+    assert len(fake.calls_of("produce")) == (0 if version < 7 else 1)
+
+
+@pytest.mark.parametrize("version", versions(0))
 def test_produce_with_a_transactional_id_is_refused_and_never_reaches_the_broker(version):
     fake = cluster()
     resp = ask(fake, produce_request(version, {"orders": [(0, b"x"), (1, b"y")],

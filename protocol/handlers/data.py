@@ -3,7 +3,8 @@ InitProducerId (22).
 
 Rules (Kafka's KafkaApis, ZooKeeper mode, without transactions):
 - Produce: a transactional_id is refused (TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as a
-  broker without transactions does); null records are INVALID_RECORD; everything else is
+  broker without transactions does); null records are INVALID_RECORD; a zstd batch in
+  Produce below v7 is UNSUPPORTED_COMPRESSION_TYPE (76), as Kafka; everything else is
   the replica manager's answer per partition (acks, sizes, CRC, idempotent sequences).
   acks=0 gets no answer at all (Kafka sends none), and a failed acks=0 produce closes the
   connection (Kafka's way of telling the client). A Deferred from the broker (appended,
@@ -24,12 +25,20 @@ from __future__ import annotations
 from protocol.api import BrokerApi, Deferred, FetchAsk
 from protocol.build import build
 from protocol.errors import ProtocolError
+from replicas.records import iter_headers
 
 NONE = 0
 INVALID_RECORD = 87
 FETCH_SESSION_ID_NOT_FOUND = 70
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
 READ_COMMITTED = 1
+UNSUPPORTED_COMPRESSION_TYPE = 76
+
+
+def _has_zstd(buf) -> bool:
+    """Any whole batch header of `buf` naming zstd (attributes bits 0-2 = 4); what is not a
+    batch is left to the broker's validation."""
+    return any(h.attributes & 0x07 == 4 for h in iter_headers(buf))
 
 
 def _ms(value) -> int:
@@ -48,6 +57,8 @@ def produce(api: BrokerApi, request, _listener: str):
                 errors[tp] = (TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactions are not supported")
             elif p.records is None:
                 errors[tp] = (INVALID_RECORD, "null records")
+            elif v < 7 and _has_zstd(p.records):
+                errors[tp] = (UNSUPPORTED_COMPRESSION_TYPE, "zstd needs Produce v7 or later")
             else:
                 asks.append((tp, bytes(p.records)))
     outcomes = api.produce(body.acks, _ms(body.timeout), asks) if asks else {}
