@@ -20,7 +20,7 @@ Measured (one sample per run):
    JSON-like 100-byte records (--quick 20,000) by send_batch: lifecycle.codec.<c>.
    records_per_s (first send to last ack) and .disk_bytes_per_record (the leader's log).
 
-The soak runs once (run 0), the other parts every run. Standalone, not in run_all's suite:
+The soak runs once, the other parts every run (`--runs 0`: the soak alone). Standalone, not in run_all's suite:
 its ten-minute soak alone is half the suite's 20-minute budget.
 
     .venv/bin/python bench/lifecycle_bench.py [--quick] [--runs 3] [--soak-s 600] [--plot P]
@@ -49,10 +49,16 @@ def say(msg: str) -> None:
 
 
 def topic_bytes(data_dir: str, topic: str) -> int:
+    """Bytes of the topic's files on every broker; files that retention deletes while they
+    are listed count as gone."""
     total = 0
     for broker in Path(data_dir).glob("broker-*"):
         for part in broker.glob(f"{topic}-*"):
-            total += sum(f.stat().st_size for f in part.iterdir() if f.is_file())
+            for f in part.iterdir():
+                try:
+                    total += f.stat().st_size
+                except FileNotFoundError:
+                    pass
     return total
 
 
@@ -166,7 +172,7 @@ def run(quick: bool = False, runs: int = 1, soak_s: float | None = None) -> dict
                 codec_rate[codec].append(rate)
                 codec_bytes[codec].append(per)
                 say(f"run {run_i}: {codec}: {rate:,.0f} rec/s, {per:.1f} B/record on disk")
-    figures = [
+    figures = [f for f in [
         figure("lifecycle.retention.disk_mib_last_half_max", "MiB", samples["disk_max"], None,
                "lower", soak_s=soak_s, partitions=3, rf=3, retention_bytes=1 << 20,
                segment_bytes=256 << 10),
@@ -176,8 +182,8 @@ def run(quick: bool = False, runs: int = 1, soak_s: float | None = None) -> dict
                written_mib=clean_mib, keys=1000),
         figure("lifecycle.cleaner.bytes_after", "bytes", samples["cleaner_after"], None, "lower",
                written_mib=clean_mib, keys=1000, replicas=3),
-    ]
-    for codec in CODECS:
+    ] if f["samples"]]
+    for codec in CODECS if runs else ():
         figures += [
             figure(f"lifecycle.codec.{codec}.records_per_s", "records/s", codec_rate[codec],
                    None, records=n_codec, value_bytes=100),

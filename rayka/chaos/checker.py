@@ -32,6 +32,12 @@ Rules (one Violation per finding; `kind` names the rule broken):
    epochs and non-decreasing start offsets ("epoch-cache-regressed").
 6. Every read/ok (partition, offset, value) is in the final read with that value at that
    offset ("read-uncommitted").
+Compacted runs (meta `compact_keys` > 0: values sent under keys `k<n mod keys>`, the
+cleaners removing superseded records): an acknowledged or read record missing from the final
+read is fine when the final read holds a LATER record of its key on that partition (not when
+the value sits elsewhere: "moved"); offsets may have gaps, but the record at HW-1 must be
+there; and rule 3 compares ISR replicas by their last (offset, value) per key below the HW
+(each replica compacts on its own schedule: bytes differ, final states must not).
 7-9. Consumer groups, when the run had one: rayka/chaos/group_checker.py. Reads below the final log start cannot be checked and are
    counted as stats["reads_unverifiable"].
 Unreadable evidence on disk is itself a violation ("controller-log-unreadable" under 4,
@@ -50,6 +56,7 @@ from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
 
 from rayka.chaos import disk
+from rayka.chaos.history import key_of
 from rayka.chaos.group_checker import check_groups
 
 INVARIANTS: dict[int, tuple[str, tuple[str, ...]]] = {
@@ -145,11 +152,21 @@ class _Index:
         self.final_where: dict[str, list[tuple[int, int]]] = defaultdict(list)
         for pos, value in sorted(self.final_at.items()):
             self.final_where[value].append(pos)
+        self.keys = int(self.meta.get("compact_keys") or 0)
+        self.last_of_key: dict[tuple[int, str], int] = {}
+        if self.keys:
+            for (p, off), value in self.final_at.items():
+                k = (p, key_of(value, self.keys))
+                self.last_of_key[k] = max(off, self.last_of_key.get(k, -1))
         self.hw = {e["partition"]: e for _, e in self.by["final-hw", "ok"]}
         parts = set(self.hw) | {p for p, _ in self.final_at}
         if isinstance(self.meta.get("partitions"), int):
             parts |= set(range(self.meta["partitions"]))
         self.partitions = sorted(parts)
+
+    def superseded(self, p: int, off: int, value: str) -> bool:
+        """A compacted run's final read holds a later record of this value's key."""
+        return bool(self.keys) and self.last_of_key.get((p, key_of(value, self.keys)), -1) > off
 
     def timed(self, key: tuple[str, str]) -> list[dict]:
         return [e for _, e in sorted(self.by[key], key=lambda ie: (ie[1]["time_ms"], ie[0]))]
@@ -166,6 +183,8 @@ def check(history: list[dict], data_root: str | None = None) -> Verdict:
         skipped[3] = "no data_root"
     elif ix.topic is None:
         skipped[3] = "no meta line names the topic"
+    elif ix.keys:
+        found += _replicas_agree_per_key(ix, data_root)
     else:
         found += _replicas_identical(ix, data_root)
     found += _one_controller_per_epoch(ix, data_root)
@@ -198,7 +217,7 @@ def _acknowledged(ix: _Index) -> list[Violation]:
         what = f"{value!r} acknowledged at partition {p} offset {off} (t={e['time_ms']:.0f})"
         if where:
             out.append(Violation(1, "moved", f"{what} is at {_positions(where)} instead"))
-        else:
+        elif not ix.superseded(p, off, value):
             out.append(Violation(1, "lost", f"{what} is not in the final log "
                                              f"(partition {p}: {_hw_text(ix, p)})"))
     return out
@@ -228,7 +247,10 @@ def _dense_and_ordered(ix: _Index) -> list[Violation]:
         missing = _missing_ranges(inside, start, end)
         if start > end:
             out.append(Violation(2, "gap", f"partition {p}: log start {start} > HW {end}"))
-        elif missing:
+        elif ix.keys and end > start and end - 1 not in inside:
+            out.append(Violation(2, "gap", f"partition {p}: final read lacks the record at "
+                                           f"HW-1 = {end - 1} (never compacted)"))
+        elif missing and not ix.keys:
             out.append(Violation(2, "gap", f"partition {p}: final read lacks offsets "
                                            f"{_ranges_text(missing)} of [{start}, {end})"))
         if outside:
@@ -290,6 +312,41 @@ def _replicas_identical(ix: _Index, data_root: str) -> list[Violation]:
                 bisect.insort(bases, base)
             if diverged:
                 out.append(Violation(3, "replica-diverged", f"{where}: {diverged}"))
+    return out
+
+
+def _replicas_agree_per_key(ix: _Index, data_root: str) -> list[Violation]:
+    """Rule 3 for a compacted run (see the module rules)."""
+    from replicas.records import decode_records
+    out = []
+    for p in ix.partitions:
+        hw = ix.hw.get(p)
+        if hw is None or hw["high_watermark"] <= hw["log_start_offset"]:
+            continue
+        start, end, isr = hw["log_start_offset"], hw["high_watermark"], list(hw["isr"])
+        order = ([hw.get("leader")] if hw.get("leader") in isr else []) + \
+            sorted(b for b in isr if b != hw.get("leader"))
+        reference = None
+        for broker in order:
+            data = b"".join(d for base, last, d in disk.read_batches(
+                disk.partition_dir(data_root, broker, ix.topic, p)) if last >= start and base < end)
+            last_of = {}
+            for r in decode_records(data):
+                if start <= r.offset < end:
+                    last_of[r.key] = (r.offset, r.value)
+            where = f"partition {p} broker {broker}"
+            if max((o for o, _ in last_of.values()), default=None) != end - 1:
+                out.append(Violation(3, "replica-short", f"{where}: no record at HW-1 = {end - 1}"))
+            if reference is None:
+                reference = (broker, last_of)
+                continue
+            differ = sorted(k for k in set(last_of) | set(reference[1])
+                            if last_of.get(k) != reference[1].get(k))
+            if differ:
+                k = differ[0]
+                out.append(Violation(3, "replica-diverged", f"{where}: key {k!r} ends as "
+                                     f"{last_of.get(k)} but as {reference[1].get(k)} on broker "
+                                     f"{reference[0]} ({len(differ)} keys differ)"))
     return out
 
 
@@ -382,7 +439,8 @@ def _reads_committed(ix: _Index) -> list[Violation]:
         p, off, value = e["partition"], e["offset"], e["value"]
         final = ix.final_at.get((p, off))
         hw = ix.hw.get(p)
-        if final == value or (final is None and hw and off < hw["log_start_offset"]):
+        if final == value or (final is None and hw and off < hw["log_start_offset"]) or \
+                (final is None and ix.superseded(p, off, value)):
             continue
         found = f"the final log has {final!r} there" if final is not None else _hw_text(ix, p)
         out.append(Violation(6, "read-uncommitted", f"process {e.get('process')} read {value!r} "
@@ -441,6 +499,9 @@ def _stats(ix: _Index, found: list[Violation], skipped: dict, data_root: str | N
         "duplicated": sum(1 for w in ix.final_where.values() if len(w) > 1),
         "failed_but_present": failed_present, "faults_by_kind": dict(faults),
         "failover_ms": _failover(ix), "violations_by_kind": dict(kinds), "skipped": skipped,
+        "compacted_away": sum(1 for _, e in ix.by["send", "ok"]
+                              if (e["partition"], e["offset"]) not in ix.final_at
+                              and ix.superseded(e["partition"], e["offset"], e["value"])),
     }
 
 

@@ -92,3 +92,9 @@ def load_history(path: str | os.PathLike) -> list[dict]:
             raise ValueError(f"history {path} line {number}: not a JSON object")
         entries.append(entry)
     return entries
+
+
+def key_of(value: str, keys: int) -> str:
+    """The key a workload value `p<i>-<n>` is sent with: itself, or `k<n mod keys>` when the
+    run compacts (meta `compact_keys`); shared by the workload and the checker."""
+    return f"k{int(value.rsplit('-', 1)[1]) % keys}" if keys else value

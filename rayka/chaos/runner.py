@@ -62,6 +62,7 @@ class ChaosConfig:
     scenario: str = "random"    # "isr-of-one": Jepsen 2013's loss, scripted; "rolling-restart"
     client: str = "native"      # "librdkafka": the workload over the Kafka listeners
     group_members: int = 0      # > 0: a consumer group churning over the topic (chaos/groups.py)
+    compact_keys: int = 0       # > 0: a compacted topic, values sent under this many keys
     out_dir: str = ""
     keep_data: bool = False
     fault_log: list = field(default_factory=list)
@@ -75,6 +76,9 @@ class ChaosRun:
             raise ValueError(f"unknown fault kinds {sorted(unknown)}; known: {', '.join(known)}"
                              + ("" if config.group_members else
                                 f" ({', '.join(GROUP_FAULT_KINDS)} need group_members)"))
+        if config.compact_keys and config.group_members:
+            raise ValueError("compact_keys and group_members do not mix: a group's "
+                             "'consumed every acknowledged record' has no meaning under compaction")
         self.cfg = config
         self.say = say
         self.rng = random.Random(config.seed)
@@ -120,20 +124,25 @@ class ChaosRun:
             name=f"chaos{uuid.uuid4().hex[:6]}", brokers=self.cfg.brokers, controllers=2,
             zookeeper=self.ensemble.connect_string, data_dir=self.data_dir,
             replica_lag_time_max_ms=self.cfg.replica_lag_time_max_ms,
-            zk_session_timeout_ms=self.cfg.zk_session_timeout_ms, **placement)
+            zk_session_timeout_ms=self.cfg.zk_session_timeout_ms, log_cleaner_backoff_ms=1000,
+            **placement)
         topic_config = ({"min.insync.replicas": 1, "unclean.leader.election.enable": "true"}
                         if self.cfg.unsafe else {"min.insync.replicas": 2})
+        if self.cfg.compact_keys:     # small segments and a low ratio: the cleaners work
+            topic_config.update({"cleanup.policy": "compact", "segment.bytes": 16384,
+                                 "min.cleanable.dirty.ratio": 0.1})
         self.cluster.admin().create_topic(TOPIC, self.cfg.partitions, 3, topic_config)
         self.history.record("info", "meta", topic=TOPIC, partitions=self.cfg.partitions,
                             replication_factor=3, min_isr=topic_config["min.insync.replicas"],
                             seed=self.cfg.seed, faults=list(self.cfg.faults),
                             unsafe=self.cfg.unsafe, client=self.cfg.client,
-                            group_members=self.cfg.group_members)
+                            group_members=self.cfg.group_members,
+                            compact_keys=self.cfg.compact_keys)
         self.injector = FaultInjector(self.cluster, ensemble=self.ensemble, rng=self.rng)
         self.workload = Workload(self.cluster, TOPIC, self.history,
                                  producers=self.cfg.producers, consumers=self.cfg.consumers,
                                  rate_per_producer=self.cfg.rate_per_producer,
-                                 client=self.cfg.client)
+                                 client=self.cfg.client, keys=self.cfg.compact_keys)
         if self.cfg.group_members:
             from rayka.chaos.groups import GroupWorkload
             self.groups = GroupWorkload(self.cluster, TOPIC, self.history, self.rng,

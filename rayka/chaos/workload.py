@@ -3,7 +3,8 @@
 Rules:
 - Producers: `producers` threads, each with its OWN idempotent acks=all Producer, send
   unique values `p<process>-<n>` keyed by themselves (murmur2 spreads them over every
-  partition), paced at `rate_per_producer` records/s. Each send is recorded as `invoke`,
+  partition), or with `keys` > 0 keyed `k<n mod keys>` (`key_of`: a compacted topic's
+  updates, each key overwritten again and again), paced at `rate_per_producer` records/s. Each send is recorded as `invoke`,
   then `ok` (partition, offset) or `info` (indeterminate: the producer gave up, the record
   may or may not be in the log). Nothing is recorded as `fail`: with retries a rayka
   producer cannot know that a failed record was not written.
@@ -28,6 +29,7 @@ import time
 
 import ray
 
+from rayka.chaos.history import key_of
 from rayka.client.admin import wait_for
 from replicas.errors import KafkaError
 
@@ -50,11 +52,11 @@ class _WireProducer:
 class Workload:
     def __init__(self, cluster, topic: str, history, *, producers: int = 3, consumers: int = 1,
                  rate_per_producer: float = 200.0, delivery_timeout_ms: int = 120_000,
-                 sample_partitions: int = 64, client: str = "native"):
+                 sample_partitions: int = 64, client: str = "native", keys: int = 0):
         if client not in CLIENTS:
             raise ValueError(f"client {client!r}: one of {', '.join(CLIENTS)}")
         self.cluster, self.topic, self.history = cluster, topic, history
-        self.client = client
+        self.client, self.keys = client, keys
         self.n_producers, self.n_consumers = producers, consumers
         self.rate = rate_per_producer
         self.sample_partitions = sample_partitions     # samplers watch the first N only
@@ -133,7 +135,7 @@ class Workload:
         self.producers.append(producer)
 
         def send(value: str) -> None:
-            future = producer.send(self.topic, value.encode(), key=value.encode())
+            future = producer.send(self.topic, value.encode(), key=key_of(value, self.keys).encode())
             future.add_done_callback(lambda f: self._answered(process, value, f))
         self._paced(process, send)
 
@@ -157,7 +159,8 @@ class Workload:
                 self.acked += 1
 
         def send(value: str) -> None:
-            producer.produce(self.topic, value.encode(), key=value.encode(), on_delivery=report)
+            producer.produce(self.topic, value.encode(), key=key_of(value, self.keys).encode(),
+                             on_delivery=report)
         self._paced(process, send, after_burst=lambda: producer.poll(0))
 
     def _answered(self, process: int, value: str, future) -> None:
