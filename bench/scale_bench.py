@@ -20,15 +20,14 @@ Per size and run, on real Ray and the real (embedded) ZooKeeper:
   the actor), max over the 3 brokers (all brokers are also kept in "extra").
 
 Limits: each replica keeps one open segment = 1 fd (the .log; the .index is opened only to
-write it), so a broker of an N-partition RF-3 topic on 3 brokers needs about N fds plus ~60
-(seen). Before ray.init this
+write it) while the broker's LRU of open files keeps it (at most half RLIMIT_NOFILE), so a
+broker of an N-partition RF-3 topic on 3 brokers needs min(N, limit/2) fds plus ~60 (seen). Before ray.init this
 raises RLIMIT_NOFILE (soft, and the hard limit too when the process holds CAP_SYS_RESOURCE)
 so the raylet and the broker workers inherit it. A size that still does not fit is replaced
 by the largest that does (a multiple of 100): its figures are named by the size MEASURED,
 carry `requested_partitions` and `limited_by` (the precise reason) in their params, and the
 reason is in "extra.limited". On the dev machine the hard limit is 20,000 and the sandbox
-drops CAP_SYS_RESOURCE (even for root), so 10,000 partitions (20,000 fds + baseline per
-broker) becomes 9,700.
+drops CAP_SYS_RESOURCE (even for root); with the LRU, 10,000 partitions fit.
 
     .venv/bin/python bench/scale_bench.py [--quick] [--runs 3] [--out bench/out/scale.json]
 """
@@ -55,6 +54,12 @@ SIZES, QUICK_SIZES = (1_000, 10_000), (100, 300)
 VALUE_BYTES = 100
 FD_BASELINE = 500           # seen ~65 (sockets, Ray's pipes, ZooKeeper); the rest is headroom
 FDS_PER_REPLICA = 1         # replicas/segment.py: the active segment's .log
+
+
+def segment_fds(replicas: int) -> int:
+    """Open .log files a broker of `replicas` replicas keeps: one each, capped by its LRU
+    (replicas/open_files.py) at half the descriptor limit (actors/broker_config.py)."""
+    return min(FDS_PER_REPLICA * replicas, fd_limit() // 2)
 DEFAULT_OUT = ROOT / "bench" / "out" / f"{NAME}.json"
 
 
@@ -219,7 +224,7 @@ def run(quick: bool = False, runs: int = 3, sizes=None, timeout_s: float = 600.0
     t_all = time.monotonic()
     try:
         for n in sizes:
-            short = fd_shortfall(FDS_PER_REPLICA * n + FD_BASELINE, limits)
+            short = fd_shortfall(segment_fds(n) + FD_BASELINE, limits)
             if short:                   # measure the largest size that fits, and say why
                 fits = (fd_limit() - FD_BASELINE) // FDS_PER_REPLICA // 100 * 100
                 limited[n] = f"{short}; measured {fits} partitions instead"
