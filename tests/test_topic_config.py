@@ -20,6 +20,9 @@ def test_normalize_canonical_strings():
     {"no.such.key": "1"}, {"min.insync.replicas": "0"}, {"min.insync.replicas": "two"},
     {"retention.ms": "-2"}, {"segment.bytes": "13"}, {"unclean.leader.election.enable": "yes"},
     {"cleanup.policy": "shred"}, {"max.message.bytes": 2**31},
+    {"retention.bytes": "-5"}, {"segment.ms": "0"}, {"compression.type": "brotli"},
+    {"min.cleanable.dirty.ratio": "1.5"}, {"min.compaction.lag.ms": "-1"},
+    {"max.compaction.lag.ms": "0"}, {"delete.retention.ms": "-1"},
 ])
 def test_bad_config_is_invalid_config(bad):
     with pytest.raises(InvalidConfig) as info:
