@@ -38,10 +38,8 @@ consume >= 2,000,000 rec/s; at 10k rec/s p50 <= 5 ms, p99 <= 20 ms.
 from __future__ import annotations
 
 import inspect
-import shutil
 import struct
 import sys
-import tempfile
 import threading
 import time
 import uuid
@@ -51,7 +49,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import arg_parser, emit, figure, machine_facts  # noqa: E402
+from bench.common import arg_parser, emit, figure, local_cluster, machine_facts  # noqa: E402
 from rayka.client.admin import wait_for  # noqa: E402
 
 NAME = "produce"
@@ -323,30 +321,14 @@ def latency_figures(cluster, topics: Topics, quick: bool, runs: int) -> tuple[li
 
 # -- the protocol -------------------------------------------------------------------------------
 def run(quick: bool = False, runs: int = 3) -> dict:
-    import ray
-
-    import rayka
-    own_ray = not ray.is_initialized()
-    if own_ray:
-        ray.init(address="local", include_dashboard=False, logging_level="WARNING")
-    data_dir = tempfile.mkdtemp(prefix="rayka-produce-bench-")
-    cluster = None
-    try:
-        t0 = time.monotonic()
-        cluster = rayka.start_local(name=f"bench-{uuid.uuid4().hex[:6]}", brokers=BROKERS,
-                                    controllers=CONTROLLERS, data_dir=data_dir)
+    t0 = time.monotonic()
+    with local_cluster("bench", brokers=BROKERS, controllers=CONTROLLERS) as (cluster, _):
         say(f"cluster up in {time.monotonic() - t0:.1f} s")
         topics = Topics(cluster)
         figures = produce_matrix(cluster, topics, quick, runs)
         figures += consume_figures(cluster, topics, quick, runs)
         latency, extra = latency_figures(cluster, topics, quick, runs)
         figures += latency
-    finally:
-        if cluster is not None:
-            cluster.shutdown()
-        if own_ray:
-            ray.shutdown()
-        shutil.rmtree(data_dir, ignore_errors=True)
     setup = {
         "brokers": BROKERS, "controllers": CONTROLLERS, "zookeeper": "embedded",
         "partitions_per_topic": PARTITIONS, "min_insync_replicas": {"rf3": 2, "rf1": 1},
