@@ -1,4 +1,4 @@
-"""protocol/: the Kafka wire protocol, sans-I/O (issue 15 fills this room).
+"""protocol/: the Kafka wire protocol, sans-I/O: frames in, requests out; results in, frames out.
 
 What goes here: frames in → typed requests (kio, generated from Kafka's JSON schemas),
 typed results → frames out; the API-version table (what ApiVersions advertises is exactly

@@ -10,9 +10,10 @@ What lives here (one module each):
 - replica_manager (+ replica_types, metadata_cache): Kafka's ReplicaManager for one broker —
   LeaderAndIsr/StopReplica, produce (acks 0/1/all), fetch (KIP-320), ISR proposals;
 - errors: Kafka's error names and codes, shared by every layer.
-Rooms reserved for the log lifecycle (issue 17): `retention.py` (retention by time and size,
-log start offset, DeleteRecords), `time_index.py` (`.timeindex`), `cleaner.py` (compaction:
-key map, segment rewrite, `.cleaned`/`.swap` crash-safe swap).
+The log lifecycle: retention (retention by time and size, the log start offset), time_index
+(`.timeindex`), compression (codecs, the leader's recompression), cleaner + cleaner_manager
+(compaction: key map, segment rewrite, `.cleaned`/`.swap` crash-safe swap), open_files (the
+broker's LRU of open segment files), follower_side (the replica manager's follower half).
 
 May import: the stdlib and the record codec (aiokafka, crc32c, cramjam). Never ray, kazoo,
 pyspark, nor any other rayka room: everything else imports replicas, never the reverse.
