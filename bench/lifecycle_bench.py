@@ -67,7 +67,8 @@ def json_like(i: int) -> bytes:
             ).ljust(100, b" ")
 
 
-def soak(cluster, data_dir: str, seconds: float) -> tuple[list, list]:
+def soak(cluster, data_dir: str, seconds: float) -> list:
+    """(seconds, bytes of the topic on disk) samples while producing for `seconds`."""
     topic = f"soak-{uuid.uuid4().hex[:6]}"
     cluster.admin().create_topic(topic, 3, 3, {"retention.bytes": 1 << 20,
                                                "segment.bytes": 256 << 10})
@@ -81,16 +82,15 @@ def soak(cluster, data_dir: str, seconds: float) -> tuple[list, list]:
     sampler.start()
     producer = cluster.producer(acks="all")
     value = b"s" * 100
-    sent, deadline = 0, time.monotonic() + seconds
+    deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         for p in range(3):
             producer.send_batch(topic, [value] * 2000, partition=p)
         producer.flush(TIMEOUT_S)
-        sent += 6000
     producer.close()
     stop.set()
     sampler.join(10)
-    return series, [sent]
+    return series
 
 
 def cleaner_round(cluster, data_dir: str, mib: int) -> dict:
@@ -153,7 +153,7 @@ def run(quick: bool = False, runs: int = 1, soak_s: float | None = None) -> dict
     codec_bytes = {c: [] for c in CODECS}
     with local_cluster("lc", log_retention_check_interval_ms=1000,
                        log_cleaner_backoff_ms=1000) as (cluster, data_dir):
-        series, _ = soak(cluster, data_dir, soak_s)
+        series = soak(cluster, data_dir, soak_s)
         half = len(series) // 2
         first = max(b for _, b in series[:half]) if half else 0
         last = max(b for _, b in series[half:])

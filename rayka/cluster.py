@@ -326,14 +326,19 @@ class Cluster:
         wait_for(lambda: self.broker_actor(broker_id) is None, timeout_s,
                  f"broker {broker_id}'s actor gone")
         self.ensure_actors()
-        old_epoch = before.epoch if before is not None else -1
-
-        def registered_anew():
-            reg = self.store.get_broker(broker_id)
-            return reg is not None and reg.epoch > old_epoch
-        wait_for(registered_anew, timeout_s, f"broker {broker_id} registered again")
+        self.wait_registered_anew({broker_id: before.epoch if before is not None else -1},
+                                  timeout_s)
         return {"broker": broker_id, "controlled_shutdown_s": shutdown_s,
                 "completed": bool(completed), "restart_s": time.monotonic() - t0}
+
+    def wait_registered_anew(self, old_epochs: dict[int, int], timeout_s: float = 120.0) -> None:
+        """Until every broker of `old_epochs` ({broker: its registration epoch before}) is
+        registered under a newer epoch: a new incarnation, a new ZooKeeper session (the old
+        registration lingers until its session expires, so "registered" alone is too early)."""
+        def anew():
+            regs = self.store.get_brokers()
+            return all(b in regs and regs[b].epoch > e for b, e in old_epochs.items())
+        wait_for(anew, timeout_s, f"brokers {sorted(old_epochs)} registered again")
 
     def rolling_restart(self, brokers=None, timeout_s: float = 300.0, say=None) -> list[dict]:
         """Restart brokers one at a time; before the next one, wait until no partition is

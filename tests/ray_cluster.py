@@ -45,9 +45,5 @@ def wait_broker_back(c, old_epochs: dict, timeout_s: float = 120.0) -> None:
     """Wait until every broker in `old_epochs` ({broker: registration epoch before its kill})
     has registered anew and every ISR is full again."""
     from rayka.client.admin import wait_for
-
-    def anew():
-        regs = {b: c.store.get_broker(b) for b in old_epochs}
-        return all(r is not None and r.epoch > old_epochs[b] for b, r in regs.items())
-    wait_for(anew, timeout_s, f"brokers {sorted(old_epochs)} registered again")
+    c.wait_registered_anew(old_epochs, timeout_s)
     wait_for(lambda: not c.under_replicated(), timeout_s, "every ISR full again")

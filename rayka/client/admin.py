@@ -105,17 +105,18 @@ class Admin:
         deadline = time.monotonic() + timeout_s
         while left:
             by_leader: dict[int, list] = {}
+            leaders: dict[str, dict[int, int]] = {}     # one ZooKeeper read per topic
             for tp in left:
-                try:
-                    parts = {p.partition: p for p in self.describe_topic(tp[0])}
-                except UnknownTopicOrPartition as exc:
-                    parts = {}
-                    out[tp] = exc
-                info = parts.get(tp[1])
-                if info is None:
-                    out.setdefault(tp, UnknownTopicOrPartition(f"{tp[0]}-{tp[1]} does not exist"))
+                if tp[0] not in leaders:
+                    try:
+                        leaders[tp[0]] = {p.partition: p.leader for p in self.describe_topic(tp[0])}
+                    except UnknownTopicOrPartition:
+                        leaders[tp[0]] = {}
+                leader = leaders[tp[0]].get(tp[1])
+                if leader is None:
+                    out[tp] = UnknownTopicOrPartition(f"{tp[0]}-{tp[1]} does not exist")
                 else:
-                    by_leader.setdefault(info.leader, []).append((tp, left[tp]))
+                    by_leader.setdefault(leader, []).append((tp, left[tp]))
             retry = {}
             for leader, asks in by_leader.items():
                 actor = self.cluster.broker_actor(leader) if leader >= 0 else None
