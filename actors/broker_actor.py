@@ -27,16 +27,14 @@ Rules:
   controller (AlterPartition, retried until answered or moot), finished acks=all produces
   and HW moves wake the waiting threads, leadership changes start/stop follower fetchers.
 - Config: actors/broker_config.py splits it. Background: the replica manager's tick every
-  `tick_ms` (ISR shrink, produce timeouts, HW checkpoint every `hw_checkpoint_interval_ms`,
-  flush.ms); a retention check every `log.retention.check.interval.ms` with the topics'
-  configs as ZooKeeper has them then (altered retention applies from the next check).
+  `tick_ms` (ISR shrink, produce timeouts, HW checkpoints, flush.ms); a retention check
+  every `log.retention.check.interval.ms` with the topic configs ZooKeeper has then.
 - Evidence for the chaos checker: the first time this incarnation ACCEPTS (error 0) a
-  controller request of a (controller_epoch, controller_id) pair, it appends the line
-  `<controller_epoch> <controller_id>` to `<data_dir>/controller-epochs.log` (a plain file:
-  the replica manager only opens `<topic>-<partition>` dirs). Two ids on one epoch would
+  controller request of a (controller_epoch, controller_id) pair, it appends
+  `<controller_epoch> <controller_id>` to `<data_dir>/controller-epochs.log`. Two ids on one epoch would
   mean two controllers acted in the same term.
-- Ray metrics (actors/metrics.py): a daemon thread publishes `metrics()` (computed under the
-  lock) every `metrics_interval_s` (config key, default 5 s) until shutdown.
+- Ray metrics (actors/metrics.py) every `metrics_interval_s` (5 s); security (TLS, SASL,
+  ACLs) is actors/security.py's, handed to the listeners.
 """
 
 from __future__ import annotations
@@ -59,12 +57,12 @@ from actors.group_host import OFFSETS_TOPIC, GroupHost
 from actors.broker_config import split_broker_config
 from actors.kafka_api import KafkaBrokerApi
 from actors.listener import KafkaListener
+from actors.security import BrokerSecurity
 from actors.log_cleaner import LogCleaner
 from controller.requests import LeaderAndIsrRequest, StopReplicaRequest, UpdateMetadataRequest
 from controller.layout import BrokerRegistration, LeaderIsrAndControllerEpoch
 from controller.zookeeper.store import ZkStore
-from replicas.errors import (BrokerNotAvailable, KafkaError, NotController,
-                             RequestTimedOut)
+from replicas.errors import BrokerNotAvailable, KafkaError, NotController, RequestTimedOut
 from replicas.replica_manager import (BrokerConfig, HighWatermarkChanged, ProduceDone,
                                       ProposeIsr, ReplicaManager)
 
@@ -109,9 +107,8 @@ class _PendingProduce:
         return out
 
 
-# Separate thread pools: acks=all produces and consumer long-polls WAIT on a condition, and
-# must never take every thread while the follower fetches that would release them queue up
-# (seen with 3,000 partitions: nothing was ever acknowledged).
+# Separate thread pools: waiting acks=all produces and long-polls must never take every thread
+# while the follower fetches that would release them queue up (seen at 3,000 partitions).
 @ray.remote(max_restarts=-1, max_task_retries=0, max_concurrency=16, num_cpus=0,
             concurrency_groups={"produce": 64, "fetch": 32, "control": 4, "group": 64})
 class BrokerActor:
@@ -122,8 +119,7 @@ class BrokerActor:
         normal_priority()
         settings = split_broker_config(config)
         self.id, self.cluster, self.namespace = broker_id, cluster, namespace
-        self.tick_ms = settings.tick_ms
-        session_ms = settings.zk_session_timeout_ms
+        self.tick_ms, session_ms = settings.tick_ms, settings.zk_session_timeout_ms
         self.kafka_config = settings.kafka
         self.topic_defaults = settings.topic_defaults
         os.makedirs(data_dir, exist_ok=True)
@@ -142,10 +138,13 @@ class BrokerActor:
         self._handles: dict[int, object] = {}
         self._alter = queue.Queue()
         self._stopped = threading.Event()
-        self.store = ZkStore(zookeeper, cluster, session_timeout_s=session_ms / 1000).start()
+        self.store = ZkStore(zookeeper, cluster, session_timeout_s=session_ms / 1000,
+                             auth=settings.security.zookeeper_auth).start()
         self._session_lost = False
         self.store.add_state_listener(self._on_zk_state)
         self.groups = GroupHost(self, settings.group)
+        self.security = BrokerSecurity(self.store, settings.security,
+                                       self.kafka_config.bind_endpoints()).start()
         self.kafka_api = KafkaBrokerApi(self, self.kafka_config,
                                         self.store.get_or_create_cluster_id())
         self.listeners = self._start_listeners()
@@ -177,7 +176,8 @@ class BrokerActor:
                     listener = KafkaListener(dataclasses.replace(ep, port=port), self.kafka_api,
                                              self.kafka_config.socket_request_max_bytes,
                                              self.kafka_config.connections_max_idle_ms,
-                                             name=f"broker-{self.id}-{ep.listener.lower()}")
+                                             f"broker-{self.id}-{ep.listener.lower()}",
+                                             self.security)
                     try:
                         listener.start()
                         break

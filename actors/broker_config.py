@@ -4,7 +4,9 @@ Rules:
 - Keys come dotted (Kafka's names, `rayka start --config`) or underscored (Python keywords
   to `start_local`); both mean the same key.
 - Shell settings: `tick_ms` (100), `metrics_interval_s`, `zk_session_timeout_ms` (3000).
-- Listener settings go to KafkaConfig (actors/kafka_api.py); group.*, offsets.*, offset.*
+- Listener settings go to KafkaConfig (actors/kafka_api.py); security settings (ssl.*, sasl.*,
+  listener.name.*, authorizer.class.name, super.users, ...) to SecurityConfig
+  (actors/security.py); group.*, offsets.*, offset.*
   to the group coordinator's config; replica-manager settings (`replica.lag.time.max.ms`,
   `max.fetch.bytes`, `hw.checkpoint.interval.ms`, `log.retention.check.interval.ms`,
   `log.cleaner.enable`, `log.cleaner.backoff.ms`, `log.max.open.files`: the LRU of open
@@ -22,6 +24,7 @@ from dataclasses import dataclass
 
 from actors import metrics
 from actors.kafka_api import KafkaConfig
+from actors.security import SecurityConfig
 from coordinator.config import GroupCoordinatorConfig
 from replicas.errors import InvalidConfig
 from replicas.replica_types import topic_defaults_from_broker_config
@@ -39,6 +42,7 @@ class BrokerSettings:
     group: GroupCoordinatorConfig
     replica_manager: dict            # BrokerConfig keyword arguments
     topic_defaults: dict
+    security: SecurityConfig = SecurityConfig()
 
 
 def pop_group_config(config: dict) -> GroupCoordinatorConfig:
@@ -69,6 +73,7 @@ def split_broker_config(config: dict | None) -> BrokerSettings:
     metrics_interval_s = float(config.pop("metrics_interval_s", metrics.DEFAULT_INTERVAL_S))
     config.setdefault("hw_checkpoint_interval_ms", 1000)
     session_ms = int(config.pop("zk_session_timeout_ms", 3000))
+    security = SecurityConfig.pop_from(config)
     kafka = KafkaConfig.pop_from(config)
     group = pop_group_config(config)
     config = {k.replace(".", "_"): v for k, v in config.items()}
@@ -80,4 +85,4 @@ def split_broker_config(config: dict | None) -> BrokerSettings:
     topic_defaults = topic_defaults_from_broker_config(
         {k.replace("_", "."): v for k, v in config.items()})
     return BrokerSettings(tick_ms, metrics_interval_s, session_ms, kafka, group,
-                          replica_manager, topic_defaults)
+                          replica_manager, topic_defaults, security)

@@ -49,8 +49,8 @@ class ControllerActor:
         self.id = controller_id
         config = dict(config or {})
         metrics_interval_s = float(config.pop("metrics_interval_s", metrics.DEFAULT_INTERVAL_S))
-        self.store = ZkStore(zookeeper, cluster,
-                             session_timeout_s=zk_session_timeout_ms / 1000).start()
+        self.store = ZkStore(zookeeper, cluster, session_timeout_s=zk_session_timeout_ms / 1000,
+                             auth=config.pop("zookeeper_auth", None)).start()
         if was_restarted() and \
                 self.store.delete_dead_incarnation_controller(controller_id):
             log.info("controller %s: deleted /controller of its dead incarnation", controller_id)

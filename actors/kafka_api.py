@@ -247,6 +247,13 @@ class KafkaBrokerApi:
             self._pid_block = (start + 1, end)
         return NONE, start, 0
 
+    # -- ACLs (ZooKeeper writes; every broker's authorizer reloads from the notification) ---------
+    def create_acls(self, bindings) -> list:
+        return self.broker.security.create_acls(bindings)
+
+    def delete_acls(self, filters) -> list:
+        return self.broker.security.delete_acls(filters)
+
     # -- consumer groups ----------------------------------------------------------------------------
     def coordinator_of(self, group_id: str) -> tuple[int, int]:
         """(error, broker id): the leader of the group's `__consumer_offsets` partition;

@@ -18,6 +18,12 @@ Rules:
   connections.max.idle.ms (Kafka's default 10 minutes).
 - `stop()` closes the listening socket and every connection; threads are daemons, and the
   sockets are closed on stop so none of them outlives the broker.
+- Security (actors/security.py): on an SSL or SASL_SSL listener each connection is a
+  TlsTransport (actors/tls.py) whose handshake must finish within HANDSHAKE_TIMEOUT_S, else
+  the connection closes (a client that sends plaintext, garbage or nothing holds no thread
+  for long). Each connection has a Session (who is asking); on SASL listeners only the
+  SASL exchange is served until it succeeds, and an answer that ends the exchange badly is
+  the connection's last (sent, then closed).
 - Per API it counts requests, bytes in and out, and the CPU time of the thread that handled
   them (`stats()`): the broker's cost per request, waits excluded (bench/wire_bench.py).
 """
@@ -35,17 +41,20 @@ from protocol.api import Deferred
 from protocol.connection import Connection
 from protocol.errors import ProtocolError
 from protocol.handlers import answer
+from protocol.security.session import Session
+from actors.tls import PlainTransport, TlsError, TlsTransport
 
 log = logging.getLogger(__name__)
 READ_BYTES = 256 * 1024
 MAX_PIPELINED = 64        # answers queued per connection before the reader stops reading
 UNKNOWN_SERVER_ERROR = -1
+HANDSHAKE_TIMEOUT_S = 10.0
 
 
 class KafkaListener:
     def __init__(self, endpoint: Endpoint, api, max_frame_bytes: int, idle_ms: int,
-                 name: str = "kafka"):
-        self.endpoint, self.api, self.name = endpoint, api, name
+                 name: str = "kafka", security=None):
+        self.endpoint, self.api, self.name, self.security = endpoint, api, name, security
         self.max_frame_bytes, self.idle_s = max_frame_bytes, idle_ms / 1000
         self._server: socket.socket | None = None
         self._conns: set[socket.socket] = set()
@@ -97,18 +106,41 @@ class KafkaListener:
             threading.Thread(target=self._serve, args=(conn, peer), daemon=True,
                              name=f"{self.name}-conn-{peer[1]}").start()
 
-    def _serve(self, conn: socket.socket, peer) -> None:
+    def _open(self, sock: socket.socket, peer):
+        """(transport, session) for a new connection, or None when its TLS handshake failed."""
+        tls = self.security.tls_context(self.endpoint.listener) if self.security else None
+        if tls is None:
+            transport = PlainTransport(sock)
+        else:
+            transport = TlsTransport(sock, tls)
+            try:
+                transport.handshake(HANDSHAKE_TIMEOUT_S)
+            except (TlsError, OSError) as exc:
+                log.info("%s: TLS handshake with %s:%s failed: %s", self.name, *peer[:2], exc)
+                with self._lock:
+                    self._conns.discard(sock)
+                _close(sock)
+                return None
+        if self.security is None:
+            return transport, Session(self.endpoint.listener, peer[0])
+        return transport, self.security.session(self.endpoint, peer[0],
+                                                getattr(transport, "peer_certificate", None))
+
+    def _serve(self, sock: socket.socket, peer) -> None:
         """The reader: frames → requests → answer(), in order; the answers (bytes, or a
         Deferred for a produce whose acks=all wait is pending) go to the writer in order."""
+        opened = self._open(sock, peer)
+        if opened is None:
+            return
+        conn, session = opened
         state = Connection(self.max_frame_bytes)
-        listener = self.endpoint.listener
         replies: queue.Queue = queue.Queue(MAX_PIPELINED)
-        writer = threading.Thread(target=self._write, args=(conn, peer, state, replies),
+        writer = threading.Thread(target=self._write, args=(conn, sock, peer, state, replies),
                                   daemon=True, name=f"{self.name}-write-{peer[1]}")
         writer.start()
         conn.settimeout(self.idle_s)
         try:
-            while True:
+            while not session.closing:
                 try:
                     data = conn.recv(READ_BYTES)
                 except socket.timeout:
@@ -120,7 +152,7 @@ class KafkaListener:
                 while (request := state.next_request()) is not None:
                     cpu = time.thread_time()
                     try:
-                        frame = answer(state, self.api, request, listener)
+                        frame = answer(state, self.api, request, session)
                     except ProtocolError:
                         raise
                     except Exception:
@@ -133,6 +165,12 @@ class KafkaListener:
                                 len(frame) if isinstance(frame, bytes) else 0)
                     if frame is not None:
                         replies.put((request, frame))
+                    if session.closing:       # e.g. failed authentication: its answer is last
+                        log.info("%s: closing %s:%s after %s", self.name, *peer[:2],
+                                 request.api_name)
+                        break
+        except TlsError as exc:
+            log.warning("%s: closing %s:%s: TLS: %s", self.name, *peer[:2], exc)
         except ProtocolError as exc:
             log.warning("%s: closing %s:%s: %s", self.name, *peer[:2], exc)
         except OSError:
@@ -140,7 +178,8 @@ class KafkaListener:
         finally:
             replies.put(None)            # the writer sends what is queued, then closes
 
-    def _write(self, conn: socket.socket, peer, state: Connection, replies: queue.Queue) -> None:
+    def _write(self, conn, sock: socket.socket, peer, state: Connection,
+               replies: queue.Queue) -> None:
         try:
             while (item := replies.get()) is not None:
                 request, frame = item
@@ -153,12 +192,12 @@ class KafkaListener:
                         frame = state.respond_error(request, UNKNOWN_SERVER_ERROR)
                 if frame:
                     conn.sendall(frame)
-        except OSError:
+        except (OSError, TlsError):
             pass                                          # the peer went away, or stop()
         finally:
             with self._lock:
-                self._conns.discard(conn)
-            _close(conn)
+                self._conns.discard(sock)
+            _close(sock)
             while True:                                   # unblock a reader stuck on put()
                 try:
                     replies.get_nowait()

@@ -206,3 +206,11 @@ class BrokerApi(Protocol):
                                                       Sequence[tuple[str, int, str | None]]]],
                       validate_only: bool) -> dict[ConfigResource, ConfigsOutcome]:
         """IncrementalAlterConfigs: (name, op 0 SET / 1 DELETE / 2 APPEND / 3 SUBTRACT, value)."""
+
+    def create_acls(self, bindings: Sequence[object]) -> list[tuple[int, str | None]]:
+        """CreateAcls: store each (valid, checked) protocol.security.acl.AclBinding;
+        (error, message) per binding, in order."""
+
+    def delete_acls(self, filters: Sequence[object]
+                    ) -> list[tuple[int, str | None, tuple[object, ...]]]:
+        """DeleteAcls: per AclBindingFilter, (error, message, the bindings removed)."""

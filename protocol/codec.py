@@ -255,6 +255,10 @@ _MIRRORS: dict[int, tuple] = {
                                         "AlterConfigsResourceResponse",
                                         {"resource_type": "resource_type",
                                          "resource_name": "resource_name"}, {}, None),),
+    # ACLs: a result per creation / filter asked
+    ApiKey.CREATE_ACLS: (("creations", "results", "AclCreationResult", {}, {}, None),),
+    ApiKey.DELETE_ACLS: (("filters", "filter_results", "DeleteAclsFilterResult", {}, {},
+                          None),),
     # consumer groups: topics/partitions, members, groups and coordinator keys asked
     ApiKey.OFFSET_COMMIT: (("topics", "topics", "OffsetCommitResponseTopic", {"name": "name"},
                             {}, ("partitions", "partitions", "OffsetCommitResponsePartition",

@@ -12,7 +12,7 @@ Rules:
   raised only with that table in hand.
 - To serve a new API, add one line here (and its handler); nothing else reads a list of
   APIs. The group APIs (FindCoordinator 10, JoinGroup 11, Heartbeat 12, LeaveGroup 13,
-  SyncGroup 14, OffsetCommit 8, OffsetFetch 9) come next; their names are in `ApiKey`.
+  SyncGroup 14, OffsetCommit 8, OffsetFetch 9) and the security APIs are served too.
 """
 
 from __future__ import annotations
@@ -36,13 +36,18 @@ class ApiKey(IntEnum):
     SYNC_GROUP = 14
     DESCRIBE_GROUPS = 15
     LIST_GROUPS = 16
+    SASL_HANDSHAKE = 17
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
     DELETE_RECORDS = 21
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
+    DESCRIBE_ACLS = 29
+    CREATE_ACLS = 30
+    DELETE_ACLS = 31
     DESCRIBE_CONFIGS = 32
+    SASL_AUTHENTICATE = 36
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
     INCREMENTAL_ALTER_CONFIGS = 44
@@ -76,6 +81,13 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     ApiKey.LIST_GROUPS: (0, 4),
     ApiKey.DESCRIBE_GROUPS: (0, 5),
     ApiKey.DELETE_GROUPS: (0, 2),
+    # security: SaslHandshake v0 (raw SASL tokens after it) was removed by Kafka 4 (KIP-896);
+    # every client here sends v1 + SaslAuthenticate. The ACL APIs start at v1 as in Kafka 4.
+    ApiKey.SASL_HANDSHAKE: (1, 1),
+    ApiKey.SASL_AUTHENTICATE: (0, 2),
+    ApiKey.DESCRIBE_ACLS: (1, 3),
+    ApiKey.CREATE_ACLS: (1, 3),
+    ApiKey.DELETE_ACLS: (1, 3),
 }
 
 REJECTED_VERSIONS: dict[int, range] = {

@@ -27,7 +27,7 @@ from controller.zookeeper.server import ZooKeeperLaunchError
 from rayka.chaos.runner import FAULT_KINDS as FAULT_KINDS_DEFAULT
 from rayka.chaos.runner import GROUP_FAULT_KINDS
 from rayka.errors import RayUnavailable
-from rayka.ops import groups_cli, ray_head, zookeeper_cli
+from rayka.ops import groups_cli, ray_head, security_cli, zookeeper_cli
 from replicas.errors import KafkaError
 
 
@@ -91,6 +91,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "PLAINTEXT://0.0.0.0:9092)")
     p.add_argument("--advertised-listeners", help="what brokers tell Kafka clients (default: "
                    "the listeners, a wildcard host replaced by the node's address)")
+    p.add_argument("--zookeeper-auth-file", help="a file holding user:password: every rayka "
+                   "ZooKeeper session authenticates with it and the cluster's znodes are "
+                   "writable by it alone (ZooKeeper digest ACLs)")
     p = command("status", "controller, brokers, under-replicated and offline partitions")
     p.add_argument("--json", action="store_true")
     p = command("bootstrap-servers", "print host:port,... of the brokers' Kafka listeners")
@@ -179,6 +182,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--keep", action="store_true", help="keep the data directory")
     zookeeper_cli.add_parser(sub)
     groups_cli.add_parser(sub, command)
+    security_cli.add_parser(sub, command)
     sub.add_parser("version", help="print the version")
     return parser
 
@@ -206,6 +210,9 @@ def cmd_start(args) -> None:
     for key in ("listeners", "advertised_listeners"):
         if getattr(args, key):
             config[key] = getattr(args, key)
+    if args.zookeeper_auth_file:
+        with open(args.zookeeper_auth_file) as f:
+            config["zookeeper_auth"] = f.readline().strip()
     state = ray_head.load_state(args.name)
     started_head = False
     if args.address:
@@ -522,7 +529,9 @@ COMMANDS = {"start": cmd_start, "status": cmd_status, "stop": cmd_stop,
             "restart-brokers": cmd_restart_brokers, "topics": cmd_topics,
             "produce": cmd_produce, "consume": cmd_consume, "demo": cmd_demo, "chaos": cmd_chaos,
             "zookeeper": lambda args: zookeeper_cli.run(args),
-            "groups": lambda args: groups_cli.run(args, _attach(args))}
+            "groups": lambda args: groups_cli.run(args, _attach(args)),
+            "users": lambda args: security_cli.run_users(args, _attach(args)),
+            "acls": lambda args: security_cli.run_acls(args, _attach(args))}
 
 
 def main(argv: list[str] | None = None) -> int:

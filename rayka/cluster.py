@@ -13,7 +13,10 @@ Rules:
   naming the address, before any actor is created.
 - Keyword config: ControllerConfig field names go to the controllers, the rest to the
   brokers (e.g. min_insync_replicas, replica_lag_time_max_ms, zk_session_timeout_ms);
-  `metrics_interval_s` (Ray gauges' refresh, actors/metrics.py) goes to both.
+  `metrics_interval_s` (Ray gauges' refresh, actors/metrics.py) and `zookeeper_auth`
+  ("user:password": every rayka ZooKeeper session authenticates with it and creates the
+  cluster's znodes writable by it alone, controller/zookeeper/client.py) go to both and to
+  the driver's own session.
 - Placement: `broker_resources` (e.g. {"rayka_broker": 1} with one unit per node: one
   broker per node) and `control_resources` (controllers and the ClusterHost) are Ray
   custom resources every incarnation asks for, restarts included.
@@ -48,7 +51,7 @@ from replicas.errors import BrokerNotAvailable, NotController
 
 CONTROLLER_ID_BASE = 1000
 _CONTROLLER_KEYS = {f.name for f in dataclasses.fields(ControllerConfig)}
-_SHARED_KEYS = {"metrics_interval_s"}
+_SHARED_KEYS = {"metrics_interval_s", "zookeeper_auth"}
 
 
 RAY_PROBE_TIMEOUT_S = 5.0
@@ -165,7 +168,8 @@ def start_local(name: str = "default", brokers: int = 3, controllers: int = 2,
         host = ray.get_actor(HOST_NAME, namespace=ns)
     except ValueError:
         if zookeeper is not None:      # fail fast, with the address, before any actor exists
-            ZkStore(zookeeper, name, connection_timeout_s=zk_connect_timeout_s).start().close()
+            ZkStore(zookeeper, name, connection_timeout_s=zk_connect_timeout_s,
+                    auth=config.get("zookeeper_auth")).start().close()
         facts = {"name": name, "brokers": list(range(1, brokers + 1)),
                  "controllers": [CONTROLLER_ID_BASE + i + 1 for i in range(controllers)],
                  "data_dir": data_dir or tempfile.mkdtemp(prefix=f"rayka-{name}-"),
@@ -206,7 +210,8 @@ class Cluster:
         self.facts = facts
         self.namespace = namespace_for(name)
         self.zookeeper = facts["zookeeper"]
-        self.store = ZkStore(self.zookeeper, name).start()
+        self.store = ZkStore(self.zookeeper, name,
+                             auth=facts.get("config", {}).get("zookeeper_auth")).start()
 
     # -- actors -------------------------------------------------------------------------------------
     def _actor(self, actor_name: str):

@@ -156,6 +156,7 @@ class FakeBrokerApi:
         self.errors: dict[object, int] = {}
         self.raises: dict[str, Exception] = {}
         self.calls: list[tuple[str, dict]] = []
+        self.acls: list = []                       # ACL bindings created, in order
         self.producers: dict[int, int] = {}        # producer id -> epoch
         self.next_producer_id = 1000
         self.add_broker(broker_id, PLAINTEXT=("127.0.0.1", 9092))
@@ -613,3 +614,18 @@ class FakeBrokerApi:
                 raise NotAnsweredYet(f"request {rid} ({type(event).__name__}) is parked")
             return self.answers[rid]
         return Deferred(result)
+
+    # -- ACLs: `acls` holds the bindings (an authorizer loads them, as a broker's does) ---------
+    def create_acls(self, bindings):
+        self._record("create_acls", bindings=list(bindings))
+        self.acls += [b for b in bindings if b not in self.acls]
+        return [(0, None)] * len(bindings)
+
+    def delete_acls(self, filters):
+        self._record("delete_acls", filters=list(filters))
+        out = []
+        for f in filters:
+            gone = tuple(b for b in self.acls if f.matches(b))
+            self.acls = [b for b in self.acls if b not in gone]
+            out.append((0, None, gone))
+        return out

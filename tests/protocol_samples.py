@@ -19,6 +19,14 @@ from kafka.protocol.admin import (
     IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse, ListGroupsRequest,
     ListGroupsResponse,
 )
+from kafka.protocol.admin.acl import (
+    CreateAclsRequest, CreateAclsResponse, DeleteAclsRequest, DeleteAclsResponse,
+    DescribeAclsRequest, DescribeAclsResponse,
+)
+from kafka.protocol.sasl import (
+    SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest,
+    SaslHandshakeResponse,
+)
 from kafka.protocol.consumer import (
     FetchRequest, FetchResponse, HeartbeatRequest, HeartbeatResponse, JoinGroupRequest,
     JoinGroupResponse, LeaveGroupRequest, LeaveGroupResponse, ListOffsetsRequest,
@@ -44,7 +52,16 @@ RESPONSES = {0: ProduceResponse, 1: FetchResponse, 2: ListOffsetsResponse,
              60: DescribeClusterResponse, 8: OffsetCommitResponse, 9: OffsetFetchResponse,
              10: FindCoordinatorResponse, 11: JoinGroupResponse, 12: HeartbeatResponse,
              13: LeaveGroupResponse, 14: SyncGroupResponse, 15: DescribeGroupsResponse,
-             16: ListGroupsResponse, 42: DeleteGroupsResponse}
+             16: ListGroupsResponse, 42: DeleteGroupsResponse, 17: SaslHandshakeResponse,
+             36: SaslAuthenticateResponse, 29: DescribeAclsResponse, 30: CreateAclsResponse,
+             31: DeleteAclsResponse}
+
+# an ACL filter matching everything (resource type ANY 1, pattern ANY 1, operation ANY 1,
+# permission ANY 1), and one literal Read allow for User:alice on topic orders
+ACL_ANY = dict(resource_type_filter=1, resource_name_filter=None, pattern_type_filter=1,
+               principal_filter=None, host_filter=None, operation=1, permission_type=1)
+ACL_READ = dict(resource_type=2, resource_name="orders", resource_pattern_type=3,
+                principal="User:alice", host="*", operation=3, permission_type=3)
 
 
 def _produce(v):
@@ -215,6 +232,11 @@ SAMPLES = {
     37: _create_partitions,
     44: _alter_configs,
     60: lambda v: DescribeClusterRequest[v](include_cluster_authorized_operations=False),
+    17: lambda v: SaslHandshakeRequest[v](mechanism="SCRAM-SHA-256"),
+    36: lambda v: SaslAuthenticateRequest[v](auth_bytes=b"n,,n=alice,r=abc"),
+    29: lambda v: DescribeAclsRequest[v](**ACL_ANY),
+    30: lambda v: CreateAclsRequest[v](creations=[CreateAclsRequest.AclCreation(**ACL_READ)]),
+    31: lambda v: DeleteAclsRequest[v](filters=[DeleteAclsRequest.DeleteAclsFilter(**ACL_ANY)]),
 }
 
 # (topic, partitions) every sample with topics asks about, in order.

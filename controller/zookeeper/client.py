@@ -27,6 +27,13 @@ Rules:
   ``ZkUnavailable`` (public methods are wrapped in ``_zk_call``); after one during a write,
   the write's outcome is unknown.
 - The store's errors are picklable: all their state is in ``args``.
+- Authentication (``auth="user:password"``, ZooKeeper's digest scheme; Kafka's
+  ``zookeeper.set.acl``): the session authenticates, and every znode it creates gets
+  ``CREATOR_ALL`` (rayka's digest identity may do anything) plus world READ, so a client
+  without the credentials can read the cluster but not change it. ``/rayka`` itself stays
+  open (other clusters, with other credentials, share the ensemble); a cluster's chroot, once
+  secured, is not reopened. ``SENSITIVE_PATHS`` (the SCRAM credentials) get no world READ,
+  as Kafka's sensitive paths.
 """
 
 from __future__ import annotations
@@ -49,8 +56,9 @@ from kazoo.protocol.serialization import (GetChildren, GetData, MultiHeader, int
                                           stat_struct)
 from kazoo.protocol.states import ZnodeStat
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
+from kazoo.security import OPEN_ACL_UNSAFE, READ_ACL_UNSAFE, make_digest_acl
 
-from controller.layout import PERSISTENT_PATHS, cluster_root
+from controller.layout import PERSISTENT_PATHS, ROOT_PREFIX, cluster_root
 
 __all__ = [
     "ZkSession", "ZkWatch",
@@ -170,7 +178,7 @@ class ZkSession:
     def __init__(self, hosts: str | None = None, cluster: str = "default", *,
                  session_timeout_s: float = 6.0, connection_timeout_s: float = 10.0,
                  client: KazooClient | None = None, root: str | None = None,
-                 multi_read: bool = True):
+                 multi_read: bool = True, auth: str | None = None):
         if (hosts is None) == (client is None):
             raise ValueError("give exactly one of hosts= or client=")
         self.cluster = cluster
@@ -181,9 +189,11 @@ class ZkSession:
         self.session_timeout_s = session_timeout_s
         self.connection_timeout_s = connection_timeout_s
         self._owns_client = client is None
+        self.secure_acl, self.private_acl = _acls(auth)
         self._client = client if client is not None else KazooClient(
             hosts=hosts, timeout=session_timeout_s,
-            connection_retry={"max_tries": -1, "delay": 0.05, "backoff": 2, "max_delay": 1.0})
+            connection_retry={"max_tries": -1, "delay": 0.05, "backoff": 2, "max_delay": 1.0},
+            auth_data=[("digest", auth)] if auth else None, default_acl=self.secure_acl)
         self._listeners: dict[Callable, Callable] = {}
         self._watches: set[ZkWatch] = set()
         self._lock = threading.Lock()
@@ -202,6 +212,8 @@ class ZkSession:
                 raise ZkUnavailable(f"could not connect to ZooKeeper at {self.hosts} within "
                                     f"{self.connection_timeout_s:g} s") from None
         try:
+            if self.secure_acl is not None and self.root.startswith(ROOT_PREFIX + "/"):
+                self._client.ensure_path(ROOT_PREFIX, acl=OPEN_ACL_UNSAFE)
             self._client.ensure_path(self.root)
             for p in PERSISTENT_PATHS:
                 self._client.ensure_path(self._abs(p))
@@ -420,6 +432,18 @@ class ZkSession:
 
 
 # -- fault injection ---------------------------------------------------------------------------
+def _acls(auth: str | None) -> tuple[list | None, list | None]:
+    """(the default ACL of every znode created, the ACL of sensitive ones) for digest
+    credentials "user:password"; (None, None) without: kazoo's open default."""
+    if not auth:
+        return None, None
+    user, sep, password = auth.partition(":")
+    if not sep or not user or not password:
+        raise ValueError("ZooKeeper auth must be 'user:password' (digest scheme)")
+    creator = make_digest_acl(user, password, all=True)
+    return [creator] + list(READ_ACL_UNSAFE), [creator]
+
+
 def expire_session(connect_string: str, session_id: int, password: bytes,
                    timeout_s: float = 10.0) -> None:
     """Force a REAL server-side expiry of the session (session_id, password): a second client

@@ -10,6 +10,8 @@ controller modules that import kazoo (tests/test_import_boundaries.py):
   ``session_credentials()`` are known: fault injection);
 - ``controller/zookeeper/multi.py``  the multi-op engine: per-item result checking, batching and
   re-commit of failed multis, epoch fencing of each multi;
+- ``controller/zookeeper/security_znodes.py`` SCRAM users and ACL znodes with their change
+  notifications (``SecurityZnodes``, mixed in);
 - ``controller/zookeeper/fenced.py`` the controller election (``ControllerElection``) and the
   controller's fenced write API (``FencedWriter``);
 - this module: ``ZkStore`` = session + engine + election, plus brokers, admin writes,
@@ -45,6 +47,7 @@ from controller.zookeeper.client import (AdminOperationInProgress, BadVersion, B
                                          ZkStoreError, ZkUnavailable, ZkWatch, _zk_call,
                                          expire_session)
 from controller.zookeeper.fenced import ControllerElection, FencedWriter, ZkElectionSession
+from controller.zookeeper.security_znodes import SecurityZnodes
 from controller.zookeeper.multi import (MAX_BYTES_PER_MULTI, MAX_OPS_PER_MULTI, _all_ok,
                                         _first_failure, _Op, _Unit)
 from controller.layout import (BROKER_IDS, BROKER_TOPICS, CLUSTER_ID, DELETE_TOPICS,
@@ -74,7 +77,7 @@ __all__ = [
 ]
 
 
-class ZkStore(ZkElectionSession):
+class ZkStore(SecurityZnodes, ZkElectionSession):
     """Kafka's ZK layout under ``/rayka/<cluster>``; see the module docstring for the rules.
 
     ``ZkStore(hosts, cluster)`` owns its kazoo session; ``ZkStore(cluster=..., client=c)``

@@ -8,6 +8,11 @@ Rules:
   entity of the request's version, or None when Kafka sends no answer (Produce acks=0).
 - A handler builds ONE internal result (protocol/api.py) and maps it to the version asked
   with `build`, which drops fields a version lacks and zero-fills the ones it adds.
+- Security: the third argument is the connection's `Session` (protocol/security/session.py)
+  or just a listener name. With SASL on the listener, only ApiVersions and the SASL exchange
+  are handled before authentication completes (anything else closes the connection, as
+  Kafka does); with an authorizer, the handlers talk to `AuthorizedApi` (authorized.py), so
+  a denied item never reaches the broker.
 - Per-item problems are per-item error codes; a handler that raises a KafkaError is answered
   with that code everywhere (codec.error_response); anything else is UNKNOWN_SERVER_ERROR
   and logged by the caller. Requests are checked in Kafka's order (KafkaApis.handle*).
@@ -20,7 +25,9 @@ from typing import Callable
 from protocol.api import BrokerApi, Deferred
 from protocol.codec import api_versions_response
 from protocol.errors import ProtocolError
-from protocol.handlers import admin, data, groups, metadata
+from protocol.handlers import admin, data, groups, metadata, security
+from protocol.handlers.authorized import AuthorizedApi
+from protocol.security.session import Session, as_session
 from replicas.errors import KafkaError
 
 API_VERSIONS = 18
@@ -54,15 +61,48 @@ HANDLERS: dict[int, Handler] = {
     42: groups.delete_groups,
 }
 
+# these take the connection's Session; the others only its listener name
+SESSION_HANDLERS: dict[int, Handler] = {
+    17: security.sasl_handshake,
+    36: security.sasl_authenticate,
+    29: security.describe_acls,
+    30: security.create_acls,
+    31: security.delete_acls,
+    60: metadata.describe_cluster,
+}
 
-def handle(api: BrokerApi, request, listener: str = "PLAINTEXT"):
+
+def handle(api: BrokerApi, request, context: Session | str = "PLAINTEXT"):
     """The response body for `request` (protocol.codec.Request), or None for no answer."""
+    session = as_session(context)
+    _gate(session, request)
+    return _dispatch(api, request, session)
+
+
+def _gate(session: Session, request) -> None:
+    """SASL: before authentication only ApiVersions and the exchange itself (asked ONCE per
+    request: the SASL state moves on ApiVersions). Kafka closes the connection otherwise."""
+    if not session.allows_api(request.api_key):
+        raise ProtocolError(f"{request.api_name} before SASL authentication completed "
+                            f"(ILLEGAL_SASL_STATE)", api_key=request.api_key,
+                            api_version=request.api_version,
+                            correlation_id=request.correlation_id)
+
+
+def _dispatch(api: BrokerApi, request, session: Session):
     if request.api_key == API_VERSIONS:
+        if not request.served and session.sasl is not None:
+            session.sasl.process_api_versions_rejected()    # the client retries older
         return api_versions_response(request)
-    return HANDLERS[request.api_key](api, request, listener)
+    if session.authorizer is not None:
+        api = AuthorizedApi(api, session)
+    special = SESSION_HANDLERS.get(request.api_key)
+    if special is not None:
+        return special(api, request, session)
+    return HANDLERS[request.api_key](api, request, session.listener)
 
 
-def answer(connection, api: BrokerApi, request, listener: str = "PLAINTEXT"
+def answer(connection, api: BrokerApi, request, listener: Session | str = "PLAINTEXT"
            ) -> bytes | Deferred | None:
     """What answers `request` on `connection` (protocol.connection.Connection): the bytes,
     a Deferred of them (a produce appended now whose acknowledgements are pending: the caller
@@ -72,10 +112,12 @@ def answer(connection, api: BrokerApi, request, listener: str = "PLAINTEXT"
     which gets no answer: a ProtocolError (close the connection, as Kafka does). Anything
     else propagates (the caller logs it and answers UNKNOWN_SERVER_ERROR, or closes for
     acks=0)."""
+    session = as_session(listener)
+    _gate(session, request)
     if not request.served and request.api_key != API_VERSIONS:
         return connection.respond_error(request, UNSUPPORTED_VERSION)
     try:
-        body = handle(api, request, listener)
+        body = _dispatch(api, request, session)
     except KafkaError as exc:
         if not request.expects_response:     # acks=0: Kafka answers nothing and closes
             raise ProtocolError(f"acks=0 produce failed: {exc}", api_key=request.api_key,

@@ -20,10 +20,11 @@ from typing import Callable, Mapping, Sequence
 
 import ray
 
+from actors import security
 from controller.assignment import validate_topic_name
 from controller.topic_admin import plan_topic
 from rayka.client.types import ControllerInfo, PartitionInfo, TopicPartition
-from replicas.errors import (InvalidPartitions, InvalidReplicaAssignment, InvalidReplicationFactor,
+from replicas.errors import (InvalidConfig, InvalidPartitions, InvalidReplicaAssignment, InvalidReplicationFactor,
                              InvalidRequest, KafkaError, NonEmptyGroup, RequestTimedOut,
                              UnknownTopicOrPartition, error_for_code)
 
@@ -305,6 +306,42 @@ class Admin:
         return new
 
     # -- visibility ----------------------------------------------------------------------------------
+    # -- security (Kafka's kafka-configs users and AdminClient ACL calls) -------------------------
+    def add_user(self, user: str, password: str, mechanisms: Sequence[str] | None = None,
+                 iterations: int = 4096) -> None:
+        """Set SCRAM credentials (both SCRAM-SHA-256 and -512 unless `mechanisms`); every
+        broker picks them up from the change notification."""
+        from protocol.security.credentials import MECHANISMS
+        try:
+            security.add_user(self.store, user, password, tuple(mechanisms or MECHANISMS),
+                              iterations)
+        except ValueError as exc:
+            raise InvalidConfig(str(exc)) from None
+
+    def delete_user(self, user: str) -> bool:
+        try:
+            return security.delete_user(self.store, user)
+        except ValueError as exc:
+            raise InvalidConfig(str(exc)) from None
+
+    def list_users(self) -> dict[str, tuple[str, ...]]:
+        return security.list_users(self.store)
+
+    def create_acls(self, bindings) -> list[tuple[int, str | None]]:
+        """Per binding (protocol.security.acl.AclBinding): (0, None) or (error, message);
+        an invalid binding is INVALID_REQUEST and nothing of it is written."""
+        from protocol.security.acl import validate_binding
+        problems = [validate_binding(b) for b in bindings]
+        ok = [b for b, p in zip(bindings, problems) if p is None]
+        written = iter(security.create_acls(self.store, ok) if ok else ())
+        return [p if p is not None else next(written) for p in problems]
+
+    def delete_acls(self, filters) -> list[tuple[int, str | None, tuple]]:
+        return security.delete_acls(self.store, filters)
+
+    def list_acls(self, flt=None) -> list:
+        return security.list_acls(self.store, flt)
+
     def wait_for_leaders(self, topic: str, timeout_s: float) -> None:
         """Every partition led by a live broker, and every live broker's metadata agrees."""
         def visible():

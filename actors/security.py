@@ -1,0 +1,279 @@
+"""Security in the shell: the broker's users and ACLs from ZooKeeper, TLS contexts, sessions.
+
+Rules:
+- Broker configs with Kafka's names (`SecurityConfig.pop_from`, dotted or underscored):
+  `authorizer.class.name` (Kafka's AclAuthorizer / SimpleAclAuthorizer / StandardAuthorizer
+  names turn ACLs on; empty or absent: no authorizer, everything allowed), `super.users`
+  ("User:a;User:b"), `allow.everyone.if.no.acl.found` (false), `sasl.enabled.mechanisms`
+  (SCRAM-SHA-256,SCRAM-SHA-512; PLAIN only when listed), every `ssl.*` key, and every
+  `listener.name.<listener>.<key>` override of them (Kafka's per-listener prefix).
+- A bad TLS config fails the broker's start, with the key named (InvalidConfig), before it
+  registers: a broker never advertises a listener it cannot serve.
+- Users (SCRAM credentials, Kafka's /config/users/<user>) and ACLs (Kafka's AclAuthorizer
+  znodes) are read from ZooKeeper at start and again whenever a change notification appears,
+  on a thread of their own (ZooKeeper callbacks must not block); a reload replaces the whole
+  set at once. Until the first load is done no one authenticates and nothing is authorised.
+- Writes (`create_acls`, `delete_acls`, `add_user`, `delete_user`: the wire's CreateAcls /
+  DeleteAcls, rayka's Admin and CLI) read the znode, change it and write it back conditionally
+  with its notification, retrying when another writer got there first (Kafka's way).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass, field
+
+from controller.zookeeper.security_znodes import CONFIG_CHANGES, CONFIG_USERS
+from controller.zookeeper.store import BadVersion, ZkStore
+from controller.layout import check_name
+from protocol.security.acl import (ACL_CHANGES_EXTENDED, ACL_CHANGES_LITERAL, CHANGE_PREFIX,
+                                   AclBinding, AclBindingFilter, Authorizer, PatternType,
+                                   acl_path, decode_acls, encode_acls, encode_change,
+                                   pattern_of_path)
+from protocol.security.credentials import (MECHANISMS, decode_user_config, encode_user_config,
+                                           make_credential)
+from protocol.security.sasl import SaslServer
+from protocol.security.session import SASL_PROTOCOLS, TLS_PROTOCOLS, Session, tls_principal
+from replicas.errors import InvalidConfig
+
+log = logging.getLogger(__name__)
+
+AUTHORIZERS = {"kafka.security.authorizer.AclAuthorizer", "kafka.security.auth.SimpleAclAuthorizer",
+               "org.apache.kafka.metadata.authorizer.StandardAuthorizer"}
+PREFIXES = ("ssl.", "sasl.", "listener.name.")
+NAMES = ("authorizer.class.name", "super.users", "allow.everyone.if.no.acl.found",
+         "zookeeper.auth")
+WRITE_RETRIES = 20
+LITERAL_ROOT, PREFIXED_ROOT = "/kafka-acl", "/kafka-acl-extended/prefixed"
+
+
+@dataclass(frozen=True)
+class SecurityConfig:
+    authorizer: bool = False
+    super_users: tuple[str, ...] = ()
+    allow_everyone_if_no_acl_found: bool = False
+    zookeeper_auth: str | None = None                # "user:password" (digest)
+    props: dict = field(default_factory=dict)       # ssl.*, sasl.*, listener.name.* (dotted)
+
+    @classmethod
+    def pop_from(cls, config: dict) -> "SecurityConfig":
+        props = {}
+        for key in list(config):
+            dotted = key.replace("_", ".")
+            if dotted.startswith(PREFIXES) or dotted in NAMES:
+                props[dotted] = str(config.pop(key))
+        name = props.pop("authorizer.class.name", "").strip()
+        if name and name not in AUTHORIZERS:
+            raise InvalidConfig(f"authorizer.class.name {name!r} is not supported: use "
+                                "kafka.security.authorizer.AclAuthorizer")
+        supers = tuple(u.strip() for u in props.pop("super.users", "").split(";") if u.strip())
+        everyone = props.pop("allow.everyone.if.no.acl.found", "false").strip().lower()
+        if everyone not in ("true", "false"):
+            raise InvalidConfig(f"Invalid value {everyone!r} for configuration "
+                                "allow.everyone.if.no.acl.found")
+        out = cls(bool(name), supers, everyone == "true", props.pop("zookeeper.auth", None), props)
+        for mech in out.mechanisms(None):
+            if mech not in MECHANISMS + ("PLAIN",):
+                raise InvalidConfig(f"sasl.enabled.mechanisms: {mech} is not supported "
+                                    f"(supported: {', '.join(MECHANISMS + ('PLAIN',))})")
+        return out
+
+    def get(self, key: str, listener: str | None, default=None):
+        if listener is not None:
+            value = self.props.get(f"listener.name.{listener.lower()}.{key}")
+            if value is not None:
+                return value
+        return self.props.get(key, default)
+
+    def mechanisms(self, listener: str | None) -> tuple[str, ...]:
+        raw = self.get("sasl.enabled.mechanisms", listener, ",".join(MECHANISMS))
+        return tuple(m.strip().upper() for m in raw.split(",") if m.strip())
+
+
+class BrokerSecurity:
+    """One per broker: sessions for its listeners, its authorizer, its view of the users."""
+
+    def __init__(self, store: ZkStore, config: SecurityConfig, endpoints=()):
+        self.store, self.config = store, config
+        self.authorizer = Authorizer(config.super_users, config.allow_everyone_if_no_acl_found) \
+            if config.authorizer else None
+        self._users: dict[str, dict] = {}
+        self._tls = {}
+        for ep in endpoints:
+            if ep.security_protocol in TLS_PROTOCOLS:
+                from actors.tls import ssl_context_from_config
+                self._tls[ep.listener] = ssl_context_from_config(config.props, ep.listener)
+        self._dirty = threading.Event()
+        self._stopped = threading.Event()
+        self._watches = []
+        self.loads = 0
+
+    def start(self) -> "BrokerSecurity":
+        self._reload()
+        dirs = [CONFIG_CHANGES] + ([ACL_CHANGES_LITERAL, ACL_CHANGES_EXTENDED]
+                                   if self.authorizer is not None else [])
+        for d in dirs:
+            self._watches.append(self.store.watch_notices(d, lambda _names: self._dirty.set()))
+        threading.Thread(target=self._reloader, daemon=True, name="broker-security").start()
+        return self
+
+    def stop(self) -> None:
+        self._stopped.set()
+        self._dirty.set()
+        for w in self._watches:
+            w.cancel()
+
+    def _reloader(self) -> None:
+        while not self._stopped.is_set():
+            self._dirty.wait()
+            if self._stopped.is_set():
+                return
+            self._dirty.clear()
+            try:
+                self._reload()
+            except Exception:               # ZooKeeper away: the next notification retries
+                log.exception("reloading users and ACLs failed")
+                self._dirty.set()
+                self._stopped.wait(1.0)
+
+    def _reload(self) -> None:
+        self._users = read_users(self.store)
+        if self.authorizer is not None:
+            self.authorizer.replace_all(read_bindings(self.store))
+        self.loads += 1
+
+    # -- what the listener asks ------------------------------------------------------------
+    def tls_context(self, listener: str):
+        return self._tls.get(listener)
+
+    def session(self, endpoint, peer_host: str, peer_cert: dict | None = None) -> Session:
+        sasl = SaslServer(self.config.mechanisms(endpoint.listener), self.credential) \
+            if endpoint.security_protocol in SASL_PROTOCOLS else None
+        return Session(endpoint.listener, peer_host, endpoint.security_protocol, sasl,
+                       self.authorizer, tls_principal(peer_cert))
+
+    def credential(self, mechanism: str, user: str):
+        return self._users.get(user, {}).get(mechanism)
+
+    # -- the wire's ACL writes ----------------------------------------------------------------
+    def create_acls(self, bindings) -> list[tuple[int, str | None]]:
+        return create_acls(self.store, bindings)
+
+    def delete_acls(self, filters) -> list[tuple[int, str | None, tuple]]:
+        return delete_acls(self.store, filters)
+
+
+# -- reading and writing ZooKeeper (the broker, rayka's Admin and the CLI) ------------------
+def read_users(store: ZkStore) -> dict[str, dict]:
+    users = {}
+    for path, (data, _version) in store.read_tree(CONFIG_USERS, 1).items():
+        try:
+            users[path.rpartition("/")[2]] = decode_user_config(data)
+        except ValueError:
+            log.warning("ignoring unreadable credentials at %s", path)
+    return users
+
+
+def read_bindings(store: ZkStore) -> list[AclBinding]:
+    out = []
+    for root in (LITERAL_ROOT, PREFIXED_ROOT):
+        for path, (data, _version) in store.read_tree(root, 2).items():
+            pattern = pattern_of_path(path)
+            if pattern is None:
+                continue
+            try:
+                out += [AclBinding(pattern, e) for e in decode_acls(data)]
+            except ValueError:
+                log.warning("ignoring unreadable ACLs at %s", path)
+    return out
+
+
+def _rewrite(store: ZkStore, pattern, change) -> None:
+    """Apply `change(set of entries) -> set` to the pattern's znode, conditionally, retrying."""
+    path = acl_path(pattern)
+    notices = ACL_CHANGES_EXTENDED if pattern.pattern_type == PatternType.PREFIXED \
+        else ACL_CHANGES_LITERAL
+    for _ in range(WRITE_RETRIES):
+        got = store.read_znode(path)
+        before = decode_acls(got[0]) if got and got[0] else frozenset()
+        after = frozenset(change(set(before)))
+        if after == before:
+            return
+        data = encode_acls(after) if after else None
+        try:
+            store.write_with_notice(path, data, got[1] if got else -1, notices, CHANGE_PREFIX,
+                                    encode_change(pattern))
+            return
+        except BadVersion:
+            continue                         # someone else wrote it: read again
+    raise BadVersion(path)
+
+
+def create_acls(store: ZkStore, bindings) -> list[tuple[int, str | None]]:
+    by_pattern: dict = {}
+    for b in bindings:
+        by_pattern.setdefault(b.pattern, set()).add(b.entry)
+    failed = {}
+    for pattern, entries in by_pattern.items():
+        try:
+            _rewrite(store, pattern, lambda cur, e=entries: cur | e)
+        except Exception as exc:                     # noqa: BLE001 - per item, as Kafka
+            failed[pattern] = f"{type(exc).__name__}: {exc}"
+    return [(-1, failed[b.pattern]) if b.pattern in failed else (0, None) for b in bindings]
+
+
+def delete_acls(store: ZkStore, filters) -> list[tuple[int, str | None, tuple]]:
+    current = read_bindings(store)
+    out = []
+    for flt in filters:
+        matched = tuple(b for b in current if flt.matches(b))
+        by_pattern: dict = {}
+        for b in matched:
+            by_pattern.setdefault(b.pattern, set()).add(b.entry)
+        try:
+            for pattern, entries in by_pattern.items():
+                _rewrite(store, pattern, lambda cur, e=entries: cur - e)
+            out.append((0, None, matched))
+        except Exception as exc:                     # noqa: BLE001 - per filter, as Kafka
+            out.append((-1, f"{type(exc).__name__}: {exc}", ()))
+    return out
+
+
+def list_acls(store: ZkStore, flt: AclBindingFilter | None = None) -> list[AclBinding]:
+    return sorted((b for b in read_bindings(store) if flt is None or flt.matches(b)), key=str)
+
+
+def add_user(store: ZkStore, user: str, password: str, mechanisms=MECHANISMS,
+             iterations: int = 4096) -> None:
+    """Kafka's `kafka-configs --alter --add-config SCRAM-SHA-256=[password=...]`: set (or
+    replace) the user's credentials for each mechanism, keeping the others."""
+    check_name(user, "user name")
+    if not password:
+        raise InvalidConfig("a SCRAM password must not be empty")
+    path = f"{CONFIG_USERS}/{user}"
+    for _ in range(WRITE_RETRIES):
+        got = store.read_znode(path)
+        creds = decode_user_config(got[0]) if got and got[0] else {}
+        for mech in mechanisms:
+            creds[mech] = make_credential(mech, password, iterations)
+        try:
+            store.set_user_credentials(user, encode_user_config(creds), got[1] if got else -1)
+            return
+        except BadVersion:
+            continue
+    raise BadVersion(path)
+
+
+def delete_user(store: ZkStore, user: str) -> bool:
+    """Remove the user's credentials; False when there were none."""
+    got = store.read_znode(f"{CONFIG_USERS}/{check_name(user, 'user name')}")
+    if got is None:
+        return False
+    store.set_user_credentials(user, None, got[1])
+    return True
+
+
+def list_users(store: ZkStore) -> dict[str, tuple[str, ...]]:
+    """user → the SCRAM mechanisms it has credentials for."""
+    return {u: tuple(sorted(c)) for u, c in sorted(read_users(store).items())}

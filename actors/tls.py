@@ -1,0 +1,592 @@
+"""TLS for the Kafka listener: Kafka's ssl.* broker configs, a sans-I/O TLS session, and the
+transport the listener's reader and writer threads share.
+
+Rules:
+- `ssl_context_from_config` reads Kafka's broker names (dotted or underscored), and a
+  `listener.name.<listener>.ssl.*` key wins over the plain `ssl.*` key for that listener,
+  as in Kafka. Keystores and truststores are PEM only (a file, or Kafka 2.7+ inline PEM
+  strings); JKS and PKCS12 are refused with what to set instead. Every config mistake is
+  an InvalidConfig naming the key (and the file and OpenSSL's words when a file is bad);
+  OpenSSL never prompts for a key password (an empty one is passed instead).
+- Why MemoryBIO and not SSLSocket: one OpenSSL SSL object driven by two threads at once
+  (the listener's reader in SSL_read, its writer in SSL_write) is not safe, and a TLS 1.3
+  reader produces records of its own (session tickets, KeyUpdate answers) that must go out
+  in order with the writer's. So TLS is a plain object (TlsSession) fed bytes, and the
+  transport does the socket I/O around it.
+- One lock per transport guards the TlsSession, the ciphertext not yet sent, and every
+  socket send; sends are non-blocking, so the lock is never held while waiting on the
+  peer: a thread waits for readable/writable sockets with the lock released. Records go
+  out in the order OpenSSL produced them: only one thread (the flusher) sends at a time,
+  and the writer flushes until nothing is left, so records the reader queues meanwhile go
+  out behind the writer's. `recv` takes the lock only to decrypt, never while blocked in
+  the socket. Lock order: the reader's own `_recv_lock`, then `_lock`; nothing else.
+- What closes a connection: EOF or a close_notify from the peer (`recv` returns b""), a
+  TlsError (bad record, failed handshake, plaintext on a TLS port: the alert OpenSSL made
+  is sent best-effort, then the caller closes), a handshake not finished in its timeout,
+  the socket timeout (socket.timeout, so the listener's idle timeout works as on plain
+  sockets), and `shutdown()`/`close()` (close_notify best-effort, never waiting on the peer).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import select
+import socket
+import ssl
+import tempfile
+import threading
+import time
+from collections.abc import Mapping
+
+from replicas.errors import InvalidConfig
+
+__all__ = ["TlsError", "TlsSession", "TlsTransport", "PlainTransport", "ssl_context_from_config"]
+
+READ_CHUNK = 256 * 1024        # ciphertext read from the socket at a time (as the listener)
+PLAIN_CHUNK = 32 * 1024         # plaintext taken out of OpenSSL at a time (> one 16 KiB record)
+POLL_SLICE_S = 1.0              # a blocked wait re-checks that the socket is still open
+HANDSHAKE_RECORD = 0x16
+PROTOCOLS = {"TLSv1": ssl.TLSVersion.TLSv1, "TLSv1.1": ssl.TLSVersion.TLSv1_1,
+             "TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
+CLIENT_AUTH = {"none": ssl.CERT_NONE, "requested": ssl.CERT_OPTIONAL,
+               "required": ssl.CERT_REQUIRED}
+
+
+class TlsError(Exception):
+    """The peer's TLS is unusable (bad record, failed handshake, not TLS at all, or a
+    handshake not finished in time): close the connection."""
+
+
+# -- configuration ----------------------------------------------------------------------------
+def ssl_context_from_config(config: Mapping[str, str], listener: str | None = None
+                            ) -> ssl.SSLContext:
+    """A server SSLContext from Kafka's ssl.* broker configs for `listener` (Kafka's
+    listener name, e.g. "SSL"; its `listener.name.<name lowercased>.ssl.*` keys win)."""
+    get = _Lookup(config, listener)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.options |= ssl.OP_NO_RENEGOTIATION      # client-initiated renegotiation: a DoS lever
+    _protocols(ctx, get)
+    ciphers = get("ssl.cipher.suites")
+    if ciphers:
+        try:
+            ctx.set_ciphers(":".join(_items(ciphers)))
+        except ssl.SSLError as exc:
+            raise InvalidConfig(f"{get.key('ssl.cipher.suites')}={ciphers!r}: no cipher OpenSSL "
+                                f"knows (use OpenSSL names, e.g. ECDHE-RSA-AES256-GCM-SHA384): "
+                                f"{_ssl_words(exc)}") from None
+    _keystore(ctx, get)
+    auth = (get("ssl.client.auth") or "none").strip().lower()
+    if auth not in CLIENT_AUTH:
+        raise InvalidConfig(f"{get.key('ssl.client.auth')}={auth!r}: expected one of "
+                            f"{', '.join(CLIENT_AUTH)}")
+    trusted = _truststore(ctx, get)
+    if auth != "none" and not trusted:
+        raise InvalidConfig(f"{get.key('ssl.client.auth')}={auth} needs "
+                            f"ssl.truststore.location or ssl.truststore.certificates (the CAs "
+                            f"that sign client certificates)")
+    ctx.verify_mode = CLIENT_AUTH[auth]
+    return ctx
+
+
+class _Lookup:
+    """Config values by Kafka name: the listener's override first, dotted or underscored."""
+
+    def __init__(self, config: Mapping[str, str], listener: str | None):
+        self.values = {str(k).replace(".", "_").lower(): (k, v) for k, v in config.items()
+                       if v is not None and v != ""}
+        self.prefix = f"listener.name.{listener.lower()}." if listener else ""
+
+    def _find(self, name: str) -> tuple[str, str] | None:
+        for key in ([self.prefix + name] if self.prefix else []) + [name]:
+            if (hit := self.values.get(key.replace(".", "_"))) is not None:
+                return hit
+        return None
+
+    def __call__(self, name: str) -> str | None:
+        hit = self._find(name)
+        return None if hit is None else hit[1]
+
+    def key(self, name: str) -> str:
+        """The key as the user spelled it (to name it in errors), else Kafka's name."""
+        hit = self._find(name)
+        return name if hit is None else str(hit[0])
+
+
+def _items(value) -> list[str]:
+    if isinstance(value, (list, tuple)):
+        return [str(v).strip() for v in value if str(v).strip()]
+    return [v.strip() for v in str(value).split(",") if v.strip()]
+
+
+def _protocols(ctx: ssl.SSLContext, get: _Lookup) -> None:
+    names = _items(get("ssl.enabled.protocols") or "TLSv1.2,TLSv1.3")
+    unknown = [n for n in names if n not in PROTOCOLS]
+    if unknown or not names:
+        raise InvalidConfig(f"{get.key('ssl.enabled.protocols')}: unknown protocol(s) "
+                            f"{unknown or names}; expected some of {', '.join(PROTOCOLS)}")
+    versions = sorted(PROTOCOLS[n] for n in names)
+    # OpenSSL takes a range, not a set: "TLSv1.1,TLSv1.3" enables TLSv1.2 as well
+    ctx.minimum_version, ctx.maximum_version = versions[0], versions[-1]
+
+
+def _check_pem_type(get: _Lookup, name: str) -> None:
+    kind = (get(name) or "PEM").strip().upper()
+    if kind != "PEM":
+        store = "keystore" if "keystore" in name else "truststore"
+        what = ("the private key and certificate chain" if store == "keystore"
+                else "the CA certificates")
+        raise InvalidConfig(f"{get.key(name)}={kind} is not supported: rayka reads PEM only; "
+                            f"set {name}=PEM and ssl.{store}.location to a PEM file with {what} "
+                            f"(e.g. openssl pkcs12 -in {store}.p12 -nodes -out {store}.pem)")
+
+
+def _keystore(ctx: ssl.SSLContext, get: _Lookup) -> None:
+    _check_pem_type(get, "ssl.keystore.type")
+    if get("ssl.keystore.password"):
+        raise InvalidConfig(f"{get.key('ssl.keystore.password')} cannot be set with a PEM "
+                            f"keystore (as in Kafka): put the private key's password in "
+                            f"ssl.key.password")
+    password = get("ssl.key.password") or ""   # never None: OpenSSL would prompt on the tty
+    location, key, chain = (get("ssl.keystore.location"), get("ssl.keystore.key"),
+                            get("ssl.keystore.certificate.chain"))
+    if location:
+        _load_chain(ctx, location, password, get.key("ssl.keystore.location"))
+        return
+    if key and chain:
+        _load_inline_chain(ctx, _pem(key), _pem(chain), password, get)
+        return
+    if key or chain:
+        missing = "ssl.keystore.certificate.chain" if key else "ssl.keystore.key"
+        raise InvalidConfig(f"{get.key('ssl.keystore.key' if key else missing)} is set but "
+                            f"{missing} is not: inline PEM needs both")
+    also = f" (nor {get.prefix}ssl.keystore.location)" if get.prefix else ""
+    raise InvalidConfig(f"ssl.keystore.location is not set{also}: a TLS listener needs a PEM "
+                        f"keystore (or inline ssl.keystore.key and ssl.keystore.certificate.chain)")
+
+
+def _load_chain(ctx: ssl.SSLContext, path: str, password: str, key: str) -> None:
+    try:
+        ctx.load_cert_chain(path, password=password)
+    except OSError as exc:
+        text = _read_text(path)
+        if isinstance(exc, ssl.SSLError) and text is not None:
+            raise InvalidConfig(f"{key}={path}: {_pem_problem(text, password)} "
+                                f"({_ssl_words(exc)})") from None
+        raise InvalidConfig(f"{key}={path}: cannot read it ({_ssl_words(exc)})") from None
+
+
+def _load_inline_chain(ctx: ssl.SSLContext, key_pem: str, chain_pem: str, password: str,
+                       get: _Lookup) -> None:
+    # load_cert_chain reads files only; mkstemp makes the file 0600, and it is gone at once
+    fd, path = tempfile.mkstemp(prefix="rayka-keystore-", suffix=".pem")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(key_pem + "\n" + chain_pem + "\n")
+        try:
+            ctx.load_cert_chain(path, password=password)
+        except ssl.SSLError as exc:
+            raise InvalidConfig(f"{get.key('ssl.keystore.key')} / "
+                                f"{get.key('ssl.keystore.certificate.chain')}: "
+                                f"{_pem_problem(key_pem + chain_pem, password)} "
+                                f"({_ssl_words(exc)})") from None
+    finally:
+        os.unlink(path)
+
+
+def _truststore(ctx: ssl.SSLContext, get: _Lookup) -> bool:
+    _check_pem_type(get, "ssl.truststore.type")
+    location, inline = get("ssl.truststore.location"), get("ssl.truststore.certificates")
+    try:
+        if location:
+            ctx.load_verify_locations(cafile=location)
+        elif inline:
+            ctx.load_verify_locations(cadata=_pem(inline))
+        else:
+            return False
+    except (OSError, ValueError) as exc:
+        name = "ssl.truststore.location" if location else "ssl.truststore.certificates"
+        where = f"={location}" if location else ""
+        raise InvalidConfig(f"{get.key(name)}{where}: no CA certificate could be read "
+                            f"({_ssl_words(exc)})") from None
+    return True
+
+
+_PEM_BLOCK = re.compile(r"-----BEGIN ([A-Z0-9 ]+)-----(.*?)-----END \1-----", re.S)
+
+
+def _pem(text: str) -> str:
+    """Inline PEM as Kafka accepts it: a properties file's line continuations may have
+    turned the newlines into spaces, so each block's base64 is re-wrapped."""
+    def rewrap(m: re.Match) -> str:
+        body = m.group(2)
+        if ":" in body:                  # RFC 1421 headers (Proc-Type): leave the block alone
+            return m.group(0)
+        b64 = "".join(body.split())
+        lines = "\n".join(b64[i:i + 64] for i in range(0, len(b64), 64))
+        return f"-----BEGIN {m.group(1)}-----\n{lines}\n-----END {m.group(1)}-----"
+    return "\n".join(rewrap(m) for m in _PEM_BLOCK.finditer(str(text))) or str(text)
+
+
+def _read_text(path: str) -> str | None:
+    try:
+        with open(path, encoding="ascii", errors="replace") as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def _pem_problem(text: str, password: str) -> str:
+    """OpenSSL says only "PEM lib": say which part of the PEM is wrong."""
+    if "PRIVATE KEY-----" not in text:
+        return "no private key in it (a PEM keystore holds the key and the certificate chain)"
+    if "CERTIFICATE-----" not in text:
+        return "no certificate in it (a PEM keystore holds the key and the certificate chain)"
+    if "ENCRYPTED PRIVATE KEY" in text or "Proc-Type: 4,ENCRYPTED" in text:
+        return ("the private key does not decrypt: wrong ssl.key.password" if password
+                else "the private key is encrypted and ssl.key.password is not set")
+    return "the private key or certificate does not load (or they do not match)"
+
+
+def _ssl_words(exc: BaseException) -> str:
+    reason = getattr(exc, "reason", None)
+    text = getattr(exc, "strerror", None) or str(exc)
+    return f"{reason}: {text}" if reason and reason not in text else str(text)
+
+
+# -- the session --------------------------------------------------------------------------------
+class TlsSession:
+    """TLS as bytes in, bytes out (no sockets): `receive` ciphertext, get plaintext;
+    `send` plaintext, take the ciphertext from `outgoing()`. Not thread-safe: the
+    transport's lock guards it. Plaintext sent before the handshake is done waits for it."""
+
+    def __init__(self, context: ssl.SSLContext, server_side: bool = True,
+                 server_hostname: str | None = None):
+        self._in, self._out = ssl.MemoryBIO(), ssl.MemoryBIO()
+        self._ssl = context.wrap_bio(self._in, self._out, server_side=server_side,
+                                     server_hostname=server_hostname)
+        self._buf = bytearray(PLAIN_CHUNK)
+        self._view = memoryview(self._buf)
+        self._pending = bytearray()      # plaintext sent before the handshake finished
+        self._first_byte: int | None = None
+        self._failed: str | None = None
+        self._closed = False
+        self.handshake_done = False
+        self.peer_closed = False
+
+    def receive(self, data: bytes) -> bytes:
+        """Feed ciphertext; the plaintext now readable (b"" if none). TlsError if the peer's
+        bytes are not acceptable TLS (the alert, if any, is then in `outgoing()`)."""
+        if self._failed is not None:
+            raise TlsError(self._failed)
+        if self.peer_closed:
+            return b""                   # nothing after close_notify counts
+        if data:
+            if self._first_byte is None:
+                self._first_byte = data[0]
+            self._in.write(data)
+        try:
+            if not self.handshake_done:
+                try:
+                    self._ssl.do_handshake()
+                except ssl.SSLWantReadError:
+                    return b""
+                self.handshake_done = True
+                if self._pending:
+                    pending, self._pending = bytes(self._pending), bytearray()
+                    self._write(pending)
+            return self._read()
+        except ssl.SSLError as exc:
+            self._failed = self._reason(exc)
+            raise TlsError(self._failed) from None
+
+    def _read(self) -> bytes:
+        plain = bytearray()
+        while True:
+            try:
+                n = self._ssl.read(PLAIN_CHUNK, self._buf)
+            except ssl.SSLWantReadError:
+                break
+            except ssl.SSLZeroReturnError:
+                n = 0
+            if not n:                    # not WantRead, so: the peer's close_notify
+                self.peer_closed = True
+                break
+            plain += self._view[:n]
+        return bytes(plain)
+
+    def _reason(self, exc: ssl.SSLError) -> str:
+        words = (exc.reason or exc.strerror or str(exc)).lower().replace("_", " ")
+        if getattr(exc, "verify_message", None):
+            words += f" ({exc.verify_message})"
+        if not self.handshake_done and self._first_byte not in (None, HANDSHAKE_RECORD):
+            return (f"not TLS (first byte 0x{self._first_byte:02x}, a TLS handshake starts "
+                    f"0x16): a plaintext client on a TLS listener? ({words})")
+        return f"{'TLS handshake failed' if not self.handshake_done else 'bad TLS data'}: {words}"
+
+    def send(self, plaintext: bytes) -> None:
+        """Encrypt `plaintext` (any size; OpenSSL cuts it into records) into `outgoing()`."""
+        if self._failed is not None:
+            raise TlsError(self._failed)
+        if self._closed:
+            raise TlsError("send after close")
+        if not self.handshake_done:
+            self._pending += plaintext
+            return
+        try:
+            self._write(plaintext)
+        except ssl.SSLError as exc:
+            self._failed = self._reason(exc)
+            raise TlsError(self._failed) from None
+
+    def _write(self, plaintext: bytes) -> None:
+        view = memoryview(plaintext)
+        while view:
+            # a memory BIO never blocks, and partial writes are off: each call takes it all
+            view = view[self._ssl.write(view):]
+
+    def outgoing(self) -> bytes:
+        """Ciphertext to put on the wire (handshake records, data, alerts), in order."""
+        return self._out.read() if self._out.pending else b""
+
+    def close(self) -> None:
+        """Queue a close_notify (nothing if the handshake never finished)."""
+        if self._closed:
+            return
+        self._closed = True
+        if self.handshake_done and self._failed is None:
+            try:
+                self._ssl.unwrap()
+            except ssl.SSLError:
+                pass                     # WantRead: the peer's close_notify is not awaited
+
+    @property
+    def peer_certificate(self) -> dict | None:
+        """The client's certificate, as ssl.getpeercert() gives it, when it sent one and it
+        was verified (ssl.client.auth requested or required)."""
+        return (self._ssl.getpeercert() or None) if self.handshake_done else None
+
+    @property
+    def version(self) -> str | None:
+        return self._ssl.version() if self.handshake_done else None
+
+
+# -- transports ---------------------------------------------------------------------------------
+class PlainTransport:
+    """A plain connected socket behind TlsTransport's API, so the listener treats both alike."""
+
+    peer_certificate = None
+    version = None
+
+    def __init__(self, sock: socket.socket):
+        self._sock = sock
+
+    def handshake(self, timeout_s: float) -> None:
+        pass
+
+    def recv(self, bufsize: int) -> bytes:
+        return self._sock.recv(bufsize)
+
+    def sendall(self, data: bytes) -> None:
+        self._sock.sendall(data)
+
+    def settimeout(self, s: float | None) -> None:
+        self._sock.settimeout(s)
+
+    def shutdown(self, how: int = socket.SHUT_RDWR) -> None:
+        self._sock.shutdown(how)
+
+    def close(self) -> None:
+        self._sock.close()
+
+    def fileno(self) -> int:
+        return self._sock.fileno()
+
+
+class TlsTransport:
+    """TLS over a connected socket, for one reader thread (`handshake`, then `recv`) and one
+    writer thread (`sendall`) at once. Errors: TlsError (bad TLS), socket.timeout (the
+    `settimeout` timeout passed), OSError (the socket failed or was closed)."""
+
+    def __init__(self, sock: socket.socket, context: ssl.SSLContext, server_side: bool = True,
+                 server_hostname: str | None = None):
+        self._sock = sock
+        self._timeout: float | None = sock.gettimeout()
+        sock.setblocking(False)         # every wait is a poll here, with no lock held
+        self._session = TlsSession(context, server_side, server_hostname)
+        self._lock = threading.Lock()   # the session, _out, _flushing and every socket send
+        self._flushed = threading.Condition(self._lock)
+        self._out = bytearray()         # ciphertext produced but not yet sent, in order
+        self._flushing = False          # a thread is sending _out (the only one that may)
+        self._recv_lock = threading.Lock()
+        self._plain = bytearray()       # plaintext decrypted but not yet returned by recv
+        self._eof = False
+        self._closed = False
+
+    # -- the reader's side
+    def handshake(self, timeout_s: float) -> None:
+        """Run the TLS handshake; TlsError if it fails or is not done in `timeout_s`."""
+        deadline = time.monotonic() + timeout_s
+        with self._recv_lock:
+            try:
+                self._decrypt(b"", deadline)   # a client speaks first: its ClientHello goes out
+                while not self._session.handshake_done:    # only this thread changes it
+                    data = self._read_socket(deadline)
+                    if not data:
+                        raise TlsError("peer closed the connection during the TLS handshake")
+                    self._decrypt(data, deadline)
+            except socket.timeout:
+                raise TlsError(f"TLS handshake not finished in {timeout_s:g} s") from None
+
+    def recv(self, bufsize: int) -> bytes:
+        """Up to `bufsize` plaintext bytes, blocking until some arrive; b"" on EOF or
+        close_notify."""
+        with self._recv_lock:
+            while not self._plain:
+                if self._eof:
+                    return b""
+                deadline = None if self._timeout is None else time.monotonic() + self._timeout
+                data = self._read_socket(deadline)
+                if not data:
+                    self._eof = True
+                    return b""
+                self._decrypt(data, deadline)
+                if self._session.peer_closed and not self._plain:
+                    self._eof = True
+            out = bytes(self._plain[:bufsize])
+            del self._plain[:bufsize]
+            return out
+
+    def _read_socket(self, deadline: float | None) -> bytes:
+        while True:
+            self._wait(select.POLLIN, deadline)
+            try:
+                return self._sock.recv(READ_CHUNK)
+            except (BlockingIOError, InterruptedError):
+                continue
+
+    def _decrypt(self, data: bytes, deadline: float | None) -> None:
+        with self._lock:
+            try:
+                self._plain += self._session.receive(data)
+            except TlsError:
+                self._out += self._session.outgoing()
+                try:
+                    self._try_send_locked()  # the alert, best-effort: the connection is done
+                except OSError:
+                    pass
+                raise
+            self._out += self._session.outgoing()
+            if not self._out or self._flushing:
+                return                   # the flusher (the writer) sends our records too
+            self._flushing = True
+            target = len(self._out)      # ours only: the writer's data is the writer's to wait on
+        self._flush(deadline, limit=target)
+
+    # -- the writer's side
+    def sendall(self, data: bytes) -> None:
+        """Encrypt and send all of `data`, in order with every record produced before it."""
+        deadline = None if self._timeout is None else time.monotonic() + self._timeout
+        with self._lock:
+            self._session.send(data)
+            self._out += self._session.outgoing()
+            while self._flushing:        # the reader is sending its records: ours go behind
+                self._flushed.wait(self._remaining(deadline))
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise socket.timeout("timed out")
+            self._flushing = True
+        self._flush(deadline, limit=None)
+
+    def _flush(self, deadline: float | None, limit: int | None) -> None:
+        """Send _out (its first `limit` bytes, or until it is empty) as this thread, the
+        flusher; waits for a writable socket with the lock released."""
+        sent = 0
+        try:
+            while True:
+                with self._lock:
+                    if not self._out or (limit is not None and sent >= limit):
+                        self._flushing = False
+                        self._flushed.notify_all()
+                        return
+                    n = self._try_send_locked()
+                sent += n
+                if n == 0:
+                    self._wait(select.POLLOUT, deadline)
+        except BaseException:
+            with self._lock:
+                self._flushing = False
+                self._flushed.notify_all()
+            raise
+
+    def _try_send_locked(self) -> int:
+        """One non-blocking send of _out's head (lock held); the bytes sent, 0 if the socket
+        is full. An alert after a TlsError may be lost: the connection is closing anyway."""
+        if not self._out or self._closed:
+            return 0
+        try:
+            n = self._sock.send(self._out)
+        except (BlockingIOError, InterruptedError):
+            return 0
+        del self._out[:n]
+        return n
+
+    # -- waiting, timeouts, closing
+    def _wait(self, events: int, deadline: float | None) -> None:
+        poller = select.poll()
+        fd = self._sock.fileno()
+        if fd < 0 or self._closed:
+            raise OSError(errno.EBADF, "TLS transport closed")
+        poller.register(fd, events | select.POLLERR | select.POLLHUP)
+        while True:
+            remaining = self._remaining(deadline)
+            if remaining == 0:
+                raise socket.timeout("timed out")
+            slice_s = POLL_SLICE_S if remaining is None else min(remaining, POLL_SLICE_S)
+            if poller.poll(slice_s * 1000):
+                return                   # ready, hung up or failed: the next call says which
+            if self._closed or self._sock.fileno() < 0:
+                raise OSError(errno.EBADF, "TLS transport closed")
+
+    @staticmethod
+    def _remaining(deadline: float | None) -> float | None:
+        return None if deadline is None else max(0.0, deadline - time.monotonic())
+
+    def settimeout(self, s: float | None) -> None:
+        """The timeout of each recv and sendall (None: wait forever), as on a socket."""
+        self._timeout = s
+
+    def shutdown(self, how: int = socket.SHUT_RDWR) -> None:
+        """Queue close_notify, send it if the socket takes it now, then shut the socket
+        down (which wakes a reader or writer waiting on it)."""
+        if how != socket.SHUT_RD:
+            with self._lock:
+                self._session.close()
+                self._out += self._session.outgoing()
+                if not self._flushing:
+                    try:
+                        self._try_send_locked()
+                    except OSError:
+                        pass             # the peer is gone: shutting down is all that is left
+        self._sock.shutdown(how)
+
+    def close(self) -> None:
+        try:
+            self.shutdown()
+        except OSError:
+            pass
+        self._closed = True
+        self._sock.close()
+
+    def fileno(self) -> int:
+        return self._sock.fileno()
+
+    @property
+    def peer_certificate(self) -> dict | None:
+        with self._lock:
+            return self._session.peer_certificate
+
+    @property
+    def version(self) -> str | None:
+        with self._lock:
+            return self._session.version

@@ -1,0 +1,283 @@
+"""Authorisation as a second `BrokerApi` around the first: same calls, denied items answered.
+
+`AuthorizedApi(api, session)` is what the handlers talk to when the broker has an authorizer.
+Every item the session's principal may not touch is answered here with Kafka's code and never
+reaches the broker; the rest go through unchanged, and the two are merged in the order asked.
+So the handlers stay as they are, and the broker never sees an unauthorised request.
+
+Rules (Kafka's KafkaApis, ZooKeeper mode; authorisation comes before existence, so a denied
+unknown topic is TOPIC_AUTHORIZATION_FAILED, not UNKNOWN_TOPIC_OR_PARTITION):
+- Produce: Write on the topic. Fetch: Read on the topic; a follower's fetch (replica_id >= 0)
+  needs ClusterAction on the cluster. ListOffsets, OffsetForLeaderEpoch: Describe.
+  DeleteRecords: Delete. Denied partitions: TOPIC_AUTHORIZATION_FAILED (29).
+- InitProducerId without a transactional id: IdempotentWrite on the cluster, or Write on
+  some topic (Kafka 3's authorizeByResourceType), else CLUSTER_AUTHORIZATION_FAILED (31).
+- Metadata: every topic needs Describe. Asked by name: a denied topic is answered 29; all
+  topics: the denied ones are left out. Auto-creation needs Create on the cluster or the
+  topic: a missing topic the principal may not create is 29.
+- CreateTopics: Create on the cluster or the topic. DeleteTopics: Delete. CreatePartitions:
+  Alter. DescribeConfigs / IncrementalAlterConfigs: DescribeConfigs / AlterConfigs on the
+  topic (29) or, for broker resources, on the cluster (31).
+- Groups: FindCoordinator, DescribeGroups, OffsetFetch need Describe on the group;
+  JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit need Read on it; DeleteGroups
+  Delete; a denied group is GROUP_AUTHORIZATION_FAILED (30). OffsetCommit also needs Read on
+  each topic and OffsetFetch Describe (29 per partition; all-partition fetches leave denied
+  topics out). ListGroups: Describe on the cluster lists all, else the groups one may describe.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from coordinator import messages as m
+from protocol.api import (ClusterMetadata, ConfigsOutcome, Deferred, FetchOutcome,
+                          OffsetAnswer, ProduceOutcome, TopicMetadata, TopicOutcome)
+from protocol.security.acl import CLUSTER_NAME, AclOperation as Op, ResourceType as Res
+
+TOPIC_AUTHORIZATION_FAILED = 29
+GROUP_AUTHORIZATION_FAILED = 30
+CLUSTER_AUTHORIZATION_FAILED = 31
+UNKNOWN_TOPIC_OR_PARTITION = 3
+DENIED = "Authorization failed."
+TOPIC_CONFIG, BROKER_CONFIG, BROKER_LOGGER = 2, 4, 8
+
+
+class AuthorizedApi:
+    def __init__(self, api, session):
+        self._api, self._s = api, session
+        self.broker_id = api.broker_id
+
+    def __getattr__(self, name):               # calls with nothing to authorise
+        return getattr(self._api, name)
+
+    def _topic(self, op, name: str) -> bool:
+        return self._s.allowed(op, Res.TOPIC, name)
+
+    def _cluster(self, op) -> bool:
+        return self._s.allowed(op, Res.CLUSTER, CLUSTER_NAME)
+
+    def _split(self, items, op, key=lambda item: item[0][0]):
+        ok, denied = [], []
+        for item in items:
+            (ok if self._topic(op, key(item)) else denied).append(item)
+        return ok, denied
+
+    # -- metadata --------------------------------------------------------------------------
+    def metadata(self, topics, allow_auto_create: bool, listener: str) -> ClusterMetadata:
+        if topics is None:
+            md = self._api.metadata(None, False, listener)
+            return replace(md, topics=tuple(t for t in md.topics
+                                            if self._topic(Op.DESCRIBE, t.name)))
+        may_create = allow_auto_create and self._cluster(Op.CREATE)
+        creatable = [t for t in topics if self._topic(Op.DESCRIBE, t)
+                     and (may_create or not allow_auto_create or self._topic(Op.CREATE, t))]
+        plain = [t for t in topics if self._topic(Op.DESCRIBE, t) and t not in creatable]
+        answers: dict[str, TopicMetadata] = {}
+        md = None
+        for names, create in ((creatable, allow_auto_create), (plain, False)):
+            if names or md is None:
+                md = self._api.metadata(names, create, listener)
+                for t in md.topics:
+                    # a missing topic this principal may not create: Kafka answers 29
+                    denied = names is plain and t.error == UNKNOWN_TOPIC_OR_PARTITION
+                    answers[t.name] = TopicMetadata(t.name, TOPIC_AUTHORIZATION_FAILED) \
+                        if denied else t
+        return replace(md, topics=tuple(answers.get(t, TopicMetadata(t, TOPIC_AUTHORIZATION_FAILED))
+                                        for t in dict.fromkeys(topics)))
+
+    # -- data ------------------------------------------------------------------------------
+    def produce(self, acks, timeout_ms, partitions):
+        ok, denied = self._split(partitions, Op.WRITE)
+        refused = {tp: ProduceOutcome(TOPIC_AUTHORIZATION_FAILED, message=DENIED)
+                   for tp, _ in denied}
+        got = self._api.produce(acks, timeout_ms, ok) if ok else {}
+        if isinstance(got, Deferred):
+            return Deferred(lambda: {**got.result(), **refused})
+        return {**got, **refused}
+
+    def fetch(self, replica_id, max_wait_ms, min_bytes, max_bytes, isolation_level, asks):
+        if replica_id >= 0 and not self._cluster(Op.CLUSTER_ACTION):
+            ok, denied = [], list(asks)
+        else:
+            ok, denied = self._split(asks, Op.READ, key=lambda a: a.tp[0]) \
+                if replica_id < 0 else (list(asks), [])
+        got = self._api.fetch(replica_id, max_wait_ms, min_bytes, max_bytes, isolation_level,
+                              ok) if ok else {}
+        return {**got, **{a.tp: FetchOutcome(TOPIC_AUTHORIZATION_FAILED) for a in denied}}
+
+    def list_offsets(self, isolation_level, asks):
+        ok, denied = self._split(asks, Op.DESCRIBE)
+        got = self._api.list_offsets(isolation_level, ok) if ok else {}
+        return {**got, **{a[0]: OffsetAnswer(TOPIC_AUTHORIZATION_FAILED) for a in denied}}
+
+    def offsets_for_leader_epoch(self, asks):
+        ok, denied = self._split(asks, Op.DESCRIBE)
+        got = self._api.offsets_for_leader_epoch(ok) if ok else {}
+        return {**got, **{a[0]: OffsetAnswer(TOPIC_AUTHORIZATION_FAILED) for a in denied}}
+
+    def delete_records(self, asks, timeout_ms):
+        ok, denied = self._split(asks, Op.DELETE)
+        got = self._api.delete_records(ok, timeout_ms) if ok else {}
+        return {**got, **{a[0]: (TOPIC_AUTHORIZATION_FAILED, -1) for a in denied}}
+
+    def init_producer_id(self, transactional_id, producer_id, producer_epoch):
+        if transactional_id is None and not (self._cluster(Op.IDEMPOTENT_WRITE)
+                                             or self._may_write_some_topic()):
+            return CLUSTER_AUTHORIZATION_FAILED, -1, -1
+        return self._api.init_producer_id(transactional_id, producer_id, producer_epoch)
+
+    def _may_write_some_topic(self) -> bool:
+        authorizer = self._s.authorizer
+        return authorizer is None or authorizer.may_on_some(
+            self._s.principal, self._s.host, Op.WRITE, Res.TOPIC)
+
+    # -- admin -----------------------------------------------------------------------------
+    def create_topics(self, specs, timeout_ms, validate_only):
+        cluster = self._cluster(Op.CREATE)
+        ok = [s for s in specs if cluster or self._topic(Op.CREATE, s.name)]
+        got = self._api.create_topics(ok, timeout_ms, validate_only) if ok else {}
+        return {s.name: got.get(s.name) or TopicOutcome(TOPIC_AUTHORIZATION_FAILED, DENIED)
+                for s in specs}
+
+    def delete_topics(self, names, timeout_ms):
+        ok = [n for n in names if self._topic(Op.DELETE, n)]
+        got = self._api.delete_topics(ok, timeout_ms) if ok else {}
+        return {n: got.get(n) or TopicOutcome(TOPIC_AUTHORIZATION_FAILED, DENIED) for n in names}
+
+    def create_partitions(self, asks, timeout_ms, validate_only):
+        ok = [a for a in asks if self._topic(Op.ALTER, a[0])]
+        got = self._api.create_partitions(ok, timeout_ms, validate_only) if ok else {}
+        return {a[0]: got.get(a[0]) or TopicOutcome(TOPIC_AUTHORIZATION_FAILED, DENIED)
+                for a in asks}
+
+    def _config_denial(self, resource, op) -> int:
+        if resource.kind == TOPIC_CONFIG:
+            return 0 if self._topic(op, resource.name) else TOPIC_AUTHORIZATION_FAILED
+        if resource.kind in (BROKER_CONFIG, BROKER_LOGGER):
+            return 0 if self._cluster(op) else CLUSTER_AUTHORIZATION_FAILED
+        return 0                  # an unknown kind: the broker answers it
+
+    def describe_configs(self, resources):
+        return self._configs(resources, Op.DESCRIBE_CONFIGS,
+                             lambda ok: self._api.describe_configs(ok))
+
+    def alter_configs(self, resources, validate_only):
+        return self._configs(resources, Op.ALTER_CONFIGS,
+                             lambda ok: self._api.alter_configs(ok, validate_only))
+
+    def _configs(self, resources, op, call):
+        codes = {r[0]: self._config_denial(r[0], op) for r in resources}
+        ok = [r for r in resources if not codes[r[0]]]
+        got = call(ok) if ok else {}
+        return {r[0]: got[r[0]] if not codes[r[0]] else ConfigsOutcome(codes[r[0]], DENIED)
+                for r in resources}
+
+    # -- groups ----------------------------------------------------------------------------
+    def find_coordinator(self, group_ids, listener):
+        ok = [g for g in group_ids if self._group(Op.DESCRIBE, g)]
+        got = self._api.find_coordinator(ok, listener) if ok else {}
+        return {g: got.get(g) or (GROUP_AUTHORIZATION_FAILED, -1, "", -1) for g in group_ids}
+
+    def _group(self, op, group_id: str) -> bool:
+        return self._s.allowed(op, Res.GROUP, group_id)
+
+    def group_call(self, make_event) -> Deferred:
+        event = make_event(-1)             # only looked at: the real one gets its request id
+        check = _GROUP_CHECKS.get(type(event))
+        if check is None:
+            return self._api.group_call(make_event)
+        return check(self, event, make_event)
+
+    def _membership(self, event, make_event):
+        if self._group(Op.READ, event.group_id):
+            return self._api.group_call(make_event)
+        denied = {m.JoinGroup: lambda: m.JoinGroupResult(GROUP_AUTHORIZATION_FAILED,
+                                                         event.member_id),
+                  m.SyncGroup: lambda: m.SyncGroupResult(GROUP_AUTHORIZATION_FAILED),
+                  m.Heartbeat: lambda: m.HeartbeatResult(GROUP_AUTHORIZATION_FAILED),
+                  m.LeaveGroup: lambda: m.LeaveGroupResult(GROUP_AUTHORIZATION_FAILED)}
+        return _now(denied[type(event)]())
+
+    def _offset_commit(self, event: m.OffsetCommit, make_event):
+        if not self._group(Op.READ, event.group_id):
+            return _now(m.OffsetCommitResult(tuple(
+                m.CommitPartitionResult(o.topic, o.partition, GROUP_AUTHORIZATION_FAILED)
+                for o in event.offsets)))
+        ok = tuple(o for o in event.offsets if self._topic(Op.READ, o.topic))
+        refused = tuple(m.CommitPartitionResult(o.topic, o.partition, TOPIC_AUTHORIZATION_FAILED)
+                        for o in event.offsets if o not in ok)
+        if not refused:
+            return self._api.group_call(make_event)
+        if not ok:
+            return _now(m.OffsetCommitResult(refused))
+        pending = self._api.group_call(lambda rid: replace(make_event(rid), offsets=ok))
+        return Deferred(lambda: m.OffsetCommitResult(pending.result().partitions + refused))
+
+    def _offset_fetch(self, event: m.OffsetFetch, make_event):
+        if not self._group(Op.DESCRIBE, event.group_id):
+            return _now(m.OffsetFetchResult(GROUP_AUTHORIZATION_FAILED))
+        if event.partitions is None:
+            pending = self._api.group_call(make_event)
+            return Deferred(lambda: _keep(pending.result(), lambda x: self._topic(
+                Op.DESCRIBE, x.topic)))
+        ok = tuple(tp for tp in event.partitions if self._topic(Op.DESCRIBE, tp[0]))
+        refused = tuple(m.FetchedOffset(t, p, -1, error=TOPIC_AUTHORIZATION_FAILED)
+                        for t, p in event.partitions if (t, p) not in ok)
+        if not refused:
+            return self._api.group_call(make_event)
+        pending = self._api.group_call(lambda rid: replace(make_event(rid), partitions=ok)) \
+            if ok else _now(m.OffsetFetchResult(0))
+        return Deferred(lambda: _merged_fetch(pending.result(), refused))
+
+    def _list_groups(self, event, make_event):
+        pending = self._api.group_call(make_event)
+        if self._cluster(Op.DESCRIBE):
+            return pending
+
+        def filtered():
+            r = pending.result()
+            return replace(r, groups=tuple(g for g in r.groups
+                                           if self._group(Op.DESCRIBE, g.group_id)))
+        return Deferred(filtered)
+
+    def _per_group(self, event, make_event, op, field, refuse, wrap):
+        ids = getattr(event, field)
+        ok = tuple(g for g in ids if self._group(op, g))
+        pending = self._api.group_call(lambda rid: replace(make_event(rid), **{field: ok})) \
+            if ok else _now(wrap(()))
+
+        def merged():
+            got = {g.group_id: g for g in getattr(pending.result(), "groups")}
+            return wrap(tuple(got[g] if g in got else refuse(g) for g in ids))
+        return Deferred(merged)
+
+    def _describe_groups(self, event, make_event):
+        return self._per_group(event, make_event, Op.DESCRIBE, "group_ids",
+                               lambda g: m.DescribedGroup(GROUP_AUTHORIZATION_FAILED, g, ""),
+                               lambda gs: m.DescribeGroupsResult(gs))
+
+    def _delete_groups(self, event, make_event):
+        return self._per_group(event, make_event, Op.DELETE, "group_ids",
+                               lambda g: m.DeletedGroup(g, GROUP_AUTHORIZATION_FAILED),
+                               lambda gs: m.DeleteGroupsResult(gs))
+
+
+_GROUP_CHECKS = {m.JoinGroup: AuthorizedApi._membership, m.SyncGroup: AuthorizedApi._membership,
+                 m.Heartbeat: AuthorizedApi._membership, m.LeaveGroup: AuthorizedApi._membership,
+                 m.OffsetCommit: AuthorizedApi._offset_commit,
+                 m.OffsetFetch: AuthorizedApi._offset_fetch,
+                 m.ListGroups: AuthorizedApi._list_groups,
+                 m.DescribeGroups: AuthorizedApi._describe_groups,
+                 m.DeleteGroups: AuthorizedApi._delete_groups}
+
+
+def _now(result) -> Deferred:
+    return Deferred(lambda: result)
+
+
+def _keep(result: m.OffsetFetchResult, keep) -> m.OffsetFetchResult:
+    return replace(result, partitions=tuple(x for x in result.partitions if keep(x)))
+
+
+def _merged_fetch(result: m.OffsetFetchResult, refused) -> m.OffsetFetchResult:
+    return replace(result, partitions=tuple(result.partitions) + refused)

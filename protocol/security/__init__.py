@@ -1,0 +1,10 @@
+"""protocol/security/: who a connection is and what it may do, as pure functions of bytes.
+
+What goes here: Kafka's SCRAM credentials as stored in ZooKeeper (credentials.py: the
+`salt=...,stored_key=...,server_key=...,iterations=...` text form and the
+`/config/users/<user>` JSON), the per-connection SASL server for SaslHandshake and
+SaslAuthenticate (sasl.py: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512), and ACLs (acl.py).
+
+May import: the stdlib, scramp.
+Never ray, kazoo, sockets, ssl or a clock: pure.
+"""

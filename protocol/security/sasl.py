@@ -1,0 +1,281 @@
+"""SASL on a Kafka connection (SaslHandshake 17, SaslAuthenticate 36) as a pure state machine.
+
+One SaslServer per connection, modelled on Kafka's SaslServerAuthenticator with its
+ScramSaslServer (RFC 5802/7677, run by scramp) and PlainSaslServer (RFC 4616). The caller
+parses frames and builds answers; this decides what is allowed and what to answer.
+
+    handshake_or_versions --ApiVersions--> handshake --SaslHandshake--> authenticate
+    authenticate --SaslAuthenticate (1 for PLAIN, 2 for SCRAM)--> complete
+    any violation or failed authentication --> failed
+
+Rules:
+- allows(api_key) gates every request. Before completion: ApiVersions only as the first
+  request (it moves the state to handshake), SaslHandshake until a mechanism is chosen,
+  then SaslAuthenticate only. After completion everything but the two SASL APIs: there is
+  no re-authentication (session_lifetime_ms is always 0, so clients never attempt it).
+  A False answer moves to failed: the caller answers ILLEGAL_SASL_STATE if it can and
+  closes, as Kafka does during authentication.
+- An ApiVersions answered UNSUPPORTED_VERSION lets the client retry with an older version,
+  as Kafka allows: the caller reports it with process_api_versions_rejected().
+- Any answer with a non-zero error code has close=True and leaves the state failed.
+- Total: every input gives a result and no exception escapes, a raising `lookup` included.
+- No word about whether a user exists: every SCRAM failure reads "Authentication failed
+  during authentication due to invalid credentials with SASL mechanism <m>" (Kafka's
+  wording for a SaslException), save Kafka's own authzid message, which it too sends only
+  for a known user. PLAIN keeps Kafka's messages; unknown user and wrong password are both
+  "Invalid username or password" and both cost a PBKDF2 run.
+- SCRAM: the client-first message must match Kafka's grammar (ScramMessages), then scramp
+  runs the exchange. Extension tokenauth=true fails (no delegation tokens here); stored
+  credentials with fewer than 4096 iterations fail. scramp is stricter than Kafka in two
+  places, both failures here: a gs2 authzid (even one equal to the username) and
+  extensions with names longer than one letter (Kafka ignores those; no client sends them
+  but for tokenauth). Principal "User:<name>", with the
+  saslname's "=2C" and "=3D" decoded as Kafka does.
+- PLAIN: "[authzid] NUL authcid NUL passwd"; the password is checked against the user's
+  SCRAM-SHA-512 credential, else SCRAM-SHA-256; an authzid must equal the authcid.
+- Framing is the caller's: after a SaslHandshake v0 the tokens come raw rather than inside
+  SaslAuthenticate requests; process_authenticate takes them either way.
+- Sans-I/O: no sockets, no clock. Server nonces come from scramp (secrets) unless a
+  `server_nonce` source is given (tests pin RFC vectors with it).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import scramp
+
+from protocol.security.credentials import (MECHANISMS, MIN_ITERATIONS, ScramCredential,
+                                           verify_password)
+
+__all__ = ["SaslServer", "HandshakeResult", "AuthenticateResult", "PLAIN",
+           "SUPPORTED_MECHANISMS"]
+
+API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 18, 17, 36
+NONE, UNSUPPORTED_SASL_MECHANISM, ILLEGAL_SASL_STATE, SASL_AUTHENTICATION_FAILED = 0, 33, 34, 58
+
+PLAIN = "PLAIN"
+SUPPORTED_MECHANISMS = (PLAIN, *MECHANISMS)
+PLAIN_LOOKUP_ORDER = ("SCRAM-SHA-512", "SCRAM-SHA-256")
+
+# Which APIs each unauthenticated state lets through.
+_ALLOWED_BEFORE = {
+    "handshake_or_versions": (API_VERSIONS, SASL_HANDSHAKE),
+    "handshake": (SASL_HANDSHAKE,),
+    "authenticate": (SASL_AUTHENTICATE,),
+}
+
+AUTHZID_MISMATCH = ("Authentication failed: Client requested an authorization id that is "
+                    "different from username")
+PLAIN_INVALID = "Authentication failed: Invalid username or password"
+AFTER_COMPLETION = "SaslAuthenticate request received after successful authentication"
+
+# Kafka's ScramMessages.ClientFirstMessage grammar: ASCII only, saslname with =2C / =3D.
+_SAFE = r"[\x01-\x2b\x2d-\x3c\x3e-\x7f]"
+_SASLNAME = rf"(?:{_SAFE}|=2C|=3D)+"
+_VALUE = r"[\x01-\x2b\x2d-\x7f]+"
+_PRINTABLE = r"[\x21-\x2b\x2d-\x7e]+"
+_CLIENT_FIRST = re.compile(
+    rf"n,(?:a=(?P<authzid>{_SASLNAME}))?,(?:m={_VALUE},)?n=(?P<saslname>{_SASLNAME}),"
+    rf"r=(?P<nonce>{_PRINTABLE})(?P<extensions>(?:,[A-Za-z]+={_VALUE})*)")
+
+# Unknown users still pay for one PBKDF2 run, so PLAIN's timing does not tell them apart.
+_DUMMY = ScramCredential(salt=b"\0" * 16, stored_key=b"", server_key=b"", iterations=MIN_ITERATIONS)
+
+
+@dataclass(frozen=True)
+class HandshakeResult:
+    error_code: int
+    mechanisms: tuple[str, ...]
+    close: bool = False
+
+
+@dataclass(frozen=True)
+class AuthenticateResult:
+    error_code: int
+    error_message: str | None = None
+    auth_bytes: bytes = b""
+    session_lifetime_ms: int = 0
+    close: bool = False
+
+
+class _Failed(Exception):
+    """Authentication failed; `message` is what the client may read (None: the generic one)."""
+
+    def __init__(self, message: str | None = None):
+        super().__init__(message)
+        self.message = message
+
+
+def _username(saslname: str) -> str:
+    # Kafka's ScramFormatter.username: "=2C" first, then "=3D".
+    return saslname.replace("=2C", ",").replace("=3D", "=")
+
+
+def _extensions(text: str) -> dict[str, str]:
+    pairs = (item.partition("=") for item in text.split(",") if item)
+    return {key: value for key, _, value in pairs}
+
+
+class SaslServer:
+    """The SASL side of one connection. `lookup(mechanism, username)` gives the user's
+    credential for that SCRAM mechanism, or None."""
+
+    def __init__(self, enabled_mechanisms: Sequence[str],
+                 lookup: Callable[[str, str], ScramCredential | None], *,
+                 server_nonce: Callable[[], str] | None = None):
+        enabled = tuple(enabled_mechanisms)
+        if not enabled:
+            raise ValueError("no SASL mechanisms are enabled")
+        unknown = [m for m in enabled if m not in SUPPORTED_MECHANISMS]
+        if unknown:
+            raise ValueError(f"unsupported SASL mechanisms {unknown}; "
+                             f"supported: {', '.join(SUPPORTED_MECHANISMS)}")
+        self.enabled_mechanisms = enabled
+        self.state = "handshake_or_versions"
+        self.mechanism: str | None = None
+        self.principal: str | None = None
+        self._lookup = lookup
+        self._server_nonce = server_nonce
+        self._scram = None                  # scramp's server between the two SCRAM messages
+        self._scram_user: str | None = None
+
+    @property
+    def authenticated(self) -> bool:
+        return self.state == "complete"
+
+    # -- the gate ----------------------------------------------------------------------------------
+    def allows(self, api_key: int) -> bool:
+        """May this API be handled now? False: answer ILLEGAL_SASL_STATE and close."""
+        if self.state == "complete":
+            ok = api_key not in (SASL_HANDSHAKE, SASL_AUTHENTICATE)
+        else:
+            ok = api_key in _ALLOWED_BEFORE.get(self.state, ())
+        if not ok:
+            self._to_failed()
+        elif api_key == API_VERSIONS and self.state == "handshake_or_versions":
+            self.state = "handshake"
+        return ok
+
+    def process_api_versions_rejected(self) -> None:
+        """The ApiVersions just allowed was answered UNSUPPORTED_VERSION: the client retries
+        with an older version, which Kafka lets it do (it only advances on a valid request)."""
+        if self.state == "handshake":
+            self.state = "handshake_or_versions"
+
+    # -- SaslHandshake -----------------------------------------------------------------------------
+    def process_handshake(self, mechanism: str) -> HandshakeResult:
+        if self.state not in ("handshake_or_versions", "handshake"):
+            self._to_failed()
+            return HandshakeResult(ILLEGAL_SASL_STATE, self.enabled_mechanisms, close=True)
+        if mechanism not in self.enabled_mechanisms:   # case-sensitive, as Kafka's contains()
+            self._to_failed()
+            return HandshakeResult(UNSUPPORTED_SASL_MECHANISM, self.enabled_mechanisms, close=True)
+        self.mechanism = mechanism
+        self.state = "authenticate"
+        return HandshakeResult(NONE, self.enabled_mechanisms)
+
+    # -- SaslAuthenticate --------------------------------------------------------------------------
+    def process_authenticate(self, auth_bytes: bytes) -> AuthenticateResult:
+        if self.state != "authenticate":
+            message = (AFTER_COMPLETION if self.state == "complete" else
+                       f"Unexpected SaslAuthenticate request in SASL state {self.state}")
+            self._to_failed()
+            return AuthenticateResult(ILLEGAL_SASL_STATE, message, close=True)
+        try:
+            data = bytes(auth_bytes)
+            if self.mechanism == PLAIN:
+                out = self._plain(data)
+            elif self._scram is None:
+                out = self._scram_first(data)
+            else:
+                out = self._scram_final(data)
+        except _Failed as e:
+            return self._fail(e.message)
+        except Exception:  # noqa: BLE001 — total: scramp's errors, a raising lookup, bad data
+            return self._fail(None)
+        return AuthenticateResult(NONE, None, out)
+
+    def _plain(self, data: bytes) -> bytes:
+        # Java decodes with replacement characters; so do we, to read the same tokens.
+        tokens = data.decode("utf-8", "replace").split("\0")
+        if len(tokens) != 3:
+            raise _Failed("Invalid SASL/PLAIN response: expected 3 tokens, "
+                          f"got {min(len(tokens), 4)}")
+        authzid, username, password = tokens
+        if not username:
+            raise _Failed("Authentication failed: username not specified")
+        if not password:
+            raise _Failed("Authentication failed: password not specified")
+        mechanism, cred = PLAIN_LOOKUP_ORDER[0], None
+        try:
+            for mechanism in PLAIN_LOOKUP_ORDER:
+                if (cred := self._lookup(mechanism, username)) is not None:
+                    break
+        except Exception:  # noqa: BLE001 — the store's trouble is not the client's to read
+            raise _Failed("Authentication failed: credentials for user could not be verified")
+        ok = verify_password(cred or _DUMMY, mechanism, password)
+        if cred is None or not ok or cred.iterations < MIN_ITERATIONS:
+            raise _Failed(PLAIN_INVALID)
+        if authzid and authzid != username:    # after the password, as Kafka: no leak
+            raise _Failed(AUTHZID_MISMATCH)
+        self._complete(username)
+        return b""
+
+    def _scram_first(self, data: bytes) -> bytes:
+        text = data.decode("utf-8")
+        m = _CLIENT_FIRST.fullmatch(text)
+        if m is None:
+            raise _Failed()
+        username = _username(m["saslname"])
+        if _extensions(m["extensions"]).get("tokenauth", "").lower() == "true":
+            raise _Failed()    # a delegation token; none are kept, so none is valid
+        cred = self._lookup(self.mechanism, username)
+        if cred is None:
+            raise _Failed()
+        authzid = m["authzid"] or ""
+        if authzid and authzid != username:
+            raise _Failed(AUTHZID_MISMATCH)
+        if cred.iterations < MIN_ITERATIONS:
+            raise _Failed()
+
+        def auth_fn(name: str):
+            # scramp parses the name again (with SASLprep); both readings must agree.
+            if name != username:
+                return None
+            return cred.salt, cred.stored_key, cred.server_key, cred.iterations
+
+        nonce = self._server_nonce() if self._server_nonce is not None else None
+        server = scramp.ScramMechanism(self.mechanism).make_server(auth_fn, s_nonce=nonce)
+        server.set_client_first(text)
+        out = server.get_server_first()
+        self._scram, self._scram_user = server, username
+        return out.encode("utf-8")
+
+    def _scram_final(self, data: bytes) -> bytes:
+        server, self._scram = self._scram, None
+        server.set_client_final(data.decode("utf-8"))   # nonce, channel binding, proof
+        out = server.get_server_final()
+        self._complete(self._scram_user)
+        return out.encode("utf-8")
+
+    # -- outcomes ----------------------------------------------------------------------------------
+    def _complete(self, username: str) -> None:
+        self.state = "complete"
+        self.principal = f"User:{username}"
+        self._scram_user = None
+
+    def _to_failed(self) -> None:
+        self.state = "failed"
+        self.principal = None
+        self._scram, self._scram_user = None, None
+
+    def _fail(self, message: str | None) -> AuthenticateResult:
+        mechanism = self.mechanism
+        self._to_failed()
+        if message is None:
+            message = ("Authentication failed during authentication due to invalid "
+                       f"credentials with SASL mechanism {mechanism}")
+        return AuthenticateResult(SASL_AUTHENTICATION_FAILED, message, close=True)
