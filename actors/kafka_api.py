@@ -114,6 +114,10 @@ class KafkaBrokerApi:
         self._pid_lock = threading.Lock()
         self._pid_block = (0, -1)                      # [next, end] of this broker's block
 
+    @property
+    def auto_create_topics_enable(self) -> bool:
+        return self.config.auto_create_topics_enable
+
     # -- metadata -------------------------------------------------------------------------------
     def metadata(self, topics, allow_auto_create: bool, listener: str) -> ClusterMetadata:
         b = self.broker

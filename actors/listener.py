@@ -23,7 +23,11 @@ Rules:
   the connection closes (a client that sends plaintext, garbage or nothing holds no thread
   for long). Each connection has a Session (who is asking); on SASL listeners only the
   SASL exchange is served until it succeeds, and an answer that ends the exchange badly is
-  the connection's last (sent, then closed).
+  the connection's last (sent, then closed). Until then a request may not be over
+  SASL_MAX_RECEIVE_BYTES (Kafka's sasl.server.max.receive.size, 512 KiB: CVE-2022-34917),
+  so an unauthenticated client cannot make the broker hold socket.request.max.bytes; the
+  connection closes as soon as a request is known to be bigger. A TLS connection the
+  broker closes ends with a close_notify (best-effort), as Kafka's does.
 - Per API it counts requests, bytes in and out, and the CPU time of the thread that handled
   them (`stats()`): the broker's cost per request, waits excluded (bench/wire_bench.py).
 """
@@ -49,6 +53,7 @@ READ_BYTES = 256 * 1024
 MAX_PIPELINED = 64        # answers queued per connection before the reader stops reading
 UNKNOWN_SERVER_ERROR = -1
 HANDSHAKE_TIMEOUT_S = 10.0
+SASL_MAX_RECEIVE_BYTES = 512 * 1024   # Kafka's sasl.server.max.receive.size default
 
 
 class KafkaListener:
@@ -150,6 +155,9 @@ class KafkaListener:
                     return
                 state.receive_data(data)
                 while (request := state.next_request()) is not None:
+                    if _authenticating(session) and request.size > SASL_MAX_RECEIVE_BYTES:
+                        self._too_big_before_auth(peer, request.size)
+                        return
                     cpu = time.thread_time()
                     try:
                         frame = answer(state, self.api, request, session)
@@ -169,6 +177,10 @@ class KafkaListener:
                         log.info("%s: closing %s:%s after %s", self.name, *peer[:2],
                                  request.api_name)
                         break
+                if (not session.closing and _authenticating(session)
+                        and state.buffered_bytes > SASL_MAX_RECEIVE_BYTES):
+                    self._too_big_before_auth(peer, state.buffered_bytes)  # a partial request
+                    return
         except TlsError as exc:
             log.warning("%s: closing %s:%s: TLS: %s", self.name, *peer[:2], exc)
         except ProtocolError as exc:
@@ -177,6 +189,11 @@ class KafkaListener:
             pass                                          # the peer went away, or stop()
         finally:
             replies.put(None)            # the writer sends what is queued, then closes
+
+    def _too_big_before_auth(self, peer, size: int) -> None:
+        log.warning("%s: closing %s:%s: a request of %s+ bytes before SASL authentication "
+                    "completed (the limit is %d, Kafka's sasl.server.max.receive.size)",
+                    self.name, *peer[:2], size, SASL_MAX_RECEIVE_BYTES)
 
     def _write(self, conn, sock: socket.socket, peer, state: Connection,
                replies: queue.Queue) -> None:
@@ -197,7 +214,7 @@ class KafkaListener:
         finally:
             with self._lock:
                 self._conns.discard(sock)
-            _close(sock)
+            _close(conn)                 # the transport: TLS sends its close_notify first
             while True:                                   # unblock a reader stuck on put()
                 try:
                     replies.get_nowait()
@@ -218,7 +235,13 @@ class KafkaListener:
                     for name, (n, cpu, bin_, bout) in self._stats.items()}
 
 
-def _close(conn: socket.socket) -> None:
+def _authenticating(session: Session) -> bool:
+    """A SASL connection whose exchange has not succeeded (yet)."""
+    return session.sasl is not None and not session.sasl.authenticated
+
+
+def _close(conn) -> None:
+    """Shut down and close a socket or a transport (actors/tls.py), never raising."""
     try:
         conn.shutdown(socket.SHUT_RDWR)
     except OSError:

@@ -156,6 +156,7 @@ class BrokerApi(Protocol):
     """One broker, as the Kafka request handlers see it."""
 
     broker_id: int
+    auto_create_topics_enable: bool        # Kafka's broker config: Metadata may create topics
 
     def metadata(self, topics: Sequence[str] | None, allow_auto_create: bool,
                  listener: str) -> ClusterMetadata:

@@ -81,9 +81,11 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     ApiKey.LIST_GROUPS: (0, 4),
     ApiKey.DESCRIBE_GROUPS: (0, 5),
     ApiKey.DELETE_GROUPS: (0, 2),
-    # security: SaslHandshake v0 (raw SASL tokens after it) was removed by Kafka 4 (KIP-896);
-    # every client here sends v1 + SaslAuthenticate. The ACL APIs start at v1 as in Kafka 4.
-    ApiKey.SASL_HANDSHAKE: (1, 1),
+    # security: SaslHandshake v0 (raw SASL tokens after it) is not served, but advertised:
+    # librdkafka < 2.11 turns SASL on only when the range reaches v0 (kcat's 2.0.2:
+    # "SASL Handshake not supported by broker"), and then sends v1 + SaslAuthenticate.
+    # The ACL APIs start at v1 as in Kafka 4.
+    ApiKey.SASL_HANDSHAKE: (0, 1),
     ApiKey.SASL_AUTHENTICATE: (0, 2),
     ApiKey.DESCRIBE_ACLS: (1, 3),
     ApiKey.CREATE_ACLS: (1, 3),
@@ -92,6 +94,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
 
 REJECTED_VERSIONS: dict[int, range] = {
     ApiKey.PRODUCE: range(0, 3),
+    ApiKey.SASL_HANDSHAKE: range(0, 1),
 }
 
 

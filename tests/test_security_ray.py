@@ -345,3 +345,29 @@ def _client_hello(certs, host) -> bytes:
     except ssl.SSLWantReadError:
         pass
     return outgoing.read()
+
+
+def test_kcat_and_kafka_python_over_sasl_ssl(secured):
+    import subprocess
+    from kafka import KafkaConsumer
+    cluster, certs = secured
+    bootstrap = cluster.bootstrap_servers("SASL_SSL")
+    before = end_offset(cluster, "sec-ok")
+    sasl = ["-X", "security.protocol=SASL_SSL", "-X", "sasl.mechanisms=SCRAM-SHA-512",
+            "-X", "sasl.username=alice", "-X", f"sasl.password={PASSWORDS['alice']}",
+            "-X", f"ssl.ca.location={certs.ca}"]
+    lines = "".join(f"kcat-{i}\n" for i in range(20))
+    done = subprocess.run(["kcat", "-b", bootstrap, *sasl, "-P", "-t", "sec-ok", "-p", "0"],
+                          input=lines.encode(), capture_output=True, timeout=TIMEOUT_S)
+    assert done.returncode == 0, done.stderr.decode()[-500:]
+    assert end_offset(cluster, "sec-ok") == before + 20
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap.split(","), security_protocol="SASL_SSL",
+                             sasl_mechanism="SCRAM-SHA-256", sasl_plain_username="alice",
+                             sasl_plain_password=PASSWORDS["alice"], ssl_cafile=str(certs.ca),
+                             enable_auto_commit=False, consumer_timeout_ms=20000)
+    tp = __import__("kafka").TopicPartition("sec-ok", 0)
+    consumer.assign([tp])
+    consumer.seek(tp, before)
+    got = [m.value for _, m in zip(range(20), consumer)]
+    consumer.close()
+    assert got == [f"kcat-{i}".encode() for i in range(20)]

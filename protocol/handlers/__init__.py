@@ -68,7 +68,6 @@ SESSION_HANDLERS: dict[int, Handler] = {
     29: security.describe_acls,
     30: security.create_acls,
     31: security.delete_acls,
-    60: metadata.describe_cluster,
 }
 
 

@@ -8,21 +8,29 @@ So the handlers stay as they are, and the broker never sees an unauthorised requ
 Rules (Kafka's KafkaApis, ZooKeeper mode; authorisation comes before existence, so a denied
 unknown topic is TOPIC_AUTHORIZATION_FAILED, not UNKNOWN_TOPIC_OR_PARTITION):
 - Produce: Write on the topic. Fetch: Read on the topic; a follower's fetch (replica_id >= 0)
-  needs ClusterAction on the cluster. ListOffsets, OffsetForLeaderEpoch: Describe.
-  DeleteRecords: Delete. Denied partitions: TOPIC_AUTHORIZATION_FAILED (29).
+  needs ClusterAction on the cluster. ListOffsets: Describe. OffsetForLeaderEpoch:
+  ClusterAction on the cluster covers every topic, else Describe on each. DeleteRecords:
+  Delete. Denied partitions: TOPIC_AUTHORIZATION_FAILED (29), with no message.
 - InitProducerId without a transactional id: IdempotentWrite on the cluster, or Write on
   some topic (Kafka 3's authorizeByResourceType), else CLUSTER_AUTHORIZATION_FAILED (31).
 - Metadata: every topic needs Describe. Asked by name: a denied topic is answered 29; all
   topics: the denied ones are left out. Auto-creation needs Create on the cluster or the
   topic: a missing topic the principal may not create is 29.
-- CreateTopics: Create on the cluster or the topic. DeleteTopics: Delete. CreatePartitions:
-  Alter. DescribeConfigs / IncrementalAlterConfigs: DescribeConfigs / AlterConfigs on the
-  topic (29) or, for broker resources, on the cluster (31).
+- CreateTopics: Create on the cluster or the topic ("Authorization failed."); a created
+  topic's configs, partition count and replication factor are answered only with
+  DescribeConfigs on it (else -1, -1 and no configs). DeleteTopics: Delete. CreatePartitions:
+  Alter ("The topic authorization is failed."). DescribeConfigs / IncrementalAlterConfigs:
+  DescribeConfigs / AlterConfigs on the topic (29), the group (30) or, for broker, broker
+  logger and client-metrics resources, on the cluster (31); DescribeConfigs answers Kafka's
+  default message for the code, IncrementalAlterConfigs none (a broker logger excepted).
 - Groups: FindCoordinator, DescribeGroups, OffsetFetch need Describe on the group;
   JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit need Read on it; DeleteGroups
-  Delete; a denied group is GROUP_AUTHORIZATION_FAILED (30). OffsetCommit also needs Read on
-  each topic and OffsetFetch Describe (29 per partition; all-partition fetches leave denied
-  topics out). ListGroups: Describe on the cluster lists all, else the groups one may describe.
+  Delete (each group once, as Kafka dedupes); a denied group is GROUP_AUTHORIZATION_FAILED
+  (30), a denied JoinGroup with the empty member id. OffsetCommit also needs Read on each
+  topic and OffsetFetch Describe (29 per partition; all-partition fetches leave denied topics
+  out; the coordinator is asked even when no topic is left, and its group error is then the
+  whole answer). ListGroups: Describe on the cluster lists all, else the groups one may
+  describe.
 """
 
 from __future__ import annotations
@@ -39,7 +47,11 @@ GROUP_AUTHORIZATION_FAILED = 30
 CLUSTER_AUTHORIZATION_FAILED = 31
 UNKNOWN_TOPIC_OR_PARTITION = 3
 DENIED = "Authorization failed."
-TOPIC_CONFIG, BROKER_CONFIG, BROKER_LOGGER = 2, 4, 8
+TOPIC_CONFIG, BROKER_CONFIG, BROKER_LOGGER, CLIENT_METRICS, GROUP_CONFIG = 2, 4, 8, 16, 32
+# Errors.<code>.message(): what DescribeConfigs (ConfigHelper) answers a denied resource with
+DEFAULT_MESSAGE = {TOPIC_AUTHORIZATION_FAILED: "Topic authorization failed.",
+                   GROUP_AUTHORIZATION_FAILED: "Group authorization failed.",
+                   CLUSTER_AUTHORIZATION_FAILED: "Cluster authorization failed."}
 
 
 class AuthorizedApi:
@@ -68,6 +80,9 @@ class AuthorizedApi:
             md = self._api.metadata(None, False, listener)
             return replace(md, topics=tuple(t for t in md.topics
                                             if self._topic(Op.DESCRIBE, t.name)))
+        # Kafka asks for Create only when the broker would create (auto.create.topics.enable)
+        allow_auto_create = allow_auto_create and getattr(self._api, "auto_create_topics_enable",
+                                                          True)
         may_create = allow_auto_create and self._cluster(Op.CREATE)
         creatable = [t for t in topics if self._topic(Op.DESCRIBE, t)
                      and (may_create or not allow_auto_create or self._topic(Op.CREATE, t))]
@@ -88,8 +103,7 @@ class AuthorizedApi:
     # -- data ------------------------------------------------------------------------------
     def produce(self, acks, timeout_ms, partitions):
         ok, denied = self._split(partitions, Op.WRITE)
-        refused = {tp: ProduceOutcome(TOPIC_AUTHORIZATION_FAILED, message=DENIED)
-                   for tp, _ in denied}
+        refused = {tp: ProduceOutcome(TOPIC_AUTHORIZATION_FAILED) for tp, _ in denied}
         got = self._api.produce(acks, timeout_ms, ok) if ok else {}
         if isinstance(got, Deferred):
             return Deferred(lambda: {**got.result(), **refused})
@@ -111,7 +125,9 @@ class AuthorizedApi:
         return {**got, **{a[0]: OffsetAnswer(TOPIC_AUTHORIZATION_FAILED) for a in denied}}
 
     def offsets_for_leader_epoch(self, asks):
-        ok, denied = self._split(asks, Op.DESCRIBE)
+        # a follower's truncation check: ClusterAction covers every topic (KafkaApis)
+        ok, denied = (list(asks), []) if self._cluster(Op.CLUSTER_ACTION) \
+            else self._split(asks, Op.DESCRIBE)
         got = self._api.offsets_for_leader_epoch(ok) if ok else {}
         return {**got, **{a[0]: OffsetAnswer(TOPIC_AUTHORIZATION_FAILED) for a in denied}}
 
@@ -136,40 +152,56 @@ class AuthorizedApi:
         cluster = self._cluster(Op.CREATE)
         ok = [s for s in specs if cluster or self._topic(Op.CREATE, s.name)]
         got = self._api.create_topics(ok, timeout_ms, validate_only) if ok else {}
-        return {s.name: got.get(s.name) or TopicOutcome(TOPIC_AUTHORIZATION_FAILED, DENIED)
-                for s in specs}
+
+        def outcome(name):
+            o = got.get(name)
+            if o is None:
+                return TopicOutcome(TOPIC_AUTHORIZATION_FAILED, DENIED)
+            if self._topic(Op.DESCRIBE_CONFIGS, name):
+                return o
+            return TopicOutcome(o.error, o.message)    # no configs, partitions, replicas
+        return {s.name: outcome(s.name) for s in specs}
 
     def delete_topics(self, names, timeout_ms):
         ok = [n for n in names if self._topic(Op.DELETE, n)]
         got = self._api.delete_topics(ok, timeout_ms) if ok else {}
-        return {n: got.get(n) or TopicOutcome(TOPIC_AUTHORIZATION_FAILED, DENIED) for n in names}
+        return {n: got.get(n) or TopicOutcome(TOPIC_AUTHORIZATION_FAILED) for n in names}
 
     def create_partitions(self, asks, timeout_ms, validate_only):
         ok = [a for a in asks if self._topic(Op.ALTER, a[0])]
         got = self._api.create_partitions(ok, timeout_ms, validate_only) if ok else {}
-        return {a[0]: got.get(a[0]) or TopicOutcome(TOPIC_AUTHORIZATION_FAILED, DENIED)
+        return {a[0]: got.get(a[0]) or TopicOutcome(TOPIC_AUTHORIZATION_FAILED,
+                                                    "The topic authorization is failed.")
                 for a in asks}
 
     def _config_denial(self, resource, op) -> int:
         if resource.kind == TOPIC_CONFIG:
             return 0 if self._topic(op, resource.name) else TOPIC_AUTHORIZATION_FAILED
-        if resource.kind in (BROKER_CONFIG, BROKER_LOGGER):
+        if resource.kind == GROUP_CONFIG:
+            return 0 if self._group(op, resource.name) else GROUP_AUTHORIZATION_FAILED
+        if resource.kind in (BROKER_CONFIG, BROKER_LOGGER, CLIENT_METRICS):
             return 0 if self._cluster(op) else CLUSTER_AUTHORIZATION_FAILED
         return 0                  # an unknown kind: the broker answers it
 
     def describe_configs(self, resources):
         return self._configs(resources, Op.DESCRIBE_CONFIGS,
-                             lambda ok: self._api.describe_configs(ok))
+                             lambda ok: self._api.describe_configs(ok),
+                             lambda r, code: DEFAULT_MESSAGE[code])
 
     def alter_configs(self, resources, validate_only):
+        # KafkaApis.configsAuthorizationApiError: no message; a broker logger's refusal comes
+        # from RuntimeLoggerManager, with Errors.CLUSTER_AUTHORIZATION_FAILED.message()
         return self._configs(resources, Op.ALTER_CONFIGS,
-                             lambda ok: self._api.alter_configs(ok, validate_only))
+                             lambda ok: self._api.alter_configs(ok, validate_only),
+                             lambda r, code: DEFAULT_MESSAGE[code]
+                             if r.kind == BROKER_LOGGER else None)
 
-    def _configs(self, resources, op, call):
+    def _configs(self, resources, op, call, message):
         codes = {r[0]: self._config_denial(r[0], op) for r in resources}
         ok = [r for r in resources if not codes[r[0]]]
         got = call(ok) if ok else {}
-        return {r[0]: got[r[0]] if not codes[r[0]] else ConfigsOutcome(codes[r[0]], DENIED)
+        return {r[0]: got[r[0]] if not codes[r[0]]
+                else ConfigsOutcome(codes[r[0]], message(r[0], codes[r[0]]))
                 for r in resources}
 
     # -- groups ----------------------------------------------------------------------------
@@ -191,8 +223,7 @@ class AuthorizedApi:
     def _membership(self, event, make_event):
         if self._group(Op.READ, event.group_id):
             return self._api.group_call(make_event)
-        denied = {m.JoinGroup: lambda: m.JoinGroupResult(GROUP_AUTHORIZATION_FAILED,
-                                                         event.member_id),
+        denied = {m.JoinGroup: lambda: m.JoinGroupResult(GROUP_AUTHORIZATION_FAILED, ""),
                   m.SyncGroup: lambda: m.SyncGroupResult(GROUP_AUTHORIZATION_FAILED),
                   m.Heartbeat: lambda: m.HeartbeatResult(GROUP_AUTHORIZATION_FAILED),
                   m.LeaveGroup: lambda: m.LeaveGroupResult(GROUP_AUTHORIZATION_FAILED)}
@@ -225,8 +256,8 @@ class AuthorizedApi:
                         for t, p in event.partitions if (t, p) not in ok)
         if not refused:
             return self._api.group_call(make_event)
-        pending = self._api.group_call(lambda rid: replace(make_event(rid), partitions=ok)) \
-            if ok else _now(m.OffsetFetchResult(0))
+        # asked even with nothing left: a coordinator error is the whole answer (KafkaApis)
+        pending = self._api.group_call(lambda rid: replace(make_event(rid), partitions=ok))
         return Deferred(lambda: _merged_fetch(pending.result(), refused))
 
     def _list_groups(self, event, make_event):
@@ -240,8 +271,8 @@ class AuthorizedApi:
                                            if self._group(Op.DESCRIBE, g.group_id)))
         return Deferred(filtered)
 
-    def _per_group(self, event, make_event, op, field, refuse, wrap):
-        ids = getattr(event, field)
+    def _per_group(self, event, make_event, op, field, refuse, wrap, distinct=False):
+        ids = tuple(dict.fromkeys(getattr(event, field))) if distinct else getattr(event, field)
         ok = tuple(g for g in ids if self._group(op, g))
         pending = self._api.group_call(lambda rid: replace(make_event(rid), **{field: ok})) \
             if ok else _now(wrap(()))
@@ -259,7 +290,7 @@ class AuthorizedApi:
     def _delete_groups(self, event, make_event):
         return self._per_group(event, make_event, Op.DELETE, "group_ids",
                                lambda g: m.DeletedGroup(g, GROUP_AUTHORIZATION_FAILED),
-                               lambda gs: m.DeleteGroupsResult(gs))
+                               lambda gs: m.DeleteGroupsResult(gs), distinct=True)
 
 
 _GROUP_CHECKS = {m.JoinGroup: AuthorizedApi._membership, m.SyncGroup: AuthorizedApi._membership,
@@ -280,4 +311,6 @@ def _keep(result: m.OffsetFetchResult, keep) -> m.OffsetFetchResult:
 
 
 def _merged_fetch(result: m.OffsetFetchResult, refused) -> m.OffsetFetchResult:
+    if result.error:
+        return result
     return replace(result, partitions=tuple(result.partitions) + refused)

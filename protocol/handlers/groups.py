@@ -31,6 +31,7 @@ from protocol.handlers.data import TRANSACTIONAL_ID_AUTHORIZATION_FAILED, _ms
 
 INCONSISTENT_GROUP_PROTOCOL = 23
 INVALID_REQUEST = 42
+GROUP_AUTHORIZATION_FAILED = 30
 
 
 def _later(api: BrokerApi, make_event, respond) -> Deferred:
@@ -52,6 +53,8 @@ def find_coordinator(api: BrokerApi, request, listener: str):
     def message(code):
         if code == 0:
             return None
+        if code == GROUP_AUTHORIZATION_FAILED:     # Kafka: Errors.message() before v4 only
+            return "Group authorization failed." if v < 4 else None
         return {0: "the group coordinator is not available yet",
                 1: "transactions are not supported"}.get(key_type, "unknown coordinator type")
     if v >= 4:

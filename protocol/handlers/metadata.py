@@ -18,11 +18,9 @@ import uuid
 
 from protocol.api import BrokerApi, ClusterMetadata
 from protocol.build import build
-from protocol.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 
 ZERO_UUID = uuid.UUID(int=0)
 NO_AUTHORIZED_OPERATIONS = -2147483648      # Kafka's "not requested" sentinel
-CLUSTER_AUTHORIZATION_FAILED = 31
 
 
 def requested_topics(request) -> list[str] | None:
@@ -61,15 +59,11 @@ def encode(request, md: ClusterMetadata):
                  cluster_authorized_operations=NO_AUTHORIZED_OPERATIONS)
 
 
-def describe_cluster(api: BrokerApi, request, session):
-    """Kafka: Describe on the cluster, else CLUSTER_AUTHORIZATION_FAILED and nothing else."""
+def describe_cluster(api: BrokerApi, request, listener: str):
+    """Answered to anyone, as Kafka 3 does (Describe on the cluster would only fill
+    cluster_authorized_operations, which is not computed here)."""
     key, v = request.api_key, request.api_version
-    if not session.allowed(AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
-        return build(key, v, "DescribeClusterResponse", error_code=CLUSTER_AUTHORIZATION_FAILED,
-                     error_message="Cluster authorization failed.", endpoint_type=1,
-                     cluster_id="", controller_id=-1, brokers=(),
-                     cluster_authorized_operations=NO_AUTHORIZED_OPERATIONS)
-    md = api.metadata([], False, session.listener)
+    md = api.metadata([], False, listener)
     brokers = tuple(build(key, v, "DescribeClusterBroker", broker_id=b.id, host=b.host,
                           port=b.port, rack=b.rack) for b in md.brokers)
     return build(key, v, "DescribeClusterResponse", error_code=0, error_message=None,

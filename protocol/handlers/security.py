@@ -3,12 +3,16 @@ DeleteAcls (31).
 
 Rules (Kafka's SaslServerAuthenticator and KafkaApis / AclAuthorizer):
 - The SASL exchange is the connection's `SaslServer` (protocol/security/sasl.py): these
-  handlers only translate. SaslHandshake on a listener without SASL is ILLEGAL_SASL_STATE
-  (34) with no mechanisms. An answer the SaslServer marks `close` (an unsupported mechanism,
-  a failed authentication) is the connection's last: `session.closing` tells the listener.
+  handlers only translate. SaslHandshake / SaslAuthenticate on a listener without SASL is
+  ILLEGAL_SASL_STATE (34; the handshake lists no mechanisms), and the connection stays open
+  (Kafka's KafkaApis.handleSaslHandshakeRequest / handleSaslAuthenticateRequest answer and
+  go on).
+  An answer the SaslServer marks `close` (an unsupported mechanism, a failed
+  authentication) is the connection's last: `session.closing` tells the listener.
 - The ACL APIs need an authorizer (authorizer.class.name); without one every ACL API answers
-  SECURITY_DISABLED (54), as Kafka does. DescribeAcls needs Describe on the cluster,
-  CreateAcls and DeleteAcls need Alter on it (CLUSTER_AUTHORIZATION_FAILED, 31).
+  SECURITY_DISABLED (54), as Kafka does (DescribeAcls: "No Authorizer is configured on the
+  broker", the others "No Authorizer is configured."). DescribeAcls needs Describe on the
+  cluster, CreateAcls and DeleteAcls need Alter on it (CLUSTER_AUTHORIZATION_FAILED, 31).
 - CreateAcls checks each binding (validate_binding: INVALID_REQUEST with Kafka's message) and
   writes the valid ones; DeleteAcls answers, per filter, the bindings it removed. Writes go
   to ZooKeeper through the broker (BrokerApi.create_acls / delete_acls); every broker's
@@ -28,14 +32,14 @@ ILLEGAL_SASL_STATE = 34
 CLUSTER_AUTHORIZATION_FAILED = 31
 SECURITY_DISABLED = 54
 INVALID_REQUEST = 42
-NO_AUTHORIZER = "No Authorizer is configured on the broker"
+NO_AUTHORIZER = "No Authorizer is configured on the broker"       # AclApis.handleDescribeAcls
+NO_AUTHORIZER_ALTER = "No Authorizer is configured."               # handleCreate/DeleteAcls
 
 
 # -- SASL ----------------------------------------------------------------------------------------
 def sasl_handshake(_api, request, session):
     key, v = request.api_key, request.api_version
     if session.sasl is None:
-        session.closing = True
         return build(key, v, "SaslHandshakeResponse", error_code=ILLEGAL_SASL_STATE,
                      mechanisms=())
     r = session.sasl.process_handshake(request.body.mechanism)
@@ -47,7 +51,6 @@ def sasl_handshake(_api, request, session):
 def sasl_authenticate(_api, request, session):
     key, v = request.api_key, request.api_version
     if session.sasl is None:
-        session.closing = True
         return build(key, v, "SaslAuthenticateResponse", error_code=ILLEGAL_SASL_STATE,
                      error_message="SASL is not enabled on this listener", auth_bytes=b"")
     r = session.sasl.process_authenticate(bytes(request.body.auth_bytes))
@@ -58,9 +61,9 @@ def sasl_authenticate(_api, request, session):
 
 
 # -- ACLs ----------------------------------------------------------------------------------------
-def _cluster_denial(session, op) -> tuple[int, str | None]:
+def _cluster_denial(session, op, disabled: str = NO_AUTHORIZER_ALTER) -> tuple[int, str | None]:
     if session.authorizer is None:
-        return SECURITY_DISABLED, NO_AUTHORIZER
+        return SECURITY_DISABLED, disabled
     if not session.allowed(op, Res.CLUSTER, CLUSTER_NAME):
         return CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed."
     return 0, None
@@ -79,7 +82,7 @@ def _filter(f, prefix: str = "") -> AclBindingFilter | None:
 
 def describe_acls(_api, request, session):
     key, v = request.api_key, request.api_version
-    code, message = _cluster_denial(session, Op.DESCRIBE)
+    code, message = _cluster_denial(session, Op.DESCRIBE, NO_AUTHORIZER)
     flt = _filter(request.body) if not code else None
     if not code and (flt is None or flt.is_unknown()):
         code, message = INVALID_REQUEST, "invalid ACL filter"

@@ -5,6 +5,6 @@ What goes here: Kafka's SCRAM credentials as stored in ZooKeeper (credentials.py
 `/config/users/<user>` JSON), the per-connection SASL server for SaslHandshake and
 SaslAuthenticate (sasl.py: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512), and ACLs (acl.py).
 
-May import: the stdlib, scramp.
+May import: the stdlib (SCRAM is a few HMACs here; scramp only checks it in the tests).
 Never ray, kazoo, sockets, ssl or a clock: pure.
 """

@@ -1,7 +1,7 @@
 """SASL on a Kafka connection (SaslHandshake 17, SaslAuthenticate 36) as a pure state machine.
 
 One SaslServer per connection, modelled on Kafka's SaslServerAuthenticator with its
-ScramSaslServer (RFC 5802/7677, run by scramp) and PlainSaslServer (RFC 4616). The caller
+ScramSaslServer (RFC 5802/7677) and PlainSaslServer (RFC 4616). The caller
 parses frames and builds answers; this decides what is allowed and what to answer.
 
     handshake_or_versions --ApiVersions--> handshake --SaslHandshake--> authenticate
@@ -24,28 +24,30 @@ Rules:
   wording for a SaslException), save Kafka's own authzid message, which it too sends only
   for a known user. PLAIN keeps Kafka's messages; unknown user and wrong password are both
   "Invalid username or password" and both cost a PBKDF2 run.
-- SCRAM: the client-first message must match Kafka's grammar (ScramMessages), then scramp
-  runs the exchange. Extension tokenauth=true fails (no delegation tokens here); stored
-  credentials with fewer than 4096 iterations fail. scramp is stricter than Kafka in two
-  places, both failures here: a gs2 authzid (even one equal to the username) and
-  extensions with names longer than one letter (Kafka ignores those; no client sends them
-  but for tokenauth). Principal "User:<name>", with the
-  saslname's "=2C" and "=3D" decoded as Kafka does.
+- SCRAM: both messages must match Kafka's grammar (ScramMessages). Extension tokenauth=true
+  fails (no delegation tokens here); stored credentials with fewer than 4096 iterations
+  fail; an authzid must equal the username. The final message's nonce must END WITH the
+  server-first nonce, as Kafka checks it: librdkafka < 2.11 (kcat's 2.0.2) repeats its own
+  nonce in front, and scramp, which insists on equality, refused it, so the two steps are
+  the RFC's few lines here (HMAC, stored-key check, server signature), as in Kafka.
+  Principal "User:<name>", with the saslname's "=2C" and "=3D" decoded as Kafka does.
 - PLAIN: "[authzid] NUL authcid NUL passwd"; the password is checked against the user's
   SCRAM-SHA-512 credential, else SCRAM-SHA-256; an authzid must equal the authcid.
 - Framing is the caller's: after a SaslHandshake v0 the tokens come raw rather than inside
   SaslAuthenticate requests; process_authenticate takes them either way.
-- Sans-I/O: no sockets, no clock. Server nonces come from scramp (secrets) unless a
+- Sans-I/O: no sockets, no clock. Server nonces come from `secrets` unless a
   `server_nonce` source is given (tests pin RFC vectors with it).
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
 import re
+import secrets
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-
-import scramp
 
 from protocol.security.credentials import (MECHANISMS, MIN_ITERATIONS, ScramCredential,
                                            verify_password)
@@ -80,6 +82,12 @@ _PRINTABLE = r"[\x21-\x2b\x2d-\x7e]+"
 _CLIENT_FIRST = re.compile(
     rf"n,(?:a=(?P<authzid>{_SASLNAME}))?,(?:m={_VALUE},)?n=(?P<saslname>{_SASLNAME}),"
     rf"r=(?P<nonce>{_PRINTABLE})(?P<extensions>(?:,[A-Za-z]+={_VALUE})*)")
+
+# ScramMessages.ClientFinalMessage: c=<b64 channel binding>,r=<nonce>[,ext...],p=<b64 proof>
+_CLIENT_FINAL = re.compile(
+    rf"(?P<without_proof>c=[A-Za-z0-9+/]+=*,r=(?P<nonce>{_PRINTABLE})(?:,[A-Za-z]+={_VALUE})*)"
+    r",p=(?P<proof>[A-Za-z0-9+/]+=*)")
+_DIGESTS = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
 
 # Unknown users still pay for one PBKDF2 run, so PLAIN's timing does not tell them apart.
 _DUMMY = ScramCredential(salt=b"\0" * 16, stored_key=b"", server_key=b"", iterations=MIN_ITERATIONS)
@@ -139,7 +147,7 @@ class SaslServer:
         self.principal: str | None = None
         self._lookup = lookup
         self._server_nonce = server_nonce
-        self._scram = None                  # scramp's server between the two SCRAM messages
+        self._scram = None                  # the exchange so far, between the two SCRAM messages
         self._scram_user: str | None = None
 
     @property
@@ -194,7 +202,7 @@ class SaslServer:
                 out = self._scram_final(data)
         except _Failed as e:
             return self._fail(e.message)
-        except Exception:  # noqa: BLE001 — total: scramp's errors, a raising lookup, bad data
+        except Exception:  # noqa: BLE001 — total: a raising lookup, bad data
             return self._fail(None)
         return AuthenticateResult(NONE, None, out)
 
@@ -240,26 +248,35 @@ class SaslServer:
             raise _Failed(AUTHZID_MISMATCH)
         if cred.iterations < MIN_ITERATIONS:
             raise _Failed()
-
-        def auth_fn(name: str):
-            # scramp parses the name again (with SASLprep); both readings must agree.
-            if name != username:
-                return None
-            return cred.salt, cred.stored_key, cred.server_key, cred.iterations
-
-        nonce = self._server_nonce() if self._server_nonce is not None else None
-        server = scramp.ScramMechanism(self.mechanism).make_server(auth_fn, s_nonce=nonce)
-        server.set_client_first(text)
-        out = server.get_server_first()
-        self._scram, self._scram_user = server, username
-        return out.encode("utf-8")
+        nonce = m["nonce"] + (self._server_nonce() if self._server_nonce is not None
+                              else secrets.token_hex(16))
+        server_first = (f"r={nonce},s={base64.b64encode(cred.salt).decode()},"
+                        f"i={cred.iterations}")
+        bare = text.split(",", 2)[2]                 # after the gs2 header
+        self._scram = (bare, server_first, nonce, cred)
+        self._scram_user = username
+        return server_first.encode("utf-8")
 
     def _scram_final(self, data: bytes) -> bytes:
-        server, self._scram = self._scram, None
-        server.set_client_final(data.decode("utf-8"))   # nonce, channel binding, proof
-        out = server.get_server_final()
+        """Kafka's ScramSaslServer: the final nonce must END WITH the server-first nonce (old
+        librdkafka sends its own nonce in front of it again), then the proof is checked."""
+        (bare, server_first, nonce, cred), self._scram = self._scram, None
+        text = data.decode("utf-8")
+        m = _CLIENT_FINAL.fullmatch(text)
+        if m is None or not m["nonce"].endswith(nonce):
+            raise _Failed()
+        digest = _DIGESTS[self.mechanism]
+        auth_message = f"{bare},{server_first},{m['without_proof']}".encode("utf-8")
+        proof = base64.b64decode(m["proof"], validate=True)
+        signature = hmac.new(cred.stored_key, auth_message, digest).digest()
+        if len(proof) != len(signature):
+            raise _Failed()
+        client_key = bytes(x ^ y for x, y in zip(proof, signature))
+        if not hmac.compare_digest(hashlib.new(digest, client_key).digest(), cred.stored_key):
+            raise _Failed()
+        server_signature = hmac.new(cred.server_key, auth_message, digest).digest()
         self._complete(self._scram_user)
-        return out.encode("utf-8")
+        return b"v=" + base64.b64encode(server_signature)
 
     # -- outcomes ----------------------------------------------------------------------------------
     def _complete(self, username: str) -> None:

@@ -33,6 +33,9 @@ def add_parser(sub) -> None:
     p.add_argument("--pid-file", help="write the JVM's pid here (required with --daemon)")
     p.add_argument("--log-file", help="server log (default <data-dir>/zookeeper.log)")
     p.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for the server")
+    p.add_argument("--require-auth", action="store_true",
+                   help="drop every client session that has not authenticated (digest): with "
+                        "`rayka start --zookeeper-auth-file`, only rayka talks to this server")
     p = zsub.add_parser("stop", help="stop the server whose pid the pid file holds")
     p.add_argument("--pid-file", required=True)
     p.add_argument("--timeout", type=float, default=30.0, help="seconds before SIGKILL")
@@ -48,7 +51,8 @@ def run(args) -> int:
                         myid=args.myid, servers=args.servers, peer_port=args.peer_port,
                         election_port=args.election_port, tick_time_ms=args.tick_time_ms,
                         heap_mb=args.heap_mb, daemon=args.daemon, pid_file=args.pid_file,
-                        log_file=args.log_file, timeout_s=args.timeout)
+                        log_file=args.log_file, timeout_s=args.timeout,
+                        require_auth=args.require_auth)
     if args.zookeeper_command == "stop":
         return zs.stop(args.pid_file, timeout_s=args.timeout)
     return zs.status(args.zookeeper)

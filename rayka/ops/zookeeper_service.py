@@ -143,7 +143,7 @@ def build_server(*, data_dir, client_port: int | None = None, bind: str = "127.0
                  myid: int | None = None, servers: str | None = None,
                  peer_port: int = DEFAULT_PEER_PORT, election_port: int = DEFAULT_ELECTION_PORT,
                  tick_time_ms: int = 500, heap_mb: int = 256, log_file=None,
-                 timeout_s: float = 60.0, daemon: bool = False
+                 timeout_s: float = 60.0, daemon: bool = False, require_auth: bool = False
                  ) -> tuple[ZooKeeperServer, list[Member]]:
     """The (not started) server `start` runs, and the ensemble's members ([] standalone).
     A daemon's server outlives this process; a foreground one dies with it."""
@@ -163,6 +163,8 @@ def build_server(*, data_dir, client_port: int | None = None, bind: str = "127.0
         port = port or own
     port = port or DEFAULT_CLIENT_PORT
     extra = {"quorumListenOnAllIPs": "true"} if members and bind in WILDCARDS else {}
+    if require_auth:       # ZooKeeper 3.7+: a session that has not authenticated is dropped
+        extra.update({"enforce.auth.enabled": "true", "enforce.auth.schemes": "digest"})
     peers = {m.myid: (m.host, m.peer_port, m.election_port) for m in members}
     server = ZooKeeperServer(port=port, data_dir=Path(data_dir).expanduser().absolute(),
                              tick_time_ms=tick_time_ms, heap_mb=heap_mb, start_timeout_s=timeout_s,
@@ -177,13 +179,14 @@ def start(*, data_dir, client_port: int | None = None, bind: str = "127.0.0.1",
           myid: int | None = None, servers: str | None = None,
           peer_port: int = DEFAULT_PEER_PORT, election_port: int = DEFAULT_ELECTION_PORT,
           tick_time_ms: int = 500, heap_mb: int = 256, daemon: bool = False,
-          pid_file=None, log_file=None, timeout_s: float = 60.0, say=print) -> int:
+          pid_file=None, log_file=None, timeout_s: float = 60.0, require_auth: bool = False,
+          say=print) -> int:
     """Run one ZooKeeper server; returns the process exit code for the CLI."""
     server, members = build_server(data_dir=data_dir, client_port=client_port, bind=bind,
                                    myid=myid, servers=servers, peer_port=peer_port,
                                    election_port=election_port, tick_time_ms=tick_time_ms,
                                    heap_mb=heap_mb, log_file=log_file, timeout_s=timeout_s,
-                                   daemon=daemon)
+                                   daemon=daemon, require_auth=require_auth)
     port = server.port
     if daemon and pid_file is None:
         raise ZooKeeperServiceError("--daemon needs --pid-file (`rayka zookeeper stop` reads it)")
