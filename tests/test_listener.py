@@ -21,6 +21,7 @@ from controller.layout import Endpoint
 from protocol.api import Deferred
 from tests.fake_broker_api import FakeBrokerApi
 from tests.protocol_samples import frame_of, sample_frame
+from tests.wire import closed, read_frame
 
 pytestmark = pytest.mark.unit
 IDLE_MS = 400
@@ -60,33 +61,8 @@ def connect(listener) -> socket.socket:
     return socket.create_connection(("127.0.0.1", listener.port), timeout=10)
 
 
-def read_frame(sock) -> bytes:
-    size = struct.unpack(">i", _exactly(sock, 4))[0]
-    return _exactly(sock, size)
-
-
-def _exactly(sock, n: int) -> bytes:
-    data = b""
-    while len(data) < n:
-        chunk = sock.recv(n - len(data))
-        if not chunk:
-            raise ConnectionError("closed")
-        data += chunk
-    return data
-
-
 def correlation(frame: bytes) -> int:
     return struct.unpack_from(">i", frame)[0]
-
-
-def closed(sock, timeout_s: float = 10.0) -> bool:
-    sock.settimeout(timeout_s)
-    try:
-        while sock.recv(65536):
-            pass
-        return True
-    except (ConnectionError, OSError):
-        return True
 
 
 def api_versions_ok(listener) -> bool:

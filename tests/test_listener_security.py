@@ -34,6 +34,7 @@ from tests.certs import CLIENT_NAME, make_certs
 from tests.fake_broker_api import FakeBrokerApi
 from tests.fake_security import FakeSecurity
 from tests.protocol_samples import frame_of, sample_frame
+from tests.wire import client_hello as wire_client_hello, closed, read_frame
 
 pytestmark = pytest.mark.unit
 HOST = "127.0.0.1"
@@ -101,37 +102,6 @@ def connect(served: Served, certs):
     """The listener's transport as a client sees it: TLS on SSL / SASL_SSL, else plain."""
     return tls(served, certs) if served.endpoint.security_protocol.endswith("SSL") \
         else tcp(served)
-
-
-def read_frame(sock) -> bytes:
-    size = struct.unpack(">i", _exactly(sock, 4))[0]
-    return _exactly(sock, size)
-
-
-def _exactly(sock, n: int) -> bytes:
-    data = b""
-    while len(data) < n:
-        chunk = sock.recv(n - len(data))
-        if not chunk:
-            raise ConnectionError("closed")
-        data += chunk
-    return data
-
-
-def closed(sock, timeout_s: float = 10.0) -> bool:
-    """True once the broker closed the connection (EOF, reset or a TLS alert) within
-    timeout_s; False if it is still open then. Data read meanwhile is dropped."""
-    sock.settimeout(timeout_s)
-    deadline = time.monotonic() + timeout_s
-    try:
-        while sock.recv(65536):
-            if time.monotonic() > deadline:
-                return False
-        return True
-    except TimeoutError:                       # socket.timeout: still open
-        return False
-    except OSError:                            # reset, ssl.SSLError (an alert), ...
-        return True
 
 
 def still_open(sock) -> bool:
@@ -460,14 +430,7 @@ def test_an_unsupported_mechanism_is_answered_then_the_connection_closes(serve, 
 
 # -- timeouts and fuzz ----------------------------------------------------------------------------
 def client_hello() -> bytes:
-    """The first flight of a real TLS client (its ClientHello), captured from memory BIOs."""
-    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
-    obj = ssl.create_default_context().wrap_bio(incoming, outgoing, server_hostname=HOST)
-    try:
-        obj.do_handshake()
-    except ssl.SSLWantReadError:
-        pass
-    return outgoing.read()
+    return wire_client_hello(ssl.create_default_context(), HOST)
 
 
 HELLO = client_hello()

@@ -9,13 +9,12 @@ cluster's znodes are writable by that identity only."""
 from __future__ import annotations
 
 import socket
-import ssl
 import struct
 import uuid
 
 import pytest
 import ray
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
 
@@ -23,6 +22,7 @@ import rayka
 from protocol.security import acl as a
 from rayka.client.admin import wait_for
 from tests.certs import make_certs
+from tests.wire import client_hello, closed, read_frame
 
 pytestmark = pytest.mark.ray
 TIMEOUT_S = 60
@@ -217,7 +217,7 @@ def test_a_plaintext_client_cannot_use_the_sasl_ssl_listener(secured):
 def test_garbage_and_truncated_handshakes_close_only_their_connection(secured):
     cluster, certs = secured
     host, port = cluster.bootstrap_servers("SASL_SSL").split(",")[0].rsplit(":", 1)
-    hello = _client_hello(certs, host)
+    hello = client_hello(certs.client_context(), host)
     api_versions = _frame(18, 0, b"")                  # plaintext Kafka on a TLS port
     for junk in (b"\x00" * 64, bytes(range(256)), hello[:20], hello[: len(hello) // 2],
                  hello + b"\xff" * 100, api_versions, b"\x16\x03\x01\xff\xff" + b"x" * 40):
@@ -232,7 +232,7 @@ def test_garbage_and_truncated_handshakes_close_only_their_connection(secured):
         assert sasl_handshake(s, "SCRAM-SHA-256")[0] == 0
         token = b"\xde\xad\xbe\xef" * 10            # compact bytes: varint length + 1
         s.sendall(_frame(36, 2, bytes([len(token) + 1]) + token + b"\x00"))
-        frame = _read_frame(s)
+        frame = read_frame(s)
         assert struct.unpack_from(">h", frame, 5)[0] == 58       # SASL_AUTHENTICATION_FAILED
         assert closed(s)
     assert all(err is None for err, _ in produce(client_config(cluster, certs, "alice"),
@@ -295,25 +295,10 @@ def _frame(api_key: int, version: int, body: bytes, correlation_id: int = 5) -> 
     return struct.pack(">i", len(payload)) + payload
 
 
-def _read_frame(s) -> bytes:
-    size = struct.unpack(">i", _exactly(s, 4))[0]
-    return _exactly(s, size)
-
-
-def _exactly(s, n):
-    data = b""
-    while len(data) < n:
-        chunk = s.recv(n - len(data))
-        if not chunk:
-            raise ConnectionError("closed")
-        data += chunk
-    return data
-
-
 def sasl_handshake(s, mechanism: str) -> tuple[int, list[str]]:
     raw = mechanism.encode()
     s.sendall(_frame(17, 1, struct.pack(">h", len(raw)) + raw))
-    frame = _read_frame(s)
+    frame = read_frame(s)
     code, count = struct.unpack_from(">hi", frame, 4)
     out, off = [], 10
     for _ in range(count):
@@ -321,53 +306,3 @@ def sasl_handshake(s, mechanism: str) -> tuple[int, list[str]]:
         out.append(frame[off + 2: off + 2 + n].decode())
         off += 2 + n
     return code, out
-
-
-def closed(s, timeout_s: float = 10.0) -> bool:
-    """True once the broker closed the connection (EOF or reset) within timeout_s."""
-    s.settimeout(timeout_s)
-    try:
-        while s.recv(65536):
-            pass
-        return True
-    except (ConnectionError, ssl.SSLError):
-        return True
-    except socket.timeout:
-        return False
-
-
-def _client_hello(certs, host) -> bytes:
-    """The first flight of a real TLS client (a ClientHello), captured from memory BIOs."""
-    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
-    obj = certs.client_context().wrap_bio(incoming, outgoing, server_hostname=host)
-    try:
-        obj.do_handshake()
-    except ssl.SSLWantReadError:
-        pass
-    return outgoing.read()
-
-
-def test_kcat_and_kafka_python_over_sasl_ssl(secured):
-    import subprocess
-    from kafka import KafkaConsumer
-    cluster, certs = secured
-    bootstrap = cluster.bootstrap_servers("SASL_SSL")
-    before = end_offset(cluster, "sec-ok")
-    sasl = ["-X", "security.protocol=SASL_SSL", "-X", "sasl.mechanisms=SCRAM-SHA-512",
-            "-X", "sasl.username=alice", "-X", f"sasl.password={PASSWORDS['alice']}",
-            "-X", f"ssl.ca.location={certs.ca}"]
-    lines = "".join(f"kcat-{i}\n" for i in range(20))
-    done = subprocess.run(["kcat", "-b", bootstrap, *sasl, "-P", "-t", "sec-ok", "-p", "0"],
-                          input=lines.encode(), capture_output=True, timeout=TIMEOUT_S)
-    assert done.returncode == 0, done.stderr.decode()[-500:]
-    assert end_offset(cluster, "sec-ok") == before + 20
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap.split(","), security_protocol="SASL_SSL",
-                             sasl_mechanism="SCRAM-SHA-256", sasl_plain_username="alice",
-                             sasl_plain_password=PASSWORDS["alice"], ssl_cafile=str(certs.ca),
-                             enable_auto_commit=False, consumer_timeout_ms=20000)
-    tp = __import__("kafka").TopicPartition("sec-ok", 0)
-    consumer.assign([tp])
-    consumer.seek(tp, before)
-    got = [m.value for _, m in zip(range(20), consumer)]
-    consumer.close()
-    assert got == [f"kcat-{i}".encode() for i in range(20)]
