@@ -45,11 +45,11 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 BENCH_DIR = ROOT / "bench"
-SUITE = ["log", "controller", "produce", "wire", "group", "failover", "scale", "peers", "pipeline"]
+SUITE = ["log", "controller", "produce", "wire", "security", "group", "failover", "scale", "peers",
+         "pipeline"]
 # Caps, not expectations: a bench past its cap is stopped and reported as an error.
-TIMEOUT_S = {"log": 300, "controller": 300, "produce": 600, "wire": 600, "group": 600,
-             "failover": 600,
-             "scale": 900, "peers": 360, "pipeline": 600}
+TIMEOUT_S = {"log": 300, "controller": 300, "produce": 600, "wire": 600, "security": 600,
+             "group": 600, "failover": 600, "scale": 900, "peers": 360, "pipeline": 600}
 DEFAULT_TIMEOUT_S = 300
 BUDGET_S = 20 * 60
 
