@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import socket
 import struct
+import time
 import uuid
 
 import pytest
@@ -105,10 +106,10 @@ def test_scram_sasl_ssl_produces_and_consumes_with_librdkafka(secured):
                   "auto.offset.reset": "earliest", "enable.auto.commit": False})
     c.subscribe(["sec-ok"])
     got = []
-    while len(got) < before + 100:
-        msgs = c.consume(500, timeout=TIMEOUT_S)
-        assert msgs, f"only {len(got)} records consumed"
-        for m in msgs:
+    deadline = time.monotonic() + TIMEOUT_S
+    while len(got) < before + 100:         # consume(n) waits for n records or its timeout
+        assert time.monotonic() < deadline, f"only {len(got)} records consumed"
+        for m in c.consume(before + 100 - len(got), timeout=1):
             assert m.error() is None, m.error()
             got.append(m.value())
     c.commit(asynchronous=False)
@@ -306,3 +307,29 @@ def sasl_handshake(s, mechanism: str) -> tuple[int, list[str]]:
         out.append(frame[off + 2: off + 2 + n].decode())
         off += 2 + n
     return code, out
+
+
+def test_kcat_and_kafka_python_over_sasl_ssl(secured):
+    import subprocess
+    from kafka import KafkaConsumer, TopicPartition
+    cluster, certs = secured
+    bootstrap = cluster.bootstrap_servers("SASL_SSL")
+    before = end_offset(cluster, "sec-ok")
+    sasl = ["-X", "security.protocol=SASL_SSL", "-X", "sasl.mechanisms=SCRAM-SHA-512",
+            "-X", "sasl.username=alice", "-X", f"sasl.password={PASSWORDS['alice']}",
+            "-X", f"ssl.ca.location={certs.ca}"]
+    lines = "".join(f"kcat-{i}\n" for i in range(20))
+    done = subprocess.run(["kcat", "-b", bootstrap, *sasl, "-P", "-t", "sec-ok", "-p", "0"],
+                          input=lines.encode(), capture_output=True, timeout=TIMEOUT_S)
+    assert done.returncode == 0, done.stderr.decode()[-500:]
+    assert end_offset(cluster, "sec-ok") == before + 20
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap.split(","), security_protocol="SASL_SSL",
+                             sasl_mechanism="SCRAM-SHA-256", sasl_plain_username="alice",
+                             sasl_plain_password=PASSWORDS["alice"], ssl_cafile=str(certs.ca),
+                             enable_auto_commit=False, consumer_timeout_ms=20000)
+    tp = TopicPartition("sec-ok", 0)
+    consumer.assign([tp])
+    consumer.seek(tp, before)
+    got = [m.value for _, m in zip(range(20), consumer)]
+    consumer.close()
+    assert got == [f"kcat-{i}".encode() for i in range(20)]
