@@ -29,6 +29,7 @@ import threading
 import time
 from dataclasses import dataclass, fields
 
+from actors import security
 from controller.layout import Endpoint, parse_endpoints
 from controller.topic_admin import plan_partitions, plan_topic
 from controller.topic_config import CONFIG_DEFS, normalize_topic_config
@@ -253,10 +254,10 @@ class KafkaBrokerApi:
 
     # -- ACLs (ZooKeeper writes; every broker's authorizer reloads from the notification) ---------
     def create_acls(self, bindings) -> list:
-        return self.broker.security.create_acls(bindings)
+        return security.create_acls(self.broker.store, bindings)
 
     def delete_acls(self, filters) -> list:
-        return self.broker.security.delete_acls(filters)
+        return security.delete_acls(self.broker.store, filters)
 
     # -- consumer groups ----------------------------------------------------------------------------
     def coordinator_of(self, group_id: str) -> tuple[int, int]:

@@ -129,7 +129,7 @@ class KafkaListener:
         if self.security is None:
             return transport, Session(self.endpoint.listener, peer[0])
         return transport, self.security.session(self.endpoint, peer[0],
-                                                getattr(transport, "peer_certificate", None))
+                                                transport.peer_certificate)
 
     def _serve(self, sock: socket.socket, peer) -> None:
         """The reader: frames → requests → answer(), in order; the answers (bytes, or a

@@ -12,7 +12,7 @@ Rules:
 - Users (SCRAM credentials, Kafka's /config/users/<user>) and ACLs (Kafka's AclAuthorizer
   znodes) are read from ZooKeeper at start and again whenever a change notification appears,
   on a thread of their own (ZooKeeper callbacks must not block); a reload replaces the whole
-  set at once. Until the first load is done no one authenticates and nothing is authorised.
+  set it read at once, and reads only what was announced (users or ACLs). Until the first load is done no one authenticates and nothing is authorised.
 - Writes (`create_acls`, `delete_acls`, `add_user`, `delete_user`: the wire's CreateAcls /
   DeleteAcls, rayka's Admin and CLI) read the znode, change it and write it back conditionally
   with its notification, retrying when another writer got there first (Kafka's way).
@@ -35,6 +35,7 @@ from protocol.security.credentials import (MECHANISMS, decode_user_config, encod
                                            make_credential)
 from protocol.security.sasl import SaslServer
 from protocol.security.session import SASL_PROTOCOLS, TLS_PROTOCOLS, Session, tls_principal
+from actors.tls import ssl_context_from_config
 from replicas.errors import InvalidConfig
 
 log = logging.getLogger(__name__)
@@ -46,6 +47,7 @@ NAMES = ("authorizer.class.name", "super.users", "allow.everyone.if.no.acl.found
          "zookeeper.auth")
 WRITE_RETRIES = 20
 LITERAL_ROOT, PREFIXED_ROOT = "/kafka-acl", "/kafka-acl-extended/prefixed"
+USERS, ACLS = "users", "acls"
 
 
 @dataclass(frozen=True)
@@ -99,22 +101,25 @@ class BrokerSecurity:
         self.authorizer = Authorizer(config.super_users, config.allow_everyone_if_no_acl_found) \
             if config.authorizer else None
         self._users: dict[str, dict] = {}
-        self._tls = {}
-        for ep in endpoints:
-            if ep.security_protocol in TLS_PROTOCOLS:
-                from actors.tls import ssl_context_from_config
-                self._tls[ep.listener] = ssl_context_from_config(config.props, ep.listener)
+        self._tls = {ep.listener: ssl_context_from_config(config.props, ep.listener)
+                     for ep in endpoints if ep.security_protocol in TLS_PROTOCOLS}
         self._dirty = threading.Event()
+        self._pending: set[str] = set()             # "users" / "acls": what changed since
+        self._lock = threading.Lock()
         self._stopped = threading.Event()
         self._watches = []
-        self.loads = 0
 
     def start(self) -> "BrokerSecurity":
-        self._reload()
-        dirs = [CONFIG_CHANGES] + ([ACL_CHANGES_LITERAL, ACL_CHANGES_EXTENDED]
-                                   if self.authorizer is not None else [])
-        for d in dirs:
-            self._watches.append(self.store.watch_notices(d, lambda _names: self._dirty.set()))
+        """Watch the notifications, then load once: a watch reports at registration too, and
+        anything announced after that reload is reloaded again by the thread."""
+        kinds = {CONFIG_CHANGES: USERS}
+        if self.authorizer is not None:
+            kinds.update({ACL_CHANGES_LITERAL: ACLS, ACL_CHANGES_EXTENDED: ACLS})
+        for path, kind in kinds.items():
+            self._watches.append(self.store.watch_notices(
+                path, lambda _names, kind=kind: self._mark({kind})))
+        self._take()
+        self._reload(set(kinds.values()))
         threading.Thread(target=self._reloader, daemon=True, name="broker-security").start()
         return self
 
@@ -124,24 +129,36 @@ class BrokerSecurity:
         for w in self._watches:
             w.cancel()
 
+    def _mark(self, kinds: set[str]) -> None:
+        with self._lock:
+            self._pending |= kinds
+            self._dirty.set()
+
+    def _take(self) -> set[str]:
+        with self._lock:
+            kinds, self._pending = self._pending, set()
+            self._dirty.clear()
+        return kinds
+
     def _reloader(self) -> None:
         while not self._stopped.is_set():
             self._dirty.wait()
             if self._stopped.is_set():
                 return
-            self._dirty.clear()
+            kinds = self._take()
             try:
-                self._reload()
-            except Exception:               # ZooKeeper away: the next notification retries
-                log.exception("reloading users and ACLs failed")
-                self._dirty.set()
+                self._reload(kinds)
+            except Exception:               # ZooKeeper away: retried after a pause
+                log.exception("reloading %s failed", " and ".join(sorted(kinds)))
+                self._mark(kinds)
                 self._stopped.wait(1.0)
 
-    def _reload(self) -> None:
-        self._users = read_users(self.store)
-        if self.authorizer is not None:
+    def _reload(self, kinds: set[str]) -> None:
+        """Only what was announced: a user's change does not re-read every ACL."""
+        if USERS in kinds:
+            self._users = read_users(self.store)
+        if ACLS in kinds and self.authorizer is not None:
             self.authorizer.replace_all(read_bindings(self.store))
-        self.loads += 1
 
     # -- what the listener asks ------------------------------------------------------------
     def tls_context(self, listener: str):
@@ -155,13 +172,6 @@ class BrokerSecurity:
 
     def credential(self, mechanism: str, user: str):
         return self._users.get(user, {}).get(mechanism)
-
-    # -- the wire's ACL writes ----------------------------------------------------------------
-    def create_acls(self, bindings) -> list[tuple[int, str | None]]:
-        return create_acls(self.store, bindings)
-
-    def delete_acls(self, filters) -> list[tuple[int, str | None, tuple]]:
-        return delete_acls(self.store, filters)
 
 
 # -- reading and writing ZooKeeper (the broker, rayka's Admin and the CLI) ------------------

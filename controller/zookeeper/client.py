@@ -32,8 +32,8 @@ Rules:
   ``CREATOR_ALL`` (rayka's digest identity may do anything) plus world READ, so a client
   without the credentials can read the cluster but not change it. ``/rayka`` itself stays
   open (other clusters, with other credentials, share the ensemble); a cluster's chroot, once
-  secured, is not reopened. ``SENSITIVE_PATHS`` (the SCRAM credentials) get no world READ,
-  as Kafka's sensitive paths.
+  secured, is not reopened. Sensitive znodes (the SCRAM credentials, written with
+  ``sensitive=True``) get ``private_acl``: no world READ, as Kafka's sensitive paths.
 """
 
 from __future__ import annotations
@@ -431,7 +431,7 @@ class ZkSession:
         return w
 
 
-# -- fault injection ---------------------------------------------------------------------------
+# -- ACLs ----------------------------------------------------------------------------------
 def _acls(auth: str | None) -> tuple[list | None, list | None]:
     """(the default ACL of every znode created, the ACL of sensitive ones) for digest
     credentials "user:password"; (None, None) without: kazoo's open default."""
@@ -444,6 +444,7 @@ def _acls(auth: str | None) -> tuple[list | None, list | None]:
     return [creator] + list(READ_ACL_UNSAFE), [creator]
 
 
+# -- fault injection ---------------------------------------------------------------------------
 def expire_session(connect_string: str, session_id: int, password: bytes,
                    timeout_s: float = 10.0) -> None:
     """Force a REAL server-side expiry of the session (session_id, password): a second client

@@ -67,6 +67,7 @@ class SecurityZnodes:
             return None
         return data or b"", stat.version
 
+    @_zk_call
     def watch_notices(self, path: str, callback: Callable[[list[str]], None]) -> ZkWatch:
         """callback(sorted notification names) now and on every change (they may coalesce)."""
         self._client.ensure_path(self._abs(path))
@@ -104,13 +105,17 @@ class SecurityZnodes:
         self._purge_notices(notice_dir)
 
     def _purge_notices(self, notice_dir: str) -> None:
+        """Oldest first (the sequence numbers are creation order), stopping at the first one
+        still young: a write costs one read per expired notice, not one per notice."""
         horizon_ms = time.time() * 1000 - NOTICE_TTL_MS
-        for name in self._client.get_children(self._abs(notice_dir)):
+        for name in sorted(self._client.get_children(self._abs(notice_dir))):
             p = self._abs(f"{notice_dir}/{name}")
+            stat = self._client.exists(p)
+            if stat is not None and stat.ctime >= horizon_ms:
+                return
             try:
-                if self._client.exists(p).ctime < horizon_ms:
-                    self._client.delete(p)
-            except (NoNodeError, AttributeError):
+                self._client.delete(p)
+            except NoNodeError:
                 pass                               # another writer purged it first
 
     def set_user_credentials(self, user: str, data: bytes | None, version: int) -> None:

@@ -101,7 +101,7 @@ def _dispatch(api: BrokerApi, request, session: Session):
     return HANDLERS[request.api_key](api, request, session.listener)
 
 
-def answer(connection, api: BrokerApi, request, listener: Session | str = "PLAINTEXT"
+def answer(connection, api: BrokerApi, request, context: Session | str = "PLAINTEXT"
            ) -> bytes | Deferred | None:
     """What answers `request` on `connection` (protocol.connection.Connection): the bytes,
     a Deferred of them (a produce appended now whose acknowledgements are pending: the caller
@@ -111,7 +111,7 @@ def answer(connection, api: BrokerApi, request, listener: Session | str = "PLAIN
     which gets no answer: a ProtocolError (close the connection, as Kafka does). Anything
     else propagates (the caller logs it and answers UNKNOWN_SERVER_ERROR, or closes for
     acks=0)."""
-    session = as_session(listener)
+    session = as_session(context)
     _gate(session, request)
     if not request.served and request.api_key != API_VERSIONS:
         return connection.respond_error(request, UNSUPPORTED_VERSION)

@@ -27,11 +27,11 @@ from __future__ import annotations
 from coordinator import messages as m
 from protocol.api import BrokerApi, Deferred
 from protocol.build import build
+from protocol.handlers.authorized import GROUP_AUTHORIZATION_FAILED
 from protocol.handlers.data import TRANSACTIONAL_ID_AUTHORIZATION_FAILED, _ms
 
 INCONSISTENT_GROUP_PROTOCOL = 23
 INVALID_REQUEST = 42
-GROUP_AUTHORIZATION_FAILED = 30
 
 
 def _later(api: BrokerApi, make_event, respond) -> Deferred:

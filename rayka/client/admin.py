@@ -24,8 +24,8 @@ from actors import security
 from controller.assignment import validate_topic_name
 from controller.topic_admin import plan_topic
 from rayka.client.types import ControllerInfo, PartitionInfo, TopicPartition
-from replicas.errors import (InvalidConfig, InvalidPartitions, InvalidReplicaAssignment, InvalidReplicationFactor,
-                             InvalidRequest, KafkaError, NonEmptyGroup, RequestTimedOut,
+from replicas.errors import (InvalidConfig, InvalidPartitions, InvalidReplicaAssignment,
+                             InvalidReplicationFactor, InvalidRequest, KafkaError, NonEmptyGroup, RequestTimedOut,
                              UnknownTopicOrPartition, error_for_code)
 
 POLL_S = 0.02
@@ -305,7 +305,6 @@ class Admin:
             raise error_for_code(failed[0].error, f"reset offsets of group {group_id}")
         return new
 
-    # -- visibility ----------------------------------------------------------------------------------
     # -- security (Kafka's kafka-configs users and AdminClient ACL calls) -------------------------
     def add_user(self, user: str, password: str, mechanisms: Sequence[str] | None = None,
                  iterations: int = 4096) -> None:
@@ -342,6 +341,7 @@ class Admin:
     def list_acls(self, flt=None) -> list:
         return security.list_acls(self.store, flt)
 
+    # -- visibility ----------------------------------------------------------------------------------
     def wait_for_leaders(self, topic: str, timeout_s: float) -> None:
         """Every partition led by a live broker, and every live broker's metadata agrees."""
         def visible():
