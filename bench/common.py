@@ -24,6 +24,43 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 
+def say(msg: str) -> None:
+    """Progress for the person watching, on stderr (stdout is the JSON)."""
+    print(f"# {msg}", file=sys.stderr, flush=True)
+
+
+def replicated_topic(cluster, prefix: str, partitions: int, timeout_s: float) -> str:
+    """A fresh RF-3, min-ISR-2 topic named <prefix><random>."""
+    import uuid
+    name = f"{prefix}{uuid.uuid4().hex[:8]}"
+    cluster.admin().create_topic(name, partitions, 3, {"min.insync.replicas": 2},
+                                 timeout_s=timeout_s)
+    return name
+
+
+def produce_all(producer, topic: str, n: int, value: bytes, timeout_s: float) -> float:
+    """Seconds for a librdkafka Producer to send n records of `value` and have every one
+    acknowledged (RuntimeError if any failed or went unanswered)."""
+    import time
+    failed = []
+    produce, poll = producer.produce, producer.poll
+    report = lambda err, _m: failed.append(err) if err else None  # noqa: E731
+    t0 = time.perf_counter()
+    for i in range(n):
+        try:
+            produce(topic, value, on_delivery=report)
+        except BufferError:
+            poll(0.01)                       # the local queue is full: let deliveries drain
+            produce(topic, value, on_delivery=report)
+        if i % 10_000 == 0:
+            poll(0)
+    left = producer.flush(timeout_s)
+    elapsed = time.perf_counter() - t0
+    if left or failed:
+        raise RuntimeError(f"produce: {left} unanswered, {len(failed)} failed ({failed[:1]})")
+    return elapsed
+
+
 def figure(name: str, unit: str, samples, target: float | None = None,
            better: str = "higher", **params) -> dict:
     """One measured quantity: `samples` holds one value per run."""

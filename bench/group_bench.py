@@ -35,7 +35,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import arg_parser, emit, figure, local_cluster, machine_facts  # noqa: E402
+from bench.common import arg_parser, emit, figure, local_cluster, machine_facts, say  # noqa: E402
 
 NAME = "group"
 DEFAULT_OUT = Path(__file__).resolve().parent / "out" / f"{NAME}.json"
@@ -44,10 +44,6 @@ INITIAL_DELAY_MS = 3000
 COMMIT_S = 5.0
 TIMEOUT_S = 300.0
 TARGET_S = 1.0
-
-
-def say(msg: str) -> None:
-    print(f"# {msg}", file=sys.stderr, flush=True)
 
 
 class _Native:

@@ -36,16 +36,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import arg_parser, emit, figure, local_cluster, machine_facts  # noqa: E402
+from bench.common import arg_parser, emit, figure, local_cluster, machine_facts, say  # noqa: E402
 
 NAME = "lifecycle"
 DEFAULT_OUT = Path(__file__).resolve().parent / "out" / f"{NAME}.json"
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 TIMEOUT_S = 300.0
-
-
-def say(msg: str) -> None:
-    print(f"# {msg}", file=sys.stderr, flush=True)
 
 
 def topic_bytes(data_dir: str, topic: str) -> int:

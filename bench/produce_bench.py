@@ -49,7 +49,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import arg_parser, emit, figure, local_cluster, machine_facts  # noqa: E402
+from bench.common import arg_parser, emit, figure, local_cluster, machine_facts, say  # noqa: E402
 from rayka.client.admin import wait_for  # noqa: E402
 
 NAME = "produce"
@@ -73,10 +73,6 @@ TARGETS = {"produce.acks_all.rf3.bulk.100B.records_per_s": 1_000_000,
            "produce.acks_all.rf3.per_record.100B.records_per_s": 300_000,
            "consume.rf3.100B.records_per_s": 2_000_000,
            "latency.rate_10000.p50_ms": 5.0, "latency.rate_10000.p99_ms": 20.0}
-
-
-def say(msg: str) -> None:
-    print(f"# {msg}", file=sys.stderr, flush=True)
 
 
 # -- topics -------------------------------------------------------------------------------------

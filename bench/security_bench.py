@@ -66,7 +66,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import arg_parser, emit, figure, local_cluster, machine_facts  # noqa: E402
+from bench.common import (arg_parser, emit, figure, local_cluster, machine_facts,  # noqa: E402
+                          produce_all, replicated_topic, say)
 
 NAME = "security"
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -87,10 +88,6 @@ TOPIC_PREFIX, GROUP_PREFIX = "sec-", "secg-"
 LISTENERS = ("PLAINTEXT", "SSL", "SASL_SSL", "SASL_PLAINTEXT")
 ACL_LISTENER = "SASL_SSL+ACL"
 CLK_TCK = __import__("os").sysconf("SC_CLK_TCK")
-
-
-def say(msg: str) -> None:
-    print(f"# {msg}", file=sys.stderr, flush=True)
 
 
 # ---------------------------------------------------------------- certificates, configs
@@ -206,10 +203,7 @@ class Meter:
 
 
 def new_topic(cluster) -> str:
-    name = f"{TOPIC_PREFIX}{uuid.uuid4().hex[:8]}"
-    cluster.admin().create_topic(name, PARTITIONS, 3, {"min.insync.replicas": 2},
-                                 timeout_s=TIMEOUT_S)
-    return name
+    return replicated_topic(cluster, TOPIC_PREFIX, PARTITIONS, TIMEOUT_S)
 
 
 def connect_once(config: dict, topic: str, times: int = CONNECTS) -> float:
@@ -229,7 +223,7 @@ def connect_once(config: dict, topic: str, times: int = CONNECTS) -> float:
 def produce_once(config: dict, topic: str, n: int, meter: Meter) -> tuple[float, float]:
     """(set-up s, produce s): Producer() to the first delivery report, then n records."""
     from confluent_kafka import Producer
-    failed, first = [], []
+    first = []
     t_new = time.perf_counter()
     p = Producer({**config, "enable.idempotence": True, "acks": "all", "linger.ms": 5,
                   "queue.buffering.max.messages": 1_000_000})
@@ -240,23 +234,8 @@ def produce_once(config: dict, topic: str, n: int, meter: Meter) -> tuple[float,
         raise RuntimeError(f"first produce over {config['security.protocol']}: "
                            f"{first[0][1] if first else 'no delivery report'}")
     setup = first[0][0] - t_new
-    value = b"v" * VALUE
-    produce, poll = p.produce, p.poll
-    report = lambda err, _m: failed.append(err) if err else None  # noqa: E731
     with meter:
-        t0 = time.perf_counter()
-        for i in range(n):
-            try:
-                produce(topic, value, on_delivery=report)
-            except BufferError:
-                poll(0.01)                   # the local queue is full: let deliveries drain
-                produce(topic, value, on_delivery=report)
-            if i % 10_000 == 0:
-                poll(0)
-        left = p.flush(TIMEOUT_S)
-        elapsed = time.perf_counter() - t0
-    if left or failed:
-        raise RuntimeError(f"produce: {left} unanswered, {len(failed)} failed ({failed[:1]})")
+        elapsed = produce_all(p, topic, n, b"v" * VALUE, TIMEOUT_S)
     return setup, elapsed
 
 

@@ -38,7 +38,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import arg_parser, emit, figure, local_cluster, machine_facts  # noqa: E402
+from bench.common import (arg_parser, emit, figure, local_cluster, machine_facts,  # noqa: E402
+                          produce_all, replicated_topic, say)
 
 NAME = "wire"
 DEFAULT_OUT = Path(__file__).resolve().parent / "out" / f"{NAME}.json"
@@ -53,15 +54,8 @@ TARGETS = {"wire.produce.acks_all.rf3.100B.records_per_s": 500_000,
            "wire.latency.rate_10000.p50_ms": 5.0, "wire.latency.rate_10000.p99_ms": 20.0}
 
 
-def say(msg: str) -> None:
-    print(f"# {msg}", file=sys.stderr, flush=True)
-
-
 def new_topic(cluster) -> str:
-    name = f"wire-{uuid.uuid4().hex[:8]}"
-    cluster.admin().create_topic(name, PARTITIONS, 3, {"min.insync.replicas": 2},
-                                 timeout_s=TIMEOUT_S)
-    return name
+    return replicated_topic(cluster, "wire-", PARTITIONS, TIMEOUT_S)
 
 
 def broker_stats(cluster) -> dict:
@@ -84,28 +78,11 @@ def delta(after: dict, before: dict) -> dict:
 
 def produce_once(bootstrap: str, topic: str, n: int) -> float:
     from confluent_kafka import Producer
-    failed = []
     p = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
                   "linger.ms": 5, "queue.buffering.max.messages": 1_000_000})
     p.produce(topic, b"warm-up")
     p.flush(TIMEOUT_S)                      # metadata and producer id before the clock
-    value = b"v" * VALUE
-    produce, poll = p.produce, p.poll
-    report = lambda err, _m: failed.append(err) if err else None  # noqa: E731
-    t0 = time.perf_counter()
-    for i in range(n):
-        try:
-            produce(topic, value, on_delivery=report)
-        except BufferError:
-            poll(0.01)                       # the local queue is full: let deliveries drain
-            produce(topic, value, on_delivery=report)
-        if i % 10_000 == 0:
-            poll(0)
-    left = p.flush(TIMEOUT_S)
-    elapsed = time.perf_counter() - t0
-    if left or failed:
-        raise RuntimeError(f"produce: {left} unanswered, {len(failed)} failed ({failed[:1]})")
-    return elapsed
+    return produce_all(p, topic, n, b"v" * VALUE, TIMEOUT_S)
 
 
 def consume_once(bootstrap: str, topic: str, expected: int) -> float:
