@@ -11,6 +11,11 @@ Figures (one sample per run; better = lower):
   of B's leader epoch, which the new leader answers (OffsetsForLeaderEpoch). Every wait
   polls with a deadline. Before the next run the broker is back (re-created if needed) and
   in every ISR.
+- failover.leader_paused.first_ack_s (DESIGN §8 target 6 s): the same, but B's process is
+  frozen (SIGSTOP; SIGCONT once the new leader took a write): nothing fails on the
+  producer's side, its request timeout is Kafka's 30 s; B's ZooKeeper session (3 s) expires,
+  the controller elects a new leader, and the producer, refreshing metadata while an answer
+  is late, abandons the frozen request and resends to the new leader.
 - failover.controller_kill.serving_s (target 2 s): the active controller's actor is
   killed (Ray restarts it as a candidate); time until the controller epoch has grown AND a
   topic created after that has a live leader known to every broker (Admin.create_topic,
@@ -73,7 +78,9 @@ class Writer:
     not raised: the run reports them."""
 
     def __init__(self, cluster, topic: str, partition: int):
-        self.producer = cluster.producer(acks="all", linger_ms=0, request_timeout_ms=10_000)
+        # Kafka's default request timeout (30 s): a frozen leader is left by the producer
+        # noticing the new one, not by a short timeout
+        self.producer = cluster.producer(acks="all", linger_ms=0)
         self.topic, self.partition = topic, partition
         self.acks: list[tuple[float, int]] = []
         self.errors: list[str] = []
@@ -146,7 +153,12 @@ def balance_leaders(cluster, timeout_s: float) -> dict[int, int]:
 
 
 # -- broker kill -----------------------------------------------------------------------------------
-def broker_kill_once(cluster, restart: bool, timeout_s: float) -> dict:
+def broker_kill_once(cluster, fault: str, timeout_s: float) -> dict:
+    """fault: "restart" (ray.kill, Ray restarts it), "no_restart" (gone until re-created) or
+    "pause" (SIGSTOP until a new leader took a write, then SIGCONT)."""
+    import os
+    import signal
+
     import ray
     from rayka.client.admin import wait_for
     from rayka.chaos.faults import FaultInjector
@@ -161,7 +173,10 @@ def broker_kill_once(cluster, restart: bool, timeout_s: float) -> dict:
     try:
         wait_for(lambda: len(writer.acks) >= 20, timeout_s, "the writer acknowledged")
         t_kill = time.monotonic()
-        cluster.kill_broker(victim, restart=restart)
+        if fault == "pause":
+            os.kill(pid, signal.SIGSTOP)
+        else:
+            cluster.kill_broker(victim, restart=fault == "restart")
 
         def new_epoch_start():
             """(new leader, its epoch, first offset after B's epoch) once a new leader answers."""
@@ -181,11 +196,13 @@ def broker_kill_once(cluster, restart: bool, timeout_s: float) -> dict:
             return next((t for t, offset in list(writer.acks) if offset >= start), None)
         t_ack = wait_for(first_new_ack, timeout_s, "an acknowledgement from the new leader")
     finally:
+        if fault == "pause":
+            os.kill(pid, signal.SIGCONT)
         writer.stop()
     if writer.errors:
         raise RuntimeError(f"writes failed during the broker kill: {writer.errors[:3]}")
     t0 = time.monotonic()
-    if not restart:     # as FaultInjector does: name freed AND process gone, then re-create
+    if fault == "no_restart":     # as FaultInjector does: name freed AND process gone, then re-create
         wait_for(lambda: cluster.broker_actor(victim) is None, timeout_s, "the killed actor gone")
         wait_for(lambda: not pid_alive(pid), timeout_s, f"process {pid} gone")
         FaultInjector(cluster, timeout_s=timeout_s).revive_brokers()
@@ -193,7 +210,7 @@ def broker_kill_once(cluster, restart: bool, timeout_s: float) -> dict:
     wait_for(lambda: (reg := cluster.store.get_broker(victim)) is not None
              and reg.epoch > old_reg, timeout_s, f"broker {victim} registered again")
     wait_healed(cluster, timeout_s)
-    return {"victim": victim, "restart": restart, "old_epoch": old_epoch,
+    return {"victim": victim, "fault": fault, "old_epoch": old_epoch,
             "new_leader": new_leader, "new_epoch": new_epoch, "first_new_offset": start,
             "first_ack_s": t_ack - t_kill, "acks": len(writer.acks),
             "healed_s": time.monotonic() - t0}
@@ -286,7 +303,7 @@ def run(quick: bool = False, runs: int = 3, cs_sizes=None, cf_sizes=None,
     # a broker holds every partition of every cs topic (3×max led) plus the small topics
     limits = init_ray(FDS_PER_REPLICA * 3 * max(cs_sizes) + FD_BASELINE)
     data_dir = tempfile.mkdtemp(prefix="rayka-failover-")
-    kills: dict[str, list[dict]] = {"restart": [], "no_restart": []}
+    kills: dict[str, list[dict]] = {"restart": [], "no_restart": [], "pause": []}
     ctl: list[dict] = []
     cs: dict[int, list[dict]] = {}
     skipped: dict[str, str] = {}
@@ -298,11 +315,11 @@ def run(quick: bool = False, runs: int = 3, cs_sizes=None, cf_sizes=None,
         cluster.admin().create_topic(KILL_TOPIC, 3, 3, {"min.insync.replicas": 2},
                                      timeout_s=timeout_s)
         for i in range(runs):
-            for restart in (True, False):
-                r = broker_kill_once(cluster, restart, timeout_s)
-                kills["restart" if restart else "no_restart"].append(r)
-                print(f"# broker kill ({'restart' if restart else 'no restart'}) run {i + 1}: "
-                      f"first ack {r['first_ack_s']:.3f} s", file=sys.stderr)
+            for fault in kills:
+                r = broker_kill_once(cluster, fault, timeout_s)
+                kills[fault].append(r)
+                print(f"# broker {fault} run {i + 1}: first ack {r['first_ack_s']:.3f} s",
+                      file=sys.stderr)
             r = controller_kill_once(cluster, i, timeout_s)
             ctl.append(r)
             print(f"# controller kill run {i + 1}: elected {r['elected_s']:.3f} s, serving "
@@ -328,6 +345,8 @@ def run(quick: bool = False, runs: int = 3, cs_sizes=None, cf_sizes=None,
                [r["first_ack_s"] for r in kills["restart"]], target=2.0, better="lower"),
         figure("failover.broker_kill_no_restart.first_ack_s", "s",
                [r["first_ack_s"] for r in kills["no_restart"]], target=None, better="lower"),
+        figure("failover.leader_paused.first_ack_s", "s",
+               [r["first_ack_s"] for r in kills["pause"]], target=6.0, better="lower"),
         figure("failover.controller_kill.serving_s", "s", [r["serving_s"] for r in ctl],
                target=2.0, better="lower"),
     ]

@@ -1,5 +1,6 @@
 """rayka.chaos.faults.FaultInjector against ONE real cluster (real Ray, real ZooKeeper):
-a paused leader is replaced and rejoins when resumed, an expired broker session re-registers
+a paused leader is replaced (an acks=all producer writing through the pause stalls at most
+6 s: DESIGN §8) and rejoins when resumed, an expired broker session re-registers
 with a larger broker epoch, and a corrupted segment tail is cut by crash recovery and
 re-replicated. Brokers also leave `controller-epochs.log` evidence: one controller per epoch.
 
@@ -8,6 +9,8 @@ Waits are rayka.client.admin.wait_for with generous deadlines (2 cores, other Ra
 from __future__ import annotations
 
 import random
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -59,21 +62,61 @@ def partition_info(cluster, broker_id, tp):
         return None
 
 
-def test_pause_leader_elects_a_new_one_and_the_resumed_broker_rejoins(cluster, injector):
+class Writer:
+    """Back-to-back single-record acks=all writes to partition 0, each acknowledgement kept as
+    (monotonic time, offset); the producer's request timeout is Kafka's default (30 s), so a
+    stall shorter than that is the producer noticing the new leader by itself."""
+
+    def __init__(self, cluster, topic):
+        self.producer = cluster.producer(acks="all", linger_ms=0)
+        self.topic, self.acks, self.errors = topic, [], []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self):
+        i = 0
+        while not self._stop.is_set():
+            try:
+                md = self.producer.send(self.topic, b"w-%d" % i, partition=0).result(TIMEOUT_S)
+                self.acks.append((time.monotonic(), md.offset))
+            except Exception as exc:       # kept for the assertion, not raised in a thread
+                self.errors.append(repr(exc))
+            i += 1
+
+    def stop(self):
+        self._stop.set()
+        self._thread.join(TIMEOUT_S)
+        self.producer.close(TIMEOUT_S)
+
+
+def test_pause_leader_elects_a_new_one_and_writes_resume_within_6_s(cluster, injector):
     admin = cluster.admin()
     admin.create_topic("paused", 1, 3, {"min.insync.replicas": 2})
     produce(cluster, "paused", 200, b"before")
     wait_for(lambda: isr_full(admin, "paused"), TIMEOUT_S, "full ISR")
-
-    what = injector.pause_leader("paused", 0)
-    old = what["broker"]
-    assert what["kind"] == "pause_leader" and what["target"] == f"broker-{old}"
-    assert what["partition"] == 0 and what["pid"] in injector.paused
-    # its ZooKeeper session times out while it is frozen: the controller moves leadership
-    wait_for(lambda: injector.live_leaders("paused")[0] not in (-1, old), TIMEOUT_S,
-             "a new leader while the old one is paused")
-    admin.wait_for_leaders("paused", TIMEOUT_S)      # the live brokers' metadata agrees
-    produce(cluster, "paused", 100, b"during")        # the new leader takes acks=all writes
+    writer = Writer(cluster, "paused")
+    try:
+        wait_for(lambda: len(writer.acks) >= 20, TIMEOUT_S, "writes acknowledged before the pause")
+        what = injector.pause_leader("paused", 0)
+        paused_at = time.monotonic()
+        old = what["broker"]
+        assert what["kind"] == "pause_leader" and what["target"] == f"broker-{old}"
+        assert what["partition"] == 0 and what["pid"] in injector.paused
+        # its ZooKeeper session times out while it is frozen: the controller moves leadership
+        wait_for(lambda: injector.live_leaders("paused")[0] not in (-1, old), TIMEOUT_S,
+                 "a new leader while the old one is paused")
+        acked = len(writer.acks)
+        wait_for(lambda: len(writer.acks) >= acked + 20, TIMEOUT_S,
+                 "the new leader takes acks=all writes while the old one is paused")
+    finally:
+        writer.stop()
+    assert writer.errors == []
+    times = [paused_at] + [t for t, _ in writer.acks if t > paused_at]
+    stall_s = max(b - a for a, b in zip(times, times[1:]))
+    assert stall_s <= 6.0, f"writes stalled {stall_s:.1f} s after the leader froze (target 6 s)"
+    offsets = [o for _, o in writer.acks]
+    assert offsets == sorted(set(offsets)), "an acknowledged offset repeated or went back"
 
     injector.resume_pid(what["pid"])
     assert what["pid"] not in injector.paused

@@ -17,7 +17,8 @@ Rules:
 - Retriable answers (NOT_LEADER, LEADER_NOT_AVAILABLE, NOT_ENOUGH_REPLICAS(_AFTER_APPEND),
   REQUEST_TIMED_OUT, FENCED/UNKNOWN_LEADER_EPOCH, UNKNOWN_TOPIC_OR_PARTITION, a dead or
   restarting broker actor, or no answer within request_timeout_ms + a grace: a paused
-  broker) refresh metadata and retry after retry_backoff_ms until delivery_timeout_ms;
+  broker, a request sent to a broker that metadata no longer names as leader: a frozen
+  leader replaced) refresh metadata and retry after retry_backoff_ms until delivery_timeout_ms;
   anything else fails the batch's futures with the typed error. The sender thread survives
   any unexpected error (logged), so futures never hang on a dead thread.
 - acks ∈ {"all", -1, 1, 0}; anything else raises InvalidRequiredAcks (21) at once.
@@ -49,6 +50,8 @@ log = logging.getLogger(__name__)
 RETRIABLE = {3, 5, 6, 7, 19, 20, 74, 75}
 REQUEST_GRACE_MS = 5_000      # the broker's own timeout answers first when it can
 EXPIRE_CHECK_MS = 100         # how often in-flight requests are checked for expiry / moves
+STALL_MS = 1_000              # an acks=all answer this late: is its leader frozen?
+STALL_REFRESH_MS = 500        # metadata refreshed this often while one is that late
 _new = tuple.__new__          # builds a NamedTuple without its Python-level __new__ (hot path)
 _ACKS = {"all": -1, "-1": -1, -1: -1, "1": 1, 1: 1, "0": 0, 0: 0}
 
@@ -89,7 +92,7 @@ class Producer:
         self.busy: set[tuple] = set()        # partitions with a batch in flight
         self._actors: dict[int, object] = {}  # broker id → actor handle (get_actor is a GCS call)
         self._counts: tuple = (None, {})     # (metadata dict it was read from, topic → count)
-        self._next_expire_ms = 0
+        self._next_expire_ms = self._next_stall_refresh_ms = 0
         self.retry_at: dict[tuple, int] = {}
         self.first_try_ms: dict[int, int] = {}
         self.unfinished = 0
@@ -276,11 +279,19 @@ class Producer:
         sent to a broker that metadata no longer names as leader of one of its partitions,
         is given up as REQUEST_TIMED_OUT and retried: the idempotent sequence makes a late
         landing of the abandoned one harmless (the leader answers the retry as a duplicate,
-        or no longer leads). Checked every EXPIRE_CHECK_MS, not every round."""
+        or no longer leads). Checked every EXPIRE_CHECK_MS, not every round. A frozen leader
+        never answers and no error triggers a refresh, so while a request is older than
+        STALL_MS metadata is refreshed every STALL_REFRESH_MS: once the controller has
+        elected a new leader (the frozen one's ZooKeeper session expired) the batches move
+        to it within STALL_REFRESH_MS instead of waiting out request_timeout_ms."""
         now = _clock_ms()
-        if now < self._next_expire_ms:
+        if now < self._next_expire_ms or not self.in_flight:
             return
         self._next_expire_ms = now + EXPIRE_CHECK_MS
+        oldest = min(sent for _, sent, _ in self.in_flight.values())
+        if oldest < now - STALL_MS and now >= self._next_stall_refresh_ms:
+            self._next_stall_refresh_ms = now + STALL_REFRESH_MS
+            self.metadata.refresh()
         limit = now - self.request_timeout_ms - REQUEST_GRACE_MS
         for ref, (broker, sent, batches) in list(self.in_flight.items()):
             moved = False
