@@ -15,7 +15,8 @@ Rules:
   ProduceRequest: one call per broker carrying every partition's batches (one entry per
   partition); the answer is {tp: result} with a result per partition (its own error code),
   sent when every acks=all partition has its HW past its batch or timed out. `produce` is
-  the one-partition case.
+  the one-partition case; `produce_batches` answers a list, one result per entry, and takes
+  a partition more than once (the native producer's pipeline). actors/produce.py appends.
 - Start (also after a Ray restart, which re-runs __init__): recover the logs from disk,
   register in ZooKeeper (an ephemeral /brokers/ids/<id> whose czxid is the broker epoch),
   then obey the controller. A fresh actor waits out a previous registration's session; a
@@ -57,6 +58,7 @@ from actors.group_host import OFFSETS_TOPIC, GroupHost
 from actors.broker_config import split_broker_config
 from actors.kafka_api import KafkaBrokerApi
 from actors.listener import KafkaListener
+from actors.produce import REORDER_WAIT_S, PendingProduce, produce_begin
 from actors.security import BrokerSecurity
 from actors.log_cleaner import LogCleaner
 from controller.requests import LeaderAndIsrRequest, StopReplicaRequest, UpdateMetadataRequest
@@ -73,38 +75,6 @@ LISTENER_PORTS_FILE = "kafka-listener-ports.json"
 
 def _clock_ms() -> int:
     return int(time.monotonic() * 1000)
-
-
-class _PendingProduce:
-    """The acknowledgement half of a produce call: `result()` waits (on the call's own
-    condition) until every acks=all partition is done or timed out; {tp: result}."""
-
-    def __init__(self, broker, cond, out: dict, waiting: dict, deadline: float):
-        self.broker, self.cond, self.out, self.waiting = broker, cond, out, waiting
-        self.deadline = deadline
-
-    def result(self) -> dict:
-        b, out, waiting = self.broker, self.out, self.waiting
-        with b.lock:
-            while waiting:
-                for pid in [pid for pid in waiting if pid in b.done]:
-                    tp, r = waiting.pop(pid)
-                    d = b.done.pop(pid)
-                    b._produce_conds.pop(pid, None)
-                    out[tp] = {"error": d.error, "base_offset": d.base_offset,
-                               "last_offset": d.last_offset, "duplicate": r.duplicate}
-                remaining = self.deadline - time.monotonic()
-                if waiting and remaining <= 0:
-                    for pid, (tp, r) in waiting.items():
-                        b._produce_conds.pop(pid, None)
-                        b.done.pop(pid, None)
-                        out[tp] = {"error": RequestTimedOut.code, "base_offset": r.base_offset,
-                                   "last_offset": r.last_offset, "duplicate": r.duplicate}
-                    waiting.clear()
-                    break
-                if waiting:
-                    self.cond.wait(remaining)
-        return out
 
 
 # Separate thread pools: waiting acks=all produces and long-polls must never take every thread
@@ -354,40 +324,25 @@ class BrokerActor:
         """requests: [(tp, batches)] (or {tp: batches}), one entry per partition → {tp: result}."""
         if isinstance(requests, dict):
             requests = requests.items()
-        return self._produce([(tuple(tp), data) for tp, data in requests], acks, timeout_ms)
+        requests = [(tuple(tp), data) for tp, data in requests]
+        answers = self._produce_begin(requests, acks, timeout_ms, REORDER_WAIT_S).result()
+        return {tp: answers[i] for i, (tp, _) in enumerate(requests)}
+
+    @ray.method(concurrency_group="produce")
+    def produce_batches(self, requests, acks: int = -1, timeout_ms: int = 30_000) -> list:
+        """requests: [(tp, batch)], a partition possibly more than once (its batches in
+        sequence order: the native producer's pipeline) → [result], in request order."""
+        requests = [(tuple(tp), data) for tp, data in requests]
+        answers = self._produce_begin(requests, acks, timeout_ms, REORDER_WAIT_S).result()
+        return [answers[i] for i in range(len(requests))]
 
     def _produce(self, requests, acks: int, timeout_ms: int) -> dict:
-        return self._produce_begin(requests, acks, timeout_ms).result()
+        answers = self._produce_begin(requests, acks, timeout_ms).result()
+        return {tp: answers[i] for i, (tp, _) in enumerate(requests)}
 
-    def _produce_begin(self, requests, acks: int, timeout_ms: int) -> "_PendingProduce":
-        """Append every partition's batches now (in call order, under the lock) and return
-        the waiter for their acknowledgements: a Kafka connection appends its next request
-        while this one's acks=all wait runs (the listener answers in order)."""
-        out: dict = {}
-        waiting: dict[int, object] = {}          # pending id → (tp, AppendResult)
-        with self.lock:
-            cond = threading.Condition(self.lock)
-            appended = False
-            for tp, data in requests:
-                try:
-                    r = self.rm.append(tp, data, acks, timeout_ms)
-                except BaseException:       # a disk error: forget this call's waiters first
-                    for pid in waiting:
-                        self._produce_conds.pop(pid, None)
-                    raise
-                if r.pending_id is None:
-                    out[tp] = {"error": r.error, "base_offset": r.base_offset,
-                               "last_offset": r.last_offset, "duplicate": r.duplicate,
-                               "message": r.message}
-                else:   # registered BEFORE the effects run, so no completion is missed
-                    self._produce_conds[r.pending_id] = cond
-                    waiting[r.pending_id] = (tp, r)
-                appended |= not r.error and not r.duplicate
-                self.apply_effects(r.effects)
-            if appended:
-                self.changed.notify_all()     # new data: complete the followers' long-polls
-        return _PendingProduce(self, cond, out, waiting,
-                               time.monotonic() + timeout_ms / 1000 + 5)
+    def _produce_begin(self, requests, acks: int, timeout_ms: int,
+                       reorder_wait_s: float = 0.0) -> PendingProduce:
+        return produce_begin(self, requests, acks, timeout_ms, reorder_wait_s)
 
     # -- fetch ---------------------------------------------------------------------------------------
     @ray.method(concurrency_group="fetch")

@@ -118,7 +118,7 @@ class GroupHost:
 
         def acknowledged():
             try:
-                error = pending.result()[tp]["error"]
+                error = pending.result()[0]["error"]
             except Exception as exc:
                 log.warning("group coordinator append to %s failed: %s", tp, exc)
                 error = -1

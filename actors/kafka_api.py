@@ -184,11 +184,12 @@ class KafkaBrokerApi:
     # -- data -----------------------------------------------------------------------------------------
     def produce(self, acks: int, timeout_ms: int, partitions) -> "Deferred":
         """Appends now; the acknowledgements come from the returned Deferred's result()."""
-        pending = self.broker._produce_begin([(tuple(tp), data) for tp, data in partitions],
-                                             acks, timeout_ms)
+        requests = [(tuple(tp), data) for tp, data in partitions]
+        pending = self.broker._produce_begin(requests, acks, timeout_ms)
 
         def outcomes() -> dict:
-            results = pending.result()
+            answers = pending.result()
+            results = {tp: answers[i] for i, (tp, _) in enumerate(requests)}
             with self.broker.lock:
                 starts = {tp: self._log_start(tp) for tp in results}
             return {tp: ProduceOutcome(r["error"], r["base_offset"] if not r["error"] else -1,

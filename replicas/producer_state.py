@@ -103,6 +103,21 @@ class ProducerStateManager:
         return sorted(self._entries)
 
     # -- leader side ---------------------------------------------------------------------
+    def ahead(self, headers: Iterable[BatchHeader]) -> bool:
+        """Is the first idempotent batch PAST its producer's next sequence (same epoch, a
+        gap of less than 2^30)? Then a request of the same producer that should precede it
+        has not been appended yet (Ray's threaded actor may start two calls out of order)
+        and the shell may wait briefly for the gap to close before appending."""
+        for h in headers:
+            if h.producer_id < 0:
+                continue
+            entry = self._entries.get(h.producer_id)
+            if entry is None or not entry.batches or entry.epoch != h.producer_epoch:
+                return False
+            gap = (h.base_sequence - entry.last_seq - 1) & INT32_MAX
+            return 0 < gap < 1 << 30
+        return False
+
     def prepare(self, headers: Sequence[BatchHeader], first_offset: int) -> ProducerAppend:
         """Check a client buffer whose first batch will get `first_offset`; raises on error."""
         working: dict[int, tuple[int, int]] = {}   # producer id -> (epoch, last seq) so far

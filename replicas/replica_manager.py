@@ -50,8 +50,7 @@ Fetch (`fetchRecords`), KIP-320 fencing by current_leader_epoch first (74 older 
   that epoch has end < fetch offset or epoch < last_fetched_epoch → diverging_epoch=(epoch,
   end), no records, follower state untouched; else reads up to the LEO and records
   FollowerFetched (HW, ISR expansion, acks=-1 completions). The returned HW is the one AFTER
-  that update.
-Follower side: replicas/follower_side.py (a mixin of this class).
+  that update. Follower side: replicas/follower_side.py (a mixin of this class).
 Producer state is derived from the log: marked stale on open (unless the log is empty) and
   after any truncation that removed data; rebuilt from batch headers when the partition
   becomes leader (or at its first idempotent append), so startup scans nothing.
@@ -103,19 +102,14 @@ from replicas.replica_types import (AppendResult, BrokerConfig, Effect, FetchPos
                                     ProduceDone, ProposeIsr, StopReplicaOutcome,
                                     TruncationResult, partition_configs)
 
-__all__ = [
-    "BrokerConfig", "ReplicaManager", "TopicPartition", "HighWatermarkChanged", "ProposeIsr",
-    "ProduceDone", "Effect", "AppendResult", "FetchResult", "FetchPosition",
-    "TruncationResult", "LeaderAndIsrOutcome", "StopReplicaOutcome", "partition_configs",
-]
+__all__ = ["BrokerConfig", "ReplicaManager", "TopicPartition", "HighWatermarkChanged",
+           "ProposeIsr", "ProduceDone", "Effect", "AppendResult", "FetchResult", "FetchPosition",
+           "TruncationResult", "LeaderAndIsrOutcome", "StopReplicaOutcome", "partition_configs"]
 
 # Kafka error codes: partition_state's int constants, the others from the typed errors.
-UNKNOWN_TOPIC_OR_PARTITION = UnknownTopicOrPartition.code
-STALE_CONTROLLER_EPOCH = StaleControllerEpoch.code
-INVALID_CONFIG = InvalidConfig.code
-INVALID_REQUEST = InvalidRequest.code
-STALE_BROKER_EPOCH = StaleBrokerEpoch.code
-INVALID_TOPIC = InvalidTopic.code
+UNKNOWN_TOPIC_OR_PARTITION, STALE_CONTROLLER_EPOCH = UnknownTopicOrPartition.code, StaleControllerEpoch.code
+INVALID_CONFIG, INVALID_REQUEST = InvalidConfig.code, InvalidRequest.code
+STALE_BROKER_EPOCH, INVALID_TOPIC = StaleBrokerEpoch.code, InvalidTopic.code
 POLICY_VIOLATION = PolicyViolation.code
 EPOCH_DURING_DELETE = -2
 _RECOVERY_MAX_MESSAGE_BYTES = 2**31 - 1   # recovery before the topic config is known
@@ -437,6 +431,12 @@ class ReplicaManager(FollowerSide):
             part.producers.commit(producer_append)
         effects = self._process(part, ps.LeaderAppended(log.log_end_offset, self._clock()))
         return self._answer(part, info.first_offset, info.last_offset, acks, timeout_ms, effects)
+
+    def sequence_ahead(self, tp, batches) -> bool:
+        """ProducerStateManager.ahead for a hosted partition with loaded state."""
+        part = self._partitions.get(TopicPartition(*tp))
+        return bool(part and part.producers.loaded
+                    and part.producers.ahead(records.iter_headers(batches)))
 
     def _answer(self, part: _Partition, base: int, last: int, acks: int, timeout_ms: int,
                 effects: list, duplicate: bool = False) -> AppendResult:

@@ -280,3 +280,37 @@ def test_record_timestamps_come_from_the_wall_clock_not_the_linger_clock():
     batches = acc.drain(ready_only=False)
     assert {ts for b in batches for ts in b.timestamps_ms} == {1_795_262_400_000}
     assert bulk[0].created_ms == 42
+
+
+def naive_cuts(values, keys, batch_size):
+    """The bulk cut rule one record at a time: a new batch when the next record would take
+    the estimate past batch_size (a batch always takes its first record)."""
+    cuts, size = [], 0
+    for i, value in enumerate(values):
+        key = keys[i] if keys else None
+        n = estimate_record_bytes(value, key)
+        if not cuts or size + n > batch_size:
+            cuts.append([])
+            size = records.HEADER_SIZE
+        cuts[-1].append(i)
+        size += n
+    return cuts
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(50, 3000),
+       st.lists(st.one_of(st.none(), st.binary(max_size=200)), max_size=60),
+       st.booleans(), st.data())
+def test_bulk_cuts_match_the_one_record_at_a_time_rule(batch_size, values, keyed, data):
+    keys = data.draw(st.lists(st.one_of(st.none(), st.binary(max_size=20)),
+                              min_size=len(values), max_size=len(values))) if keyed else None
+    acc = RecordAccumulator(batch_size, 5, FakeClock(), wall_clock_ms=lambda: 7)
+    batches = acc.append_many(T0, values, keys)
+    cuts = naive_cuts(values, keys, batch_size)
+    assert [len(b.values) for b in batches] == [len(c) for c in cuts]
+    assert [v for b in batches for v in b.values] == values
+    assert [k for b in batches for k in b.keys] == (keys or [None] * len(values))
+    assert all(b.sealed and b.timestamps_ms == [7] * len(b.values) for b in batches)
+    for batch, cut in zip(batches, cuts):
+        assert batch.estimated_bytes == records.HEADER_SIZE + sum(
+            estimate_record_bytes(values[i], keys[i] if keys else None) for i in cut)

@@ -15,7 +15,8 @@ Rules:
   old (clock_ms() - created_ms >= linger_ms). drain(ready_only=True) pops, per
   partition, the ready batches from the front of the queue, stopping at the first one
   that is not; drain(ready_only=False) pops everything (flush/close); partitions passed
-  in `skip` (a batch in flight) are left alone, so their open batch keeps growing.
+  in `skip` (pipeline full) are left alone, so their open batch keeps growing; in `busy`
+  (a batch in flight) linger does not make a batch ready, only size or a seal does.
 - Idempotence (producer_id >= 0): sequence numbers are assigned at DRAIN time, per
   partition, starting at 0 and increasing by each batch's record count (int32, wrapping
   to 0 like Kafka). A drained batch is sealed: nothing more is appended to it.
@@ -33,6 +34,7 @@ Rules:
 
 from __future__ import annotations
 
+import bisect
 import itertools
 from collections import deque
 from typing import Callable, Sequence
@@ -63,7 +65,7 @@ class ProducerBatch:
     __slots__ = ("tp", "values", "keys", "timestamps_ms", "headers", "created_ms",
                  "estimated_bytes", "sealed", "base_sequence", "producer_id",
                  "producer_epoch", "attempts", "done", "base_offset", "error", "_order",
-                 "_has_keys", "_has_headers", "_encoded", "compression_type")
+                 "_has_keys", "_has_headers", "_encoded", "compression_type", "watchers")
 
     def __init__(self, tp: TopicPartition, created_ms: int, compression_type: int = 0):
         self.tp = tp
@@ -86,6 +88,7 @@ class ProducerBatch:
         self._has_keys = False
         self._has_headers = False
         self._encoded: bytes | None = None     # build() of the sealed batch, kept for retries
+        self.watchers: list = []               # (future, callback): rayka/client/futures.py
 
     @property
     def record_count(self) -> int:
@@ -177,8 +180,18 @@ class RecordAccumulator:
     def append(self, tp: TopicPartition, value: bytes | None, key: bytes | None = None,
                headers: Headers | None = None, timestamp_ms: int | None = None,
                abort_on_new_batch: bool = False) -> RecordHandle | None:
-        now = self._clock()
-        size = estimate_record_bytes(value, key, headers)
+        got = self.append_record(tp, value, key, headers, timestamp_ms, abort_on_new_batch)
+        return None if got is None else RecordHandle(*got)
+
+    def append_record(self, tp: TopicPartition, value: bytes | None, key: bytes | None = None,
+                      headers: Headers | None = None, timestamp_ms: int | None = None,
+                      abort_on_new_batch: bool = False) -> tuple[ProducerBatch, int] | None:
+        """append() without the RecordHandle: (batch, index), or None (abort_on_new_batch)."""
+        if headers:
+            size = estimate_record_bytes(value, key, headers)
+        else:       # the common case inlined: this runs once per record
+            size = RECORD_OVERHEAD + (len(value) if value is not None else 0) \
+                + (len(key) if key is not None else 0)
         queue = self._queues.get(tp)
         if queue is None:
             queue = self._queues[tp] = deque()
@@ -186,11 +199,11 @@ class RecordAccumulator:
         if last is None or last.sealed or last.estimated_bytes + size > self.batch_size:
             if abort_on_new_batch:
                 return None
-            last = ProducerBatch(tp, now, self.compression_type)
+            last = ProducerBatch(tp, self._clock(), self.compression_type)
             queue.append(last)
         index = last._add(value, key, headers,
                           self._wall() if timestamp_ms is None else timestamp_ms, size)
-        return RecordHandle(last, index)
+        return last, index
 
     def append_many(self, tp: TopicPartition, values: Sequence[bytes | None],
                     keys: Sequence[bytes | None] | None = None) -> list[ProducerBatch]:
@@ -201,34 +214,50 @@ class RecordAccumulator:
         queue = self._queues.setdefault(tp, deque())
         if queue:
             queue[-1].sealed = True
+        # cut points from running sizes (C loops; this runs for millions of records)
+        sizes = [RECORD_OVERHEAD + (len(v) if v is not None else 0) for v in values]
+        if keys is not None:
+            sizes = [n + (len(k) if k is not None else 0) for n, k in zip(sizes, keys)]
+        ends = list(itertools.accumulate(sizes))
+        room = self.batch_size - HEADER_SIZE
         batches: list[ProducerBatch] = []
-        batch = None
-        for i, value in enumerate(values):
-            key = keys[i] if keys is not None else None
-            size = RECORD_OVERHEAD + (len(value) if value is not None else 0) \
-                + (len(key) if key is not None else 0)
-            if batch is None or batch.estimated_bytes + size > self.batch_size:
-                batch = ProducerBatch(tp, now, self.compression_type)
-                batch.sealed = True
-                batches.append(batch)
-            batch._add(value, key, None, stamp, size)
+        start, total = 0, 0
+        while start < len(values):
+            end = max(bisect.bisect_right(ends, total + room, lo=start), start + 1)
+            batch = ProducerBatch(tp, now, self.compression_type)
+            n = end - start
+            batch.values = list(values[start:end])
+            batch.keys = list(keys[start:end]) if keys is not None else [None] * n
+            batch._has_keys = keys is not None and any(k is not None for k in batch.keys)
+            batch.timestamps_ms = [stamp] * n
+            batch.headers = [()] * n
+            batch.estimated_bytes = HEADER_SIZE + ends[end - 1] - total
+            batch.sealed = True
+            batches.append(batch)
+            start, total = end, ends[end - 1]
         queue.extend(batches)
         return batches
 
-    def _ready(self, batch: ProducerBatch, queue_len: int, now: int) -> bool:
+    def _ready(self, batch: ProducerBatch, queue_len: int, now: int,
+               by_linger: bool = True) -> bool:
         return (batch.sealed or queue_len > 1 or batch.estimated_bytes >= self.batch_size
-                or now - batch.created_ms >= self.linger_ms)
+                or by_linger and now - batch.created_ms >= self.linger_ms)
 
-    def drain(self, ready_only: bool = True, skip=frozenset()) -> list[ProducerBatch]:
+    def drain(self, ready_only: bool = True, skip=frozenset(),
+              busy=frozenset()) -> list[ProducerBatch]:
         """Pop the sendable batches (all of them when not ready_only), sequences assigned.
-        Partitions in `skip` (a batch in flight) keep theirs: their open batch goes on
-        filling up instead of becoming a queue of tiny batches sent one by one."""
+        Partitions in `skip` (their pipeline is full) keep theirs: their open batch goes on
+        filling up instead of becoming a queue of tiny batches sent one by one. Partitions
+        in `busy` (a batch in flight) give only batches ready by size or seal, not by
+        linger: a trickle of records fills one batch per round trip instead of one request
+        each (a request costs the brokers more than its bytes)."""
         now = self._clock()
         out: list[ProducerBatch] = []
         for tp, queue in list(self._queues.items()):
             if tp in skip:
                 continue
-            while queue and (not ready_only or self._ready(queue[0], len(queue), now)):
+            linger_done = tp not in busy
+            while queue and (not ready_only or self._ready(queue[0], len(queue), now, linger_done)):
                 batch = queue.popleft()
                 batch.sealed = True
                 if batch._order is None:
@@ -257,13 +286,19 @@ class RecordAccumulator:
         batch.attempts += 1
         batch.done, batch.base_offset, batch.error = False, None, None
 
-    def next_ready_ms(self, skip=frozenset()) -> int | None:
+    def next_ready_ms(self, skip=frozenset(), busy=frozenset()) -> int | None:
         """Earliest clock time at which some queued batch outside `skip` is ready (None if
-        nothing is queued there)."""
+        nothing is queued there; a `busy` partition's batch waits for an answer instead)."""
         now = self._clock()
         times = [now if self._ready(q[0], len(q), now) else q[0].created_ms + self.linger_ms
-                 for tp, q in self._queues.items() if q and tp not in skip]
+                 for tp, q in self._queues.items() if q and tp not in skip and tp not in busy]
         return min(times) if times else None
+
+    def rewind_sequence(self, tp: TopicPartition, count: int) -> None:
+        """A drained batch of `count` records was refused (not written): the partition's
+        next sequence moves back by it (the sender renumbers the later drained ones)."""
+        if self.producer_id >= 0:
+            self._next_sequence[tp] = (self._next_sequence.get(tp, 0) - count) & _INT32_MAX
 
     def next_sequence(self, tp: TopicPartition) -> int:
         return self._next_sequence.get(tp, 0)

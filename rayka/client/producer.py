@@ -2,18 +2,23 @@
 
 Rules:
 - `send` picks the partition (explicit; key → Kafka's murmur2; no key → sticky), appends
-  to the accumulator and returns a concurrent.futures.Future[RecordMetadata]. `send_batch`
+  to the accumulator and returns a RecordFuture (rayka/client/futures.py: a
+  concurrent.futures.Future that costs nothing per record until waited on);
+  `on_delivery(error, metadata)` is librdkafka's delivery report. `send_batch`
   (bulk) routes the same way (keys → murmur2, null keys → one sticky partition), cuts
   values into sealed batches and returns ONE Future of the list of metadata, in input order.
-- One sender thread: drains ready batches (linger_ms / batch_size), keeps at most ONE
-  batch in flight per partition (order is kept; with idempotence a retry carries the same
-  producer id and sequence, so the leader answers a duplicate with its original offsets),
-  and sends, per leader broker, ONE `produce_many` call carrying the head batch of every
-  ready partition it leads (Kafka's one ProduceRequest per broker); the answer has a
-  result per partition, each handled as below. Batches are encoded once (retries resend
-  the same bytes). More than one batch in flight per partition is NOT done: a retried
-  batch could be overtaken by the next one (the leader would answer
-  OUT_OF_ORDER_SEQUENCE), so parallelism comes from partitions, not depth.
+  send() takes one plain lock and notifies the sender only when it is idle; `unfinished`
+  counts batches, not records.
+- One sender thread: drains ready batches (linger_ms / batch_size) into SendQueues
+  (rayka/client/sender.py: up to max_in_flight_requests_per_connection batches in flight
+  per partition, 5 with idempotence, Kafka's default; the leader orders them by sequence
+  and a retry is never overtaken), and sends, per leader broker, ONE `produce_many` call
+  carrying every batch let go in that round (Kafka's one ProduceRequest per broker); the
+  answer has a result per partition, each handled as below. Batches are encoded once
+  (retries resend the same bytes unless renumbered). Without idempotence one batch is in
+  flight per partition (a retry could be overtaken). The sender sleeps on a condition
+  woken by send() (when idle), by any answer (each request's ObjectRef future calls back)
+  and by the next linger / retry deadline: no polling.
 - Retriable answers (NOT_LEADER, LEADER_NOT_AVAILABLE, NOT_ENOUGH_REPLICAS(_AFTER_APPEND),
   REQUEST_TIMED_OUT, FENCED/UNKNOWN_LEADER_EPOCH, UNKNOWN_TOPIC_OR_PARTITION, a dead or
   restarting broker actor, or no answer within request_timeout_ms + a grace: a paused
@@ -28,7 +33,6 @@ Rules:
 
 from __future__ import annotations
 
-import collections
 import logging
 import random
 import threading
@@ -38,21 +42,21 @@ from concurrent.futures import Future
 import ray
 from ray.exceptions import RayError
 
+from rayka.client import futures
 from rayka.client.accumulator import RecordAccumulator
+from rayka.client.futures import MetadataRun, RecordFuture, on_delivery_callback
 from rayka.client.metadata import Metadata
 from rayka.client.partitioner import StickyPartitioner, partition_for_key
-from rayka.client.types import RecordMetadata
 from replicas.compression import producer_codec
-from replicas.errors import (InvalidRequiredAcks, KafkaError, RequestTimedOut,
+from rayka.client.sender import RETRIABLE, SendQueues
+from replicas.errors import (InvalidConfig, InvalidRequiredAcks, KafkaError, RequestTimedOut,
                              UnknownTopicOrPartition, error_for_code)
 
 log = logging.getLogger(__name__)
-RETRIABLE = {3, 5, 6, 7, 19, 20, 74, 75}
 REQUEST_GRACE_MS = 5_000      # the broker's own timeout answers first when it can
 EXPIRE_CHECK_MS = 100         # how often in-flight requests are checked for expiry / moves
-STALL_MS = 1_000              # an acks=all answer this late: is its leader frozen?
-STALL_REFRESH_MS = 500        # metadata refreshed this often while one is that late
-_new = tuple.__new__          # builds a NamedTuple without its Python-level __new__ (hot path)
+STALL_MS = 1_000              # an acks=all answer this late: is its leader frozen? (probe)
+STALL_REFRESH_MS = 500        # a probe this late: frozen; metadata refreshed this often
 _ACKS = {"all": -1, "-1": -1, -1: -1, "1": 1, 1: 1, "0": 0, 0: 0}
 
 
@@ -70,13 +74,17 @@ class Producer:
                  enable_idempotence: bool = True, retries: int = 2**31 - 1,
                  delivery_timeout_ms: int = 120_000, request_timeout_ms: int = 30_000,
                  retry_backoff_ms: int = 100, seed: int | None = None,
-                 compression_type: str = "none"):
+                 compression_type: str = "none",
+                 max_in_flight_requests_per_connection: int | None = None):
         if acks not in _ACKS:
             raise InvalidRequiredAcks(f"acks must be 'all', -1, 1 or 0 (got {acks!r})")
         codec = producer_codec(compression_type)
+        max_in_flight = max_in_flight_requests_per_connection or (5 if enable_idempotence else 1)
+        if not 1 <= max_in_flight <= 5 or (max_in_flight > 1 and not enable_idempotence):
+            raise InvalidConfig("max_in_flight_requests_per_connection must be 1-5, and 1 "
+                                f"without idempotence (got {max_in_flight})")
         self.cluster = cluster
         self.acks = _ACKS[acks]
-        self.retries, self.delivery_timeout_ms = retries, delivery_timeout_ms
         self.request_timeout_ms, self.retry_backoff_ms = request_timeout_ms, retry_backoff_ms
         self.producer_id = (cluster.store.allocate_producer_id_block(size=1)[0]
                             if enable_idempotence else -1)
@@ -85,16 +93,18 @@ class Producer:
                                      compression_type=codec)
         self.metadata = Metadata(cluster)
         self.sticky = StickyPartitioner(random.Random(seed))
-        self.cond = threading.Condition()
-        self.waiters: dict[int, list] = collections.defaultdict(list)  # id(batch) → [(future, index)]
-        self.outbox: dict[tuple, collections.deque] = collections.defaultdict(collections.deque)
+        self.lock = threading.Lock()
+        self.cond = threading.Condition(self.lock)
+        self._idle = False                   # the sender waits on cond: send() must notify
+        self._answered = False               # an in-flight request has its answer
+        # the sender thread's own (no lock): what is in flight, retried, waiting
+        self.queues = SendQueues(max_in_flight, retries, delivery_timeout_ms, retry_backoff_ms)
         self.in_flight: dict = {}            # ObjectRef → (broker id, when sent, [batches])
-        self.busy: set[tuple] = set()        # partitions with a batch in flight
         self._actors: dict[int, object] = {}  # broker id → actor handle (get_actor is a GCS call)
         self._counts: tuple = (None, {})     # (metadata dict it was read from, topic → count)
         self._next_expire_ms = self._next_stall_refresh_ms = 0
-        self.retry_at: dict[tuple, int] = {}
-        self.first_try_ms: dict[int, int] = {}
+        self._moves_checked = None           # the metadata last scanned for moved leaders
+        self._probes: dict[int, tuple] = {}   # broker → (pid() probe, sent ms): frozen?
         self.unfinished = 0
         self.closed = False
         self.flushing = 0
@@ -115,26 +125,34 @@ class Producer:
         return n
 
     def send(self, topic: str, value: bytes | None, key: bytes | None = None,
-             partition: int | None = None, headers=None, timestamp_ms: int | None = None) -> Future:
+             partition: int | None = None, headers=None, timestamp_ms: int | None = None,
+             on_delivery=None) -> RecordFuture:
+        """Queue one record; its future resolves to RecordMetadata (or raises the typed
+        error). `on_delivery(error, metadata)` is called in the producer's thread once the
+        record is acknowledged or failed (librdkafka's delivery report), error None on
+        success: keep it short, it delays the next answers."""
         n = self._partition_count(topic)
         sticky = partition is None and key is None
         if partition is None:
             partition = partition_for_key(key, n) if key is not None else self.sticky.partition(topic, n)
         elif not 0 <= partition < n:
             raise UnknownTopicOrPartition(f"{topic}-{partition} does not exist ({n} partitions)")
-        future: Future = Future()
-        with self.cond:
+        with self.lock:
             self._check_open()
             tp = (topic, partition)
-            handle = self.acc.append(tp, value, key, headers, timestamp_ms,
-                                     abort_on_new_batch=sticky)
-            if handle is None:     # sticky: a new batch is due, move to another partition
+            got = self.acc.append_record(tp, value, key, headers, timestamp_ms, sticky)
+            if got is None:     # sticky: a new batch is due, move to another partition
                 self.sticky.on_new_batch(topic, partition, n)
                 tp = (topic, self.sticky.partition(topic, n))
-                handle = self.acc.append(tp, value, key, headers, timestamp_ms)
-            self.waiters[id(handle.batch)].append((future, handle.index))
-            self.unfinished += 1
-            self.cond.notify_all()
+                got = self.acc.append_record(tp, value, key, headers, timestamp_ms)
+            batch, index = got
+            future = RecordFuture(batch, index)
+            if index == 0:          # a new batch: `unfinished` counts batches
+                self.unfinished += 1
+            if on_delivery is not None:  # the open batch cannot complete under our lock
+                batch.watchers.append((future, on_delivery_callback(on_delivery)))
+            if self._idle:
+                self.cond.notify()
         return future
 
     def send_batch(self, topic: str, values, keys=None, partition: int | None = None) -> Future:
@@ -185,14 +203,13 @@ class Producer:
 
     def _send_batch_to(self, topic: str, partition: int, values: list, keys) -> Future:
         outer: Future = Future()
-        with self.cond:
+        with self.lock:
             self._check_open()
             batches = self.acc.append_many((topic, partition), values, keys)
-            parts = [Future() for _ in batches]
-            for batch, f in zip(batches, parts):
-                self.waiters[id(batch)].append((f, None))
-                self.unfinished += 1
-            self.cond.notify_all()
+            parts = [RecordFuture(batch, None) for batch in batches]
+            self.unfinished += len(batches)
+            if self._idle:
+                self.cond.notify()
 
         def gather(_f=None):
             if all(p.done() for p in parts) and not outer.done():
@@ -200,11 +217,11 @@ class Producer:
                 if errors:
                     outer.set_exception(errors[0])
                 else:
-                    outer.set_result([m for p in parts for m in p.result()])
+                    outer.set_result(MetadataRun.concat(p.result() for p in parts))
         for p in parts:
             p.add_done_callback(gather)
         if not parts:
-            outer.set_result([])
+            outer.set_result(MetadataRun([]))
         return outer
 
     def flush(self, timeout_s: float | None = None) -> None:
@@ -240,39 +257,52 @@ class Producer:
                 time.sleep(self.retry_backoff_ms / 1000)   # back-off before the next round
 
     def _run_once(self) -> bool:
-        """One round of the sender: drain, dispatch, collect answers; True when closed."""
-        # outbox, busy, in_flight, retry_at and first_try_ms belong to this thread alone: only
-        # the accumulator, the waiters and `unfinished` need the lock, so send() callers never
-        # wait behind an actor call or a batch's worth of future resolutions.
-        waiting = self.busy | {tp for tp, q in self.outbox.items() if q}
-        with self.cond:
+        """One round of the sender: drain, dispatch, collect answers, then sleep until a
+        record, an answer (each request's ObjectRef wakes it), linger or a retry is due;
+        True when closed. Only the accumulator, `unfinished` and the wake flags need the
+        lock: send() callers never wait behind an actor call or a callback."""
+        with self.lock:
             if self.closed and not self.unfinished:
                 return True
-            drained = self.acc.drain(ready_only=not self.flushing, skip=waiting)
+            drained = self.acc.drain(ready_only=not self.flushing, skip=self.queues.full(),
+                                     busy=self.queues.busy())
         now = _clock_ms()
         for batch in drained:
-            self.outbox[batch.tp].append(batch)
-            self.first_try_ms.setdefault(id(batch), now)
-        self._dispatch()
-        refs = list(self.in_flight)
-        if not refs:
-            with self.cond:
-                if self.closed and not self.unfinished:
-                    return True
-                nxt = self.acc.next_ready_ms(skip=waiting)
-                wait_ms = 50 if nxt is None else max(0, nxt - _clock_ms())
-                if self.retry_at:
-                    wait_ms = min(wait_ms, max(0, min(self.retry_at.values()) - _clock_ms()))
-                self.cond.wait(wait_ms / 1000)
-                return False
-        done, rest = ray.wait(refs, num_returns=1, timeout=0.005)
-        if done and rest:           # collect every answer already there in the same round
-            more, _ = ray.wait(rest, num_returns=len(rest), timeout=0)
-            done += more
-        for ref in done:
-            self._on_answer(ref)
+            self.queues.add(batch, now)
+        self._dispatch(now)
+        if self._answered:
+            self._collect()
         self._expire_requests()
+        with self.lock:
+            if self.closed and not self.unfinished:
+                return True
+            if self._answered:
+                return False
+            nxt = self.acc.next_ready_ms(busy=self.queues.busy())
+            now = _clock_ms()
+            wait_ms = 50 if nxt is None else max(0, nxt - now)
+            if self.in_flight:
+                wait_ms = min(wait_ms, EXPIRE_CHECK_MS)
+            if self.queues.retry_at:
+                wait_ms = min(wait_ms, max(0, min(self.queues.retry_at.values()) - now))
+            if wait_ms:
+                self._idle = True
+                self.cond.wait(wait_ms / 1000)
+                self._idle = False
         return False
+
+    def _wake(self, _future=None) -> None:
+        """An in-flight request was answered (called on a Ray thread)."""
+        with self.lock:
+            self._answered = True
+            self.cond.notify()
+
+    def _collect(self) -> None:
+        self._answered = False      # before the wait: a later answer sets it again
+        refs = list(self.in_flight)
+        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
+        for ref in ready:
+            self._on_answer(ref)
 
     def _expire_requests(self) -> None:
         """A request unanswered past request_timeout_ms (its broker paused, partitioned), or
@@ -280,28 +310,50 @@ class Producer:
         is given up as REQUEST_TIMED_OUT and retried: the idempotent sequence makes a late
         landing of the abandoned one harmless (the leader answers the retry as a duplicate,
         or no longer leads). Checked every EXPIRE_CHECK_MS, not every round. A frozen leader
-        never answers and no error triggers a refresh, so while a request is older than
-        STALL_MS metadata is refreshed every STALL_REFRESH_MS: once the controller has
-        elected a new leader (the frozen one's ZooKeeper session expired) the batches move
-        to it within STALL_REFRESH_MS instead of waiting out request_timeout_ms."""
+        never answers and no error triggers a refresh: see _maybe_refresh_for_frozen."""
         now = _clock_ms()
         if now < self._next_expire_ms or not self.in_flight:
             return
         self._next_expire_ms = now + EXPIRE_CHECK_MS
-        oldest = min(sent for _, sent, _ in self.in_flight.values())
-        if oldest < now - STALL_MS and now >= self._next_stall_refresh_ms:
-            self._next_stall_refresh_ms = now + STALL_REFRESH_MS
-            self.metadata.refresh()
+        self._maybe_refresh_for_frozen(now)
         limit = now - self.request_timeout_ms - REQUEST_GRACE_MS
+        check_moves = self._moves_checked is not self.metadata.partitions
+        self._moves_checked = self.metadata.partitions
         for ref, (broker, sent, batches) in list(self.in_flight.items()):
             moved = False
-            for batch in batches:
+            for batch in batches if check_moves else ():
                 leader = self.metadata.leader(batch.tp)
                 if leader is not None and leader[0] != broker:   # a newer leader is known
                     moved = True
                     break
             if sent < limit or moved:
                 self._on_answer(ref, timed_out=True)
+
+    def _maybe_refresh_for_frozen(self, now: int) -> None:
+        """A broker whose answer is over STALL_MS late gets a probe (pid(): no lock, its own
+        thread pool); a probe unanswered for STALL_REFRESH_MS means a frozen process, and
+        metadata is refreshed every STALL_REFRESH_MS until the controller has elected new
+        leaders (the frozen one's ZooKeeper session expired): _expire_requests then moves
+        the batches at once instead of after request_timeout_ms. A slow but live broker
+        (acks=all at 10,000 partitions takes seconds) answers its probes and costs no
+        refresh (a full refresh is three brokers' metadata of every partition)."""
+        late = {broker for broker, sent, _ in self.in_flight.values() if sent < now - STALL_MS}
+        for broker in [b for b in self._probes if b not in late]:
+            del self._probes[broker]
+        frozen = False
+        for broker in late:
+            probe = self._probes.get(broker)
+            if probe is not None and ray.wait([probe[0]], timeout=0)[0]:
+                probe = None                # answered: alive; probe again next check
+            if probe is None:
+                actor = self._actor(broker)
+                if actor is not None:
+                    self._probes[broker] = (actor.pid.remote(), now)
+            elif probe[1] < now - STALL_REFRESH_MS:
+                frozen = True
+        if frozen and now >= self._next_stall_refresh_ms:
+            self._next_stall_refresh_ms = now + STALL_REFRESH_MS
+            self.metadata.refresh()
 
     def _actor(self, broker_id: int):
         actor = self._actors.get(broker_id)
@@ -311,33 +363,29 @@ class Producer:
                 self._actors[broker_id] = actor
         return actor
 
-    def _dispatch(self) -> None:
-        """Per leader broker, ONE produce_many with the head batch of each ready partition."""
-        now = _clock_ms()
+    def _dispatch(self, now: int) -> None:
+        """Per leader broker, ONE produce_batches call with every batch SendQueues lets go now
+        (consecutive batches of a partition in sequence order, answered one by one)."""
         by_broker: dict[int, list] = {}
         refresh = False
-        for tp, queue in self.outbox.items():
-            if not queue or tp in self.busy or self.retry_at.get(tp, 0) > now:
-                continue
-            leader = self.metadata.leader(tp)
+        for batch in self.queues.sendable(now):
+            leader = self.metadata.leader(batch.tp)
             if leader is None:
                 refresh = True
-                self.retry_at[tp] = now + self.retry_backoff_ms
+                self.queues.unsend(batch, now)
                 continue
-            by_broker.setdefault(leader[0], []).append(queue[0])
+            by_broker.setdefault(leader[0], []).append(batch)
         for broker, batches in by_broker.items():
             actor = self._actor(broker)
             if actor is None:           # broker actor not found (restarting, or gone for good)
                 refresh = True          # a dead leader's actor never comes back by itself
                 for batch in batches:
-                    self.retry_at[batch.tp] = now + self.retry_backoff_ms
+                    self.queues.unsend(batch, now)
                 continue
-            ref = actor.produce_many.remote([(b.tp, b.encoded()) for b in batches],
-                                            self.acks, self.request_timeout_ms)
+            ref = actor.produce_batches.remote([(b.tp, b.encoded()) for b in batches],
+                                               self.acks, self.request_timeout_ms)
             self.in_flight[ref] = (broker, now, batches)
-            for batch in batches:
-                self.retry_at.pop(batch.tp, None)
-                self.busy.add(batch.tp)
+            ref.future().add_done_callback(self._wake)
         if refresh:
             self.metadata.refresh()
 
@@ -351,48 +399,34 @@ class Producer:
                 self._actors.pop(broker, None)
         refresh = False
         now = _clock_ms()
-        finished = []
-        for batch in batches:
-            answer = None if answers is None else answers.get(batch.tp)
+        finished, rewinds = [], []
+        for i, batch in enumerate(batches):
+            answer = None if answers is None else answers[i]
             if answer is None:
                 code = RequestTimedOut.code if timed_out else 6
             else:
                 code = answer["error"]
-            self.busy.discard(batch.tp)
-            expired = now - self.first_try_ms[id(batch)] > self.delivery_timeout_ms
-            if code in RETRIABLE and not expired and batch.attempts < self.retries:
-                batch.attempts += 1
-                refresh = True
-                self.retry_at[batch.tp] = now + self.retry_backoff_ms
+            outcome = self.queues.on_answer(batch, code, now)
+            if outcome.kind == "retry":
+                refresh = refresh or code in RETRIABLE
                 continue
-            self.outbox[batch.tp].popleft()
-            self.first_try_ms.pop(id(batch), None)
-            if code == 0:
-                batch.complete(answer["base_offset"])
+            if outcome.kind == "done":
+                batch.base_offset = answer["base_offset"]
             else:
-                batch.fail(error_for_code(code, f"produce to {batch.tp[0]}-{batch.tp[1]} failed"))
+                batch.error = error_for_code(code, f"produce to {batch.tp[0]}-{batch.tp[1]} failed")
+                if outcome.rewind:
+                    rewinds.append((batch.tp, outcome.rewind))
             finished.append(batch)
+        if rewinds:
+            with self.lock:
+                for tp, count in rewinds:
+                    self.acc.rewind_sequence(tp, count)
         if refresh:
             self.metadata.refresh()
         if not finished:
             return
-        with self.cond:      # a drained batch gets no new waiters: take its list, resolve outside
-            resolved = [(batch, self.waiters.pop(id(batch), [])) for batch in finished]
-        for batch, waiters in resolved:
-            self._resolve(batch, waiters)
-        with self.cond:      # only now: flush() returns after every future is resolved
-            self.unfinished -= sum(len(w) for _, w in resolved)
-            self.cond.notify_all()
-
-    @staticmethod
-    def _resolve(batch, waiters) -> None:
-        topic, partition = batch.tp
-        base = batch.base_offset
-        for future, index in waiters:
-            if batch.error is not None:
-                future.set_exception(batch.error)
-            elif index is None:        # a bulk batch: the metadata of all its records
-                future.set_result([_new(RecordMetadata, (topic, partition, o))
-                                   for o in range(base, base + batch.record_count)])
-            else:
-                future.set_result(_new(RecordMetadata, (topic, partition, base + index)))
+        futures.complete(finished)      # waiters woken, callbacks run: outside our lock
+        with self.lock:      # only now: flush() returns after every callback has run
+            self.unfinished -= len(finished)
+            if self.flushing or self.closed:
+                self.cond.notify_all()
