@@ -31,8 +31,8 @@ $(STAMP): pyproject.toml Makefile
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip==25.3 setuptools==80.9.0 wheel==0.45.1
 	$(PY) -m pip install -q -e '.[dev]'
-	@echo "== compiling the pipeline's record decoder (numba cache)"
-	$(PY) -c "from pipeline import fastdecode; fastdecode.warm()"
+	@echo "== compiling the record decoder of the consumer and the pipeline (numba cache)"
+	$(PY) -c "from rayka.client import fastdecode; fastdecode.warm()"
 	@rm -f $(VENV)/.installed-*
 	@touch $@
 

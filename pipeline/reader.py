@@ -27,7 +27,7 @@ import time
 import ray
 
 from actors.cluster_host import broker_actor_name
-from pipeline.columns import Columns
+from rayka.client.columns import Columns
 from pipeline.spark import ensure_ray, node_of_process
 from pipeline.tasklog import NAME as TASKLOG
 from replicas.errors import RequestTimedOut, error_for_code

@@ -19,7 +19,7 @@ import rayka
 from controller.requests import (LeaderAndIsrRequest, PartitionLeaderState, StopReplicaPartition,
                                  StopReplicaRequest, UpdateMetadataRequest, live_broker)
 from rayka.client.admin import wait_for
-from rayka.client.types import PartitionInfo
+from rayka.client.types import PartitionInfo, RecordMetadata
 from replicas.errors import (CorruptRecord, ElectionNotNeeded, InvalidRequiredAcks,
                              InvalidReplicationFactor, RecordTooLarge, StaleControllerEpoch,
                              TopicAlreadyExists, UnknownTopicOrPartition)
@@ -553,3 +553,37 @@ def test_keyed_send_batch_routes_like_send_and_answers_in_input_order(cluster):
     assert len({md.partition for k, md in zip(keys, metas) if k is None}) == 1   # one sticky
     got = {(r.partition, r.offset): r.value for r in read_all(cluster, "keyed-bulk", 600)}
     assert [got[(md.partition, md.offset)] for md in metas] == values   # input order
+
+
+def test_poll_batch_reads_what_poll_reads_and_the_two_mix(cluster):
+    cluster.admin().create_topic("columnar", 2, 3, {"min.insync.replicas": 2})
+    producer = cluster.producer(acks="all")
+    for i in range(600):
+        producer.send("columnar", None if i % 7 == 0 else b"v%d" % i, partition=i % 2,
+                      key=None if i % 5 == 0 else b"k%d" % i, timestamp_ms=1_700_000_000_000 + i)
+    reports = []
+    producer.flush(60)
+    producer.send("columnar", b"last", partition=0, on_delivery=lambda *a: reports.append(a))
+    producer.close(60)
+    assert reports == [(None, RecordMetadata("columnar", 0, 300))]
+    as_rows = {(r.partition, r.offset, r.key, r.value, r.timestamp_ms)
+               for r in read_all(cluster, "columnar", 601)}
+    assert len(as_rows) == 601
+    consumer = cluster.consumer()
+    consumer.assign([("columnar", 0), ("columnar", 1)])
+    mixed = []
+
+    def take():
+        table = consumer.poll_batch(timeout_ms=200, max_records=37)
+        assert table.num_rows <= 37 and table.column_names[:5] == [
+            "key", "value", "topic", "partition", "offset"]
+        cols = table.to_pydict()
+        mixed.extend(zip(cols["partition"], cols["offset"], cols["key"], cols["value"],
+                         [int(t.timestamp() * 1000 + 0.5) for t in cols["timestamp"]]))
+        mixed.extend((r.partition, r.offset, r.key, r.value, r.timestamp_ms)
+                     for r in consumer.poll(timeout_ms=200, max_records=11))
+        return len(mixed) >= 601
+    wait_for(take, 60, "601 records through poll_batch and poll")
+    assert len(mixed) == len(set(mixed)) == 601 and set(mixed) == as_rows
+    for p in (0, 1):
+        assert [o for q, o, *_ in mixed if q == p] == list(range(301 if p == 0 else 300))

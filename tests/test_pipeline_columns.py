@@ -1,4 +1,4 @@
-"""The compiled RecordBatch decoder (pipeline.fastdecode via pipeline.columns) against the
+"""The compiled RecordBatch decoder (rayka.client.fastdecode via rayka.client.columns) against the
 codec (aiokafka's batch reader): same rows for any batches and any [start, end), null keys
 and values, headers, LogAppendTime, a torn trailing batch; compressed batches fall back to
 the codec. Pure: no Ray, no ZooKeeper, no Spark."""
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.columns import ARROW_SCHEMA, Columns, _decode_with_codec
+from rayka.client.columns import ARROW_SCHEMA, Columns, _decode_with_codec
 from replicas.records import build_batch, set_base_offset
 
 pytestmark = pytest.mark.unit

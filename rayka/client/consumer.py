@@ -25,9 +25,10 @@ Rules:
   from the new leader (buffered records stay valid: they are below the HW). A fetch
   unanswered for max_wait + 30 s (a paused broker) is abandoned the same way.
   OFFSET_OUT_OF_RANGE resets by auto_offset_reset.
-- Decoding goes straight from aiokafka's C record batch to ConsumerRecord tuples (no
-  intermediate record type, NamedTuple built by tuple.__new__: its Python __new__ cost more
-  than the decoding itself).
+- Fetch answers are buffered undecoded and decoded when taken: poll() goes straight from
+  aiokafka's C record batch to ConsumerRecord tuples (NamedTuple built by tuple.__new__:
+  its Python __new__ cost more than the decoding itself); poll_batch() decodes with the
+  compiled decoder (rayka/client/fastdecode.py) into Arrow columns, no object per record.
 """
 
 from __future__ import annotations
@@ -246,19 +247,43 @@ class Consumer:
         deadline = time.monotonic() + timeout_ms / 1000
         out = self._take(max_records)
         while True:
-            self._send_fetches()
-            refs = [f[1] for f in self._inflight.values()]
-            wait_s = 0 if out else max(0.0, deadline - time.monotonic())
-            if refs:
-                ready, _ = ray.wait(refs, num_returns=len(refs) if not wait_s else 1,
-                                    timeout=wait_s)
-                self._on_answers(set(ready))
-            elif wait_s:
-                time.sleep(min(wait_s, 0.05))   # no leader known yet: metadata catches up
-            self._abandon_stale()
+            self._fetch_round(deadline, have=bool(out))
             out += self._take(max_records - len(out))
             if out or time.monotonic() >= deadline:
                 return out
+
+    def poll_batch(self, timeout_ms: int = 1000, max_records: int | None = None):
+        """poll(), columnar: a pyarrow.Table in Spark's Kafka-source schema (key, value,
+        topic, partition, offset, timestamp, timestampType; no headers), built by the
+        compiled decoder with no Python object per record. Same positions, order and
+        waiting as poll(); the two may be mixed (records poll() takes from a chunk that
+        poll_batch cut come without headers)."""
+        import pyarrow as pa       # here: plain poll() users never load Arrow and numba
+        from rayka.client.columns import ARROW_SCHEMA
+        max_records = max_records or self.max_poll_records
+        self._maybe_rebalance()
+        deadline = time.monotonic() + timeout_ms / 1000
+        out = self._take_columns(max_records)
+        got = sum(b.num_rows for b in out)
+        while not got:
+            self._fetch_round(deadline)
+            out = self._take_columns(max_records)
+            got = sum(b.num_rows for b in out)
+            if time.monotonic() >= deadline:
+                break
+        return pa.Table.from_batches(out, schema=ARROW_SCHEMA)
+
+    def _fetch_round(self, deadline: float, have: bool = False) -> None:
+        """Send what can be fetched, then wait for an answer (not at all when `have`)."""
+        self._send_fetches()
+        refs = [f[1] for f in self._inflight.values()]
+        wait_s = 0 if have else max(0.0, deadline - time.monotonic())
+        if refs:
+            ready, _ = ray.wait(refs, num_returns=len(refs) if not wait_s else 1, timeout=wait_s)
+            self._on_answers(set(ready))
+        elif wait_s:
+            time.sleep(min(wait_s, 0.05))   # no leader known yet: metadata catches up
+        self._abandon_stale()
 
     def _take(self, limit: int) -> list[ConsumerRecord]:
         """Up to `limit` buffered records, partition by partition; positions move past them."""
@@ -266,6 +291,8 @@ class Consumer:
         for tp, buf in self._buffers.items():
             while buf and len(got) < limit:
                 chunk = buf[0]
+                if type(chunk) is not list:
+                    chunk = buf[0] = self._records_of(tp, chunk)
                 room = limit - len(got)
                 if len(chunk) <= room:
                     got += buf.popleft()
@@ -277,6 +304,45 @@ class Consumer:
             if len(got) >= limit:
                 break
         return got
+
+    def _take_columns(self, limit: int) -> list:
+        """_take as Arrow record batches (a chunk's rest stays buffered as a slice)."""
+        out, n = [], 0
+        for tp, buf in self._buffers.items():
+            while buf and n < limit:
+                batch = self._columns_of(tp, buf.popleft())
+                if batch.num_rows > limit - n:
+                    buf.appendleft(batch.slice(limit - n))
+                    batch = batch.slice(0, limit - n)
+                if batch.num_rows:
+                    out.append(batch)
+                    n += batch.num_rows
+                    self.positions[tp] = batch.column(4)[-1].as_py() + 1
+            if n >= limit:
+                break
+        return out
+
+    def _records_of(self, tp, chunk) -> list:
+        """A buffered chunk as ConsumerRecords (raw bytes, or Arrow after a poll_batch)."""
+        topic, partition = tp
+        if type(chunk) is _Raw:
+            return self._decode_records(tp, chunk.data, chunk.pos)
+        import pyarrow as pa          # rare: poll() after a poll_batch cut a chunk
+        stamps = chunk.column(5).cast(pa.int64()).to_pylist()      # microseconds
+        return [_new(ConsumerRecord, (topic, partition, o, k, v, t // 1000, ()))
+                for k, v, o, t in zip(chunk.column(0).to_pylist(), chunk.column(1).to_pylist(),
+                                      chunk.column(4).to_pylist(), stamps)]
+
+    def _columns_of(self, tp, chunk):
+        from rayka.client.columns import Columns
+        if type(chunk) is _Raw:
+            cols = Columns(*tp)
+            cols.add(chunk.data, chunk.pos, 2**63 - 1)
+            batches = cols.take()         # one batch per add(), none when nothing was kept
+            return batches[0] if batches else _empty_batch()
+        if type(chunk) is list:       # rare: poll_batch after poll() cut a chunk
+            return _batch_of_records(tp, chunk)
+        return chunk
 
     def _buffered(self, tp) -> int:
         return sum(len(c) for c in self._buffers.get(tp, ()))
@@ -335,10 +401,23 @@ class Consumer:
                 self.metadata.refresh()
 
     def _decode(self, tp, data: bytes, pos: int) -> None:
-        """Buffer the records at or after `pos`; the fetch position moves past the answer."""
+        """Buffer the answer's records at or after `pos`, still encoded (poll decodes them
+        to ConsumerRecords, poll_batch to Arrow); the fetch position moves past them."""
+        end, count = pos, 0
+        for h in iter_headers(data):
+            if h.last_offset < pos:
+                continue
+            count += h.last_offset - max(h.base_offset, pos) + 1   # at most: compaction
+            end = max(end, h.next_offset)
+        if count:
+            self._buffers.setdefault(tp, deque()).append(_Raw(data, pos, count))
+        self._fetch_pos[tp] = end
+
+    @staticmethod
+    def _decode_records(tp, data: bytes, pos: int) -> list:
         topic, partition = tp
         view = memoryview(data)
-        end = pos
+        out: list = []
         for h in iter_headers(data):
             if h.last_offset < pos:
                 continue
@@ -348,10 +427,8 @@ class Consumer:
                     for r in batch]
             if h.base_offset < pos:
                 recs = [r for r in recs if r[2] >= pos]
-            if recs:
-                self._buffers.setdefault(tp, deque()).append(recs)
-            end = max(end, h.next_offset)
-        self._fetch_pos[tp] = end
+            out += recs
+        return out
 
     def close(self) -> None:
         """Leave the group (its partitions go to the others at once, no session timeout)."""
@@ -361,3 +438,34 @@ class Consumer:
         self._buffers.clear()
         self._fetch_pos.clear()
         self.positions.clear()
+
+
+class _Raw:
+    """A fetch answer's bytes, decoded when taken: `count` (an upper bound) records at or
+    after `pos`."""
+
+    __slots__ = ("data", "pos", "count")
+
+    def __init__(self, data: bytes, pos: int, count: int):
+        self.data, self.pos, self.count = data, pos, count
+
+    def __len__(self) -> int:
+        return self.count
+
+
+def _empty_batch():
+    import pyarrow as pa
+    from rayka.client.columns import ARROW_SCHEMA
+    return pa.RecordBatch.from_pylist([], schema=ARROW_SCHEMA)
+
+
+def _batch_of_records(tp, records: list):
+    import pyarrow as pa
+    from rayka.client.columns import ARROW_SCHEMA
+    n = len(records)
+    return pa.RecordBatch.from_arrays([
+        pa.array([r[3] for r in records], pa.binary()), pa.array([r[4] for r in records], pa.binary()),
+        pa.repeat(pa.scalar(tp[0], pa.string()), n), pa.repeat(pa.scalar(tp[1], pa.int32()), n),
+        pa.array([r[2] for r in records], pa.int64()),
+        pa.array([r[5] * 1000 for r in records], pa.int64()).cast(pa.timestamp("us", tz="UTC")),
+        pa.repeat(pa.scalar(0, pa.int32()), n)], schema=ARROW_SCHEMA)

@@ -1,4 +1,5 @@
-"""RecordBatch v2 bytes → Arrow columns in Spark's Kafka-source schema.
+"""RecordBatch v2 bytes → Arrow columns in Spark's Kafka-source schema (Consumer.poll_batch
+and the Spark read, pipeline/reader.py).
 
 Rules:
 - The schema is Spark's Kafka source's, column for column: key binary, value binary,
@@ -7,7 +8,7 @@ Rules:
   begin before the position or run past the requested end.
 - timestampType is the batch's (attribute bit 3: 0 CreateTime, 1 LogAppendTime); with
   LogAppendTime every record carries the batch's max timestamp, as Kafka defines it.
-- No Python object per record: the compiled decoder (pipeline.fastdecode) fills numpy
+- No Python object per record: the compiled decoder (rayka.client.fastdecode) fills numpy
   buffers that become Arrow arrays without a copy; compressed batches (which rayka's
   producer never writes) go through the codec (aiokafka's C batch reader).
 - Control batches carry no data records and are skipped.
@@ -33,7 +34,7 @@ ARROW_SCHEMA = pa.schema([
 class Columns:
     """Decoded records of one partition, as Arrow batches ready for Spark.
 
-    The compiled decoder (pipeline.fastdecode) does the work; a fetch holding a compressed
+    The compiled decoder (rayka.client.fastdecode) does the work; a fetch holding a compressed
     batch goes through the codec instead (`_decode_with_codec`), which is also the
     reference the decoder is tested against."""
 
@@ -48,7 +49,7 @@ class Columns:
     def add(self, data: bytes, start: int, end: int) -> int:
         """Decode every batch of `data`; keep records in [start, end). Returns the offset
         after the last record seen (kept or not), or `start` when there was none."""
-        from pipeline.fastdecode import decode
+        from rayka.client.fastdecode import decode
         n, nxt, a = decode(data, start, end)
         if n < 0:
             batch, nxt = _decode_with_codec(data, start, end, self.topic, self.partition)
@@ -74,7 +75,7 @@ def _from_arrays(a: dict, n: int, topic: str, partition: int) -> pa.RecordBatch:
     value = pa.BinaryArray.from_buffers(pa.binary(), n, [_validity(a["vvalid"]),
                                         pa.py_buffer(a["voffs"]), pa.py_buffer(a["vdata"])])
     return pa.RecordBatch.from_arrays([
-        key, value, pa.array([topic] * n) if n else pa.array([], pa.string()),
+        key, value, pa.repeat(pa.scalar(topic, pa.string()), n),
         pa.repeat(pa.scalar(partition, pa.int32()), n), pa.array(a["offset"]),
         pa.array(a["timestamp"] * 1000).cast(pa.timestamp("us", tz="UTC")),
         pa.array(a["type"]).cast(pa.int32())], schema=ARROW_SCHEMA)
