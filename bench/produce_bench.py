@@ -18,7 +18,9 @@ Measured (one sample per run, `runs` runs; MB = 10^6 bytes of record values):
    100,000 (per_record) at 100 B, the same bytes at 1 KiB; --quick: 1/20.
 2. Consume throughput: one Consumer reads a topic (RF 3, 100 B) prefilled once with
    1,000,000 records (quick 50,000) from offset 0 of every partition to the end offsets
-   taken before the clock starts; each run uses a new Consumer.
+   taken before the clock starts; each run uses a new Consumer. consume.rf3 with poll()
+   (a ConsumerRecord per record), consume.columnar.rf3 with poll_batch() (an Arrow table
+   from the compiled decoder; one untimed read first loads it).
 3. End-to-end latency at fixed rates (1,000 / 10,000 / 50,000 records/s): a paced producer
    (acks=all, RF 3, 100 B values carrying time.perf_counter() at the moment the record is
    handed to `send()`, linger_ms=0) and a consumer thread polling (poll timeout 10 ms) from
@@ -72,6 +74,7 @@ HIST_EDGES_MS = np.logspace(-1, 4, 51)
 TARGETS = {"produce.acks_all.rf3.bulk.100B.records_per_s": 1_000_000,
            "produce.acks_all.rf3.per_record.100B.records_per_s": 300_000,
            "consume.rf3.100B.records_per_s": 2_000_000,
+           "consume.columnar.rf3.100B.records_per_s": 2_000_000,
            "latency.rate_10000.p50_ms": 5.0, "latency.rate_10000.p99_ms": 20.0}
 
 
@@ -180,8 +183,9 @@ def prefill(cluster, topic: str, n: int, size: int) -> None:
         producer.close(TIMEOUT_S)
 
 
-def consume_once(cluster, topic: str) -> tuple[int, float]:
-    """(records read, seconds) for one new Consumer reading the topic from 0 to its end."""
+def consume_once(cluster, topic: str, columnar: bool = False) -> tuple[int, float]:
+    """(records read, seconds) for one new Consumer reading the topic from 0 to its end,
+    with poll() (ConsumerRecords) or poll_batch() (an Arrow table)."""
     consumer = cluster.consumer()
     tps = all_partitions(topic)
     consumer.assign(tps)
@@ -191,7 +195,8 @@ def consume_once(cluster, topic: str) -> tuple[int, float]:
     n, t0 = 0, time.perf_counter()
     deadline = t0 + TIMEOUT_S
     while any(consumer.position(tp) < end[tp] for tp in tps):
-        n += len(consumer.poll(timeout_ms=500))
+        n += consumer.poll_batch(timeout_ms=500).num_rows if columnar else \
+            len(consumer.poll(timeout_ms=500))
         if time.perf_counter() > deadline:
             raise TimeoutError(f"consumer read {n} of {sum(end.values())} records")
     elapsed = time.perf_counter() - t0
@@ -205,15 +210,20 @@ def consume_figures(cluster, topics: Topics, quick: bool, runs: int) -> list[dic
     topic = topics.create("consume-rf3-100B", 3)
     try:
         prefill(cluster, topic, total, size)
-        got = []
+        consume_once(cluster, topic, columnar=True)    # numba loads its compiled decoder
+        got: dict[bool, list] = {False: [], True: []}
         for run in range(runs):
-            n, elapsed = consume_once(cluster, topic)
-            got.append((n / elapsed, n * size / elapsed / 1e6))
-            say(f"run {run}: consume rf=3 100B: {n / elapsed:,.0f} rec/s ({n:,} records)")
+            for columnar in (False, True):
+                n, elapsed = consume_once(cluster, topic, columnar)
+                got[columnar].append((n / elapsed, n * size / elapsed / 1e6))
+                say(f"run {run}: consume rf=3 100B {'poll_batch' if columnar else 'poll'}: "
+                    f"{n / elapsed:,.0f} rec/s ({n:,} records)")
     finally:
         topics.delete(topic)
-    return throughput_figures("consume.rf3.100B", got, dict(
-        replication_factor=3, value_bytes=size, records=total, partitions=PARTITIONS))
+    params = dict(replication_factor=3, value_bytes=size, records=total, partitions=PARTITIONS)
+    return (throughput_figures("consume.rf3.100B", got[False], dict(params, api="poll"))
+            + throughput_figures("consume.columnar.rf3.100B", got[True],
+                                 dict(params, api="poll_batch")))
 
 
 # -- 3. end-to-end latency ----------------------------------------------------------------------

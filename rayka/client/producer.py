@@ -94,8 +94,9 @@ class Producer:
         self.metadata = Metadata(cluster)
         self.sticky = StickyPartitioner(random.Random(seed))
         self.lock = threading.Lock()
-        self.cond = threading.Condition(self.lock)
-        self._idle = False                   # the sender waits on cond: send() must notify
+        self.cond = threading.Condition(self.lock)      # flush() waits here
+        self._wakeup = threading.Condition(self.lock)  # the sender alone sleeps here
+        self._idle = False                   # the sender sleeps: send() must wake it
         self._answered = False               # an in-flight request has its answer
         # the sender thread's own (no lock): what is in flight, retried, waiting
         self.queues = SendQueues(max_in_flight, retries, delivery_timeout_ms, retry_backoff_ms)
@@ -152,7 +153,7 @@ class Producer:
             if on_delivery is not None:  # the open batch cannot complete under our lock
                 batch.watchers.append((future, on_delivery_callback(on_delivery)))
             if self._idle:
-                self.cond.notify()
+                self._wakeup.notify()
         return future
 
     def send_batch(self, topic: str, values, keys=None, partition: int | None = None) -> Future:
@@ -209,7 +210,7 @@ class Producer:
             parts = [RecordFuture(batch, None) for batch in batches]
             self.unfinished += len(batches)
             if self._idle:
-                self.cond.notify()
+                self._wakeup.notify()
 
         def gather(_f=None):
             if all(p.done() for p in parts) and not outer.done():
@@ -227,7 +228,7 @@ class Producer:
     def flush(self, timeout_s: float | None = None) -> None:
         with self.cond:
             self.flushing += 1
-            self.cond.notify_all()
+            self._wakeup.notify()
             try:
                 if not self.cond.wait_for(lambda: self.unfinished == 0, timeout_s):
                     raise RequestTimedOut(f"flush: {self.unfinished} batches still unacknowledged")
@@ -239,7 +240,7 @@ class Producer:
             self.flush(timeout_s)
             with self.cond:
                 self.closed = True
-                self.cond.notify_all()
+                self._wakeup.notify()
             self._thread.join(5)
 
     def _check_open(self) -> None:
@@ -287,7 +288,7 @@ class Producer:
                 wait_ms = min(wait_ms, max(0, min(self.queues.retry_at.values()) - now))
             if wait_ms:
                 self._idle = True
-                self.cond.wait(wait_ms / 1000)
+                self._wakeup.wait(wait_ms / 1000)
                 self._idle = False
         return False
 
@@ -295,7 +296,7 @@ class Producer:
         """An in-flight request was answered (called on a Ray thread)."""
         with self.lock:
             self._answered = True
-            self.cond.notify()
+            self._wakeup.notify()
 
     def _collect(self) -> None:
         self._answered = False      # before the wait: a later answer sets it again

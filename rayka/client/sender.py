@@ -58,20 +58,25 @@ class SendQueues:
         self.first_try_ms: dict[int, int] = {}   # id(batch) → first drain
         self.sent_sequence: dict[int, int] = {}  # id(batch) → base sequence it was sent with
         self._sent: set[int] = set()             # id(batch) of batches in flight
+        self._full: set[tuple] = set()           # partitions with >= max_in_flight queued
 
     # -- in --------------------------------------------------------------------------------------------
     def add(self, batch, now_ms: int) -> None:
-        self.queues.setdefault(batch.tp, deque()).append(batch)
+        queue = self.queues.setdefault(batch.tp, deque())
+        queue.append(batch)
+        if len(queue) >= self.max_in_flight:
+            self._full.add(batch.tp)
         self.first_try_ms.setdefault(id(batch), now_ms)
 
     def full(self) -> set:
         """Partitions holding max_in_flight batches or more (sent or waiting): the
-        accumulator keeps their open batch growing instead of cutting more small ones."""
-        return {tp for tp, q in self.queues.items() if len(q) >= self.max_in_flight}
+        accumulator keeps their open batch growing instead of cutting more small ones.
+        Kept up to date by add/_finish (a scan per round is quadratic at 10,000)."""
+        return self._full
 
-    def busy(self) -> set:
-        """Partitions with a batch in flight or waiting to go."""
-        return set(self.queues)
+    def busy(self):
+        """Partitions with a batch in flight or waiting to go (a live view)."""
+        return self.queues.keys()
 
     def pending(self) -> int:
         return sum(len(q) for q in self.queues.values())
@@ -144,6 +149,8 @@ class SendQueues:
     def _finish(self, batch) -> None:
         queue = self.queues[batch.tp]
         queue.remove(batch)          # near the front: at most max_in_flight before it
+        if len(queue) < self.max_in_flight:
+            self._full.discard(batch.tp)
         if not queue:
             del self.queues[batch.tp]
             self.in_flight.pop(batch.tp, None)
