@@ -86,6 +86,7 @@ class Producer:
         self.cluster = cluster
         self.acks = _ACKS[acks]
         self.request_timeout_ms, self.retry_backoff_ms = request_timeout_ms, retry_backoff_ms
+        self.retries, self.delivery_timeout_ms = retries, delivery_timeout_ms
         self.producer_id = (cluster.store.allocate_producer_id_block(size=1)[0]
                             if enable_idempotence else -1)
         self.acc = RecordAccumulator(batch_size, linger_ms, _clock_ms, self.producer_id,
