@@ -3,9 +3,13 @@ TransactionManager), pure: batches in, sends and outcomes out; no Ray, no clock 
 
 Rules:
 - Drained batches (sequenced by the accumulator) wait per partition in sequence order.
-  `sendable(now)` hands out, per partition, the next batches not in flight while fewer than
-  `max_in_flight` (Kafka's max.in.flight.requests.per.connection, 5 with idempotence) are:
-  batches after an unanswered one may go, the broker orders them by sequence.
+  `sendable(now)` hands out, per partition, those of the OLDEST `max_in_flight` unfinished
+  batches that are not in flight (Kafka's max.in.flight.requests.per.connection, 5 with
+  idempotence): batches after an unanswered one may go, the broker orders them by
+  sequence. Anchoring the window at the oldest unfinished batch (not counting requests)
+  matters because Ray answers come back in any order, unlike a Kafka connection's: at most
+  max_in_flight - 1 batches can be written after one whose answer is still missing, so
+  its resend is within the leader's 5 remembered batches.
 - After a retriable failure the partition is RETRYING: nothing is sent for it until every
   in-flight batch of it is answered and its backoff passed, then only its head, one at a
   time, until the HEAD succeeds (a later batch succeeding proves nothing about it). So a
@@ -14,9 +18,11 @@ Rules:
   as a duplicate if its first attempt was written after all. Later batches already in flight come back OUT_OF_ORDER_SEQUENCE (45) from
   the leader (a gap) and are retried in order too.
 - OUT_OF_ORDER_SEQUENCE is retriable when the batch was not the partition's oldest unfinished
-  one (an earlier batch is unanswered or being retried) or its sequence changed since it was
-  sent (see below); at the head with its own sequence it is final (the leader lost the
-  producer's state: KIP-360's epoch bump is not done).
+  one when it was SENT or is not now (an earlier batch was unanswered: the leader may have
+  seen the two requests in the other order, and the earlier one's success may be handled
+  first), or its sequence changed since it was sent (see below); sent as the oldest with
+  its own sequence it is final (the leader lost the producer's state: KIP-360's epoch
+  bump is not done).
 - A batch refused with a definite, non-retriable error (e.g. MESSAGE_TOO_LARGE) was not
   written: the later batches of its partition take its sequence numbers back
   (`SendQueues.adjust` + the caller rewinds the accumulator), re-encoded, as Kafka's
@@ -27,6 +33,7 @@ Rules:
 
 from __future__ import annotations
 
+import itertools
 from collections import deque
 from dataclasses import dataclass
 
@@ -57,8 +64,10 @@ class SendQueues:
         self.retry_at: dict[tuple, int] = {}
         self.first_try_ms: dict[int, int] = {}   # id(batch) → first drain
         self.sent_sequence: dict[int, int] = {}  # id(batch) → base sequence it was sent with
+        self.sent_behind: dict[int, bool] = {}   # id(batch) → an earlier batch unfinished then
         self._sent: set[int] = set()             # id(batch) of batches in flight
         self._full: set[tuple] = set()           # partitions with >= max_in_flight queued
+        self._finished: set[int] = set()         # id(batch): done, behind an unfinished one
 
     # -- in --------------------------------------------------------------------------------------------
     def add(self, batch, now_ms: int) -> None:
@@ -79,7 +88,8 @@ class SendQueues:
         return self.queues.keys()
 
     def pending(self) -> int:
-        return sum(len(q) for q in self.queues.values())
+        """Unfinished batches."""
+        return sum(len(q) for q in self.queues.values()) - len(self._finished)
 
     # -- out -------------------------------------------------------------------------------------------
     def sendable(self, now_ms: int) -> list:
@@ -95,12 +105,11 @@ class SendQueues:
                 continue
             if flying >= self.max_in_flight or flying >= len(queue):
                 continue
-            for batch in queue:
-                if flying >= self.max_in_flight:
-                    break
-                if id(batch) not in self._sent:
-                    out.append(batch)
-                    flying += 1
+            # only the oldest max_in_flight unfinished batches: answers come back in any
+            # order, so this (not a count of requests) bounds what can be written after an
+            # unresolved batch to the leader's 5 remembered ones
+            out += [b for b in itertools.islice(queue, self.max_in_flight)
+                    if id(b) not in self._sent and id(b) not in self._finished]
         for batch in out:
             self._mark_sent(batch)
         return out
@@ -109,6 +118,7 @@ class SendQueues:
         self._sent.add(id(batch))
         self.in_flight[batch.tp] = self.in_flight.get(batch.tp, 0) + 1
         self.sent_sequence[id(batch)] = batch.base_sequence
+        self.sent_behind[id(batch)] = self.queues[batch.tp][0] is not batch
         self.retry_at.pop(batch.tp, None)
 
     def unsend(self, batch, now_ms: int) -> None:
@@ -132,8 +142,9 @@ class SendQueues:
             return Outcome("done")
         expired = now_ms - self.first_try_ms[id(batch)] > self.delivery_timeout_ms
         if code == OUT_OF_ORDER_SEQUENCE and (
-                queue[0] is not batch or self.sent_sequence.get(id(batch)) != batch.base_sequence):
-            retriable = True             # an earlier batch is unresolved, or we renumbered it
+                queue[0] is not batch or self.sent_behind.get(id(batch))
+                or self.sent_sequence.get(id(batch)) != batch.base_sequence):
+            retriable = True     # an earlier batch was unresolved when sent, or we renumbered
         else:
             retriable = code in RETRIABLE
         if retriable and not expired and batch.attempts < self.retries:
@@ -147,8 +158,12 @@ class SendQueues:
         return Outcome("failed", code, rewind)
 
     def _finish(self, batch) -> None:
+        """A finished batch leaves its queue once every batch before it has: the window of
+        sendable batches stays anchored at the oldest unfinished one."""
         queue = self.queues[batch.tp]
-        queue.remove(batch)          # near the front: at most max_in_flight before it
+        self._finished.add(id(batch))
+        while queue and id(queue[0]) in self._finished:
+            self._finished.discard(id(queue.popleft()))
         if len(queue) < self.max_in_flight:
             self._full.discard(batch.tp)
         if not queue:
@@ -158,6 +173,7 @@ class SendQueues:
             self.retry_at.pop(batch.tp, None)
         self.first_try_ms.pop(id(batch), None)
         self.sent_sequence.pop(id(batch), None)
+        self.sent_behind.pop(id(batch), None)
 
     def adjust(self, tp, failed) -> int:
         """The batches AFTER `failed` (not written) in its partition's queue take back its
@@ -167,7 +183,7 @@ class SendQueues:
             return 0
         count, later = failed.record_count, False
         for batch in self.queues.get(tp, ()):
-            if later:
+            if later and id(batch) not in self._finished:
                 batch.base_sequence = (batch.base_sequence - count) & _INT32_MAX
                 batch._encoded = None
             later = later or batch is failed
