@@ -573,15 +573,15 @@ def test_poll_batch_reads_what_poll_reads_and_the_two_mix(cluster):
     consumer.assign([("columnar", 0), ("columnar", 1)])
     mixed = []
 
-    def take():
+    def take():   # poll first: decoded chunks, then Arrow ones, cut by both
+        mixed.extend((r.partition, r.offset, r.key, r.value, r.timestamp_ms)
+                     for r in consumer.poll(timeout_ms=200, max_records=11))
         table = consumer.poll_batch(timeout_ms=200, max_records=37)
         assert table.num_rows <= 37 and table.column_names[:5] == [
             "key", "value", "topic", "partition", "offset"]
         cols = table.to_pydict()
         mixed.extend(zip(cols["partition"], cols["offset"], cols["key"], cols["value"],
                          [int(t.timestamp() * 1000 + 0.5) for t in cols["timestamp"]]))
-        mixed.extend((r.partition, r.offset, r.key, r.value, r.timestamp_ms)
-                     for r in consumer.poll(timeout_ms=200, max_records=11))
         return len(mixed) >= 601
     wait_for(take, 60, "601 records through poll_batch and poll")
     assert len(mixed) == len(set(mixed)) == 601 and set(mixed) == as_rows

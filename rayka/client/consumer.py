@@ -25,7 +25,8 @@ Rules:
   from the new leader (buffered records stay valid: they are below the HW). A fetch
   unanswered for max_wait + 30 s (a paused broker) is abandoned the same way.
   OFFSET_OUT_OF_RANGE resets by auto_offset_reset.
-- Fetch answers are buffered undecoded and decoded when taken: poll() goes straight from
+- Fetch answers are decoded on arrival for poll(); once poll_batch() was called they are
+  buffered undecoded and decoded when taken (either way): poll() goes straight from
   aiokafka's C record batch to ConsumerRecord tuples (NamedTuple built by tuple.__new__:
   its Python __new__ cost more than the decoding itself); poll_batch() decodes with the
   compiled decoder (rayka/client/fastdecode.py) into Arrow columns, no object per record.
@@ -75,7 +76,8 @@ class Consumer:
         self.metadata = Metadata(cluster)
         self.positions: dict[tuple, int | None] = {}    # next offset poll() returns
         self._fetch_pos: dict[tuple, int] = {}            # next offset to fetch (≥ position)
-        self._buffers: dict[tuple, deque] = {}            # decoded, not yet returned
+        self._buffers: dict[tuple, deque] = {}            # fetched, not yet returned
+        self._columnar = False                            # poll_batch() used: keep bytes
         self._inflight: dict[int, tuple] = {}     # broker → (request list, ObjectRef, sent at)
 
     # -- assignment and positions -------------------------------------------------------------------
@@ -260,6 +262,7 @@ class Consumer:
         poll_batch cut come without headers)."""
         import pyarrow as pa       # here: plain poll() users never load Arrow and numba
         from rayka.client.columns import ARROW_SCHEMA
+        self._columnar = True      # buffer answers undecoded from now on
         max_records = max_records or self.max_poll_records
         self._maybe_rebalance()
         deadline = time.monotonic() + timeout_ms / 1000
@@ -410,7 +413,9 @@ class Consumer:
             count += h.last_offset - max(h.base_offset, pos) + 1   # at most: compaction
             end = max(end, h.next_offset)
         if count:
-            self._buffers.setdefault(tp, deque()).append(_Raw(data, pos, count))
+            chunk = _Raw(data, pos, count) if self._columnar else \
+                self._decode_records(tp, data, pos)      # poll() alone: decode on arrival
+            self._buffers.setdefault(tp, deque()).append(chunk)
         self._fetch_pos[tp] = end
 
     @staticmethod
