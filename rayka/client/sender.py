@@ -9,7 +9,11 @@ Rules:
   sequence. Anchoring the window at the oldest unfinished batch (not counting requests)
   matters because Ray answers come back in any order, unlike a Kafka connection's: at most
   max_in_flight - 1 batches can be written after one whose answer is still missing, so
-  its resend is within the leader's 5 remembered batches.
+  its resend is within the leader's 5 remembered batches. Until a first batch of the
+  partition has landed, one at a time: the leader accepts an unknown producer's batch at
+  ANY sequence (Kafka's rule, its state may have been lost), so a first batch overtaken by
+  the second would be written after it and then refused (found by the pipeline bench:
+  12 new producers, final OUT_OF_ORDER_SEQUENCE, Spark retried, duplicates).
 - After a retriable failure the partition is RETRYING: nothing is sent for it until every
   in-flight batch of it is answered and its backoff passed, then only its head, one at a
   time, until the HEAD succeeds (a later batch succeeding proves nothing about it). So a
@@ -68,6 +72,7 @@ class SendQueues:
         self._sent: set[int] = set()             # id(batch) of batches in flight
         self._full: set[tuple] = set()           # partitions with >= max_in_flight queued
         self._finished: set[int] = set()         # id(batch): done, behind an unfinished one
+        self._confirmed: set[tuple] = set()      # partitions where a batch of ours landed
 
     # -- in --------------------------------------------------------------------------------------------
     def add(self, batch, now_ms: int) -> None:
@@ -103,12 +108,16 @@ class SendQueues:
                 if flying == 0:
                     out.append(queue[0])
                 continue
-            if flying >= self.max_in_flight or flying >= len(queue):
+            # one at a time until the leader knows this producer here: it takes an UNKNOWN
+            # producer's batch at any sequence, so an overtaken first batch would be
+            # written after its successor (then refused as out of order)
+            limit = self.max_in_flight if tp in self._confirmed else 1
+            if flying >= limit or flying >= len(queue):
                 continue
-            # only the oldest max_in_flight unfinished batches: answers come back in any
-            # order, so this (not a count of requests) bounds what can be written after an
+            # only the oldest `limit` unfinished batches: answers come back in any order,
+            # so this (not a count of requests) bounds what can be written after an
             # unresolved batch to the leader's 5 remembered ones
-            out += [b for b in itertools.islice(queue, self.max_in_flight)
+            out += [b for b in itertools.islice(queue, limit)
                     if id(b) not in self._sent and id(b) not in self._finished]
         for batch in out:
             self._mark_sent(batch)
@@ -136,6 +145,7 @@ class SendQueues:
         self._answered(batch)
         tp, queue = batch.tp, self.queues[batch.tp]
         if code == 0:
+            self._confirmed.add(tp)
             if queue[0] is batch:    # the oldest unfinished one: retries are over
                 self.retrying.discard(tp)
             self._finish(batch)
