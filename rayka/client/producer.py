@@ -11,10 +11,8 @@ Rules:
   counts batches, not records.
 - One sender thread: drains ready batches (linger_ms / batch_size) into SendQueues
   (rayka/client/sender.py: up to max_in_flight_requests_per_connection batches in flight
-  per partition; the leader orders them by sequence and a retry is never overtaken. The
-  default is 1, not Kafka's 5: with 5, the pipeline bench under heavy load still met final
-  OUT_OF_ORDER_SEQUENCE answers, cause not found yet, NOTES), and sends, per leader
-  broker, ONE `produce_batches` call
+  per partition, 5 with idempotence as Kafka; the leader orders them by sequence and a
+  retry is never overtaken), and sends, per leader broker, ONE `produce_batches` call
   carrying every batch let go in that round (Kafka's one ProduceRequest per broker); the
   answer has a result per partition, each handled as below. Batches are encoded once
   (retries resend the same bytes unless renumbered). Without idempotence one batch is in
@@ -81,7 +79,7 @@ class Producer:
         if acks not in _ACKS:
             raise InvalidRequiredAcks(f"acks must be 'all', -1, 1 or 0 (got {acks!r})")
         codec = producer_codec(compression_type)
-        max_in_flight = max_in_flight_requests_per_connection or 1   # 5: module docstring
+        max_in_flight = max_in_flight_requests_per_connection or (5 if enable_idempotence else 1)
         if not 1 <= max_in_flight <= 5 or (max_in_flight > 1 and not enable_idempotence):
             raise InvalidConfig("max_in_flight_requests_per_connection must be 1-5, and 1 "
                                 f"without idempotence (got {max_in_flight})")
