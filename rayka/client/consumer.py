@@ -329,7 +329,8 @@ class Consumer:
         """A buffered chunk as ConsumerRecords (raw bytes, or Arrow after a poll_batch)."""
         topic, partition = tp
         if type(chunk) is _Raw:
-            return self._decode_records(tp, chunk.data, chunk.pos)
+            return self._decode_records(tp, chunk.data, chunk.pos, [
+                h for h in iter_headers(chunk.data) if h.last_offset >= chunk.pos])
         import pyarrow as pa          # rare: poll() after a poll_batch cut a chunk
         stamps = chunk.column(5).cast(pa.int64()).to_pylist()      # microseconds
         return [_new(ConsumerRecord, (topic, partition, o, k, v, t // 1000, ()))
@@ -404,28 +405,27 @@ class Consumer:
                 self.metadata.refresh()
 
     def _decode(self, tp, data: bytes, pos: int) -> None:
-        """Buffer the answer's records at or after `pos`, still encoded (poll decodes them
-        to ConsumerRecords, poll_batch to Arrow); the fetch position moves past them."""
-        end, count = pos, 0
-        for h in iter_headers(data):
-            if h.last_offset < pos:
-                continue
-            count += h.last_offset - max(h.base_offset, pos) + 1   # at most: compaction
-            end = max(end, h.next_offset)
-        if count:
-            chunk = _Raw(data, pos, count) if self._columnar else \
-                self._decode_records(tp, data, pos)      # poll() alone: decode on arrival
-            self._buffers.setdefault(tp, deque()).append(chunk)
-        self._fetch_pos[tp] = end
+        """Buffer the answer's records at or after `pos`: decoded for poll(), still encoded
+        once poll_batch() was used; the fetch position moves past them. The batch headers
+        are scanned once (this runs for every fetch answer)."""
+        headers = [h for h in iter_headers(data) if h.last_offset >= pos]
+        if headers:
+            if self._columnar:
+                chunk = _Raw(data, pos, sum(h.last_offset - max(h.base_offset, pos) + 1
+                                            for h in headers))   # at most: compaction
+            else:
+                chunk = self._decode_records(tp, data, pos, headers)
+            if chunk:
+                self._buffers.setdefault(tp, deque()).append(chunk)
+        self._fetch_pos[tp] = max([pos] + [h.next_offset for h in headers])
 
     @staticmethod
-    def _decode_records(tp, data: bytes, pos: int) -> list:
+    def _decode_records(tp, data: bytes, pos: int, headers) -> list:
+        """The records at or after `pos` of the batches `headers` (those ending there)."""
         topic, partition = tp
         view = memoryview(data)
         out: list = []
-        for h in iter_headers(data):
-            if h.last_offset < pos:
-                continue
+        for h in headers:
             batch = DefaultRecordBatch(view[h.position: h.position + h.size])
             recs = [_new(ConsumerRecord, (topic, partition, r.offset, r.key, r.value, r.timestamp,
                                           tuple(r.headers) if r.headers else ()))
