@@ -21,6 +21,11 @@ Measured (one sample per run, a fresh group per run):
 2. commits: one member alone in a fresh group (so it owns all 64 partitions) commits the
    positions of every partition synchronously, back to back, for 5 s (--quick 1 s):
    commits/s, each carrying 64 offsets. Native and librdkafka.
+3. one thread: 4 native members of a fresh group, polled in turn from ONE thread
+   (poll(200 ms) each, max_poll_records 500, auto-commit on), read the whole topic: seconds
+   from their subscribe to settled (as in 1) and to every record read, the longest single
+   poll (it must stay near its 200 ms: a join in progress waits in flight, not in poll), and
+   the records read twice in the group (0: positions are committed before every hand-over).
 
     .venv/bin/python bench/group_bench.py [--quick] [--runs 3] [--out bench/out/group.json]
 """
@@ -187,12 +192,45 @@ def commits_once(member, duration_s: float) -> float:
     return rate
 
 
+def one_thread_once(cluster, topic: str, total: int) -> tuple[float, float, float, int]:
+    """(settle s, all read s, longest poll ms, records read twice) for MEMBERS native
+    members polled in turn from this thread."""
+    import collections
+    group = f"one-{uuid.uuid4().hex[:6]}"
+    members = [cluster.consumer(group_id=group, max_poll_records=500) for _ in range(MEMBERS)]
+    want = {(topic, p) for p in range(PARTITIONS)}
+    reads: collections.Counter = collections.Counter()
+    longest, settled = 0.0, None
+    t0 = time.monotonic()
+    for c in members:
+        c.subscribe([topic])
+    try:
+        while sum(reads.values()) < total or settled is None:
+            if time.monotonic() - t0 > TIMEOUT_S:
+                raise TimeoutError("one thread: the group did not read everything")
+            for c in members:
+                start = time.monotonic()
+                got = c.poll(timeout_ms=200)
+                longest = max(longest, time.monotonic() - start)
+                reads.update((r.partition, r.offset) for r in got)
+            owned = [set(c.assignment()) for c in members]
+            if (settled is None and sum(map(len, owned)) == PARTITIONS
+                    and set().union(*owned) == want and not any(c.member.needs_join
+                                                                for c in members)):
+                settled = time.monotonic() - t0
+        return settled, time.monotonic() - t0, longest * 1000, sum(n - 1 for n in reads.values())
+    finally:
+        for c in members:
+            c.close()
+
+
 def run(quick: bool = False, runs: int = 3) -> dict:
     per = PER_PARTITION // 10 if quick else PER_PARTITION
     commit_s = COMMIT_S / 5 if quick else COMMIT_S
     settle = {"native": [], "librdkafka": []}
     joined = {"native": [], "librdkafka": []}
     commits = {"native": [], "librdkafka": []}
+    one = {"settle_s": [], "read_all_s": [], "longest_poll_ms": [], "read_twice": []}
     with local_cluster("gb") as (cluster, _):
         topic = f"groups-{uuid.uuid4().hex[:6]}"
         cluster.admin().create_topic(topic, PARTITIONS, 3)
@@ -216,6 +254,11 @@ def run(quick: bool = False, runs: int = 3) -> dict:
                 say(f"run {run_i}: {kind}: join phase done {joined_s:.2f} s after the last "
                     f"join, settled {settled_s:.2f} s ({settled_s - joined_s:.2f} s after the "
                     f"join phase); {rate:,.0f} commits/s of {PARTITIONS} partitions")
+            got = one_thread_once(cluster, topic, per * PARTITIONS)
+            for key, value in zip(one, got):
+                one[key].append(value)
+            say(f"run {run_i}: native, one thread: settled {got[0]:.2f} s, all read "
+                f"{got[1]:.2f} s, longest poll {got[2]:.0f} ms, read twice {got[3]}")
     params = dict(members=MEMBERS, partitions=PARTITIONS, initial_delay_ms=INITIAL_DELAY_MS)
     figures = []
     for kind in settle:
@@ -230,6 +273,16 @@ def run(quick: bool = False, runs: int = 3) -> dict:
             figure(f"group.{kind}.commits_per_s", "commits/s", commits[kind], None,
                    partitions_per_commit=PARTITIONS, duration_s=commit_s),
         ]
+    figures += [
+        figure("group.native_one_thread.settle_s", "s", one["settle_s"], None, "lower",
+               **params),
+        figure("group.native_one_thread.read_all_s", "s", one["read_all_s"], None, "lower",
+               **params),
+        figure("group.native_one_thread.longest_poll_ms", "ms", one["longest_poll_ms"], None,
+               "lower", poll_timeout_ms=200, **params),
+        figure("group.native_one_thread.read_twice", "records", one["read_twice"], 0, "lower",
+               **params),
+    ]
     setup = {"brokers": 3, "controllers": 2, "partitions": PARTITIONS, "members": MEMBERS,
              "records_per_partition": per, "group.initial.rebalance.delay.ms": INITIAL_DELAY_MS,
              "offsets.topic.num.partitions": 50, "assignor": "range (native default order: "

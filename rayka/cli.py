@@ -142,7 +142,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-records", type=int)
     p.add_argument("--timeout-ms", type=int, help="exit after this long without a record")
     p.add_argument("--print-offsets", action="store_true")
-    p.add_argument("--commit", action="store_true", help="commit the group's offsets at exit")
+    p.add_argument("--commit", action="store_true",
+                   help="with --group: commit the group's offsets (every 5 s while reading, "
+                        "and at exit)")
 
     p = sub.add_parser("chaos", help="run a seeded fault schedule and check the history")
     p.add_argument("--duration", type=float, default=60.0, help="seconds of faults")
@@ -450,7 +452,8 @@ def _settle(futures, bar) -> int:
 
 def cmd_consume(args) -> None:
     cluster = _attach(args)
-    consumer = cluster.consumer(group_id=args.group, auto_offset_reset=args.start)
+    consumer = cluster.consumer(group_id=args.group, auto_offset_reset=args.start,
+                                enable_auto_commit=args.commit)
     if args.partition is not None:
         consumer.assign([(args.topic, args.partition)])
     else:
@@ -473,11 +476,7 @@ def cmd_consume(args) -> None:
             elif args.timeout_ms is not None and (time.monotonic() - last_record) * 1000 >= args.timeout_ms:
                 break
     finally:
-        try:
-            if args.commit and args.group:
-                consumer.commit()
-        finally:
-            consumer.close()          # leaves the group: its partitions move at once
+        consumer.close()      # commits (--commit), leaves the group: its partitions move at once
     print(f"{seen} records consumed", file=sys.stderr)
 
 

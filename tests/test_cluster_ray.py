@@ -413,7 +413,7 @@ def test_commit_and_committed(cluster):
     first.commit()
     assert first.committed(tp) == 20
     first.close()                       # leaves: the next member need not wait for it
-    second = cluster.consumer(group_id=group)
+    second = cluster.consumer(group_id=group, enable_auto_commit=False)   # commits by hand
     second.subscribe([topic])
     assert second.committed(tp) == 20
     rest = []
@@ -424,11 +424,15 @@ def test_commit_and_committed(cluster):
     second.commit()
     assert cluster.consumer(group_id=group).committed(tp) == 50
     second.commit({tp: 35})                                     # explicit offsets
-    second.close()
+    second.close()                                              # no auto-commit on close
     third = cluster.consumer(group_id=group)
     third.subscribe([topic])
-    assert third.committed(tp) == 35 and third.position(tp) == 35
-    third.close()
+    assert third.committed(tp) == 35
+    read = []
+    wait_for(lambda: read.extend(third.poll(timeout_ms=200)) or len(read) >= 15, 60, "15 records")
+    assert [r.offset for r in read] == list(range(35, 50)) and third.position(tp) == 50
+    third.close()                                               # auto-commit: its position
+    assert cluster.consumer(group_id=group).committed(tp) == 50
     assert cluster.consumer(group_id=f"other-{group}").committed(tp) is None   # groups are separate
 
 

@@ -13,7 +13,8 @@ and inside functions alike) is read with `ast` and resolved to a first-party mod
 - The core (replicas/, controller/ minus its ZooKeeper subpackage, protocol/, coordinator/)
   never reads or sleeps on the real clock: time is passed in.
 - Every package opens with a docstring saying what it holds and what it "May import";
-  product modules stay at or under 600 lines.
+  product modules stay at or under 1,000 lines (pylint's max-module-lines: a smoke alarm,
+  not a target; modules are cut by concept, never to fit a count).
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ ROOMS: list[tuple[str, ...]] = [
 CORE = ("replicas", "controller", "protocol", "coordinator")
 NOT_IN_CORE = {"ray", "pyspark", "raydp"}
 SANS_IO = {"socket", "socketserver", "selectors", "asyncio", "ssl", "ray", "kazoo"}
-MAX_LINES = 600
+MAX_LINES = 1000
 
 
 # -- reading the tree --------------------------------------------------------------------------

@@ -2,15 +2,21 @@
 group's coordinator is attacked, recording what they were assigned, read and committed.
 
 Rules:
-- Members are native consumers of one group (rayka/client/group.py), each in its own
-  thread, subscribed to the chaos topic with session.timeout.ms 6000 and heartbeats every
-  500 ms. Each poll's records are recorded (`group-read`), then committed synchronously
+- Members are native consumers of one group (rayka/client/consumer.py), subscribed to the
+  chaos topic with session.timeout.ms 3000 and heartbeats every 300 ms (the brokers allow
+  sessions from 1 s and delay a new group's first rebalance 500 ms: GROUP_BROKER_CONFIG). Every other member
+  polls in its own thread; the rest share ONE polling thread that polls them in turn (each
+  poll of 200 ms), as a script with several consumers would.
+- Odd members commit by themselves (enable_auto_commit: on the interval, before a
+  revocation, on leaving); even members commit what each poll returned, synchronously
   (`group-commit` ok, or fail when the group rebalanced meanwhile): commit after
-  processing, so the group consumes every record at least once.
-- Churn, on a seeded schedule: a member joins (up to `max_members`), leaves (LeaveGroup), or
-  dies: its heartbeats and polls stop at once and it never leaves, so the coordinator sees
-  exactly what a killed process looks like and expires it after the session timeout.
-- Every assignment a member receives is recorded with its generation (`group-assign`); a
+  processing, so the group consumes every record at least once either way.
+- Churn, on a seeded schedule: a member joins (up to `max_members`), leaves (close: commit,
+  LeaveGroup), or dies: its heartbeats and polls stop at once and it never leaves, so the
+  coordinator sees exactly what a killed process looks like and expires it after the
+  session timeout.
+- After each poll a member in a stable generation records its generation and assignment
+  when they changed (`group-assign`); each record read is recorded with the generation (`group-read`); a
   sampler records the group's committed offsets twice a second (`group-committed-sample`).
 - Coordinator faults (FaultInjector-style, public APIs): the broker leading the group's
   `__consumer_offsets` partition is killed (Ray restarts it) or paused (SIGSTOP) right
@@ -31,63 +37,106 @@ from coordinator.records import partition_for
 from replicas.errors import KafkaError
 
 GROUP = "chaos-group"
-SESSION_MS, HEARTBEAT_MS = 6000, 500
+SESSION_MS, HEARTBEAT_MS, AUTO_COMMIT_MS = 3000, 300, 1000
+# Kafka's defaults (a 6 s minimum session, 3 s initial delay) would let a member dying every
+# few seconds mid-rebalance stall the group for the whole run
+GROUP_BROKER_CONFIG = {"group_min_session_timeout_ms": 1000,
+                       "group_initial_rebalance_delay_ms": 500}
+POLL_MS = 200
 
 
 class _Member:
-    def __init__(self, cluster, topic: str, history, name: str):
-        self.name, self.history = name, history
+    def __init__(self, cluster, topic: str, history, name: str, auto_commit: bool):
+        self.name, self.history, self.auto_commit = name, history, auto_commit
         self.consumer = cluster.consumer(group_id=GROUP, session_timeout_ms=SESSION_MS,
-                                         heartbeat_interval_ms=HEARTBEAT_MS)
-        self.consumer.subscribe([topic], on_assign=self._assigned, on_revoke=self._revoked)
+                                         heartbeat_interval_ms=HEARTBEAT_MS,
+                                         enable_auto_commit=auto_commit,
+                                         auto_commit_interval_ms=AUTO_COMMIT_MS)
+        self.consumer.subscribe([topic])
         self.stop = threading.Event()
         self.errors: list[str] = []
-        self.thread = threading.Thread(target=self._run, daemon=True, name=f"chaos-{name}")
-        self.thread.start()
+        self._seen: tuple | None = None
 
     def _generation(self) -> int:
-        return self.consumer.member.generation
+        return self.consumer.group_metadata().generation_id
 
-    def _assigned(self, _added) -> None:
-        self.history.record("ok", "group-assign", member=self.name, generation=self._generation(),
-                            partitions=sorted(p for _, p in self.consumer.member.owned))
-
-    def _revoked(self, _lost) -> None:
-        pass      # the next group-assign of this member says what it still owns
-
-    def _run(self) -> None:
-        while not self.stop.is_set():
+    def poll_once(self) -> None:
+        """One poll; its records and, when it changed, the assignment go to the history."""
+        try:
+            records = self.consumer.poll(timeout_ms=POLL_MS)
+        except KafkaError as exc:          # the coordinator or a leader is down: next poll
+            self.errors.append(f"{type(exc).__name__}")
+            return
+        if self.stop.is_set():
+            return                           # died mid-poll: nothing after this
+        gen = self._generation()
+        seen = (gen, tuple(self.consumer.assignment()))
+        if seen != self._seen and gen >= 0 and not self.consumer.member.needs_join:
+            self._seen = seen
+            self.history.record("ok", "group-assign", member=self.name, generation=gen,
+                                partitions=sorted(p for _, p in seen[1]))
+        for r in records:
+            self.history.record("ok", "group-read", member=self.name, generation=gen,
+                                partition=r.partition, offset=r.offset, value=r.value.decode())
+        if records and not self.auto_commit:
+            offsets = {(r.topic, r.partition): r.offset + 1 for r in records}
             try:
-                records = self.consumer.poll(timeout_ms=200)
-            except KafkaError as exc:          # the coordinator or a leader is down: next poll
-                self.errors.append(f"{type(exc).__name__}")
-                continue
-            if self.stop.is_set():
-                return                           # died mid-poll: nothing after this
-            gen = self._generation()
-            for r in records:
-                self.history.record("ok", "group-read", member=self.name, generation=gen,
-                                    partition=r.partition, offset=r.offset,
-                                    value=r.value.decode())
-            if records:
-                offsets = {tp: p for tp, p in self.consumer.positions.items() if p is not None}
-                try:
-                    self.consumer.commit(offsets)
-                    self.history.record("ok", "group-commit", member=self.name, generation=gen,
-                                        offsets={str(p): o for (_, p), o in offsets.items()})
-                except KafkaError as exc:
-                    self.history.record("fail", "group-commit", member=self.name,
-                                        generation=gen, error=type(exc).__name__)
+                self.consumer.commit(offsets)
+                self.history.record("ok", "group-commit", member=self.name, generation=gen,
+                                    offsets={str(p): o for (_, p), o in offsets.items()})
+            except KafkaError as exc:
+                self.history.record("fail", "group-commit", member=self.name,
+                                    generation=gen, error=type(exc).__name__)
 
     def leave(self) -> None:
         self.stop.set()
-        self.thread.join(30)
         self.consumer.close()
 
     def die(self) -> None:
         """No LeaveGroup, no more heartbeats or polls: what a SIGKILL leaves behind."""
         self.stop.set()
-        self.consumer.member._stop.set()
+        self.consumer.member.pause_heartbeats()
+
+
+class _Poller:
+    """Polls its members in turn until stopped (one thread for one or several members).
+    A member is closed by the thread that polls it (a consumer is not thread-safe)."""
+
+    def __init__(self, name: str):
+        self.members: list[_Member] = []
+        self.leaving: list[_Member] = []
+        self.lock = threading.Lock()
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True, name=name)
+        self.thread.start()
+
+    def add(self, member: _Member) -> None:
+        with self.lock:
+            self.members.append(member)
+
+    def leave(self, member: _Member, timeout_s: float = 60.0) -> None:
+        """Have the polling thread close `member`; wait until it did."""
+        with self.lock:
+            self.leaving.append(member)
+        deadline = time.monotonic() + timeout_s
+        while member in self.members and time.monotonic() < deadline:
+            time.sleep(0.05)     # polled: the polling thread closes it between two polls
+
+    def _run(self) -> None:
+        while not self.stopped.is_set():
+            with self.lock:
+                members = [m for m in self.members if not m.stop.is_set() or m in self.leaving]
+            if not members:
+                time.sleep(0.05)  # polled: a member may be added
+                continue
+            for member in members:
+                if member in self.leaving:
+                    member.leave()
+                    with self.lock:
+                        self.leaving.remove(member)
+                        self.members.remove(member)
+                elif not member.stop.is_set():
+                    member.poll_once()
 
 
 class GroupWorkload:
@@ -100,6 +149,8 @@ class GroupWorkload:
         self.stop_churn, self.stop_all = threading.Event(), threading.Event()
         self._n = 0
         self._lock = threading.Lock()
+        self._pollers: dict[str, _Poller] = {}
+        self._shared: _Poller | None = None
         self.threads: list[threading.Thread] = []
 
     def start(self) -> None:
@@ -113,12 +164,26 @@ class GroupWorkload:
 
     # -- membership ----------------------------------------------------------------------------
     def add_member(self) -> str:
+        """m1 polls alone and auto-commits, m2 shares the polling thread and commits by hand,
+        m3 shares and auto-commits, m4 alone by hand, and round again."""
         with self._lock:
             self._n += 1
-            name = f"m{self._n}"
-            self.members.append(_Member(self.cluster, self.topic, self.history, name))
+            n, name = self._n, f"m{self._n}"
+            member = _Member(self.cluster, self.topic, self.history, name, auto_commit=n % 2 == 1)
+            if n % 4 in (2, 3):
+                if self._shared is None:
+                    self._shared = _Poller("chaos-group-shared-poller")
+                poller = self._shared
+            else:
+                poller = _Poller(f"chaos-{name}")
+            self._pollers[name] = poller
+            poller.add(member)
+            self.members.append(member)
         self.history.record("info", "group-member", member=name, action="join")
         return name
+
+    def _leave(self, member: _Member) -> None:
+        self._pollers[member.name].leave(member)
 
     def _churn(self) -> None:
         while not self.stop_churn.wait(self.rng.uniform(*self.churn_s)):
@@ -135,7 +200,7 @@ class GroupWorkload:
                 self.members.remove(victim)
             self.history.record("info", "group-member", member=victim.name, action=action)
             if action == "leave":
-                victim.leave()
+                self._leave(victim)
             else:
                 victim.die()
                 self.dead.append(victim)
@@ -205,9 +270,18 @@ class GroupWorkload:
                                 ends={str(p): o for (_, p), o in ends.items()})
             self.stop_all.set()
             for m in list(self.members):
-                m.leave()
+                self._leave(m)
+            for poller in set(self._pollers.values()):
+                poller.stopped.set()
             for t in self.threads[1:]:
                 t.join(30)
+
+    def stop(self) -> None:
+        """Everything stops (the run ends, finished or not); members are not closed."""
+        self.stop_churn.set()
+        self.stop_all.set()
+        for poller in set(self._pollers.values()):
+            poller.stopped.set()
 
     @property
     def errors(self) -> list[str]:

@@ -120,6 +120,9 @@ class ChaosRun:
                      log_to_driver=False)
         placement = ({"broker_resources": {"rayka_broker": 1},
                       "control_resources": {"rayka_control": 1}} if self.multi_node else {})
+        if self.cfg.group_members:   # sessions and join delays that fit a minute of churn
+            from rayka.chaos.groups import GROUP_BROKER_CONFIG
+            placement.update(GROUP_BROKER_CONFIG)
         self.cluster = rayka.start_local(
             name=f"chaos{uuid.uuid4().hex[:6]}", brokers=self.cfg.brokers, controllers=2,
             zookeeper=self.ensemble.connect_string, data_dir=self.data_dir,
@@ -202,8 +205,7 @@ class ChaosRun:
             if self.workload is not None:
                 self.workload.stop_all.set()
             if self.groups is not None:
-                self.groups.stop_churn.set()
-                self.groups.stop_all.set()
+                self.groups.stop()
             if self.injector is not None:
                 self.injector.resume_all()
             self._teardown()

@@ -1,56 +1,68 @@
-"""Consumer: reads partitions from their leaders (below the high watermark only).
+"""Consumer: reads partitions from their leaders (below the high watermark only), alone or as
+a member of a Kafka consumer group; Kafka's KafkaConsumer is the model (README has the table
+of its methods next to these).
 
 Rules:
-- `subscribe(topics, on_assign=, on_revoke=)` with a group_id makes the consumer a member
-  of that Kafka consumer group (rayka/client/group.py: JoinGroup/SyncGroup/Heartbeat through
-  the group's coordinator broker, the assignors of rayka/client/assignors.py); `poll` runs
-  the rebalances (on_revoke before partitions go, on_assign after they come) and fetches
-  only what the group assigned. Without a group_id, `subscribe` takes every partition.
-  `assign` takes explicit partitions (a "simple" group: commits carry no generation).
-- Offsets are committed to the group's coordinator (`__consumer_offsets`, Kafka's store):
-  `commit()` (synchronous, generation-checked: CommitFailed after a rebalance), `committed()`.
-- A partition's starting position: `seek`, else the group's committed offset, else the
-  log start (auto_offset_reset="earliest") or the high watermark ("latest").
-- Fetching (Kafka's Fetcher): each partition has a FETCH position (the next offset to ask
-  for) ahead of its consumed `position` by what is buffered. One long-poll fetch is in
-  flight per leader broker, for all its partitions whose buffer is not full, carrying the
-  leader epoch the client knows (KIP-320); when it answers, its batches are decoded into the
-  partitions' buffers and the next fetch to that broker goes out at once. `poll` returns as
-  soon as ANY buffered record is there (up to max_records, in offset order per partition),
-  or after timeout_ms with nothing; it never waits for the slowest leader.
-- Records below the fetch position (a batch starts earlier) are skipped, so every offset is
-  returned once, in order. An answer for a partition whose fetch position moved meanwhile
-  (seek, assign, reset) is dropped: it only read.
-- NOT_LEADER / FENCED / UNKNOWN_LEADER_EPOCH / a dead broker: refresh metadata and fetch
-  from the new leader (buffered records stay valid: they are below the HW). A fetch
-  unanswered for max_wait + 30 s (a paused broker) is abandoned the same way.
-  OFFSET_OUT_OF_RANGE resets by auto_offset_reset.
-- Fetch answers are decoded on arrival for poll(); once poll_batch() was called they are
-  buffered undecoded and decoded when taken (either way): poll() goes straight from
-  aiokafka's C record batch to ConsumerRecord tuples (NamedTuple built by tuple.__new__:
-  its Python __new__ cost more than the decoding itself); poll_batch() decodes with the
-  compiled decoder (rayka/client/fastdecode.py) into Arrow columns, no object per record.
+- `subscribe(topics, on_assign=, on_revoke=, on_lost=)` with a group_id makes the consumer
+  a member of that group (rayka/client/membership.py is the protocol, rayka/client/group.py
+  its shell: JoinGroup/SyncGroup/Heartbeat through the group's coordinator broker, the
+  assignors of rayka/client/assignors.py). Without a group_id, `subscribe` takes every
+  partition. `assign` takes explicit partitions (commits then carry no generation: a
+  "simple" group).
+- `poll(timeout_ms)` never blocks past its timeout: a rebalance in progress (a JoinGroup
+  parked until the other members join, a SyncGroup, the commit before a revocation) is
+  kept in flight and continued by the next poll, so several members can be polled in turn
+  from one thread. Callbacks run inside poll, on the caller's thread: on_revoke before
+  partitions go, on_assign after they come, on_lost (default: on_revoke) when the member
+  lost its membership and its partitions were already taken away.
+- A poll returns records only of partitions the member owns in its current generation, as
+  confirmed by the coordinator (see membership.py: a member frozen past its session timeout
+  returns nothing until it is confirmed or has rejoined), and not paused. This is checked
+  again at the instant poll returns: records taken from a partition whose ownership changed
+  during the poll are given back (its position goes back to them). Buffered fetches of lost
+  partitions are discarded.
+- Offsets are committed to the group's coordinator (`__consumer_offsets`, Kafka's store).
+  enable_auto_commit (default, as Kafka's) commits the positions every
+  auto_commit_interval_ms from poll, before partitions are revoked, and on close();
+  `commit()` commits explicitly (synchronous, or asynchronous with a callback run by a later
+  poll); typed errors: CommitFailed when the member is no longer in the generation,
+  RebalanceInProgress while it rebalances.
+- A partition's starting position: `seek`, else the group's committed offset, else the log
+  start (auto_offset_reset="earliest") or the high watermark ("latest"); found without
+  blocking the poll (rayka/client/fetcher.py). max_poll_interval_ms without a poll: the
+  heartbeat thread leaves the group (Kafka's rule), the next poll rejoins.
 """
 
 from __future__ import annotations
 
+import logging
 import time
-from collections import deque
+from typing import NamedTuple
 
 import ray
 
+from coordinator import messages as m
+from rayka.client.fetcher import Fetcher
 from rayka.client.group import GroupMember
+from rayka.client.membership import MemberConfig, Subscribe, Poll
 from rayka.client.metadata import Metadata
 from rayka.client.types import ConsumerRecord, OffsetAndTimestamp
-from replicas.errors import InvalidRequest, KafkaError, UnknownTopicOrPartition, error_for_code
-from aiokafka.record.default_records import DefaultRecordBatch
+from replicas.errors import (InvalidConfig, InvalidRequest, KafkaError, UnknownTopicOrPartition,
+                             error_for_code)
 
-from replicas.records import iter_headers
+log = logging.getLogger(__name__)
 
-REFRESH = {3, 5, 6, 74, 75}
-FETCH_MAX_WAIT_MS = 500          # a fetch's long-poll; it outlives a shorter poll() in flight
-ABANDON_S = 30                   # past max_wait: the broker is paused or gone
-_new = tuple.__new__
+
+class GroupMetadata(NamedTuple):
+    """Kafka's ConsumerGroupMetadata."""
+    group_id: str
+    generation_id: int
+    member_id: str
+    group_instance_id: str | None
+
+
+def _ms() -> int:
+    return int(time.monotonic() * 1000)
 
 
 class Consumer:
@@ -58,109 +70,179 @@ class Consumer:
                  max_poll_records: int = 100_000, fetch_max_bytes: int = 4 << 20,
                  partition_assignment_strategy=("range", "cooperative-sticky"),
                  session_timeout_ms: int = 45_000, heartbeat_interval_ms: int = 3_000,
-                 group_instance_id: str | None = None):
+                 group_instance_id: str | None = None, enable_auto_commit: bool = True,
+                 auto_commit_interval_ms: int = 5_000, max_poll_interval_ms: int = 300_000,
+                 client_id: str = "rayka"):
         if auto_offset_reset not in ("earliest", "latest"):
-            raise KafkaError(f"auto_offset_reset must be earliest or latest, not {auto_offset_reset!r}")
+            raise InvalidConfig(f"auto_offset_reset must be earliest or latest, not "
+                                f"{auto_offset_reset!r}")
+        for name, value in (("session_timeout_ms", session_timeout_ms),
+                            ("heartbeat_interval_ms", heartbeat_interval_ms),
+                            ("auto_commit_interval_ms", auto_commit_interval_ms),
+                            ("max_poll_interval_ms", max_poll_interval_ms)):
+            if value <= 0:
+                raise InvalidConfig(f"{name} must be > 0, not {value}")
+        if heartbeat_interval_ms >= session_timeout_ms:
+            raise InvalidConfig("heartbeat_interval_ms must be lower than session_timeout_ms")
         self.cluster = cluster
         self.group_id = group_id
-        self._group_kw = dict(assignors=tuple(partition_assignment_strategy),
-                              session_timeout_ms=session_timeout_ms,
-                              heartbeat_interval_ms=heartbeat_interval_ms,
-                              group_instance_id=group_instance_id)
+        self._member_config = None if group_id is None else MemberConfig(
+            group_id, tuple(partition_assignment_strategy), session_timeout_ms,
+            heartbeat_interval_ms, max_poll_interval_ms, enable_auto_commit,
+            auto_commit_interval_ms, group_instance_id=group_instance_id, client_id=client_id)
+        self.enable_auto_commit = enable_auto_commit and group_id is not None
+        self._next_auto_commit_ms = _ms() + auto_commit_interval_ms
         self._member: GroupMember | None = None     # created by the first group use
-        self._subscribed: list[str] | None = None   # group subscription (None: manual assign)
-        self._on_assign = self._on_revoke = None
+        self._subscribed = False                    # group subscription (else manual assignment)
+        self._on_assign = self._on_revoke = self._on_lost = None
         self.auto_offset_reset = auto_offset_reset
         self.max_poll_records = max_poll_records
-        self.fetch_max_bytes = fetch_max_bytes
         self.metadata = Metadata(cluster)
-        self.positions: dict[tuple, int | None] = {}    # next offset poll() returns
-        self._fetch_pos: dict[tuple, int] = {}            # next offset to fetch (≥ position)
-        self._buffers: dict[tuple, deque] = {}            # fetched, not yet returned
-        self._columnar = False                            # poll_batch() used: keep bytes
-        self._inflight: dict[int, tuple] = {}     # broker → (request list, ObjectRef, sent at)
+        self.fetcher = Fetcher(cluster, self.metadata, auto_offset_reset=auto_offset_reset,
+                               max_poll_records=max_poll_records, fetch_max_bytes=fetch_max_bytes)
 
-    # -- assignment and positions -------------------------------------------------------------------
-    def assign(self, partitions) -> None:
-        self.positions = {tuple(tp): self.positions.get(tuple(tp)) for tp in partitions}
-        for tp in list(self._fetch_pos):
-            if tp not in self.positions:
-                self._reset(tp)
-
-    def subscribe(self, topics, on_assign=None, on_revoke=None) -> None:
-        """With a group_id: join the group (the next poll rebalances); else every partition."""
-        if self.group_id is None:
-            self.assign([(t, p) for t in topics for p in self._partition_counts([t])[t]])
-            return
-        self._subscribed = sorted(set(topics))
-        self._on_assign, self._on_revoke = on_assign, on_revoke
-        self.member.needs_join = True
-
+    # -- the group ------------------------------------------------------------------------------
     @property
     def member(self) -> GroupMember:
         if self.group_id is None:
             raise KafkaError("this needs a group_id")
         if self._member is None:
-            self._member = GroupMember(self.cluster, self.group_id, **self._group_kw)
+            metadata = self.metadata            # not self: the member holds the consumer weakly
+            self._member = GroupMember(self.cluster, self._member_config, self,
+                                       lambda ts: {t: metadata.partition_count(t) for t in ts})
         return self._member
 
-    def _partition_counts(self, topics) -> dict[str, range]:
-        admin = self.cluster.admin()
-        return {t: range(len(admin.describe_topic(t))) for t in topics}
+    def group_metadata(self) -> GroupMetadata:
+        """Kafka's groupMetadata(): the group, generation and member id of this consumer."""
+        if self._member is None:
+            return GroupMetadata(self.group_id or "", -1, "", None)
+        return GroupMetadata(self.group_id, self._member.generation, self._member.member_id,
+                             self._member_config.group_instance_id)
 
-    def _maybe_rebalance(self) -> None:
-        """Kafka's poll-driven rebalance: revoke, join + sync, assign (callbacks on the way)."""
-        if self._subscribed is None or not self.member.needs_join:
+    # the application-thread effects of the member (rayka/client/group.py calls these)
+    def _group_revoke(self, partitions) -> None:
+        try:
+            if self._on_revoke is not None:
+                self._on_revoke(sorted(partitions))
+        finally:
+            self.fetcher.remove(partitions)
+
+    def _group_lose(self, partitions) -> None:
+        self.fetcher.remove(partitions)
+        callback = self._on_lost if self._on_lost is not None else self._on_revoke
+        if callback is not None:
+            callback(sorted(partitions))
+
+    def _group_assign(self, partitions) -> None:
+        self.fetcher.add(partitions, awaiting_committed=True)
+        self._ask_committed(sorted(partitions))
+        if self._on_assign is not None:
+            self._on_assign(sorted(partitions))
+
+    def _group_positions(self, partitions) -> dict:
+        positions = self.fetcher.positions
+        return {tp: positions[tp] for tp in partitions if positions.get(tp) is not None}
+
+    def _ask_committed(self, partitions) -> None:
+        """The committed offsets of newly assigned partitions, without blocking poll."""
+        def done(result, _error):
+            if result is not None:                     # an error answer: reset by policy
+                self.fetcher.on_committed(partitions, {} if result.error else {
+                    (p.topic, p.partition): p.offset for p in result.partitions
+                    if p.offset >= 0 and not p.error})
+            elif self._member is not None:             # no answer: ask again
+                self._ask_committed([tp for tp in partitions
+                                     if tp in self.fetcher.awaiting_committed])
+        if partitions:
+            self.member.call_async(m.OffsetFetch(0, self.group_id, tuple(partitions)), done)
+
+    # -- assignment and positions -------------------------------------------------------------------
+    def assign(self, partitions) -> None:
+        """Read exactly these partitions (no group membership; a group_id still commits)."""
+        if self._subscribed:
+            raise InvalidRequest("this consumer is subscribed: unsubscribe() before assign()")
+        new = [tuple(tp) for tp in partitions]
+        fresh = [tp for tp in new if tp not in self.fetcher.positions]
+        self.fetcher.assign(new)
+        if self.group_id is not None and fresh:
+            self.fetcher.add(fresh, awaiting_committed=True)
+            self._ask_committed(fresh)
+
+    def subscribe(self, topics, on_assign=None, on_revoke=None, on_lost=None) -> None:
+        """With a group_id: join the group (the next polls rebalance); else every partition."""
+        if self.group_id is None:
+            self.assign([(t, p) for t in topics for p in range(self.metadata.partition_count(t))])
             return
-        member = self.member
-        revoked, added = member.join(self._subscribed,
-                                     lambda ts: {t: len(r) for t, r in self._partition_counts(ts).items()})
-        if revoked and self._on_revoke is not None:
-            self._on_revoke(sorted(revoked))
-        self.positions = {tp: self.positions.get(tp) for tp in member.owned}
-        for tp in list(self._fetch_pos):
-            if tp not in self.positions:
-                self._reset(tp)
-        if added:
-            committed = member.committed(added)
-            for tp in added:
-                self.positions[tp] = committed.get(tp)
-        if added and self._on_assign is not None:
-            self._on_assign(sorted(added))
+        if not self._subscribed:
+            self.fetcher.assign([])
+        self._subscribed = True
+        self._on_assign, self._on_revoke, self._on_lost = on_assign, on_revoke, on_lost
+        self.member.process(Subscribe(tuple(topics), _ms()))
+
+    def unsubscribe(self) -> None:
+        """Give the partitions back (on_revoke, auto-commit first) and leave the group."""
+        if self._subscribed and self._member is not None:
+            self._member.process(Subscribe((), _ms()))
+            self._member.run_app_effects()
+        self._subscribed = False
+        self.fetcher.assign([])
 
     def assignment(self) -> list[tuple]:
-        return sorted(self.positions)
+        if self._subscribed:
+            return sorted(self._member.owned) if self._member is not None else []
+        return sorted(self.fetcher.positions)
+
+    def _fetchable(self) -> set:
+        if self._subscribed:
+            owned = self._member.fetchable()
+            return {tp for tp in owned if tp in self.fetcher.positions} - self.fetcher.paused
+        return set(self.fetcher.positions) - self.fetcher.paused
+
+    def _assigned(self, tp) -> tuple:
+        tp = tuple(tp)
+        if tp not in self.fetcher.positions:
+            raise UnknownTopicOrPartition(f"{tp} is not assigned to this consumer")
+        return tp
 
     def seek(self, tp, offset: int) -> None:
-        tp = tuple(tp)
-        if tp not in self.positions:
-            raise UnknownTopicOrPartition(f"{tp} is not assigned to this consumer")
-        self._reset(tp)
-        self.positions[tp] = offset
+        """The next poll returns `tp` from `offset` (Kafka's seek)."""
+        if offset < 0:
+            raise InvalidRequest(f"seek offset must be >= 0, not {offset}")
+        self.fetcher.seek(self._assigned(tp), offset)
 
     def seek_to_beginning(self, partitions=None) -> None:
-        for tp in partitions or list(self.positions):
-            self._reset(tuple(tp))
-            self.positions[tuple(tp)] = self._list_offsets(tuple(tp))[0]
+        for tp in [self._assigned(tp) for tp in (partitions or list(self.fetcher.positions))]:
+            self.fetcher.seek(tp, self._list_offsets(tp)[0])
 
-    def _reset(self, tp) -> None:
-        """Forget what was fetched ahead for tp (an in-flight answer for it gets dropped)."""
-        self._fetch_pos.pop(tp, None)
-        self._buffers.pop(tp, None)
+    def seek_to_end(self, partitions=None) -> None:
+        for tp in [self._assigned(tp) for tp in (partitions or list(self.fetcher.positions))]:
+            self.fetcher.seek(tp, self._list_offsets(tp)[1])
+
+    def pause(self, partitions) -> None:
+        """Stop fetching and returning these (buffered records are kept for resume)."""
+        self.fetcher.paused.update(self._assigned(tp) for tp in partitions)
+
+    def resume(self, partitions) -> None:
+        self.fetcher.paused.difference_update(tuple(tp) for tp in partitions)
+
+    def paused(self) -> list[tuple]:
+        return sorted(self.fetcher.paused)
+
+    @property
+    def positions(self) -> dict[tuple, int]:
+        """Every assigned partition's known position (the next offset poll returns)."""
+        return {tp: p for tp, p in self.fetcher.positions.items() if p is not None}
 
     def position(self, tp) -> int:
-        tp = tuple(tp)
-        if self.positions.get(tp) is None:
-            self.positions[tp] = self._initial_position(tp)
-        return self.positions[tp]
-
-    def _initial_position(self, tp) -> int:
-        if self.group_id is not None:
-            committed = self.committed(tp)
-            if committed is not None:
-                return committed
-        start, hw = self._list_offsets(tp)
-        return start if self.auto_offset_reset == "earliest" else hw
+        """The next offset poll returns for `tp` (found now when not yet known)."""
+        tp = self._assigned(tp)
+        if self.fetcher.positions.get(tp) is None:
+            committed = self.committed(tp) if self.group_id is not None else None
+            if committed is None:
+                start, hw = self._list_offsets(tp)
+                committed = start if self.auto_offset_reset == "earliest" else hw
+            self.fetcher.seek(tp, committed)
+        return self.fetcher.positions[tp]
 
     def _list_offsets(self, tp) -> tuple[int, int]:
         """(log start offset, high watermark) from the partition's leader."""
@@ -190,7 +272,7 @@ class Consumer:
             tp = tuple(tp)
             if int(ts) < 0:
                 raise InvalidRequest(f"timestamp for {tp} must be >= 0, not {ts}")
-            for attempt in range(100):
+            for _attempt in range(100):
                 leader = self.metadata.leader(tp)
                 answer = None
                 if leader is not None:
@@ -221,38 +303,109 @@ class Consumer:
         return {tuple(tp): self._list_offsets(tuple(tp)) for tp in partitions}
 
     # -- committed offsets ----------------------------------------------------------------------------
-    def commit(self, offsets: dict | None = None) -> None:
-        """Synchronous commit to the group's coordinator: `offsets` {tp: next offset to read},
-        default every assigned partition's position. A group member's commit carries its
-        generation (CommitFailed after a rebalance: nothing committed); a manual assignment
-        commits as a simple group."""
+    def commit(self, offsets: dict | None = None, asynchronous: bool = False,
+               callback=None) -> None:
+        """Commit `offsets` {tp: next offset to read}, default every assigned partition's
+        position. Synchronous by default (CommitFailed / RebalanceInProgress when the group
+        moved on: nothing committed); `asynchronous=True` returns at once and a later
+        poll() runs `callback(offsets, error or None)` (Kafka's commitAsync)."""
         if self.group_id is None:
             raise KafkaError("commit needs a group_id")
-        offsets = {tuple(tp): o for tp, o in (offsets or {
-            tp: p for tp, p in self.positions.items() if p is not None}).items()}
-        if self._subscribed is not None:
+        if offsets is None:
+            offsets = self.positions
+            if self._subscribed:
+                owned = self.member.owned
+                offsets = {tp: o for tp, o in offsets.items() if tp in owned}
+        offsets = {tuple(tp): int(o) for tp, o in offsets.items()}
+        bad = sorted(tp for tp, o in offsets.items() if o < 0)
+        if bad:
+            raise InvalidRequest(f"offsets must be >= 0: {bad}; nothing committed")
+        if self._subscribed and self.member.stable:     # else the member refuses it, typed
             foreign = sorted(set(offsets) - self.member.owned)
             if foreign:
                 raise InvalidRequest(f"group {self.group_id}: {foreign} are not assigned to this "
                                      "member; nothing committed")
-        self.member.commit(offsets, simple=self._subscribed is None)
+        if not offsets:
+            return
+        self.member.commit(tuple(sorted(offsets.items())), asynchronous=asynchronous,
+                           callback=callback)
 
-    def committed(self, tp) -> int | None:
+    def committed(self, tp):
+        """The committed offset of `tp` (None: none), or {tp: offset} for a list of them."""
         if self.group_id is None:
             return None
-        return self.member.committed([tp]).get(tuple(tp))
+        single = isinstance(tp, tuple) and len(tp) == 2 and isinstance(tp[0], str)
+        asked = [tuple(tp)] if single else [tuple(x) for x in tp]
+        found = self.member.committed(asked)
+        return found.get(asked[0]) if single else {x: found.get(x) for x in asked}
 
     # -- poll -------------------------------------------------------------------------------------------
+    def _group_poll(self) -> None:
+        """Kafka's coordinator.poll: the member's rebalance step, auto-commit, callbacks."""
+        if self._member is None:
+            return
+        member = self._member
+        if not self._subscribed and self.enable_auto_commit:
+            self._maybe_auto_commit_assigned()
+        member.process(Poll(_ms()))
+        member.advance(())
+        member.run_app_effects()
+        fatal = member.machine.take_fatal()
+        if fatal is not None:
+            raise fatal
+
+    def _maybe_auto_commit_assigned(self) -> None:
+        """Manually assigned partitions of a group_id auto-commit too (Kafka's rule), as a
+        simple group, every auto_commit_interval_ms."""
+        now = _ms()
+        if now < self._next_auto_commit_ms:
+            return
+        self._next_auto_commit_ms = now + self._member_config.auto_commit_interval_ms
+        if self.positions:
+            self.commit(asynchronous=True)
+
+    def _round(self, deadline: float, have: bool = False) -> None:
+        """Send what can be fetched, then wait for an answer (not at all when `have`)."""
+        self.fetcher.send(self._fetchable())
+        until = time.monotonic() if have else deadline
+        if self._member is not None:
+            ready = self._member.wait(until, self.fetcher.refs())
+            self._member.run_app_effects()
+        else:
+            refs = self.fetcher.refs()
+            ready = set()
+            if refs:
+                got, rest = ray.wait(refs, num_returns=1, timeout=max(0.0, until - time.monotonic()))
+                if got and rest:
+                    got += ray.wait(rest, num_returns=len(rest), timeout=0)[0]
+                ready = set(got)
+            elif not have:
+                time.sleep(max(0.0, min(until - time.monotonic(), 0.05)))  # leaders move
+        self.fetcher.advance(ready)
+
     def poll(self, timeout_ms: int = 1000, max_records: int | None = None) -> list[ConsumerRecord]:
         max_records = max_records or self.max_poll_records
-        self._maybe_rebalance()
         deadline = time.monotonic() + timeout_ms / 1000
-        out = self._take(max_records)
+        self._group_poll()
+        self.fetcher.taken.clear()
+        out = self.fetcher.take(max_records, self._fetchable())
         while True:
-            self._fetch_round(deadline, have=bool(out))
-            out += self._take(max_records - len(out))
+            self._round(deadline, have=bool(out))
+            out += self.fetcher.take(max_records - len(out), self._fetchable())
             if out or time.monotonic() >= deadline:
+                gone = self._no_longer_owned()
+                if gone:                 # the membership changed under this poll
+                    out = [r for r in out if (r[0], r[1]) not in gone]
                 return out
+
+    def _no_longer_owned(self) -> set:
+        """Partitions taken from in this poll that may not be returned now (the group took
+        them away, or their ownership is no longer confirmed, meanwhile): given back."""
+        if not self._subscribed or not self.fetcher.taken:
+            return set()
+        gone = set(self.fetcher.taken) - self._fetchable()
+        self.fetcher.give_back(gone)
+        return gone
 
     def poll_batch(self, timeout_ms: int = 1000, max_records: int | None = None):
         """poll(), columnar: a pyarrow.Table in Spark's Kafka-source schema (key, value,
@@ -262,215 +415,30 @@ class Consumer:
         poll_batch cut come without headers)."""
         import pyarrow as pa       # here: plain poll() users never load Arrow and numba
         from rayka.client.columns import ARROW_SCHEMA
-        self._columnar = True      # buffer answers undecoded from now on
+        self.fetcher.columnar = True      # buffer answers undecoded from now on
         max_records = max_records or self.max_poll_records
-        self._maybe_rebalance()
         deadline = time.monotonic() + timeout_ms / 1000
-        out = self._take_columns(max_records)
-        got = sum(b.num_rows for b in out)
-        while not got:
-            self._fetch_round(deadline)
-            out = self._take_columns(max_records)
-            got = sum(b.num_rows for b in out)
+        self._group_poll()
+        self.fetcher.taken.clear()
+        out = self.fetcher.take_columns(max_records, self._fetchable())
+        while not sum(b.num_rows for b in out):
+            self._round(deadline)
+            out = self.fetcher.take_columns(max_records, self._fetchable())
             if time.monotonic() >= deadline:
                 break
+        gone = self._no_longer_owned()
+        if gone:
+            out = [b for b in out if (b.column(2)[0].as_py(), b.column(3)[0].as_py()) not in gone]
         return pa.Table.from_batches(out, schema=ARROW_SCHEMA)
 
-    def _fetch_round(self, deadline: float, have: bool = False) -> None:
-        """Send what can be fetched, then wait for an answer (not at all when `have`)."""
-        self._send_fetches()
-        refs = [f[1] for f in self._inflight.values()]
-        wait_s = 0 if have else max(0.0, deadline - time.monotonic())
-        if refs:
-            ready, _ = ray.wait(refs, num_returns=len(refs) if not wait_s else 1, timeout=wait_s)
-            self._on_answers(set(ready))
-        elif wait_s:
-            time.sleep(min(wait_s, 0.05))   # no leader known yet: metadata catches up
-        self._abandon_stale()
-
-    def _take(self, limit: int) -> list[ConsumerRecord]:
-        """Up to `limit` buffered records, partition by partition; positions move past them."""
-        got: list = []
-        for tp, buf in self._buffers.items():
-            while buf and len(got) < limit:
-                chunk = buf[0]
-                if type(chunk) is not list:
-                    chunk = buf[0] = self._records_of(tp, chunk)
-                room = limit - len(got)
-                if len(chunk) <= room:
-                    got += buf.popleft()
-                else:
-                    got += chunk[:room]
-                    buf[0] = chunk[room:]
-            if got and got[-1][0] == tp[0] and got[-1][1] == tp[1]:
-                self.positions[tp] = got[-1][2] + 1
-            if len(got) >= limit:
-                break
-        return got
-
-    def _take_columns(self, limit: int) -> list:
-        """_take as Arrow record batches (a chunk's rest stays buffered as a slice)."""
-        out, n = [], 0
-        for tp, buf in self._buffers.items():
-            while buf and n < limit:
-                batch = self._columns_of(tp, buf.popleft())
-                if batch.num_rows > limit - n:
-                    buf.appendleft(batch.slice(limit - n))
-                    batch = batch.slice(0, limit - n)
-                if batch.num_rows:
-                    out.append(batch)
-                    n += batch.num_rows
-                    self.positions[tp] = batch.column(4)[-1].as_py() + 1
-            if n >= limit:
-                break
-        return out
-
-    def _records_of(self, tp, chunk) -> list:
-        """A buffered chunk as ConsumerRecords (raw bytes, or Arrow after a poll_batch)."""
-        topic, partition = tp
-        if type(chunk) is _Raw:
-            return self._decode_records(tp, chunk.data, chunk.pos, [
-                h for h in iter_headers(chunk.data) if h.last_offset >= chunk.pos])
-        import pyarrow as pa          # rare: poll() after a poll_batch cut a chunk
-        stamps = chunk.column(5).cast(pa.int64()).to_pylist()      # microseconds
-        return [_new(ConsumerRecord, (topic, partition, o, k, v, t // 1000, ()))
-                for k, v, o, t in zip(chunk.column(0).to_pylist(), chunk.column(1).to_pylist(),
-                                      chunk.column(4).to_pylist(), stamps)]
-
-    def _columns_of(self, tp, chunk):
-        from rayka.client.columns import Columns
-        if type(chunk) is _Raw:
-            cols = Columns(*tp)
-            cols.add(chunk.data, chunk.pos, 2**63 - 1)
-            batches = cols.take()         # one batch per add(), none when nothing was kept
-            return batches[0] if batches else _empty_batch()
-        if type(chunk) is list:       # rare: poll_batch after poll() cut a chunk
-            return _batch_of_records(tp, chunk)
-        return chunk
-
-    def _buffered(self, tp) -> int:
-        return sum(len(c) for c in self._buffers.get(tp, ()))
-
-    def _send_fetches(self) -> None:
-        by_leader: dict[int, list] = {}
-        for tp in self.positions:
-            if self._buffered(tp) >= self.max_poll_records:
-                continue                  # enough ahead: fetch again once it is consumed
-            leader = self.metadata.leader(tp)
-            if leader is None:
-                self.metadata.refresh()
-                leader = self.metadata.leader(tp)
-            if leader is not None and leader[0] not in self._inflight:
-                pos = self._fetch_pos.get(tp)
-                if pos is None:
-                    pos = self._fetch_pos[tp] = self.position(tp)
-                by_leader.setdefault(leader[0], []).append((tp, pos, leader[1], -1))
-        for broker, reqs in by_leader.items():
-            actor = self.cluster.broker_actor(broker)
-            if actor is None:        # the leader's actor is gone for good: find the new leader
-                self.metadata.refresh()
-                continue
-            ref = actor.fetch_many.remote(-1, reqs, FETCH_MAX_WAIT_MS, 1, self.fetch_max_bytes)
-            self._inflight[broker] = (reqs, ref, time.monotonic())
-
-    def _on_answers(self, ready: set) -> None:
-        for broker, (reqs, ref, _) in list(self._inflight.items()):
-            if ref not in ready:
-                continue
-            del self._inflight[broker]
-            try:
-                results = ray.get(ref)
-            except Exception:  # broker died mid-fetch: its partitions go to the new leader
-                self.metadata.refresh()
-                continue
-            for tp, offset, _, _ in reqs:
-                r = results.get(tp)
-                if r is None or tp not in self.positions or self._fetch_pos.get(tp) != offset:
-                    continue                       # seek / assign / reset since: drop it
-                if r["error"] in REFRESH:
-                    self.metadata.refresh()
-                elif r["error"] == 1:
-                    self._reset(tp)
-                    self.positions[tp] = None
-                elif r["error"]:
-                    raise error_for_code(r["error"], f"fetch {tp}")
-                elif r["records"]:
-                    self._decode(tp, r["records"], offset)
-
-    def _abandon_stale(self) -> None:
-        limit = time.monotonic() - FETCH_MAX_WAIT_MS / 1000 - ABANDON_S
-        for broker, (_, _, sent) in list(self._inflight.items()):
-            if sent < limit:
-                del self._inflight[broker]
-                self.metadata.refresh()
-
-    def _decode(self, tp, data: bytes, pos: int) -> None:
-        """Buffer the answer's records at or after `pos`: decoded for poll(), still encoded
-        once poll_batch() was used; the fetch position moves past them. The batch headers
-        are scanned once (this runs for every fetch answer)."""
-        headers = [h for h in iter_headers(data) if h.last_offset >= pos]
-        if headers:
-            if self._columnar:
-                chunk = _Raw(data, pos, sum(h.last_offset - max(h.base_offset, pos) + 1
-                                            for h in headers))   # at most: compaction
-            else:
-                chunk = self._decode_records(tp, data, pos, headers)
-            if chunk:
-                self._buffers.setdefault(tp, deque()).append(chunk)
-        self._fetch_pos[tp] = max([pos] + [h.next_offset for h in headers])
-
-    @staticmethod
-    def _decode_records(tp, data: bytes, pos: int, headers) -> list:
-        """The records at or after `pos` of the batches `headers` (those ending there)."""
-        topic, partition = tp
-        view = memoryview(data)
-        out: list = []
-        for h in headers:
-            batch = DefaultRecordBatch(view[h.position: h.position + h.size])
-            recs = [_new(ConsumerRecord, (topic, partition, r.offset, r.key, r.value, r.timestamp,
-                                          tuple(r.headers) if r.headers else ()))
-                    for r in batch]
-            if h.base_offset < pos:
-                recs = [r for r in recs if r[2] >= pos]
-            out += recs
-        return out
-
-    def close(self) -> None:
-        """Leave the group (its partitions go to the others at once, no session timeout)."""
+    def close(self, timeout_ms: int = 30_000) -> None:
+        """Commit the positions (auto-commit), give the partitions back and leave the group
+        (its partitions go to the others at once, no session timeout)."""
         if self._member is not None:
-            self._member.leave()
-        self._inflight.clear()
-        self._buffers.clear()
-        self._fetch_pos.clear()
-        self.positions.clear()
-
-
-class _Raw:
-    """A fetch answer's bytes, decoded when taken: `count` (an upper bound) records at or
-    after `pos`."""
-
-    __slots__ = ("data", "pos", "count")
-
-    def __init__(self, data: bytes, pos: int, count: int):
-        self.data, self.pos, self.count = data, pos, count
-
-    def __len__(self) -> int:
-        return self.count
-
-
-def _empty_batch():
-    import pyarrow as pa
-    from rayka.client.columns import ARROW_SCHEMA
-    return pa.RecordBatch.from_pylist([], schema=ARROW_SCHEMA)
-
-
-def _batch_of_records(tp, records: list):
-    import pyarrow as pa
-    from rayka.client.columns import ARROW_SCHEMA
-    n = len(records)
-    return pa.RecordBatch.from_arrays([
-        pa.array([r[3] for r in records], pa.binary()), pa.array([r[4] for r in records], pa.binary()),
-        pa.repeat(pa.scalar(tp[0], pa.string()), n), pa.repeat(pa.scalar(tp[1], pa.int32()), n),
-        pa.array([r[2] for r in records], pa.int64()),
-        pa.array([r[5] * 1000 for r in records], pa.int64()).cast(pa.timestamp("us", tz="UTC")),
-        pa.repeat(pa.scalar(0, pa.int32()), n)], schema=ARROW_SCHEMA)
+            if not self._subscribed and self.enable_auto_commit and self.positions:
+                try:
+                    self.commit()
+                except KafkaError as exc:        # closing anyway: the next reader re-reads
+                    log.warning("group %s: commit on close failed: %s", self.group_id, exc)
+            self._member.close(timeout_ms / 1000)
+        self.fetcher.clear()

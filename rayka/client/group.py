@@ -1,60 +1,197 @@
-"""GroupMember: a native consumer's membership in a Kafka consumer group (Kafka's
-ConsumerCoordinator / AbstractCoordinator), talking to the group's coordinator broker over
-Ray calls (BrokerActor.find_coordinator, BrokerActor.group). The coordinator is the same one
-Kafka clients reach over the wire, so native and librdkafka members share a group.
+"""GroupMember: the shell around a native consumer's Membership (rayka/client/membership.py),
+talking to the group's coordinator broker over Ray calls (BrokerActor.find_coordinator,
+BrokerActor.group). The coordinator is the one Kafka clients reach over the wire, so native
+and librdkafka members share a group.
 
 Rules:
-- The coordinator is the leader of the group's `__consumer_offsets` partition (any broker
-  answers find_coordinator); NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE / a dead broker
-  mean: find it again (after RETRY_BACKOFF_S).
-- Joining: JoinGroup (v5 semantics: a first join without a member id gets MEMBER_ID_REQUIRED
-  and rejoins with the id it was given; KIP-394), with one protocol per assignor in
-  preference order, each carrying this member's subscription (and, for cooperative-sticky,
-  its owned partitions and generation). The leader decodes every member's subscription,
-  runs the chosen assignor over the partition counts it reads from metadata, and sends the
-  assignments in its SyncGroup; followers send none. Errors that mean "rejoin"
-  (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS, FENCED_INSTANCE_ID is fatal)
-  restart the join, resetting the member id when the coordinator forgot it.
-- Eager protocols (range, roundrobin) revoke every owned partition before joining;
-  cooperative-sticky revokes only what the new assignment takes away, and rejoins at once
-  when it revoked something (the partitions withheld this round come in the next).
-- A heartbeat thread sends Heartbeat every heartbeat_interval_ms while the member is in a
-  generation; REBALANCE_IN_PROGRESS / UNKNOWN_MEMBER_ID / ILLEGAL_GENERATION ask the
-  consumer's next poll to rejoin (the consumer thread does the join, as Kafka's does).
-- Commits carry the generation and member id (a simple group's carry -1 and ""); their
-  errors are typed: CommitFailed for a stale generation or an unknown member, RebalanceInProgress
-  while the group rebalances.
+- Nothing here blocks the application's poll past its deadline: a request is an ObjectRef
+  kept in flight across polls; `refs()` are what poll waits on (beside its fetches) and
+  `advance(ready)` takes the answers. A JoinGroup parked by the coordinator for the other
+  members to join just stays in flight; poll returns on time.
+- The coordinator (CoordinatorLink) is found by asking every live broker's find_coordinator
+  at once. NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS or a dead
+  broker make the link forget it (its epoch moves on); every request in flight to it is sent
+  again, after RETRY_BACKOFF_S, to the next one found, until the request's deadline (a
+  JoinGroup: the rebalance timeout + 5 s, as Kafka's; others REQUEST_TIMEOUT_S); then the
+  machine gets NoAnswer.
+- A member's commits go out one at a time, in order: Ray may start two calls of one caller
+  on a threaded actor in either order, and a late older commit would move the committed
+  offset back.
+- The heartbeat thread feeds HeartbeatDue at the machine's next heartbeat time, sends the
+  heartbeat and waits for it up to the session timeout; an unanswered one makes the link
+  forget the coordinator (a frozen broker: Kafka's markCoordinatorUnknown after the session
+  timeout), which re-routes the poll thread's requests too.
+- Effects: Send and SendCommit go out from whichever thread processed the event;
+  ComputeAssignment runs the chosen assignor (rayka/client/assignors.py) over partition
+  counts from the consumer's metadata; Revoke, Assign and Lose wait in a queue for the
+  application's thread, which runs them (and the user's callbacks) in poll, as Kafka does.
+  The machine's ownership view (`fetchable`) changes at once, so a partition lost by the
+  heartbeat thread returns no record even before its Lose ran.
+- The machine is processed under one lock, taken by the poll and heartbeat threads.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 import time
 import weakref
+from collections import deque
+from dataclasses import dataclass
+from typing import Callable
 
 import ray
 
 from coordinator import messages as m
-from rayka.client.assignors import (Assignment, Subscription, decode_assignment,
-                                    decode_subscription, encode_assignment, encode_subscription,
-                                    get_assignor)
-from replicas.errors import IllegalGeneration, KafkaError, error_for_code
+from rayka.client import membership as ms
+from rayka.client.membership import CommitFailed, MemberConfig, Membership
+from replicas.errors import KafkaError, RequestTimedOut, error_for_code
+
+__all__ = ["CommitFailed", "CoordinatorLink", "GroupMember", "MemberConfig"]
 
 log = logging.getLogger(__name__)
 
 RETRY_BACKOFF_S = 0.1
-NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS = 16, 15, 14
-ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, REBALANCE_IN_PROGRESS = 22, 25, 27
-MEMBER_ID_REQUIRED, FENCED_INSTANCE_ID = 79, 82
-REDISCOVER = {NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS}
-REJOIN = {ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, REBALANCE_IN_PROGRESS}
+REQUEST_TIMEOUT_S = 30.0            # Kafka's request.timeout.ms
+JOIN_EXTRA_S = 5.0                  # a JoinGroup may wait the rebalance timeout, and then this
+REDISCOVER = {ms.NOT_COORDINATOR, ms.COORDINATOR_NOT_AVAILABLE, ms.COORDINATOR_LOAD_IN_PROGRESS}
 
 
-def _heartbeats(member_ref, stop: threading.Event, interval_s: float) -> None:
-    """The heartbeat thread: ends on leave(), when the member is collected, or when this
+def _ms(t: float) -> int:
+    return int(t * 1000)
+
+
+def _now() -> float:
+    return time.monotonic()
+
+
+def _coordinator_error(result) -> int | None:
+    """The error that means 'ask another broker' in an answer (None: a real answer)."""
+    if isinstance(result, m.OffsetCommitResult):
+        codes = {p.error for p in result.partitions}
+        return codes.pop() if len(codes) == 1 and codes <= REDISCOVER else None
+    error = getattr(result, "error", None)
+    return error if error in REDISCOVER else None
+
+
+class CoordinatorLink:
+    """Which broker coordinates the group, found without blocking (`find_refs`, `on_ready`)
+    or, for the heartbeat thread, by waiting (`wait_found`)."""
+
+    def __init__(self, cluster, group_id: str):
+        self.cluster, self.group_id = cluster, group_id
+        self._lock = threading.Lock()
+        self._actor = None
+        self.epoch = 0
+        self._finding: set = set()
+        self._retry_at = 0.0
+
+    def current(self):
+        """(actor, epoch) of the coordinator, or None while unknown."""
+        with self._lock:
+            return None if self._actor is None else (self._actor, self.epoch)
+
+    def forget(self, epoch: int) -> None:
+        with self._lock:
+            if epoch == self.epoch and self._actor is not None:
+                self._actor = None
+                self.epoch += 1
+                self._retry_at = _now() + RETRY_BACKOFF_S
+
+    def find_refs(self) -> list:
+        """The find_coordinator calls in flight, started when none is and none is known."""
+        with self._lock:
+            if self._actor is not None or self._finding or _now() < self._retry_at:
+                return list(self._finding)
+        refs = [b.find_coordinator.remote(self.group_id) for b in self.cluster.broker_actors()]
+        with self._lock:
+            if self._actor is None and not self._finding:
+                self._finding = set(refs)
+            return list(self._finding)
+
+    def on_ready(self, ready) -> None:
+        with self._lock:
+            mine = self._finding & set(ready)
+        for ref in mine:
+            try:
+                error, node = ray.get(ref)
+            except ray.exceptions.RayError:     # that broker is down: the others answer
+                error, node = -1, None
+            actor = self.cluster.broker_actor(node) if not error else None
+            with self._lock:
+                self._finding.discard(ref)
+                if actor is not None and self._actor is None:
+                    self._actor, self._finding = actor, set()
+                    self.epoch += 1
+                elif not self._finding and self._actor is None:
+                    self._retry_at = _now() + RETRY_BACKOFF_S   # the offsets topic is being made
+
+    def call(self, request, deadline: float):
+        """One coordinator request, waited for (Admin and tools): the coordinator is found, and
+        followed when it moves, until `deadline` (monotonic s); then a typed error."""
+        while True:
+            found = self.wait_found(deadline)
+            if found is None:
+                raise error_for_code(ms.COORDINATOR_NOT_AVAILABLE,
+                                     f"group {self.group_id}: no coordinator found")
+            actor, epoch = found
+            try:
+                result = ray.get(actor.group.remote(request),
+                                 timeout=max(1.0, deadline - _now()))
+            except ray.exceptions.GetTimeoutError:
+                raise RequestTimedOut(f"group {self.group_id}: no answer to "
+                                      f"{type(request).__name__}") from None
+            except ray.exceptions.RayError:          # the coordinator's broker died or restarts
+                result = None
+            error = ms.COORDINATOR_NOT_AVAILABLE if result is None else _coordinator_error(result)
+            if error is None:
+                return result
+            self.forget(epoch)
+            if _now() > deadline:
+                raise error_for_code(error, f"group {self.group_id}: no coordinator answered")
+            time.sleep(RETRY_BACKOFF_S)              # back off before asking where it moved
+
+    def wait_found(self, deadline: float):
+        """(actor, epoch), waiting up to `deadline` (monotonic s); None if none was found."""
+        while True:
+            found = self.current()
+            if found is not None or _now() >= deadline:
+                return found
+            refs = self.find_refs()
+            if refs:
+                ready, _ = ray.wait(refs, num_returns=1, timeout=max(0.0, deadline - _now()))
+                self.on_ready(ready)
+            else:
+                time.sleep(min(RETRY_BACKOFF_S, max(0.0, deadline - _now())))  # backoff
+
+
+@dataclass
+class _Call:
+    token: int
+    request: object
+    deadline: float
+    done: Callable                      # done(result or None, error, sent_ms)
+    ref: object = None
+    epoch: int = -1
+    sent: float = 0.0
+    retry_at: float = 0.0
+    commit: bool = False
+
+
+def _heartbeats(member_ref, stop: threading.Event, wake: threading.Event) -> None:
+    """The heartbeat thread: ends on close(), when the member is collected, or when this
     process's Ray is shut down (a Ray call then would start a NEW local Ray instance)."""
-    while not stop.wait(interval_s):
+    while True:
+        member = member_ref()
+        if member is None or not ray.is_initialized():
+            return
+        wait_s = member.heartbeat_wait_s()
+        del member
+        wake.wait(wait_s)
+        wake.clear()
+        if stop.is_set():
+            return
         member = member_ref()
         if member is None or not ray.is_initialized():
             return
@@ -62,216 +199,331 @@ def _heartbeats(member_ref, stop: threading.Event, interval_s: float) -> None:
         del member
 
 
-class CommitFailed(IllegalGeneration):
-    """Kafka's CommitFailedException: the group rebalanced; this member's generation is gone
-    (its partitions may belong to another member now: nothing was committed)."""
-
-
-class CoordinatorLink:
-    """Requests to a group's coordinator broker, following it when it moves."""
-
-    def __init__(self, cluster, group_id: str):
-        self.cluster, self.group_id = cluster, group_id
-        self._coordinator = None
-
-    def call(self, event, deadline: float):
-        """One coordinator request (a coordinator.messages event): its result."""
-        while True:
-            actor = self._coordinator or self._find(deadline)
-            try:
-                result = ray.get(actor.group.remote(event),
-                                 timeout=max(1.0, deadline - time.monotonic()))
-            except ray.exceptions.GetTimeoutError:
-                raise error_for_code(7, f"group {self.group_id}: no answer to "
-                                        f"{type(event).__name__}") from None
-            except ray.exceptions.RayError:          # the coordinator's broker died or restarts
-                result = None
-            error = getattr(result, "error", None)
-            if result is not None and error not in REDISCOVER:
-                return result
-            self._coordinator = None
-            if time.monotonic() > deadline:
-                raise error_for_code(error or COORDINATOR_NOT_AVAILABLE,
-                                     f"group {self.group_id}: no coordinator")
-            time.sleep(RETRY_BACKOFF_S)          # back off before asking where it moved
-
-    def _find(self, deadline: float):
-        while True:
-            for broker in self.cluster.broker_actors():
-                try:
-                    error, node = ray.get(broker.find_coordinator.remote(self.group_id), timeout=10)
-                except ray.exceptions.RayError:
-                    continue
-                if not error and (actor := self.cluster.broker_actor(node)) is not None:
-                    self._coordinator = actor
-                    return actor
-            if time.monotonic() > deadline:
-                raise error_for_code(COORDINATOR_NOT_AVAILABLE,
-                                     f"group {self.group_id}: no coordinator found")
-            time.sleep(RETRY_BACKOFF_S)          # the offsets topic is being created
-
-
 class GroupMember:
-    def __init__(self, cluster, group_id: str, *, assignors=("range", "cooperative-sticky"),
-                 session_timeout_ms: int = 45_000, heartbeat_interval_ms: int = 3_000,
-                 rebalance_timeout_ms: int = 300_000, group_instance_id: str | None = None,
-                 client_id: str = "rayka", join_timeout_s: float = 600.0):
-        self.cluster, self.group_id = cluster, group_id
-        self.assignors = [get_assignor(name) for name in assignors]
-        self.session_timeout_ms, self.rebalance_timeout_ms = session_timeout_ms, rebalance_timeout_ms
-        self.heartbeat_interval_s = heartbeat_interval_ms / 1000
-        self.group_instance_id, self.client_id = group_instance_id, client_id
-        self.join_timeout_s = join_timeout_s
-        self.member_id, self.generation, self.protocol = "", -1, None
-        self.topics: list[str] = []
-        self.owned: set[tuple] = set()
-        self.needs_join = True
-        self.link = CoordinatorLink(cluster, group_id)
-        self._lock = threading.Lock()
+    """`owner` receives the application-thread effects: owner._group_revoke(partitions),
+    owner._group_lose(partitions), owner._group_assign(partitions), and gives positions:
+    owner._group_positions(partitions) → {tp: offset}."""
+
+    def __init__(self, cluster, config: MemberConfig, owner, partition_counts: Callable):
+        self.cluster, self.config = cluster, config
+        self.machine = Membership(config)
+        self.link = CoordinatorLink(cluster, config.group_id)
+        self._owner = weakref.proxy(owner) if owner is not None else None
+        self._partition_counts = partition_counts
+        self._lock = threading.RLock()
+        self._calls: dict[int, _Call] = {}
+        self._commit_queue: deque[int] = deque()      # commit tokens, oldest first
+        self._plain = itertools.count(-1, -1)         # tokens of requests outside the machine
+        self._tickets = itertools.count(1)
+        self._app: deque = deque()                    # Revoke / Assign / Lose for poll
+        self._commit_results: dict[int, KafkaError | None] = {}
+        self._commit_callbacks: dict[int, Callable | None] = {}
+        self._done_callbacks: deque = deque()
         self._stop = threading.Event()
-        # The thread holds the member weakly: a consumer dropped without close() is collected
-        # and its heartbeats stop (the session timeout then removes it from the group).
+        self._wake = threading.Event()
+        self._heartbeats_paused = False
+        self._heartbeat_planned_ms = 0           # when the heartbeat thread wakes next
         self._heartbeats = threading.Thread(target=_heartbeats, daemon=True,
-                                            args=(weakref.ref(self), self._stop,
-                                                  self.heartbeat_interval_s),
-                                            name=f"heartbeat-{group_id}")
+                                            args=(weakref.ref(self), self._stop, self._wake),
+                                            name=f"heartbeat-{config.group_id}")
         self._heartbeats.start()
 
-    def _call(self, event, deadline: float):
-        return self.link.call(event, deadline)
+    # -- views ----------------------------------------------------------------------------------
+    @property
+    def generation(self) -> int:
+        return self.machine.generation
 
-    # -- joining ------------------------------------------------------------------------------------
-    def join(self, topics, partitions_per_topic) -> tuple[set, set]:
-        """Run join + sync until this member has an assignment: (revoked, assigned) relative
-        to what it owned. `partitions_per_topic(topics)` → {topic: count} (the leader's view)."""
-        self.topics = sorted(set(topics))
-        deadline = time.monotonic() + self.join_timeout_s
-        revoked_total: set = set()
-        if self.protocol is not None and not self._cooperative():
-            revoked_total, self.owned = set(self.owned), set()    # eager: give everything back
-        while True:
-            result = self._call(m.JoinGroup(
-                0, self.group_id, self.member_id, self.session_timeout_ms,
-                self.rebalance_timeout_ms, "consumer", self._protocols(), self.group_instance_id,
-                self.client_id, "", 5), deadline)
-            if result.error == MEMBER_ID_REQUIRED:
-                self.member_id = result.member_id
-                continue
-            if result.error == UNKNOWN_MEMBER_ID:
-                self.member_id = ""
-                continue
-            if result.error in REJOIN:
-                continue
-            if result.error:
-                raise error_for_code(result.error, f"join group {self.group_id}")
-            with self._lock:
-                self.member_id, self.generation = result.member_id, result.generation_id
-                self.protocol = result.protocol_name
-            assignments = ()
-            if result.leader == result.member_id:
-                assignments = self._assign(result.members, partitions_per_topic)
-            sync = self._call(m.SyncGroup(0, self.group_id, result.generation_id, self.member_id,
-                                          self.group_instance_id, "consumer",
-                                          result.protocol_name, assignments), deadline)
-            if sync.error in REJOIN:
-                if sync.error == UNKNOWN_MEMBER_ID:
-                    self.member_id = ""
-                continue
-            if sync.error:
-                raise error_for_code(sync.error, f"sync group {self.group_id}")
-            assigned = set(decode_assignment(sync.assignment).partitions) if sync.assignment else set()
-            assigned = {tuple(tp) for tp in assigned}
-            revoked = self.owned - assigned
-            added = assigned - self.owned
-            revoked_total |= revoked
-            self.owned = assigned
-            if revoked and self._cooperative():
-                continue            # cooperative: revoke first, the next round hands them over
-            with self._lock:
-                self.needs_join = False
-            return revoked_total, added
+    @property
+    def member_id(self) -> str:
+        return self.machine.member_id
 
-    def _cooperative(self) -> bool:
-        return self.protocol == "cooperative-sticky"
+    @property
+    def owned(self) -> frozenset:
+        return self.machine.owned
 
-    def _protocols(self) -> tuple:
-        out = []
-        for a in self.assignors:
-            sticky = a.name == "cooperative-sticky"
-            sub = Subscription(tuple(self.topics),
-                               owned_partitions=tuple(sorted(self.owned)) if sticky else (),
-                               generation=self.generation if sticky and self.generation >= 0 else None,
-                               group_instance_id=self.group_instance_id)
-            out.append((a.name, encode_subscription(sub)))
-        return tuple(out)
+    @property
+    def stable(self) -> bool:
+        """In a generation, with its assignment (Kafka's MemberState.STABLE)."""
+        return self.machine.state is ms.State.STABLE
 
-    def _assign(self, members, partitions_per_topic) -> tuple:
-        assignor = get_assignor(self.protocol)
-        subs = {x.member_id: decode_subscription(x.metadata, x.group_instance_id) for x in members}
-        topics = sorted({t for s in subs.values() for t in s.topics})
-        counts = partitions_per_topic(topics)
-        plan: dict[str, Assignment] = assignor.assign(subs, counts)
-        return tuple((member, encode_assignment(plan.get(member, Assignment())))
-                     for member in subs)
+    @property
+    def needs_join(self) -> bool:
+        return self.machine.rebalancing
 
-    # -- heartbeats ---------------------------------------------------------------------------------
-    def heartbeat_once(self) -> None:
+    def fetchable(self) -> frozenset:
         with self._lock:
-            if self.needs_join or self.generation < 0 or not self.member_id:
+            return self.machine.fetchable(_ms(_now()))
+
+    # -- the machine ------------------------------------------------------------------------------
+    def process(self, event) -> None:
+        """Process an event and carry its effects out (from this thread)."""
+        with self._lock:
+            effects = self.machine.process(event)
+            due = self.machine.next_heartbeat_ms()
+        if (due is not None and due < self._heartbeat_planned_ms
+                and threading.current_thread() is not self._heartbeats):
+            self._wake.set()                 # a heartbeat is due before the thread wakes
+        for effect in effects:
+            self._carry_out(effect)
+
+    def _carry_out(self, effect) -> None:
+        if isinstance(effect, ms.Send):
+            if threading.current_thread() is self._heartbeats:
+                self._send_now(effect.token, effect.request)
+            else:
+                self._submit(effect.token, effect.request, self._answer_machine(effect.token))
+        elif isinstance(effect, ms.SendCommit):
+            offsets = effect.offsets
+            if offsets is None and self._owner is not None:
+                offsets = tuple(sorted(self._owner._group_positions(effect.partitions).items()))
+            if not offsets:
+                self.process(ms.Answered(effect.token, m.OffsetCommitResult(()), _ms(_now()),
+                                         _ms(_now())))
                 return
-            event = m.Heartbeat(0, self.group_id, self.generation, self.member_id,
-                                self.group_instance_id)
-        try:
-            result = self._call(event, time.monotonic() + self.heartbeat_interval_s * 3)
-        except KafkaError as exc:
-            log.info("group %s heartbeat: %s", self.group_id, exc)
-            return
-        if result.error in REJOIN or result.error == FENCED_INSTANCE_ID:
-            with self._lock:
-                self.needs_join = True
-                if result.error == UNKNOWN_MEMBER_ID:
-                    self.member_id = ""
+            request = m.OffsetCommit(0, self.config.group_id, tuple(
+                m.CommitOffset(tp[0], tp[1], o) for tp, o in offsets),
+                effect.generation, effect.member_id, effect.group_instance_id)
+            self._submit(effect.token, request, self._answer_machine(effect.token), commit=True)
+        elif isinstance(effect, ms.ComputeAssignment):
+            plan = ms.compute_assignment(effect, self._partition_counts)
+            self.process(ms.Assigned(effect.generation, plan, _ms(_now())))
+        elif isinstance(effect, ms.CommitDone):
+            self._commit_results[effect.ticket] = effect.error
+            if effect.ticket in self._commit_callbacks:
+                self._done_callbacks.append(effect.ticket)
+        else:                                # Revoke, Assign, Lose: the application's thread
+            self._app.append(effect)
 
-    # -- offsets ------------------------------------------------------------------------------------
-    def commit(self, offsets: dict, *, simple: bool = False) -> None:
-        """offsets {tp: next offset to read}; `simple`: no generation (a manual assignment)."""
-        if not offsets:
+    def _answer_machine(self, token: int) -> Callable:
+        def done(result, error, sent_ms):
+            now = _ms(_now())
+            self.process(ms.Answered(token, result, sent_ms, now) if result is not None
+                         else ms.NoAnswer(token, error, now))
+        return done
+
+    def run_app_effects(self) -> None:
+        """The application's thread: run the queued Revoke / Assign / Lose (and callbacks)."""
+        while self._done_callbacks:
+            ticket = self._done_callbacks.popleft()
+            callback, offsets = self._commit_callbacks.pop(ticket, (None, None))
+            error = self._commit_results.pop(ticket, None)
+            if callback is not None:
+                callback(offsets, error)       # Kafka's OffsetCommitCallback.onComplete
+            elif error is not None:
+                log.warning("group %s: asynchronous commit failed: %s", self.config.group_id, error)
+        while self._app:
+            effect = self._app.popleft()
+            now = _ms(_now())
+            if isinstance(effect, ms.Revoke):
+                try:
+                    if self._owner is not None:
+                        self._owner._group_revoke(effect.partitions)
+                finally:
+                    self.process(ms.Revoked(effect.partitions, now))
+            elif isinstance(effect, ms.Lose):
+                if self._owner is not None:
+                    self._owner._group_lose(effect.partitions)
+            elif isinstance(effect, ms.Assign) and self._owner is not None:
+                self._owner._group_assign(effect.partitions)
+
+    # -- requests of the application's thread ---------------------------------------------------------
+    def _submit(self, token: int, request, done: Callable, commit: bool = False) -> None:
+        timeout = (self.config.max_poll_interval_ms / 1000 + JOIN_EXTRA_S
+                   if isinstance(request, m.JoinGroup) else REQUEST_TIMEOUT_S)
+        call = _Call(token, request, _now() + timeout, done, commit=commit)
+        self._calls[token] = call
+        if commit:
+            self._commit_queue.append(token)
+        self._maybe_send(call, _now())
+
+    def _maybe_send(self, call: _Call, now: float) -> None:
+        if call.ref is not None or now < call.retry_at:
             return
-        with self._lock:
-            generation, member = (-1, "") if simple else (self.generation, self.member_id)
-        result = self._call(m.OffsetCommit(0, self.group_id, tuple(
-            m.CommitOffset(tp[0], tp[1], o) for tp, o in sorted(offsets.items())),
-            generation, member, None if simple else self.group_instance_id),
-            time.monotonic() + 60)
-        failed = [p for p in result.partitions if p.error]
-        if not failed:
+        if call.commit and self._commit_queue and self._commit_queue[0] != call.token:
+            return                                  # an older commit is still in flight
+        found = self.link.current()
+        if found is None:
+            self.link.find_refs()
             return
-        code = failed[0].error
-        if code in (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID):
-            with self._lock:
-                self.needs_join = True
-            raise CommitFailed(f"group {self.group_id} rebalanced: commit of generation "
-                               f"{generation} refused ({code})")
-        raise error_for_code(code, f"commit to group {self.group_id}: "
-                                   f"{[(p.topic, p.partition) for p in failed]}")
+        actor, call.epoch = found
+        call.sent = now
+        call.ref = actor.group.remote(call.request)
+
+    def refs(self) -> list:
+        """What an answer may come on: the calls in flight, and a coordinator search when a
+        call waits for one."""
+        refs = [c.ref for c in self._calls.values() if c.ref is not None]
+        if any(c.ref is None for c in self._calls.values()):
+            refs += self.link.find_refs()
+        return refs
+
+    def next_wakeup(self) -> float | None:
+        """When advance() has something to do without an answer (a retry, a deadline)."""
+        times = [c.retry_at if c.ref is None else c.deadline for c in self._calls.values()]
+        return min(times) if times else None
+
+    def advance(self, ready) -> None:
+        """Take the answers among `ready`; resend what lost its coordinator; expire calls."""
+        ready = set(ready)
+        self.link.on_ready(ready)
+        now = _now()
+        epoch = self.link.epoch
+        for call in list(self._calls.values()):
+            if call.ref is not None and call.ref in ready:
+                try:
+                    result = ray.get(call.ref)
+                except ray.exceptions.RayError:     # the coordinator's broker died or restarts
+                    result = None
+                if result is not None and _coordinator_error(result) is None:
+                    self._finish(call, result, 0)
+                    continue
+                self.link.forget(call.epoch)
+                call.ref, call.retry_at = None, now + RETRY_BACKOFF_S
+            elif call.ref is not None and call.epoch != epoch:
+                call.ref = None                      # the link moved on (the heartbeat thread)
+            if now >= call.deadline:
+                self._finish(call, None, ms.REQUEST_TIMED_OUT if call.ref is not None
+                             else ms.COORDINATOR_NOT_AVAILABLE)
+                continue
+            self._maybe_send(call, now)
+
+    def _finish(self, call: _Call, result, error: int) -> None:
+        self._calls.pop(call.token, None)
+        if call.commit:
+            self._commit_queue.remove(call.token)
+            if self._commit_queue:
+                nxt = self._calls.get(self._commit_queue[0])
+                if nxt is not None:
+                    self._maybe_send(nxt, _now())
+        call.done(result, error, _ms(call.sent or _now()))
+
+    def wait(self, deadline: float, other_refs=()) -> set:
+        """Wait for one answer (ours or `other_refs`) up to `deadline`; advance; the ready set."""
+        refs = self.refs() + list(other_refs)
+        wake = self.next_wakeup()
+        until = deadline if wake is None else min(deadline, max(wake, _now()))
+        ready: list = []
+        if refs:
+            ready, rest = ray.wait(refs, num_returns=1, timeout=max(0.0, until - _now()))
+            if ready and rest:
+                more, _ = ray.wait(rest, num_returns=len(rest), timeout=0)
+                ready += more
+        else:
+            time.sleep(max(0.0, min(until - _now(), RETRY_BACKOFF_S)))  # a retry's backoff
+        self.advance(ready)
+        return set(ready)
+
+    def call(self, request, timeout_s: float = REQUEST_TIMEOUT_S):
+        """One coordinator request outside the machine (OffsetFetch, ...), waited for here."""
+        box: list = []
+        self._submit(next(self._plain), request, lambda r, e, _s: box.append((r, e)))
+        deadline = _now() + timeout_s
+        while not box:
+            if _now() >= deadline:
+                raise RequestTimedOut(f"group {self.config.group_id}: no answer to "
+                                      f"{type(request).__name__}")
+            self.wait(deadline)
+        result, error = box[0]
+        if result is None:
+            raise error_for_code(error, f"group {self.config.group_id}: no coordinator answered")
+        return result
+
+    def call_async(self, request, on_done: Callable) -> None:
+        """on_done(result or None, error) once answered (from the thread that advances)."""
+        self._submit(next(self._plain), request, lambda r, e, _s: on_done(r, e))
+
+    # -- commits ----------------------------------------------------------------------------------
+    def commit(self, offsets: tuple, *, asynchronous: bool = False, callback=None,
+               timeout_s: float = 60.0) -> None:
+        ticket = next(self._tickets)
+        if asynchronous:
+            self._commit_callbacks[ticket] = (callback, dict(offsets or ()))
+        self.process(ms.CommitRequested(ticket, offsets, _ms(_now())))
+        if asynchronous:
+            return
+        deadline = _now() + timeout_s
+        while ticket not in self._commit_results:
+            if _now() >= deadline:
+                raise RequestTimedOut(f"group {self.config.group_id}: commit not answered")
+            self.wait(deadline)
+        error = self._commit_results.pop(ticket)
+        if error is not None:
+            raise error
 
     def committed(self, partitions=None) -> dict[tuple, int]:
         """{tp: committed offset} (partitions without a committed offset are absent)."""
         asked = None if partitions is None else tuple(tuple(tp) for tp in partitions)
-        result = self._call(m.OffsetFetch(0, self.group_id, asked), time.monotonic() + 60)
+        result = self.call(m.OffsetFetch(0, self.config.group_id, asked))
         if result.error:
-            raise error_for_code(result.error, f"offsets of group {self.group_id}")
+            raise error_for_code(result.error, f"offsets of group {self.config.group_id}")
         return {(p.topic, p.partition): p.offset for p in result.partitions
                 if p.offset >= 0 and not p.error}
 
-    def leave(self) -> None:
-        self._stop.set()
+    # -- the heartbeat thread ---------------------------------------------------------------------
+    def heartbeat_wait_s(self) -> float:
+        interval = self.config.heartbeat_interval_ms / 1000
         with self._lock:
-            member, self.member_id, self.generation = self.member_id, "", -1
-        if member:
-            try:
-                self._call(m.LeaveGroup(0, self.group_id, (m.LeaveMember(member, self.group_instance_id),)),
-                           time.monotonic() + 10)
-            except KafkaError as exc:       # the coordinator is gone: the session expires it
-                log.info("group %s leave: %s", self.group_id, exc)
-        self.owned = set()
+            due = self.machine.next_heartbeat_ms()
+        wait = interval if due is None or self._heartbeats_paused else \
+            min(interval, max(0.005, due / 1000 - _now()))
+        self._heartbeat_planned_ms = _ms(_now() + wait)
+        return wait
+
+    def heartbeat_once(self) -> None:
+        if self._heartbeats_paused:
+            return
+        try:
+            self.process(ms.HeartbeatDue(_ms(_now())))
+        except Exception:                        # never kill the thread: log and go on
+            log.exception("group %s: heartbeat", self.config.group_id)
+
+    def _send_now(self, token: int, request) -> None:
+        """The heartbeat thread's requests: sent and waited for here."""
+        timeout = max(1.0, self.config.session_timeout_ms / 1000)
+        found = self.link.wait_found(_now() + timeout)
+        sent = _now()
+        if found is None:
+            self.process(ms.NoAnswer(token, ms.COORDINATOR_NOT_AVAILABLE, _ms(_now())))
+            return
+        actor, epoch = found
+        try:
+            result = ray.get(actor.group.remote(request), timeout=timeout)
+        except ray.exceptions.GetTimeoutError:   # a frozen coordinator: find another
+            result = None
+        except ray.exceptions.RayError:          # its broker died
+            result = None
+        if result is None or _coordinator_error(result) is not None:
+            self.link.forget(epoch)
+            self.process(ms.NoAnswer(token, ms.COORDINATOR_NOT_AVAILABLE, _ms(_now())))
+            return
+        self.process(ms.Answered(token, result, _ms(sent), _ms(_now())))
+
+    # -- fault injection (chaos and tests) -------------------------------------------------------------
+    def pause_heartbeats(self) -> None:
+        """Stop heartbeating (what a frozen or killed process looks like to the coordinator)."""
+        self._heartbeats_paused = True
+
+    def resume_heartbeats(self) -> None:
+        self._heartbeats_paused = False
+        self._wake.set()
+
+    # -- leaving ----------------------------------------------------------------------------------
+    def close(self, timeout_s: float = 30.0) -> None:
+        """Commit (auto-commit), revoke, LeaveGroup, then stop the heartbeat thread."""
+        deadline = _now() + timeout_s
+        try:
+            self.process(ms.Close(_ms(_now()), int(timeout_s * 1000)))
+            while _now() < deadline:
+                self.run_app_effects()
+                if self.machine.closed and not any(isinstance(c.request, m.LeaveGroup) or c.commit
+                                                   for c in self._calls.values()):
+                    break
+                self.wait(deadline)
+        except KafkaError as exc:                # the coordinator is gone: the session expires it
+            log.info("group %s close: %s", self.config.group_id, exc)
+        finally:
+            self.stop()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
