@@ -59,6 +59,7 @@ from actors.broker_config import split_broker_config
 from actors.kafka_api import KafkaBrokerApi
 from actors.listener import KafkaListener
 from actors.produce import REORDER_WAIT_S, PendingProduce, produce_begin
+from actors.purgatory import FetchPurgatory
 from actors.security import BrokerSecurity
 from actors.log_cleaner import LogCleaner
 from controller.requests import LeaderAndIsrRequest, StopReplicaRequest, UpdateMetadataRequest
@@ -91,12 +92,15 @@ class BrokerActor:
         self.id, self.cluster, self.namespace = broker_id, cluster, namespace
         self.tick_ms, session_ms = settings.tick_ms, settings.zk_session_timeout_ms
         self.kafka_config = settings.kafka
+        self.inter_broker_listener = settings.kafka.inter_broker_listener()
+        self._peers: dict[int, object] = {}        # broker id → LiveBroker (its endpoints)
         self.topic_defaults = settings.topic_defaults
         os.makedirs(data_dir, exist_ok=True)
         self.data_dir = data_dir
         self._controller_terms: set[tuple[int, int]] = set()  # recorded by THIS incarnation
         self.lock = threading.RLock()
-        self.changed = threading.Condition(self.lock)   # long-poll fetches (and metadata)
+        self.changed = threading.Condition(self.lock)   # metadata waits, reordered produces
+        self.parked = FetchPurgatory()                   # long-poll fetches, by partition
         self._produce_conds: dict[int, threading.Condition] = {}  # pending id → its waiter
         self.rm = ReplicaManager(broker_id, BrokerConfig(data_dir=data_dir,
                                                          default_topic_config=self.topic_defaults,
@@ -204,9 +208,24 @@ class BrokerActor:
     def forget_handle(self, broker_id: int) -> None:
         self._handles.pop(broker_id, None)
 
+    def peer_endpoint(self, broker_id: int):
+        """Another broker's endpoint on the inter-broker listener: as the controller last
+        named it (LeaderAndIsr's live leaders, UpdateMetadata's live brokers), else as its
+        ZooKeeper registration says; None when neither knows it."""
+        with self.lock:
+            live = self._peers.get(broker_id) or self.rm.metadata.live_brokers.get(broker_id)
+        endpoints = tuple(live.endpoints) if live is not None else ()
+        if not any(e.listener == self.inter_broker_listener for e in endpoints):
+            try:
+                reg = self.store.get_broker(broker_id)
+            except Exception:          # ZooKeeper away: the caller backs off and asks again
+                reg = None
+            endpoints = tuple(reg.endpoints) if reg is not None else ()
+        return next((e for e in endpoints if e.listener == self.inter_broker_listener), None)
+
     def apply_effects(self, effects) -> None:
         """Carry out replica-manager effects; caller holds the lock."""
-        wake = False
+        moved = []
         for e in effects:
             if isinstance(e, ProduceDone):
                 cond = self._produce_conds.get(e.pending_id)
@@ -214,11 +233,11 @@ class BrokerActor:
                     self.done[e.pending_id] = e
                     cond.notify()
             elif isinstance(e, HighWatermarkChanged):
-                wake = True
+                moved.append(e.tp)
             elif isinstance(e, ProposeIsr):
                 self._alter.put(e)
-        if wake:
-            self.changed.notify_all()
+        if moved:
+            self.parked.wake(moved)          # consumers' long-polls on those partitions
 
     # -- controller → broker ---------------------------------------------------------------------
     def cleaner_rounds(self) -> list[dict]:
@@ -238,6 +257,7 @@ class BrokerActor:
     def handle_controller_request(self, request) -> dict:
         with self.lock:
             answer = self._apply_controller_request(request)
+            self.parked.wake_all()           # leadership moved: parked fetches may now fail
             if not answer["error"]:
                 self._record_controller_term(request.controller_epoch, request.controller_id)
             return answer
@@ -255,6 +275,10 @@ class BrokerActor:
 
     def _apply_controller_request(self, request) -> dict:
         """One controller request through the replica manager; caller holds the lock."""
+        if isinstance(request, (LeaderAndIsrRequest, UpdateMetadataRequest)):
+            for live in (request.live_leaders if isinstance(request, LeaderAndIsrRequest)
+                         else request.live_brokers):
+                self._peers[live.id] = live
         if isinstance(request, LeaderAndIsrRequest):
             topic_configs = {t: self.store.get_topic_config(t) or {}
                              for t in {s.topic for s in request.partition_states}}
@@ -366,23 +390,33 @@ class BrokerActor:
         `max_wait_ms`, woken by appends, HW moves and controller requests. Used by the
         followers' Ray calls and by Kafka clients over the listener alike."""
         deadline = time.monotonic() + max_wait_ms / 1000
-        with self.lock:
+        waiter = None
+        try:
             while True:
-                out, total = {}, 0
-                for tp, offset, current_epoch, last_epoch, part_max in asks:
-                    budget = part_max if max_bytes is None else min(part_max, max_bytes - total)
-                    r = self.rm.fetch(tp, offset, max(budget, 1), replica_id=replica_id,
-                                      current_leader_epoch=current_epoch,
-                                      last_fetched_epoch=last_epoch)
-                    self.apply_effects(r.effects)
-                    if budget <= 0 and r.records:     # the answer is full: HW only
-                        r = dataclasses.replace(r, records=b"")
-                    out[tp] = r
-                    total += len(r.records) + (1 if r.error or r.diverging_epoch else 0)
-                remaining = deadline - time.monotonic()
-                if total >= min_bytes or remaining <= 0:
-                    return out
-                self.changed.wait(remaining)
+                with self.lock:
+                    out, total = {}, 0
+                    for tp, offset, current_epoch, last_epoch, part_max in asks:
+                        budget = part_max if max_bytes is None else min(part_max, max_bytes - total)
+                        r = self.rm.fetch(tp, offset, max(budget, 1), replica_id=replica_id,
+                                          current_leader_epoch=current_epoch,
+                                          last_fetched_epoch=last_epoch)
+                        self.apply_effects(r.effects)
+                        if budget <= 0 and r.records:     # the answer is full: HW only
+                            r = dataclasses.replace(r, records=b"")
+                        out[tp] = r
+                        total += len(r.records) + (1 if r.error or r.diverging_epoch else 0)
+                    remaining = deadline - time.monotonic()
+                    if total >= min_bytes or remaining <= 0:
+                        return out
+                    if waiter is None:        # parked under the lock: no wake can slip by
+                        waiter = self.parked.park([a[0] for a in asks])
+                    else:
+                        waiter.clear()
+                waiter.wait(remaining)
+        finally:
+            if waiter is not None:
+                with self.lock:
+                    self.parked.unpark(waiter)
 
     @ray.method(concurrency_group="fetch")
     def offsets_for_leader_epoch(self, tp, current_leader_epoch: int, leader_epoch: int):

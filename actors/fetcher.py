@@ -1,18 +1,29 @@
 """Follower fetchers: one thread per (this broker, leader broker) pair (Kafka's
-ReplicaFetcherThread), pulling for every partition this broker follows on that leader.
+ReplicaFetcherThread), pulling every partition this broker follows on that leader over ONE
+connection to the leader's inter-broker listener, in Kafka's own protocol.
 
 Rules:
-- A partition first truncates by leader epoch (KIP-101/279): it asks the leader
-  OffsetsForLeaderEpoch for its latest local epoch and truncates as the replica manager
-  decides, repeating with an older epoch when told to; only then does it fetch.
-- Fetches are long-polls (`max_wait_ms`) carrying each partition's fetch offset, last
-  fetched epoch and current leader epoch; what comes back is appended as follower and the
-  leader's HW applied (the replica manager enforces truncate-before-HW, KAFKA-14704).
+- The connection (actors/broker_link.py) goes to the leader's endpoint on
+  inter.broker.listener.name, as the controller's LeaderAndIsr or UpdateMetadata named it
+  (else the leader's ZooKeeper registration). Requests carry replica_id = this broker's id:
+  the leader treats them as a follower's (its LEO moves the HW; ClusterAction is needed
+  when an authorizer is on).
+- A partition first truncates by leader epoch (KIP-101/279): OffsetForLeaderEpoch (v4) for
+  its latest local epoch, for every such partition in one request, truncating as the
+  replica manager decides and asking again with an older epoch when told to; only then
+  does it fetch.
+- Fetch (v12: current leader epoch, last fetched epoch, the follower's log start offset,
+  diverging epochs) is a long-poll of replica.fetch.wait.max.ms carrying every partition's
+  fetch offset; what comes back is appended as follower with the leader's HW (the replica
+  manager enforces truncate-before-HW, KAFKA-14704). The leader answers a parked follower
+  fetch the moment a batch is appended, and the follower's next fetch (sent at once) carries
+  its new end offset, which is what moves the HW and releases acks=all produces.
 - A diverging-epoch answer sends the partition back to truncation. Every answer carries the
   leader's log start, which the follower adopts (below its own HW); OFFSET_OUT_OF_RANGE below
   that start restarts the replica empty at it (retention reached the leader first).
-- Errors (leader gone, NOT_LEADER, FENCED_LEADER_EPOCH) back off briefly and retry; the
-  controller's next LeaderAndIsr moves the partition to another fetcher or stops it.
+- Errors (the connection lost, NOT_LEADER, FENCED_LEADER_EPOCH) back off replica.fetch.
+  backoff.ms and retry, reconnecting as needed; the controller's next LeaderAndIsr moves a
+  partition to another fetcher or stops it. Fencing is by leader epoch, never by Ray.
 - Every replica-manager call is made under the broker's lock; effects go back to the
   broker (`broker.apply_effects`).
 """
@@ -22,22 +33,31 @@ from __future__ import annotations
 import logging
 import threading
 
-import ray
-
+from actors.broker_link import BrokerLink
+from protocol.build import build_request
+from protocol.errors import ProtocolError
 from replicas.errors import KafkaError, OffsetOutOfRange
 
 OFFSET_OUT_OF_RANGE = OffsetOutOfRange.code
+FETCH, OFFSET_FOR_LEADER_EPOCH = 1, 23
+FETCH_VERSION, EPOCH_VERSION = 12, 4
+TRUNCATION_ROUNDS = 64
+ANSWER_GRACE_S = 30            # past max_wait: the leader is paused or gone
 log = logging.getLogger(__name__)
-
-MAX_WAIT_MS = 500
-BACKOFF_S = 0.1
 
 
 class Fetcher:
     def __init__(self, broker, leader_id: int):
         self.broker = broker
         self.leader_id = leader_id
+        cfg = broker.kafka_config
+        self.max_wait_ms, self.min_bytes = cfg.replica_fetch_wait_max_ms, cfg.replica_fetch_min_bytes
+        self.partition_max_bytes = cfg.replica_fetch_max_bytes
+        self.response_max_bytes = cfg.replica_fetch_response_max_bytes
+        self.backoff_s = cfg.replica_fetch_backoff_ms / 1000
         self.partitions: dict[tuple, bool] = {}     # tp → needs truncation
+        self.link = BrokerLink(f"broker-{broker.id}-fetcher", broker.security,
+                               cfg.socket_request_max_bytes)
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True,
@@ -58,15 +78,13 @@ class Fetcher:
     def stop(self) -> None:
         self._stop.set()
         self._wake.set()
+        self.link.close()
 
     @property
     def empty(self) -> bool:
         return not self.partitions
 
     # -- the loop -------------------------------------------------------------------------------
-    def _leader(self):
-        return self.broker.broker_handle(self.leader_id)
-
     def _run(self) -> None:
         while not self._stop.is_set():
             if not self.partitions:
@@ -74,83 +92,125 @@ class Fetcher:
                 self._wake.clear()
                 continue
             try:
-                leader = self._leader()
-                self._truncate(leader)
-                self._fetch(leader)
-            except Exception as exc:  # leader restarting, network, ...: back off and retry
-                log.info("fetcher %s←%s: %s", self.broker.id, self.leader_id, exc)
-                self.broker.forget_handle(self.leader_id)
-                self._stop.wait(BACKOFF_S)
+                if not self.link.connected:
+                    endpoint = self.broker.peer_endpoint(self.leader_id)
+                    if endpoint is None:
+                        raise ConnectionError(f"no {self.broker.inter_broker_listener} "
+                                              f"endpoint known for broker {self.leader_id}")
+                    self.link.connect(endpoint)
+                self._truncate()
+                self._fetch()
+            except (OSError, ProtocolError, KafkaError, RuntimeError) as exc:
+                if not self._stop.is_set():      # leader restarting, moved, refused: retry
+                    log.info("fetcher %s←%s: %s: %s", self.broker.id, self.leader_id,
+                             type(exc).__name__, exc)
+                self.link.close()
+                self._stop.wait(self.backoff_s)
 
-    def _truncate(self, leader) -> None:
+    def _truncate(self) -> None:
         """OffsetsForLeaderEpoch for every partition still truncating (KIP-101/279)."""
         rm, lock = self.broker.rm, self.broker.lock
         with lock:
-            todo = [tp for tp, pending in self.partitions.items() if pending]
-        for tp in todo:
-            with lock:
-                if tp not in self.partitions:
-                    continue
-                pos = rm.follower_fetch_request(tp)
-            epoch = pos.last_fetched_epoch
-            for _ in range(64):
-                if epoch < 0:                     # an empty log: nothing to truncate
-                    with lock:
-                        self.partitions[tp] = False
-                    break
-                error, leader_epoch, end_offset = ray.get(
-                    leader.offsets_for_leader_epoch.remote(tp, pos.current_leader_epoch, epoch),
-                    timeout=30)
-                if error:
-                    raise RuntimeError(f"OffsetsForLeaderEpoch {tp}: error {error}")
+            todo = {tp: rm.follower_fetch_request(tp)
+                    for tp, pending in self.partitions.items() if pending}
+        asking = {}
+        for tp, pos in todo.items():
+            if pos.last_fetched_epoch < 0:            # an empty log: nothing to truncate
                 with lock:
+                    if tp in self.partitions:
+                        self.partitions[tp] = False
+            else:
+                asking[tp] = (pos.current_leader_epoch, pos.last_fetched_epoch)
+        for _ in range(TRUNCATION_ROUNDS):
+            if not asking:
+                return
+            answers = self._offsets_for_leader_epoch(asking)
+            again = {}
+            with lock:
+                for tp, (current, _) in asking.items():
                     if tp not in self.partitions:
-                        break
-                    r = rm.follower_truncate(tp, leader_epoch, end_offset,
-                                             leader_epoch=pos.current_leader_epoch)
+                        continue
+                    error, leader_epoch, end_offset = answers.get(tp, (-1, -1, -1))
+                    if error:
+                        raise RuntimeError(f"OffsetForLeaderEpoch {tp}: error {error}")
+                    r = rm.follower_truncate(tp, leader_epoch, end_offset, leader_epoch=current)
                     self.broker.apply_effects(r.effects)
                     if r.completed or r.stale:
                         self.partitions[tp] = False
-                        break
-                    epoch = r.next_epoch
+                    else:
+                        again[tp] = (current, r.next_epoch)
+            asking = again
 
-    def _fetch(self, leader) -> None:
+    def _offsets_for_leader_epoch(self, asking: dict) -> dict:
+        by_topic: dict[str, list] = {}
+        for (topic, partition), (current, epoch) in asking.items():
+            by_topic.setdefault(topic, []).append(build_request(
+                OFFSET_FOR_LEADER_EPOCH, EPOCH_VERSION, "OffsetForLeaderPartition",
+                partition=partition, current_leader_epoch=current, leader_epoch=epoch))
+        body = build_request(OFFSET_FOR_LEADER_EPOCH, EPOCH_VERSION, None,
+                             replica_id=self.broker.id, topics=tuple(
+                                 build_request(OFFSET_FOR_LEADER_EPOCH, EPOCH_VERSION,
+                                               "OffsetForLeaderTopic", topic=t, partitions=tuple(ps))
+                                 for t, ps in by_topic.items()))
+        answer = self.link.call(body, ANSWER_GRACE_S)
+        return {(t.topic, p.partition): (p.error_code.value, p.leader_epoch, p.end_offset)
+                for t in answer.topics for p in t.partitions}
+
+    def _fetch(self) -> None:
         rm, lock = self.broker.rm, self.broker.lock
         with lock:
-            positions = {tp: rm.follower_fetch_request(tp)
+            positions = {tp: (rm.follower_fetch_request(tp), rm.log(tp).log_start_offset)
                          for tp, pending in self.partitions.items() if not pending}
         if not positions:
             return
-        requests = [(tp, p.fetch_offset, p.current_leader_epoch, p.last_fetched_epoch)
-                    for tp, p in positions.items()]
-        results = ray.get(leader.fetch_many.remote(self.broker.id, requests, MAX_WAIT_MS, 1),
-                          timeout=MAX_WAIT_MS / 1000 + 30)
+        by_topic: dict[str, list] = {}
+        for (topic, partition), (pos, start) in positions.items():
+            by_topic.setdefault(topic, []).append(build_request(
+                FETCH, FETCH_VERSION, "FetchPartition", partition=partition,
+                current_leader_epoch=pos.current_leader_epoch, fetch_offset=pos.fetch_offset,
+                last_fetched_epoch=pos.last_fetched_epoch, log_start_offset=start,
+                partition_max_bytes=self.partition_max_bytes))
+        body = build_request(
+            FETCH, FETCH_VERSION, None, replica_id=self.broker.id, max_wait=self.max_wait_ms,
+            min_bytes=self.min_bytes, max_bytes=self.response_max_bytes, isolation_level=0,
+            session_id=0, session_epoch=-1, rack_id="", forgotten_topics_data=(),
+            topics=tuple(build_request(FETCH, FETCH_VERSION, "FetchTopic", topic=t,
+                                       partitions=tuple(ps)) for t, ps in by_topic.items()))
+        answer = self.link.call(body, self.max_wait_ms / 1000 + ANSWER_GRACE_S)
+        if answer.error_code.value:
+            raise RuntimeError(f"Fetch: error {answer.error_code.value}")
         backoff = False
         with lock:
-            for tp, r in results.items():
-                tp, pos = tuple(tp), positions[tuple(tp)]
-                if self.partitions.get(tp) is not False:
-                    continue                      # removed, or back to truncation meanwhile
-                try:
-                    if r["diverging_epoch"] is not None:
-                        epoch, end_offset = r["diverging_epoch"]
-                        t = rm.follower_truncate(tp, epoch, end_offset,
-                                                 leader_epoch=pos.current_leader_epoch)
-                        self.broker.apply_effects(t.effects)
-                    elif r["error"] == OFFSET_OUT_OF_RANGE and \
-                            r["log_start_offset"] > pos.fetch_offset:
-                        # retention or DeleteRecords on the leader removed what we lack
-                        self.broker.apply_effects(rm.follower_start_at_leader_log_start(
-                            tp, r["log_start_offset"], r["high_watermark"],
-                            leader_epoch=pos.current_leader_epoch))
-                    elif r["error"]:
-                        backoff = True
-                    else:
-                        self.broker.apply_effects(rm.append_as_follower(
-                            tp, r["records"], r["high_watermark"], fetch_offset=pos.fetch_offset,
-                            leader_epoch=pos.current_leader_epoch,
-                            leader_log_start_offset=r["log_start_offset"]))
-                except KafkaError as exc:         # leadership changed under us: the next
-                    log.info("fetcher %s: %s", tp, exc)   # LeaderAndIsr moves the partition
+            for t in answer.responses:
+                for p in t.partitions:
+                    tp = (t.topic, p.partition_index)
+                    if tp not in positions or self.partitions.get(tp) is not False:
+                        continue                  # removed, or back to truncation meanwhile
+                    backoff |= self._on_partition(tp, positions[tp][0], p)
         if backoff:
-            self._stop.wait(BACKOFF_S)
+            self._stop.wait(self.backoff_s)
+
+    def _on_partition(self, tp, pos, p) -> bool:
+        """Apply one partition's answer (under the lock); True when it asks for a backoff."""
+        rm, error = self.broker.rm, p.error_code.value
+        diverging = p.diverging_epoch
+        try:
+            if diverging is not None and diverging.epoch >= 0:
+                t = rm.follower_truncate(tp, diverging.epoch, diverging.end_offset,
+                                         leader_epoch=pos.current_leader_epoch)
+                self.broker.apply_effects(t.effects)
+            elif error == OFFSET_OUT_OF_RANGE and p.log_start_offset > pos.fetch_offset:
+                # retention or DeleteRecords on the leader removed what we lack
+                self.broker.apply_effects(rm.follower_start_at_leader_log_start(
+                    tp, p.log_start_offset, p.high_watermark,
+                    leader_epoch=pos.current_leader_epoch))
+            elif error:
+                return True
+            else:
+                self.broker.apply_effects(rm.append_as_follower(
+                    tp, p.records or b"", p.high_watermark, fetch_offset=pos.fetch_offset,
+                    leader_epoch=pos.current_leader_epoch,
+                    leader_log_start_offset=p.log_start_offset))
+        except KafkaError as exc:         # leadership changed under us: the next
+            log.info("fetcher %s: %s", tp, exc)   # LeaderAndIsr moves the partition
+        return False

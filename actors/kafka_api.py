@@ -10,7 +10,14 @@ Rules:
   the rest become topic defaults): listeners, advertised.listeners,
   listener.security.protocol.map, auto.create.topics.enable (true), num.partitions (1),
   default.replication.factor (1), socket.request.max.bytes (100 MiB),
-  connections.max.idle.ms (10 min). Dots or underscores alike.
+  connections.max.idle.ms (10 min); replication (followers fetch from their leader over
+  this protocol, actors/fetcher.py): inter.broker.listener.name (default: the listener
+  named after security.inter.broker.protocol, PLAINTEXT: Kafka's rule; it must be one of
+  the broker's listeners; its SASL and TLS client settings are actors/security.py's),
+  replica.fetch.wait.max.ms (500), replica.fetch.min.bytes (1),
+  replica.fetch.max.bytes (1 MiB per partition), replica.fetch.response.max.bytes
+  (10 MiB), replica.fetch.backoff.ms (100; Kafka's 1000: a follower that lost its leader
+  tries again sooner). Dots or underscores alike.
 - Metadata answers come from the broker's metadata cache (fed by UpdateMetadata), brokers
   listed with their endpoint for the listener the request came in on (Kafka's rule). The
   "controller" told to clients is the lowest live broker: rayka's controllers are not
@@ -62,6 +69,13 @@ class KafkaConfig:
     default_replication_factor: int = 1
     socket_request_max_bytes: int = 100 * 1024 * 1024
     connections_max_idle_ms: int = 600_000
+    inter_broker_listener_name: str | None = None
+    security_inter_broker_protocol: str = "PLAINTEXT"
+    replica_fetch_wait_max_ms: int = 500
+    replica_fetch_min_bytes: int = 1
+    replica_fetch_max_bytes: int = 1024 * 1024
+    replica_fetch_response_max_bytes: int = 10 * 1024 * 1024
+    replica_fetch_backoff_ms: int = 100
 
     @classmethod
     def pop_from(cls, config: dict) -> "KafkaConfig":
@@ -74,7 +88,20 @@ class KafkaConfig:
                     kw[f.name] = _parse(f.name, raw, cls.__dataclass_fields__[f.name].default)
         out = cls(**kw)
         parse_endpoints(out.listeners, out.listener_security_protocol_map)   # InvalidConfig early
+        out.inter_broker_listener()
         return out
+
+    def inter_broker_listener(self) -> str:
+        """The listener other brokers fetch from (Kafka's inter.broker.listener.name, else
+        the listener named after security.inter.broker.protocol); InvalidConfig when this
+        broker has no such listener."""
+        name = (self.inter_broker_listener_name or self.security_inter_broker_protocol).upper()
+        names = [e.listener for e in self.bind_endpoints()]
+        if name not in names:
+            raise InvalidConfig(f"inter.broker.listener.name {name} must be one of the "
+                                f"listeners ({', '.join(names)}): other brokers replicate "
+                                "through it")
+        return name
 
     def bind_endpoints(self) -> tuple[Endpoint, ...]:
         return parse_endpoints(self.listeners, self.listener_security_protocol_map)

@@ -65,6 +65,7 @@ def produce_begin(broker, requests, acks: int, timeout_ms: int,
     with broker.lock:
         cond = threading.Condition(broker.lock)
         appended = False
+        landed = []
         deadline = None
         for i, (tp, data) in enumerate(requests):
             while reorder_wait_s and broker.rm.sequence_ahead(tp, data):
@@ -88,9 +89,13 @@ def produce_begin(broker, requests, acks: int, timeout_ms: int,
             else:   # registered BEFORE the effects run, so no completion is missed
                 broker._produce_conds[r.pending_id] = cond
                 waiting[r.pending_id] = (i, r)
-            appended |= not r.error and not r.duplicate
+            if not r.error and not r.duplicate:
+                appended = True
+                landed.append(tp)
             broker.apply_effects(r.effects)
+        if landed:
+            broker.parked.wake(landed)      # new data: complete the followers' long-polls
         if appended:
-            broker.changed.notify_all()     # new data: complete the followers' long-polls
+            broker.changed.notify_all()     # an overtaken produce may wait for this one
     return PendingProduce(broker, cond, out, waiting,
                            time.monotonic() + timeout_ms / 1000 + 5)

@@ -13,6 +13,12 @@ Rules:
   znodes) are read from ZooKeeper at start and again whenever a change notification appears,
   on a thread of their own (ZooKeeper callbacks must not block); a reload replaces the whole
   set it read at once, and reads only what was announced (users or ACLs). Until the first load is done no one authenticates and nothing is authorised.
+- This broker as a client of another broker (replication over the inter-broker
+  listener): TLS with the same ssl.* keys (the truststore checks the peer, the keystore is
+  this broker's certificate), SASL with sasl.mechanism.inter.broker.protocol and the
+  credentials of listener.name.<listener>.<mechanism>.sasl.jaas.config, as Kafka's. With an
+  authorizer, that principal needs ClusterAction on the cluster (a super user, as in
+  Kafka), or followers are refused.
 - Writes (`create_acls`, `delete_acls`, `add_user`, `delete_user`: the wire's CreateAcls /
   DeleteAcls, rayka's Admin and CLI) read the znode, change it and write it back conditionally
   with its notification, retrying when another writer got there first (Kafka's way).
@@ -34,8 +40,9 @@ from protocol.security.acl import (ACL_CHANGES_EXTENDED, ACL_CHANGES_LITERAL, CH
 from protocol.security.credentials import (MECHANISMS, decode_user_config, encode_user_config,
                                            make_credential)
 from protocol.security.sasl import SaslServer
+from protocol.security.sasl_client import SaslClient, jaas_credentials
 from protocol.security.session import SASL_PROTOCOLS, TLS_PROTOCOLS, Session, tls_principal
-from actors.tls import ssl_context_from_config
+from actors.tls import client_ssl_context, ssl_context_from_config
 from replicas.errors import InvalidConfig
 
 log = logging.getLogger(__name__)
@@ -103,6 +110,7 @@ class BrokerSecurity:
         self._users: dict[str, dict] = {}
         self._tls = {ep.listener: ssl_context_from_config(config.props, ep.listener)
                      for ep in endpoints if ep.security_protocol in TLS_PROTOCOLS}
+        self._client_tls: dict[str, object] = {}
         self._dirty = threading.Event()
         self._pending: set[str] = set()             # "users" / "acls": what changed since
         self._lock = threading.Lock()
@@ -172,6 +180,27 @@ class BrokerSecurity:
 
     def credential(self, mechanism: str, user: str):
         return self._users.get(user, {}).get(mechanism)
+
+    # -- this broker as a client of another broker's listener (replication) --------------------
+    def client_tls_context(self, listener: str):
+        """TLS to another broker's `listener` (actors/tls.py client_ssl_context), made once."""
+        ctx = self._client_tls.get(listener)
+        if ctx is None:
+            ctx = self._client_tls[listener] = client_ssl_context(self.config.props, listener)
+        return ctx
+
+    def client_sasl(self, listener: str) -> SaslClient:
+        """Kafka's inter-broker SASL: sasl.mechanism.inter.broker.protocol (default: the
+        listener's first enabled mechanism) with the username and password of
+        listener.name.<listener>.<mechanism>.sasl.jaas.config (else sasl.jaas.config)."""
+        mechanism = (self.config.props.get("sasl.mechanism.inter.broker.protocol")
+                     or self.config.mechanisms(listener)[0]).strip().upper()
+        key = f"listener.name.{listener.lower()}.{mechanism.lower()}.sasl.jaas.config"
+        jaas = self.config.props.get(key) or self.config.props.get("sasl.jaas.config")
+        if not jaas:
+            raise InvalidConfig(f"{key} is not set: this broker needs a username and password "
+                                f"to replicate over the {listener} listener")
+        return SaslClient(mechanism, *jaas_credentials(jaas))
 
 
 # -- reading and writing ZooKeeper (the broker, rayka's Admin and the CLI) ------------------

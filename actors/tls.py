@@ -42,7 +42,8 @@ from collections.abc import Mapping
 
 from replicas.errors import InvalidConfig
 
-__all__ = ["TlsError", "TlsSession", "TlsTransport", "PlainTransport", "ssl_context_from_config"]
+__all__ = ["TlsError", "TlsSession", "TlsTransport", "PlainTransport", "ssl_context_from_config",
+           "client_ssl_context"]
 
 READ_CHUNK = 256 * 1024        # ciphertext read from the socket at a time (as the listener)
 PLAIN_CHUNK = 32 * 1024         # plaintext taken out of OpenSSL at a time (> one 16 KiB record)
@@ -90,12 +91,33 @@ def ssl_context_from_config(config: Mapping[str, str], listener: str | None = No
     return ctx
 
 
+def client_ssl_context(config: Mapping[str, str], listener: str | None = None
+                       ) -> ssl.SSLContext:
+    """A client SSLContext for this broker connecting to another broker's `listener`, from the
+    same ssl.* configs: the truststore verifies the peer (none: the system's CAs), the
+    keystore, when one is set, is this broker's certificate (for ssl.client.auth=required);
+    ssl.endpoint.identification.algorithm "" turns the host-name check off (Kafka's
+    default, "https", checks it)."""
+    get = _Lookup(config, listener)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    _protocols(ctx, get)
+    if not _truststore(ctx, get):
+        ctx.load_default_certs()
+    if get("ssl.keystore.location") or get("ssl.keystore.key"):
+        _keystore(ctx, get)
+    algorithm = get("ssl.endpoint.identification.algorithm")
+    ctx.check_hostname = (algorithm if algorithm is not None else "https").strip() != ""
+    ctx.verify_mode = ssl.CERT_REQUIRED
+    return ctx
+
+
 class _Lookup:
     """Config values by Kafka name: the listener's override first, dotted or underscored."""
 
     def __init__(self, config: Mapping[str, str], listener: str | None):
         self.values = {str(k).replace(".", "_").lower(): (k, v) for k, v in config.items()
-                       if v is not None and v != ""}
+                       if v is not None and (v != "" or str(k).replace("_", ".").endswith(
+                           "ssl.endpoint.identification.algorithm"))}
         self.prefix = f"listener.name.{listener.lower()}." if listener else ""
 
     def _find(self, name: str) -> tuple[str, str] | None:

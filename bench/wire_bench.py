@@ -11,11 +11,13 @@ Measured (one sample per run; 100-byte values):
    from the first produce() to flush() returning with every delivery report in (a failed
    delivery fails the bench).
 2. consume: a Consumer assigned every partition from offset 0 reads the produced topic to
-   its end (consume(num_messages=10000) batches).
-3. end-to-end latency at 1,000 and 10,000 records/s: a paced Producer (acks=all, linger.ms
-   0) and a Consumer thread (fetch.wait.max.ms 100) in this process; latency = the time the
-   consumer got the record - time.perf_counter() stamped in the value just before
-   produce(). ~5 s per rate (--quick 1 s).
+   its end (consume(num_messages=10000) batches; fetch.queue.backoff.ms 10: librdkafka's
+   1,000 ms default makes its own queue the bound, not the broker).
+3. latency at 1,000 and 10,000 records/s: a paced Producer (acks=all, idempotent,
+   linger.ms 0) and a Consumer thread (fetch.wait.max.ms 10) in this process. Ack latency
+   = the delivery report's arrival (on_delivery, served by poll(0) in the pacing loop) -
+   time.perf_counter() stamped in the value just before produce(); end-to-end = the time
+   the consumer got the record - the same stamp. ~5 s per rate (--quick 1 s).
 4. broker cost per request: the listeners' own counters (requests, the handling thread's
    CPU time, bytes) summed over the brokers for the produce and consume runs: CPU µs per
    Produce / Fetch request and records per Produce request.
@@ -50,8 +52,12 @@ LATENCY_S = 5.0
 QUICK_DIVISOR = 20
 TIMEOUT_S = 300.0
 STAMP = struct.Struct("<d")
-TARGETS = {"wire.produce.acks_all.rf3.100B.records_per_s": 500_000,
+TARGETS = {"wire.produce.acks_all.rf3.100B.records_per_s": 600_000,
+           "wire.consume.rf3.100B.records_per_s": 1_000_000,
+           "wire.ack_latency.rate_1000.p50_ms": 3.0, "wire.ack_latency.rate_1000.p99_ms": 10.0,
+           "wire.latency.rate_1000.p50_ms": 5.0, "wire.latency.rate_1000.p99_ms": 15.0,
            "wire.latency.rate_10000.p50_ms": 5.0, "wire.latency.rate_10000.p99_ms": 20.0}
+FETCH_WAIT_MAX_MS = 10
 
 
 def new_topic(cluster) -> str:
@@ -88,7 +94,8 @@ def produce_once(bootstrap: str, topic: str, n: int) -> float:
 def consume_once(bootstrap: str, topic: str, expected: int) -> float:
     from confluent_kafka import Consumer, TopicPartition
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"b-{uuid.uuid4().hex[:6]}",
-                  "enable.auto.commit": False, "enable.partition.eof": False})
+                  "enable.auto.commit": False, "enable.partition.eof": False,
+                  "fetch.queue.backoff.ms": 10})
     c.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
     n, t0 = 0, time.perf_counter()
     deadline = t0 + TIMEOUT_S
@@ -104,11 +111,16 @@ def consume_once(bootstrap: str, topic: str, expected: int) -> float:
 def latency_once(bootstrap: str, topic: str, rate: int, duration_s: float) -> dict:
     from confluent_kafka import Consumer, Producer, TopicPartition
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"l-{uuid.uuid4().hex[:6]}",
-                  "enable.auto.commit": False, "fetch.wait.max.ms": 100,
+                  "enable.auto.commit": False, "fetch.wait.max.ms": FETCH_WAIT_MAX_MS,
                   "enable.partition.eof": False})
     c.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
     latencies: list[float] = []
+    acks: list[float] = []
     stop = threading.Event()
+
+    def delivered(err, msg):
+        if err is None and len(msg.value()) >= STAMP.size:
+            acks.append(time.perf_counter() - STAMP.unpack_from(msg.value())[0])
 
     def consume():
         # poll(), not consume(n): consume waits for n messages or its timeout
@@ -126,11 +138,12 @@ def latency_once(bootstrap: str, topic: str, rate: int, duration_s: float) -> di
         p.flush(TIMEOUT_S)
         time.sleep(1.0)                       # let the consumer's first fetch settle (not sync)
         latencies.clear()
+        acks.clear()
         sent, t0 = 0, time.perf_counter()
         while (now := time.perf_counter()) < t0 + duration_s:
             due = int((now - t0) * rate) + 1
             while sent < due:
-                p.produce(topic, STAMP.pack(time.perf_counter()) + pad)
+                p.produce(topic, STAMP.pack(time.perf_counter()) + pad, on_delivery=delivered)
                 sent += 1
             p.poll(0)
             time.sleep(max(0.0, t0 + sent / rate - time.perf_counter()))  # pacing, not sync
@@ -145,7 +158,8 @@ def latency_once(bootstrap: str, topic: str, rate: int, duration_s: float) -> di
         stop.set()
         thread.join(30)
         c.close()
-    return {"e2e_ms": np.asarray(latencies) * 1000.0, "achieved": achieved}
+    return {"e2e_ms": np.asarray(latencies) * 1000.0, "ack_ms": np.asarray(acks) * 1000.0,
+            "achieved": achieved}
 
 
 def run(quick: bool = False, runs: int = 3) -> dict:
@@ -173,17 +187,20 @@ def run(quick: bool = False, runs: int = 3) -> dict:
             for rate in LATENCY_RATES:
                 topic = new_topic(cluster)
                 got = latency_once(bootstrap, topic, rate, duration)
-                lat = got["e2e_ms"]
-                latency[rate].append(dict(zip(("p50", "p99"), np.percentile(lat, [50, 99]).tolist()),
+                e2e = np.percentile(got["e2e_ms"], [50, 99]).tolist()
+                ack = np.percentile(got["ack_ms"], [50, 99]).tolist()
+                latency[rate].append(dict(p50=e2e[0], p99=e2e[1], ack_p50=ack[0], ack_p99=ack[1],
                                           achieved=got["achieved"]))
-                say(f"run {run_i}: latency at {rate:,}/s: p50 {latency[rate][-1]['p50']:.2f} ms, "
-                    f"p99 {latency[rate][-1]['p99']:.2f} ms")
+                say(f"run {run_i}: at {rate:,}/s: ack p50 {ack[0]:.2f} ms p99 {ack[1]:.2f} ms; "
+                    f"end to end p50 {e2e[0]:.2f} ms p99 {e2e[1]:.2f} ms")
                 cluster.admin().delete_topic(topic, timeout_s=60)
     params = dict(acks="all", idempotent=True, replication_factor=3, value_bytes=VALUE,
                   partitions=PARTITIONS, records=n, client="confluent-kafka 2.16.1")
     name = "wire.produce.acks_all.rf3.100B.records_per_s"
     figures = [figure(name, "records/s", produced, TARGETS[name], linger_ms=5, **params),
-               figure("wire.consume.rf3.100B.records_per_s", "records/s", consumed, None, **params)]
+               figure("wire.consume.rf3.100B.records_per_s", "records/s", consumed,
+                      TARGETS["wire.consume.rf3.100B.records_per_s"], fetch_queue_backoff_ms=10,
+                      **params)]
 
     def per(kind, api, i, scale=1.0):
         return [scale * c[kind].get(api, [0] * 4)[i] / max(c[kind].get(api, [1])[0], 1) for c in costs]
@@ -199,7 +216,11 @@ def run(quick: bool = False, runs: int = 3) -> dict:
             name = f"wire.latency.rate_{rate}.{q}_ms"
             figures.append(figure(name, "ms", [r[q] for r in latency[rate]], TARGETS.get(name),
                                   "lower", rate=rate, duration_s=duration, linger_ms=0,
-                                  fetch_wait_max_ms=100, **params))
+                                  fetch_wait_max_ms=FETCH_WAIT_MAX_MS, **params))
+            name = f"wire.ack_latency.rate_{rate}.{q}_ms"
+            figures.append(figure(name, "ms", [r["ack_" + q] for r in latency[rate]],
+                                  TARGETS.get(name), "lower", rate=rate, duration_s=duration,
+                                  linger_ms=0, **params))
         figures.append(figure(f"wire.latency.rate_{rate}.achieved_rate", "records/s",
                               [r["achieved"] for r in latency[rate]], None, rate=rate))
     setup = {"brokers": BROKERS, "controllers": CONTROLLERS, "zookeeper": "embedded",

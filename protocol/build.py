@@ -2,7 +2,8 @@
 
 Rules:
 - `build(api_key, version, class_name, **fields)` makes the response entity (top level or
-  nested) named `class_name` in that version's kio response module. Keyword fields the
+  nested) named `class_name` in that version's kio response module; `build_request` the
+  same from the request module (a broker speaking to another broker). Keyword fields the
   version does not have are DROPPED, fields the caller leaves out get their schema default or,
   when the schema has none, a zero value: 0, "", None for nullable fields, () for arrays,
   False, timedelta(0), the zero UUID, a zero entity for nested entities. So a handler builds
@@ -33,7 +34,8 @@ from kio.static.constants import EntityType
 
 from .errors import NoResponseSchema
 
-__all__ = ["build", "build_entity", "response_module", "response_class", "error_code",
+__all__ = ["build", "build_request", "build_entity", "response_module", "response_class",
+           "error_code",
            "zero_value"]
 
 _EPOCH = tz_aware_from_i64(0)
@@ -152,35 +154,38 @@ def build_entity(cls: type, /, **fields):
     return cls(**kwargs)
 
 
-_MODULES: dict[tuple[int, int], ModuleType] = {}
-_CLASSES: dict[tuple[int, int, str | None], type] = {}
+_MODULES: dict[tuple[int, int, EntityType], ModuleType] = {}
+_CLASSES: dict[tuple[int, int, str | None, EntityType], type] = {}
 
 
-def response_module(api_key: int, version: int) -> ModuleType:
-    """kio's response module for (api_key, version); NoResponseSchema if there is none."""
-    key = (api_key, version)
+def response_module(api_key: int, version: int,
+                    kind: EntityType = EntityType.response) -> ModuleType:
+    """kio's response (or request) module for (api_key, version); NoResponseSchema if there
+    is none."""
+    key = (api_key, version, kind)
     module = _MODULES.get(key)
     if module is None:
         try:
-            module = load_payload_module(api_key, version, EntityType.response)
+            module = load_payload_module(api_key, version, kind)
         except KioIndexError:
-            raise NoResponseSchema("no kio response schema", api_key=api_key,
+            raise NoResponseSchema(f"no kio {kind.name} schema", api_key=api_key,
                                    api_version=version) from None
         _MODULES[key] = module
     return module
 
 
-def response_class(api_key: int, version: int, class_name: str | None = None) -> type:
-    """The top-level response class (class_name None) or a nested one, by name."""
-    key = (api_key, version, class_name)
+def response_class(api_key: int, version: int, class_name: str | None = None,
+                   kind: EntityType = EntityType.response) -> type:
+    """The top-level response (or request) class (class_name None) or a nested one."""
+    key = (api_key, version, class_name, kind)
     cls = _CLASSES.get(key)
     if cls is None:
-        module = response_module(api_key, version)
+        module = response_module(api_key, version, kind)
         if class_name is None:
             found = [c for c in vars(module).values() if isinstance(c, type)
-                     and getattr(c, "__type__", None) is EntityType.response]
+                     and getattr(c, "__type__", None) is kind]
             if len(found) != 1:
-                raise NoResponseSchema("no top-level response class", api_key=api_key,
+                raise NoResponseSchema(f"no top-level {kind.name} class", api_key=api_key,
                                        api_version=version)
             cls = found[0]
         else:
@@ -194,7 +199,15 @@ def response_class(api_key: int, version: int, class_name: str | None = None) ->
 def build(api_key: int, version: int, class_name: str | None = None, /, **fields):
     """A response entity of that version: `class_name` None or the top-level class name gives
     the response itself, a nested class name gives that nested entity."""
-    cls = _CLASSES.get((api_key, version, class_name))
+    cls = _CLASSES.get((api_key, version, class_name, EntityType.response))
     if cls is None:
         cls = response_class(api_key, version, class_name)
+    return build_entity(cls, **fields)
+
+
+def build_request(api_key: int, version: int, class_name: str | None = None, /, **fields):
+    """A request entity of that version (top level or nested), as `build` does responses."""
+    cls = _CLASSES.get((api_key, version, class_name, EntityType.request))
+    if cls is None:
+        cls = response_class(api_key, version, class_name, EntityType.request)
     return build_entity(cls, **fields)
