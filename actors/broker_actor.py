@@ -57,9 +57,10 @@ from actors.fetcher import Fetcher
 from actors.group_host import OFFSETS_TOPIC, GroupHost
 from actors.broker_config import split_broker_config
 from actors.kafka_api import KafkaBrokerApi
-from actors.listener import KafkaListener
+from actors.listener import EventLoop, KafkaListener
 from actors.produce import REORDER_WAIT_S, PendingProduce, produce_begin
-from actors.purgatory import FetchPurgatory
+from actors.purgatory import DelayedFetch, FetchPurgatory
+from actors.timers import Timers
 from actors.security import BrokerSecurity
 from actors.log_cleaner import LogCleaner
 from controller.requests import LeaderAndIsrRequest, StopReplicaRequest, UpdateMetadataRequest
@@ -101,13 +102,13 @@ class BrokerActor:
         self.lock = threading.RLock()
         self.changed = threading.Condition(self.lock)   # metadata waits, reordered produces
         self.parked = FetchPurgatory()                   # long-poll fetches, by partition
-        self._produce_conds: dict[int, threading.Condition] = {}  # pending id → its waiter
+        self.timers = Timers(f"broker-{broker_id}-timers")
+        self._produce_waiters: dict[int, PendingProduce] = {}   # pending id → its call
         self.rm = ReplicaManager(broker_id, BrokerConfig(data_dir=data_dir,
                                                          default_topic_config=self.topic_defaults,
                                                          **settings.replica_manager),
                                    _clock_ms)
         self.recovery = self.rm.startup()
-        self.done: dict[int, ProduceDone] = {}
         self.fetchers: dict[int, Fetcher] = {}
         self._handles: dict[int, object] = {}
         self._alter = queue.Queue()
@@ -142,6 +143,7 @@ class BrokerActor:
         except (OSError, ValueError):
             remembered = {}
         out = []
+        self.network = EventLoop(f"broker-{self.id}-network")   # every listener's connections
         try:
             for ep in self.kafka_config.bind_endpoints():
                 listener = None
@@ -151,7 +153,7 @@ class BrokerActor:
                                              self.kafka_config.socket_request_max_bytes,
                                              self.kafka_config.connections_max_idle_ms,
                                              f"broker-{self.id}-{ep.listener.lower()}",
-                                             self.security)
+                                             self.security, self.network)
                     try:
                         listener.start()
                         break
@@ -228,16 +230,15 @@ class BrokerActor:
         moved = []
         for e in effects:
             if isinstance(e, ProduceDone):
-                cond = self._produce_conds.get(e.pending_id)
-                if cond is not None:          # nobody waits any more: drop it (no leak)
-                    self.done[e.pending_id] = e
-                    cond.notify()
+                waiter = self._produce_waiters.pop(e.pending_id, None)
+                if waiter is not None:        # nobody waits any more: drop it (no leak)
+                    waiter.acknowledged(e)
             elif isinstance(e, HighWatermarkChanged):
                 moved.append(e.tp)
             elif isinstance(e, ProposeIsr):
                 self._alter.put(e)
         if moved:
-            self.parked.wake(moved)          # consumers' long-polls on those partitions
+            self.parked.changed(moved)       # consumers' long-polls on those partitions
 
     # -- controller → broker ---------------------------------------------------------------------
     def cleaner_rounds(self) -> list[dict]:
@@ -257,7 +258,7 @@ class BrokerActor:
     def handle_controller_request(self, request) -> dict:
         with self.lock:
             answer = self._apply_controller_request(request)
-            self.parked.wake_all()           # leadership moved: parked fetches may now fail
+            self.parked.changed_all()        # leadership moved: parked fetches may now fail
             if not answer["error"]:
                 self._record_controller_term(request.controller_epoch, request.controller_id)
             return answer
@@ -383,40 +384,51 @@ class BrokerActor:
 
     def fetch_partitions(self, replica_id: int, asks, max_wait_ms: int, min_bytes: int,
                          max_bytes: int | None) -> dict:
+        """fetch_begin, waited for (the Ray calls' way)."""
+        got = self.fetch_begin(replica_id, asks, max_wait_ms, min_bytes, max_bytes)
+        return got.result() if isinstance(got, DelayedFetch) else got
+
+    def fetch_begin(self, replica_id: int, asks, max_wait_ms: int, min_bytes: int,
+                    max_bytes: int | None):
         """Kafka's fetch: asks [(tp, offset, current_epoch, last_epoch, partition_max_bytes)]
-        → {tp: replicas FetchResult}. The answer holds at most `max_bytes` (None: no cap) but
-        at least one batch of the first partition with data (KIP-74; later partitions then
-        answer their HW with no records); it waits until `min_bytes` (an error counts) or
-        `max_wait_ms`, woken by appends, HW moves and controller requests. Used by the
-        followers' Ray calls and by Kafka clients over the listener alike."""
-        deadline = time.monotonic() + max_wait_ms / 1000
-        waiter = None
-        try:
-            while True:
-                with self.lock:
-                    out, total = {}, 0
-                    for tp, offset, current_epoch, last_epoch, part_max in asks:
-                        budget = part_max if max_bytes is None else min(part_max, max_bytes - total)
-                        r = self.rm.fetch(tp, offset, max(budget, 1), replica_id=replica_id,
-                                          current_leader_epoch=current_epoch,
-                                          last_fetched_epoch=last_epoch)
-                        self.apply_effects(r.effects)
-                        if budget <= 0 and r.records:     # the answer is full: HW only
-                            r = dataclasses.replace(r, records=b"")
-                        out[tp] = r
-                        total += len(r.records) + (1 if r.error or r.diverging_epoch else 0)
-                    remaining = deadline - time.monotonic()
-                    if total >= min_bytes or remaining <= 0:
-                        return out
-                    if waiter is None:        # parked under the lock: no wake can slip by
-                        waiter = self.parked.park([a[0] for a in asks])
-                    else:
-                        waiter.clear()
-                waiter.wait(remaining)
-        finally:
-            if waiter is not None:
-                with self.lock:
-                    self.parked.unpark(waiter)
+        → {tp: replicas FetchResult} when at least `min_bytes` (an error counts) are there
+        or max_wait_ms <= 0; else a DelayedFetch (actors/purgatory.py) completed by the
+        partitions' appends and HW moves, leadership changes, or its deadline. The answer
+        holds at most `max_bytes` (None: no cap) but at least one batch of the first
+        partition with data (KIP-74; later partitions then answer their HW with no
+        records). Used by the followers, Kafka clients and the native consumers alike."""
+        asks = [(tuple(a[0]),) + tuple(a[1:]) for a in asks]
+        by_tp = {a[0]: a for a in asks}
+
+        def read():
+            out, total = {}, 0
+            for tp, offset, current_epoch, last_epoch, part_max in asks:
+                budget = part_max if max_bytes is None else min(part_max, max_bytes - total)
+                r = self.rm.fetch(tp, offset, max(budget, 1), replica_id=replica_id,
+                                  current_leader_epoch=current_epoch, last_fetched_epoch=last_epoch)
+                self.apply_effects(r.effects)
+                if budget <= 0 and r.records:     # the answer is full: HW only
+                    r = dataclasses.replace(r, records=b"")
+                out[tp] = r
+                total += len(r.records) + (1 if r.error or r.diverging_epoch else 0)
+            return out, total >= min_bytes
+
+        def ready(tp) -> bool:
+            _, offset, current_epoch, _, _ = by_tp[tp]
+            return self.rm.fetch_ready(tp, offset, replica_id, current_epoch)
+
+        with self.lock:
+            out, enough = read()
+            if enough or max_wait_ms <= 0:
+                return out
+            delayed = DelayedFetch(by_tp, read, ready)
+            self.parked.park(delayed)
+            delayed.timer = self.timers.add(max_wait_ms / 1000, lambda: self._expire(delayed))
+        return delayed
+
+    def _expire(self, delayed: DelayedFetch) -> None:
+        with self.lock:
+            self.parked.expire(delayed)
 
     @ray.method(concurrency_group="fetch")
     def offsets_for_leader_epoch(self, tp, current_leader_epoch: int, leader_epoch: int):
@@ -579,8 +591,10 @@ class BrokerActor:
         self.groups.stop()
         for listener in self.listeners:
             listener.stop()
+        self.network.stop()
         for f in self.fetchers.values():
             f.stop()
+        self.timers.stop()
         with self.lock:
             self.rm.checkpoint_high_watermarks()
             self.rm.flush()

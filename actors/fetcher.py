@@ -13,8 +13,10 @@ Rules:
   replica manager decides and asking again with an older epoch when told to; only then
   does it fetch.
 - Fetch (v12: current leader epoch, last fetched epoch, the follower's log start offset,
-  diverging epochs) is a long-poll of replica.fetch.wait.max.ms carrying every partition's
-  fetch offset; what comes back is appended as follower with the leader's HW (the replica
+  diverging epochs) is a long-poll of replica.fetch.wait.max.ms in a fetch session (KIP-227,
+  protocol/fetch_session.py): the first request carries every partition, the next ones only
+  the partitions whose fetch position moved, and the leader answers only the partitions with
+  something new; any session error or a lost connection starts over with a full fetch; what comes back is appended as follower with the leader's HW (the replica
   manager enforces truncate-before-HW, KAFKA-14704). The leader answers a parked follower
   fetch the moment a batch is appended, and the follower's next fetch (sent at once) carries
   its new end offset, which is what moves the HW and releases acks=all produces.
@@ -36,6 +38,7 @@ import threading
 from actors.broker_link import BrokerLink
 from protocol.build import build_request
 from protocol.errors import ProtocolError
+from protocol.fetch_session import FetchData, FetchSessionHandler
 from replicas.errors import KafkaError, OffsetOutOfRange
 
 OFFSET_OUT_OF_RANGE = OffsetOutOfRange.code
@@ -58,6 +61,7 @@ class Fetcher:
         self.partitions: dict[tuple, bool] = {}     # tp → needs truncation
         self.link = BrokerLink(f"broker-{broker.id}-fetcher", broker.security,
                                cfg.socket_request_max_bytes)
+        self.session = FetchSessionHandler()
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True,
@@ -105,6 +109,7 @@ class Fetcher:
                     log.info("fetcher %s←%s: %s: %s", self.broker.id, self.leader_id,
                              type(exc).__name__, exc)
                 self.link.close()
+                self.session.reset()
                 self._stop.wait(self.backoff_s)
 
     def _truncate(self) -> None:
@@ -163,20 +168,30 @@ class Fetcher:
                          for tp, pending in self.partitions.items() if not pending}
         if not positions:
             return
+        plan = self.session.build({tp: FetchData(
+            pos.fetch_offset, pos.current_leader_epoch, pos.last_fetched_epoch, start,
+            self.partition_max_bytes) for tp, (pos, start) in positions.items()})
         by_topic: dict[str, list] = {}
-        for (topic, partition), (pos, start) in positions.items():
+        for (topic, partition), d in plan.partitions.items():
             by_topic.setdefault(topic, []).append(build_request(
                 FETCH, FETCH_VERSION, "FetchPartition", partition=partition,
-                current_leader_epoch=pos.current_leader_epoch, fetch_offset=pos.fetch_offset,
-                last_fetched_epoch=pos.last_fetched_epoch, log_start_offset=start,
-                partition_max_bytes=self.partition_max_bytes))
+                current_leader_epoch=d.current_leader_epoch, fetch_offset=d.fetch_offset,
+                last_fetched_epoch=d.last_fetched_epoch, log_start_offset=d.log_start_offset,
+                partition_max_bytes=d.max_bytes))
+        forgotten: dict[str, list] = {}
+        for topic, partition in plan.forgotten:
+            forgotten.setdefault(topic, []).append(partition)
         body = build_request(
             FETCH, FETCH_VERSION, None, replica_id=self.broker.id, max_wait=self.max_wait_ms,
             min_bytes=self.min_bytes, max_bytes=self.response_max_bytes, isolation_level=0,
-            session_id=0, session_epoch=-1, rack_id="", forgotten_topics_data=(),
+            session_id=plan.session_id, session_epoch=plan.epoch, rack_id="",
+            forgotten_topics_data=tuple(
+                build_request(FETCH, FETCH_VERSION, "ForgottenTopic", topic=t, partitions=tuple(ps))
+                for t, ps in forgotten.items()),
             topics=tuple(build_request(FETCH, FETCH_VERSION, "FetchTopic", topic=t,
                                        partitions=tuple(ps)) for t, ps in by_topic.items()))
         answer = self.link.call(body, self.max_wait_ms / 1000 + ANSWER_GRACE_S)
+        self.session.on_response(plan, answer.error_code.value, answer.session_id)
         if answer.error_code.value:
             raise RuntimeError(f"Fetch: error {answer.error_code.value}")
         backoff = False

@@ -7,8 +7,9 @@ Rules:
   broker's own produce path, so appends land in token order) and its acknowledgement is
   awaited by a small pool, which reports `AppendDone(token, error)`.
 - `call(event)` gives the event a request id and returns a Deferred of its result: a
-  JoinGroup or SyncGroup stays parked until the coordinator answers (the Kafka listener's
-  writer waits on it; a native member's Ray call blocks in the "group" concurrency group).
+  JoinGroup or SyncGroup stays parked until the coordinator answers (the Kafka listener is
+  called back when it is; a native member's Ray call blocks in the "group" concurrency
+  group). Callbacks run after the group lock is released.
 - Time: a ticker thread sends `Tick` at the coordinator's next deadline (at least every
   TICK_MS) with the broker's monotonic clock.
 - Leadership: the broker reports, in order, every `__consumer_offsets` partition it starts
@@ -52,15 +53,31 @@ def _clock_ms() -> int:
 
 
 class _Waiter:
-    __slots__ = ("event", "result")
+    __slots__ = ("event", "result", "callbacks", "lock")
 
     def __init__(self):
-        self.event, self.result = threading.Event(), None
+        self.event, self.result, self.callbacks = threading.Event(), None, []
+        self.lock = threading.Lock()
 
     def wait(self):
         if not self.event.wait(CALL_TIMEOUT_S):
             raise RequestTimedOut("the group coordinator did not answer")
         return self.result
+
+    def when_ready(self, callback) -> None:
+        with self.lock:
+            if not self.event.is_set():
+                self.callbacks.append(callback)
+                return
+        callback()
+
+    def answer(self, result) -> list:
+        """Store the answer; the callbacks to run (outside the group lock)."""
+        with self.lock:
+            self.result = result
+            self.event.set()
+            callbacks, self.callbacks = self.callbacks, []
+        return callbacks
 
 
 class GroupHost:
@@ -84,24 +101,26 @@ class GroupHost:
         rid = next(self._ids)
         waiter = self._waiters[rid] = _Waiter()
         self._process(make_event(rid))
-        return Deferred(waiter.wait)
+        return Deferred(waiter.wait, waiter.when_ready)
 
     def partition_for(self, group_id: str) -> int:
         return self.coordinator.partition_for(group_id)
 
     # -- the coordinator ----------------------------------------------------------------------------
     def _process(self, event) -> None:
+        ready = []
         with self._lock:
             effects = self.coordinator.process(event)
             for effect in effects:
                 if isinstance(effect, m.Respond):
                     waiter = self._waiters.pop(effect.request_id, None)
                     if waiter is not None:
-                        waiter.result = effect.result
-                        waiter.event.set()
+                        ready += waiter.answer(effect.result)
                 elif isinstance(effect, m.Append):
                     self._append(effect)
         self._wake.set()                         # deadlines may have moved
+        for callback in ready:
+            callback()
 
     def _append(self, effect: m.Append) -> None:
         """Append now (token order = log order), await the acks off the lock."""

@@ -17,7 +17,8 @@ Rules:
   replica.fetch.wait.max.ms (500), replica.fetch.min.bytes (1),
   replica.fetch.max.bytes (1 MiB per partition), replica.fetch.response.max.bytes
   (10 MiB), replica.fetch.backoff.ms (100; Kafka's 1000: a follower that lost its leader
-  tries again sooner). Dots or underscores alike.
+  tries again sooner), max.incremental.fetch.session.cache.slots (1000 fetch sessions,
+  KIP-227, followers' outranking consumers'). Dots or underscores alike.
 - Metadata answers come from the broker's metadata cache (fed by UpdateMetadata), brokers
   listed with their endpoint for the listener the request came in on (Kafka's rule). The
   "controller" told to clients is the lowest live broker: rayka's controllers are not
@@ -37,9 +38,11 @@ import time
 from dataclasses import dataclass, fields
 
 from actors import security
+from actors.purgatory import DelayedFetch
 from controller.layout import Endpoint, parse_endpoints
 from controller.topic_admin import plan_partitions, plan_topic
 from controller.topic_config import CONFIG_DEFS, normalize_topic_config
+from protocol.fetch_session import DEFAULT_SLOTS, FetchSessionCache
 from protocol.api import (BrokerNode, ClusterMetadata, ConfigEntry,
                           ConfigsOutcome, Deferred, FetchOutcome, OffsetAnswer,
                           PartitionMetadata, ProduceOutcome, TopicMetadata, TopicOutcome,
@@ -76,6 +79,7 @@ class KafkaConfig:
     replica_fetch_max_bytes: int = 1024 * 1024
     replica_fetch_response_max_bytes: int = 10 * 1024 * 1024
     replica_fetch_backoff_ms: int = 100
+    max_incremental_fetch_session_cache_slots: int = DEFAULT_SLOTS
 
     @classmethod
     def pop_from(cls, config: dict) -> "KafkaConfig":
@@ -141,6 +145,7 @@ class KafkaBrokerApi:
         self.cluster_id = cluster_id
         self._pid_lock = threading.Lock()
         self._pid_block = (0, -1)                      # [next, end] of this broker's block
+        self.fetch_sessions = FetchSessionCache(config.max_incremental_fetch_session_cache_slots)
 
     @property
     def auto_create_topics_enable(self) -> bool:
@@ -222,7 +227,7 @@ class KafkaBrokerApi:
             return {tp: ProduceOutcome(r["error"], r["base_offset"] if not r["error"] else -1,
                                        starts[tp], r.get("message") or None)
                     for tp, r in results.items()}
-        return Deferred(outcomes)
+        return Deferred(outcomes, pending.when_ready)
 
     def _log_start(self, tp) -> int:
         try:
@@ -231,9 +236,14 @@ class KafkaBrokerApi:
             return -1
 
     def fetch(self, replica_id, max_wait_ms, min_bytes, max_bytes, isolation_level, asks):
-        raw = self.broker.fetch_partitions(
+        raw = self.broker.fetch_begin(
             replica_id, [(a.tp, a.offset, a.current_leader_epoch, a.last_fetched_epoch,
                           a.max_bytes) for a in asks], max_wait_ms, min_bytes, max_bytes)
+        if isinstance(raw, DelayedFetch):      # parked: answered when the purgatory says
+            return Deferred(raw.result, raw.when_ready).then(self._fetch_outcomes)
+        return self._fetch_outcomes(raw)
+
+    def _fetch_outcomes(self, raw: dict) -> dict:
         with self.broker.lock:
             md = self.broker.rm.metadata
             leaders = {tp: (md.partitions[tp].leader, md.partitions[tp].leader_epoch)

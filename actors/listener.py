@@ -1,44 +1,58 @@
-"""The Kafka socket listener inside a BrokerActor's process: bytes in, bytes out, nothing else.
+"""The Kafka socket listener: ONE event loop per broker serves every connection of every
+listener (Kafka's network processors, here an asyncio loop in a thread of its own). Bytes
+in, bytes out; no thread per connection, so thousands of idle connections cost nothing.
 
 Rules:
-- One listening socket per configured listener (Kafka's `listeners`), bound at broker start;
+- `EventLoop`: the asyncio loop and its thread; the broker makes one and hands it to each of
+  its listeners (a listener made without one makes its own, for tests).
+- One listening socket per configured listener (Kafka's `listeners`), bound by `start()`;
   port 0 binds a free port (the broker advertises the one it got).
-- Two threads per connection, a reader and a writer. The reader decodes requests in order
-  (protocol.connection.Connection) and answers each (protocol.handlers.answer) before it
-  takes the next, so a request sees every earlier request's effects, as in Kafka. A produce
-  is appended at once and its acks=all wait is handed to the writer as a Deferred, so the
-  connection's next produce is appended while this one waits (a pipelining client, e.g.
-  librdkafka's 5 in flight, is not held to one acks=all round trip at a time). The writer
-  sends answers strictly in request order. A long-poll fetch holds up its own connection
-  only; other connections have their own threads.
+- A connection's requests are decoded in order (protocol.connection.Connection); each gets
+  a slot in the connection's queue, and answers leave from the head of the queue as they
+  are ready: strictly in request order, pipelining kept.
+- The hot APIs are answered on the loop, never blocking it (INLINE: Produce, Fetch,
+  ListOffsets, OffsetForLeaderEpoch, ApiVersions, the group APIs). A request that has to
+  wait answers a Deferred (protocol/api.py) and its slot is filled when the Deferred says it
+  is ready: a produce waiting for acks=all (the connection's next requests go on meanwhile,
+  so a pipelining client's appends follow each other), a parked fetch or a parked group
+  request (the connection is MUTED until it is answered, as Kafka mutes a channel with a
+  request in flight). Every other API (admin, Metadata, FindCoordinator, ACLs, SASL,
+  InitProducerId: they write to ZooKeeper, wait for metadata or run PBKDF2) runs in the
+  listener's worker pool, the connection muted meanwhile, so a request still sees every
+  earlier request's effects.
+- Backpressure: a connection with MAX_PIPELINED answers pending, or whose transport's write
+  buffer is over its high-water mark, or muted with MUTED_BUFFER_BYTES of requests waiting,
+  is not read until that drains (a muted connection is otherwise still read into its
+  buffer: pausing and resuming the socket for every parked fetch cost two epoll calls).
 - Bad input never takes the broker down: a malformed, truncated or oversized frame
   (socket.request.max.bytes) or an unknown API closes THAT connection, logged with the
   peer; a handler failure is answered UNKNOWN_SERVER_ERROR (an acks=0 produce, which gets
   no answer, closes the connection instead, as Kafka does). An idle connection closes after
   connections.max.idle.ms (Kafka's default 10 minutes).
-- `stop()` closes the listening socket and every connection; threads are daemons, and the
-  sockets are closed on stop so none of them outlives the broker.
-- Security (actors/security.py): on an SSL or SASL_SSL listener each connection is a
-  TlsTransport (actors/tls.py) whose handshake must finish within HANDSHAKE_TIMEOUT_S, else
-  the connection closes (a client that sends plaintext, garbage or nothing holds no thread
-  for long). Each connection has a Session (who is asking); on SASL listeners only the
-  SASL exchange is served until it succeeds, and an answer that ends the exchange badly is
-  the connection's last (sent, then closed). Until then a request may not be over
-  SASL_MAX_RECEIVE_BYTES (Kafka's sasl.server.max.receive.size, 512 KiB: CVE-2022-34917),
-  so an unauthenticated client cannot make the broker hold socket.request.max.bytes; the
-  connection closes as soon as a request is known to be bigger. A TLS connection the
-  broker closes ends with a close_notify (best-effort), as Kafka's does.
-- Per API it counts requests, bytes in and out, and the CPU time of the thread that handled
-  them (`stats()`): the broker's cost per request, waits excluded (bench/wire_bench.py).
+- Security (actors/security.py): on an SSL or SASL_SSL listener each connection runs a
+  TlsSession (actors/tls.py: TLS as bytes in, bytes out) over its plain transport; a
+  handshake not finished within HANDSHAKE_TIMEOUT_S closes the connection (a client that
+  sends plaintext, garbage or nothing holds nothing for long); a connection the broker
+  closes ends with a close_notify. Each connection has a Session (who is asking); on SASL
+  listeners only the SASL exchange is served until it succeeds, and an answer that ends the
+  exchange badly is the connection's last (sent, then closed). Until then a request may not
+  be over SASL_MAX_RECEIVE_BYTES (Kafka's sasl.server.max.receive.size, 512 KiB:
+  CVE-2022-34917): the connection closes as soon as a request is known to be bigger.
+- `stop()` closes the listening socket and every connection.
+- Per API it counts requests and bytes in and out (`stats()`); the broker's CPU per request
+  is its process's CPU time over these counts (bench/wire_bench.py): a clock read per
+  request cost more than it measured under a busy GIL.
 """
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import logging
-import queue
 import socket
 import threading
 import time
+from collections import deque
 
 from controller.layout import Endpoint
 from protocol.api import Deferred
@@ -46,204 +60,452 @@ from protocol.connection import Connection
 from protocol.errors import ProtocolError
 from protocol.handlers import answer
 from protocol.security.session import Session
-from actors.tls import PlainTransport, TlsError, TlsTransport
+from actors.tls import TlsError, TlsSession
 
 log = logging.getLogger(__name__)
-READ_BYTES = 256 * 1024
-MAX_PIPELINED = 64        # answers queued per connection before the reader stops reading
+MAX_PIPELINED = 64        # answers pending per connection before it is not read any more
+MUTED_BUFFER_BYTES = 1 << 20   # what a muted connection may buffer before it is not read
 UNKNOWN_SERVER_ERROR = -1
 HANDSHAKE_TIMEOUT_S = 10.0
 SASL_MAX_RECEIVE_BYTES = 512 * 1024   # Kafka's sasl.server.max.receive.size default
+WORKERS = 8               # threads for the requests that may block
+PRODUCE = 0
+# answered on the loop: they never block (a wait is a Deferred)
+INLINE = frozenset({0, 1, 2, 18, 23, 8, 9, 11, 12, 13, 14, 15, 16, 42})
+
+
+class EventLoop:
+    """An asyncio loop running in a thread of its own (the broker's network thread)."""
+
+    def __init__(self, name: str = "kafka-network"):
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._run, daemon=True, name=name)
+        self._thread.start()
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_forever()
+
+    def call(self, fn, *args) -> None:
+        """fn(*args) on the loop, soon (from any thread)."""
+        try:
+            self.loop.call_soon_threadsafe(fn, *args)
+        except RuntimeError:          # the loop is closed: the broker is stopping
+            pass
+
+    def run(self, coro, timeout_s: float = 30.0):
+        """Run a coroutine on the loop and wait for its result (from another thread)."""
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout_s)
+
+    def stop(self) -> None:
+        if self.loop.is_closed():
+            return
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(10)
+        if not self._thread.is_alive():
+            self.loop.close()
 
 
 class KafkaListener:
     def __init__(self, endpoint: Endpoint, api, max_frame_bytes: int, idle_ms: int,
-                 name: str = "kafka", security=None):
+                 name: str = "kafka", security=None, loop: EventLoop | None = None):
         self.endpoint, self.api, self.name, self.security = endpoint, api, name, security
         self.max_frame_bytes, self.idle_s = max_frame_bytes, idle_ms / 1000
-        self._server: socket.socket | None = None
-        self._conns: set[socket.socket] = set()
+        self._own_loop = loop is None
+        self._loop = loop
+        self._server = None
+        self._sock: socket.socket | None = None
+        self._conns: set[_Conn] = set()
         self._lock = threading.Lock()
-        self._stopped = threading.Event()
+        self._stopped = False
+        self._workers = concurrent.futures.ThreadPoolExecutor(
+            WORKERS, thread_name_prefix=f"{name}-worker")
+        self._tls = None
+        self._handshake_s = HANDSHAKE_TIMEOUT_S
         self.port = 0
         self.connections_accepted = 0
-        self._stats: dict[str, list] = {}      # api name → [requests, cpu s, bytes in, bytes out]
+        self._stats: dict[str, list] = {}      # api name → [requests, bytes in, bytes out]
+        self._bytes_later = 0
+
+    @property
+    def loop(self) -> EventLoop:
+        return self._loop
+
+    @property
+    def open_connections(self) -> int:
+        with self._lock:
+            return len(self._conns)
 
     def start(self) -> int:
         """Bind and listen; the port actually bound."""
         host = self.endpoint.host or "0.0.0.0"
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        server = socket.socket(family, socket.SOCK_STREAM)
-        server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        server.bind((host, self.endpoint.port))
-        server.listen(128)
-        self._server, self.port = server, server.getsockname()[1]
-        threading.Thread(target=self._accept, daemon=True,
-                         name=f"{self.name}-accept-{self.port}").start()
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((host, self.endpoint.port))
+            sock.listen(1024)
+            sock.setblocking(False)
+        except OSError:
+            sock.close()
+            raise
+        self._sock, self.port = sock, sock.getsockname()[1]
+        self._tls = self.security.tls_context(self.endpoint.listener) if self.security else None
+        self._handshake_s = HANDSHAKE_TIMEOUT_S        # read now: tests change it before start
+        if self._loop is None:
+            self._loop = EventLoop(f"{self.name}-loop-{self.port}")
+        self._server = self._loop.run(self._loop.loop.create_server(
+            lambda: _Conn(self), sock=sock))
+        self._loop.call(self._check_idle)
         return self.port
 
     def stop(self) -> None:
-        self._stopped.set()
-        if self._server is not None:
-            try:
-                self._server.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-            self._server.close()
-        with self._lock:
-            conns, self._conns = list(self._conns), set()
-        for conn in conns:
-            _close(conn)
-
-    def _accept(self) -> None:
-        while not self._stopped.is_set():
-            try:
-                conn, peer = self._server.accept()
-            except OSError:
-                return                                   # closed by stop()
-            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            with self._lock:
-                if self._stopped.is_set():
-                    _close(conn)
-                    return
-                self._conns.add(conn)
-                self.connections_accepted += 1
-            threading.Thread(target=self._serve, args=(conn, peer), daemon=True,
-                             name=f"{self.name}-conn-{peer[1]}").start()
-
-    def _open(self, sock: socket.socket, peer):
-        """(transport, session) for a new connection, or None when its TLS handshake failed."""
-        tls = self.security.tls_context(self.endpoint.listener) if self.security else None
-        if tls is None:
-            transport = PlainTransport(sock)
-        else:
-            transport = TlsTransport(sock, tls)
-            try:
-                transport.handshake(HANDSHAKE_TIMEOUT_S)
-            except (TlsError, OSError) as exc:
-                log.info("%s: TLS handshake with %s:%s failed: %s", self.name, *peer[:2], exc)
-                with self._lock:
-                    self._conns.discard(sock)
-                _close(sock)
-                return None
-        if self.security is None:
-            return transport, Session(self.endpoint.listener, peer[0])
-        return transport, self.security.session(self.endpoint, peer[0],
-                                                transport.peer_certificate)
-
-    def _serve(self, sock: socket.socket, peer) -> None:
-        """The reader: frames → requests → answer(), in order; the answers (bytes, or a
-        Deferred for a produce whose acks=all wait is pending) go to the writer in order."""
-        opened = self._open(sock, peer)
-        if opened is None:
+        if self._stopped:
             return
-        conn, session = opened
-        state = Connection(self.max_frame_bytes)
-        replies: queue.Queue = queue.Queue(MAX_PIPELINED)
-        writer = threading.Thread(target=self._write, args=(conn, sock, peer, state, replies),
-                                  daemon=True, name=f"{self.name}-write-{peer[1]}")
-        writer.start()
-        conn.settimeout(self.idle_s)
-        try:
-            while not session.closing:
-                try:
-                    data = conn.recv(READ_BYTES)
-                except socket.timeout:
-                    log.info("%s: closing %s:%s idle for %.0f s", self.name, *peer[:2], self.idle_s)
-                    return
-                if not data:
-                    return
-                state.receive_data(data)
-                while (request := state.next_request()) is not None:
-                    if _authenticating(session) and request.size > SASL_MAX_RECEIVE_BYTES:
-                        self._too_big_before_auth(peer, request.size)
-                        return
-                    cpu = time.thread_time()
-                    try:
-                        frame = answer(state, self.api, request, session)
-                    except ProtocolError:
-                        raise
-                    except Exception:
-                        log.exception("%s: %s v%s from %s:%s failed", self.name, request.api_name,
-                                      request.api_version, *peer[:2])
-                        if not request.expects_response:
-                            return            # acks=0 gets no answer: closing is its signal
-                        frame = state.respond_error(request, UNKNOWN_SERVER_ERROR)
-                    self._count(request, time.thread_time() - cpu,
-                                len(frame) if isinstance(frame, bytes) else 0)
-                    if frame is not None:
-                        replies.put((request, frame))
-                    if session.closing:       # e.g. failed authentication: its answer is last
-                        log.info("%s: closing %s:%s after %s", self.name, *peer[:2],
-                                 request.api_name)
-                        break
-                if (not session.closing and _authenticating(session)
-                        and state.buffered_bytes > SASL_MAX_RECEIVE_BYTES):
-                    self._too_big_before_auth(peer, state.buffered_bytes)  # a partial request
-                    return
-        except TlsError as exc:
-            log.warning("%s: closing %s:%s: TLS: %s", self.name, *peer[:2], exc)
-        except ProtocolError as exc:
-            log.warning("%s: closing %s:%s: %s", self.name, *peer[:2], exc)
-        except OSError:
-            pass                                          # the peer went away, or stop()
-        finally:
-            replies.put(None)            # the writer sends what is queued, then closes
+        self._stopped = True
+        if self._loop is not None and self._server is not None:
+            async def close():
+                self._server.close()
+                for conn in list(self._conns):
+                    conn.close()
+            try:
+                self._loop.run(close(), timeout_s=10)
+            except Exception:          # the loop is gone already
+                pass
+        if self._own_loop and self._loop is not None:
+            self._loop.stop()
+        self._workers.shutdown(wait=False, cancel_futures=True)
 
-    def _too_big_before_auth(self, peer, size: int) -> None:
-        log.warning("%s: closing %s:%s: a request of %s+ bytes before SASL authentication "
-                    "completed (the limit is %d, Kafka's sasl.server.max.receive.size)",
-                    self.name, *peer[:2], size, SASL_MAX_RECEIVE_BYTES)
+    # -- what a connection needs ------------------------------------------------------------------
+    def session(self, peer_host: str, peer_cert: dict | None) -> Session:
+        if self.security is None:
+            return Session(self.endpoint.listener, peer_host)
+        return self.security.session(self.endpoint, peer_host, peer_cert)
 
-    def _write(self, conn, sock: socket.socket, peer, state: Connection,
-               replies: queue.Queue) -> None:
-        try:
-            while (item := replies.get()) is not None:
-                request, frame = item
-                if isinstance(frame, Deferred):
-                    try:
-                        frame = frame.result()
-                    except Exception:
-                        log.exception("%s: %s v%s from %s:%s failed", self.name,
-                                      request.api_name, request.api_version, *peer[:2])
-                        frame = state.respond_error(request, UNKNOWN_SERVER_ERROR)
-                if frame:
-                    conn.sendall(frame)
-        except (OSError, TlsError):
-            pass                                          # the peer went away, or stop()
-        finally:
-            with self._lock:
-                self._conns.discard(sock)
-            _close(conn)                 # the transport: TLS sends its close_notify first
-            while True:                                   # unblock a reader stuck on put()
-                try:
-                    replies.get_nowait()
-                except queue.Empty:
-                    break
+    def _check_idle(self) -> None:
+        if self._stopped:
+            return
+        limit = time.monotonic() - self.idle_s
+        for conn in list(self._conns):
+            if conn.last_active < limit and not conn.slots:
+                log.info("%s: closing %s:%s idle for %.0f s", self.name, *conn.peer[:2],
+                         self.idle_s)
+                conn.close()
+        self._loop.loop.call_later(min(1.0, self.idle_s / 4), self._check_idle)
 
-    def _count(self, request, cpu_s: float, sent: int) -> None:
+    def count(self, request, sent: int) -> None:
         with self._lock:
-            row = self._stats.setdefault(request.api_name, [0, 0.0, 0, 0])
+            row = self._stats.setdefault(request.api_name, [0, 0, 0])
             row[0] += 1
-            row[1] += cpu_s
-            row[2] += request.size
-            row[3] += sent
+            row[1] += request.size
+            row[2] += sent
+
+    def count_out(self, sent: int) -> None:
+        with self._lock:
+            self._bytes_later += sent
 
     def stats(self) -> dict[str, dict]:
+        """Per API: requests, bytes in, bytes out (answers sent at once; those sent later,
+        parked fetches and acknowledged produces, are `later_bytes_out` of the listener)."""
         with self._lock:
-            return {name: {"requests": n, "cpu_s": cpu, "bytes_in": bin_, "bytes_out": bout}
-                    for name, (n, cpu, bin_, bout) in self._stats.items()}
+            out = {name: {"requests": n, "bytes_in": bin_, "bytes_out": bout}
+                   for name, (n, bin_, bout) in self._stats.items()}
+            out["*"] = {"requests": 0, "bytes_in": 0, "bytes_out": self._bytes_later}
+            return out
 
 
-def _authenticating(session: Session) -> bool:
+class _Slot:
+    __slots__ = ("request", "frame", "ready", "mutes")
+
+    def __init__(self, request):
+        self.request, self.frame, self.ready, self.mutes = request, None, False, False
+
+
+class _Conn(asyncio.Protocol):
+    """One connection, on the loop. Everything here runs on the loop thread."""
+
+    def __init__(self, listener: KafkaListener):
+        self.listener = listener
+        self.loop = listener.loop
+        self.transport = None
+        self.peer = ("?", 0)
+        self.state = Connection(listener.max_frame_bytes)
+        self.slots: deque[_Slot] = deque()
+        self.session: Session | None = None
+        self.tls: TlsSession | None = None
+        self.muted = False              # a request in flight blocks the next ones
+        self.draining = False           # no more requests: close once the answers are out
+        self.write_paused = False
+        self.read_paused = False
+        self.closing = False
+        self.last_active = time.monotonic()
+        self._handshake_timer = None
+
+    # -- asyncio's callbacks -------------------------------------------------------------------
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            try:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            except OSError:
+                pass
+        self.peer = transport.get_extra_info("peername") or ("?", 0)
+        listener = self.listener
+        with listener._lock:
+            listener._conns.add(self)
+            listener.connections_accepted += 1
+        if listener._stopped:
+            self.close()
+            return
+        if listener._tls is not None:
+            self.tls = TlsSession(listener._tls)
+            self._handshake_timer = self.loop.loop.call_later(listener._handshake_s,
+                                                              self._handshake_timeout)
+        else:
+            self.session = listener.session(self.peer[0], None)
+
+    def connection_lost(self, exc) -> None:
+        self.closing = True
+        if self._handshake_timer is not None:
+            self._handshake_timer.cancel()
+        with self.listener._lock:
+            self.listener._conns.discard(self)
+
+    def eof_received(self):
+        """The peer is done sending: answer what it asked, then close."""
+        self._close_after_answers()
+        return True                   # keep the transport open for those answers
+
+    def pause_writing(self) -> None:
+        self.write_paused = True
+        self._update_reading()
+
+    def resume_writing(self) -> None:
+        self.write_paused = False
+        self._update_reading()
+        self._pump()
+
+    def data_received(self, data: bytes) -> None:
+        if self.closing:
+            return
+        self.last_active = time.monotonic()
+        if self.tls is not None:
+            try:
+                data = self.tls.receive(data)
+            except TlsError as exc:
+                log.info("%s: closing %s:%s: TLS: %s", self.listener.name, *self.peer[:2], exc)
+                self._send_tls()              # the alert OpenSSL made, best-effort
+                self.close()
+                return
+            self._send_tls()
+            if self.session is None and self.tls.handshake_done:
+                self._handshake_timer.cancel()
+                self.session = self.listener.session(self.peer[0], self.tls.peer_certificate)
+            if self.tls.peer_closed:          # close_notify: answer what came before it
+                self.draining = True
+            if not data:
+                if self.draining:
+                    self._close_after_answers()
+                return
+        try:
+            self.state.receive_data(data)
+        except ProtocolError as exc:
+            log.warning("%s: closing %s:%s: %s", self.listener.name, *self.peer[:2], exc)
+            self.close()
+            return
+        draining, self.draining = self.draining, False
+        self._pump()                          # what came before a close_notify is answered
+        if draining:
+            self._close_after_answers()
+
+    # -- requests --------------------------------------------------------------------------------
+    def _pump(self) -> None:
+        """Handle what can be handled now, in order."""
+        session = self.session
+        while not (self.closing or self.draining or self.muted or session is None
+                   or session.closing) and len(self.slots) < MAX_PIPELINED:
+            try:
+                request = self.state.next_request()
+            except ProtocolError as exc:
+                log.warning("%s: closing %s:%s: %s", self.listener.name, *self.peer[:2], exc)
+                self._close_after_answers()
+                return
+            if request is None:
+                break
+            if _authenticating(session) and request.size > SASL_MAX_RECEIVE_BYTES:
+                self._too_big_before_auth(request.size)
+                return
+            self._handle(request)
+        if (session is not None and not self.closing and not session.closing
+                and _authenticating(session)
+                and self.state.buffered_bytes > SASL_MAX_RECEIVE_BYTES):
+            self._too_big_before_auth(self.state.buffered_bytes)    # a partial request
+            return
+        self._update_reading()
+
+    def _handle(self, request) -> None:
+        slot = _Slot(request)
+        self.slots.append(slot)
+        if request.api_key not in INLINE:
+            self.muted = slot.mutes = True
+            self._submit(self._answer_in_worker, slot, request, self.session)
+            return
+        frame = self._answer(request, self.session)
+        if frame is _CLOSE:
+            self.close()
+            return
+        self.listener.count(request, len(frame) if isinstance(frame, bytes) else 0)
+        if isinstance(frame, Deferred):
+            if request.api_key != PRODUCE:
+                self.muted = slot.mutes = True
+            if not frame.when_ready(lambda: self.loop.call(self._deferred_ready, slot, frame)):
+                self._submit(self._wait_in_worker, slot, frame)
+            return
+        slot.frame, slot.ready = frame, True
+        self._flush()
+        if self.session.closing:      # e.g. failed authentication: its answer is the last
+            log.info("%s: closing %s:%s after %s", self.listener.name, *self.peer[:2],
+                     request.api_name)
+            self._close_after_answers()
+
+    def _answer(self, request, session):
+        """The answer (bytes, a Deferred, None) or _CLOSE; from the loop or a worker."""
+        try:
+            return answer(self.state, self.listener.api, request, session)
+        except ProtocolError as exc:
+            log.warning("%s: closing %s:%s: %s", self.listener.name, *self.peer[:2], exc)
+            return _CLOSE
+        except Exception:
+            log.exception("%s: %s v%s from %s:%s failed", self.listener.name, request.api_name,
+                          request.api_version, *self.peer[:2])
+            if not request.expects_response:
+                return _CLOSE                  # acks=0 gets no answer: closing is its signal
+            return self.state.respond_error(request, UNKNOWN_SERVER_ERROR)
+
+    def _submit(self, fn, *args) -> None:
+        try:
+            self.listener._workers.submit(fn, *args)
+        except RuntimeError:          # the pool is shut down: the listener is stopping
+            self.close()
+
+    def _deferred_ready(self, slot: _Slot, deferred: Deferred) -> None:
+        try:
+            frame = deferred.result()
+            if isinstance(frame, bytes):
+                self.listener.count_out(len(frame))
+        except Exception:
+            log.exception("%s: %s v%s from %s:%s failed", self.listener.name,
+                          slot.request.api_name, slot.request.api_version, *self.peer[:2])
+            frame = self.state.respond_error(slot.request, UNKNOWN_SERVER_ERROR)
+        self._fill(slot, frame)
+
+    def _wait_in_worker(self, slot: _Slot, deferred: Deferred) -> None:
+        try:
+            deferred.result()
+        except Exception:             # _deferred_ready answers it, on the loop
+            pass
+        self.loop.call(self._deferred_ready, slot, deferred)
+
+    def _answer_in_worker(self, slot: _Slot, request, session) -> None:
+        frame = self._answer(request, session)
+        if isinstance(frame, Deferred):
+            try:
+                frame = frame.result()
+            except Exception:
+                log.exception("%s: %s v%s from %s:%s failed", self.listener.name,
+                              request.api_name, request.api_version, *self.peer[:2])
+                frame = self.state.respond_error(request, UNKNOWN_SERVER_ERROR)
+        self.listener.count(request, len(frame) if isinstance(frame, bytes) else 0)
+        self.loop.call(self._fill, slot, frame)
+
+    def _fill(self, slot: _Slot, frame) -> None:
+        if frame is _CLOSE:
+            self.close()
+            return
+        slot.frame, slot.ready = frame, True
+        if slot.mutes:
+            self.muted = False
+        self._flush()
+        if self.session is not None and self.session.closing:
+            log.info("%s: closing %s:%s after %s", self.listener.name, *self.peer[:2],
+                     slot.request.api_name)
+            self._close_after_answers()
+            return
+        self._pump()
+
+    def _flush(self) -> None:
+        while self.slots and self.slots[0].ready:
+            slot = self.slots.popleft()
+            if slot.frame and not self.closing:
+                self._write(slot.frame)
+        if self.draining and not self.slots:
+            self.close()
+
+    def _write(self, data: bytes) -> None:
+        if self.tls is not None:
+            try:
+                self.tls.send(data)
+            except TlsError as exc:
+                log.warning("%s: closing %s:%s: TLS: %s", self.listener.name, *self.peer[:2], exc)
+                self.close()
+                return
+            self._send_tls()
+        else:
+            self.transport.write(data)
+
+    def _send_tls(self) -> None:
+        out = self.tls.outgoing()
+        if out and self.transport is not None and not self.transport.is_closing():
+            self.transport.write(out)
+
+    def _update_reading(self) -> None:
+        if self.transport is None or self.transport.is_closing():
+            return
+        stop = (self.write_paused or len(self.slots) >= MAX_PIPELINED
+                or (self.muted and self.state.buffered_bytes > MUTED_BUFFER_BYTES))
+        if stop and not self.read_paused:
+            self.transport.pause_reading()
+            self.read_paused = True
+        elif not stop and self.read_paused:
+            self.transport.resume_reading()
+            self.read_paused = False
+
+    # -- closing ----------------------------------------------------------------------------------
+    def _close_after_answers(self) -> None:
+        """No more requests; close once every pending answer is out."""
+        self.draining = True
+        if not self.slots:
+            self.close()
+
+    def _too_big_before_auth(self, size: int) -> None:
+        log.warning("%s: closing %s:%s: a request of %s+ bytes before SASL authentication "
+                    "completed (the limit is %d, Kafka's sasl.server.max.receive.size)",
+                    self.listener.name, *self.peer[:2], size, SASL_MAX_RECEIVE_BYTES)
+        self.slots.clear()
+        self.close()
+
+    def _handshake_timeout(self) -> None:
+        if self.session is None and not (self.transport and self.transport.is_closing()):
+            log.info("%s: closing %s:%s: TLS handshake not finished in %g s", self.listener.name,
+                     *self.peer[:2], self.listener._handshake_s)
+            self.close()
+
+    def close(self) -> None:
+        """Close now (what is queued is dropped); a TLS connection sends close_notify."""
+        self.closing = True
+        self.slots.clear()
+        if self.transport is None or self.transport.is_closing():
+            return
+        if self.tls is not None:
+            self.tls.close()
+            self._send_tls()
+        self.transport.close()
+
+
+_CLOSE = object()
+
+
+def _authenticating(session: Session | None) -> bool:
     """A SASL connection whose exchange has not succeeded (yet)."""
-    return session.sasl is not None and not session.sasl.authenticated
-
-
-def _close(conn) -> None:
-    """Shut down and close a socket or a transport (actors/tls.py), never raising."""
-    try:
-        conn.shutdown(socket.SHUT_RDWR)
-    except OSError:
-        pass
-    conn.close()
+    return session is not None and session.sasl is not None and not session.sasl.authenticated

@@ -1,5 +1,4 @@
-"""TLS for the Kafka listener: Kafka's ssl.* broker configs, a sans-I/O TLS session, and the
-transport the listener's reader and writer threads share.
+"""TLS for the Kafka listener: Kafka's ssl.* broker configs and a sans-I/O TLS session.
 
 Rules:
 - `ssl_context_from_config` reads Kafka's broker names (dotted or underscored), and a
@@ -8,46 +7,29 @@ Rules:
   strings); JKS and PKCS12 are refused with what to set instead. Every config mistake is
   an InvalidConfig naming the key (and the file and OpenSSL's words when a file is bad);
   OpenSSL never prompts for a key password (an empty one is passed instead).
-- Why MemoryBIO and not SSLSocket: one OpenSSL SSL object driven by two threads at once
-  (the listener's reader in SSL_read, its writer in SSL_write) is not safe, and a TLS 1.3
-  reader produces records of its own (session tickets, KeyUpdate answers) that must go out
-  in order with the writer's. So TLS is a plain object (TlsSession) fed bytes, and the
-  transport does the socket I/O around it.
-- One lock per transport guards the TlsSession, the ciphertext not yet sent, and every
-  socket send; sends are non-blocking, so the lock is never held while waiting on the
-  peer: a thread waits for readable/writable sockets with the lock released. Records go
-  out in the order OpenSSL produced them: only one thread (the flusher) sends at a time,
-  and the writer flushes until nothing is left, so records the reader queues meanwhile go
-  out behind the writer's. `recv` takes the lock only to decrypt, never while blocked in
-  the socket. Lock order: the reader's own `_recv_lock`, then `_lock`; nothing else.
-- What closes a connection: EOF or a close_notify from the peer (`recv` returns b""), a
-  TlsError (bad record, failed handshake, plaintext on a TLS port: the alert OpenSSL made
-  is sent best-effort, then the caller closes), a handshake not finished in its timeout,
-  the socket timeout (socket.timeout, so the listener's idle timeout works as on plain
-  sockets), and `shutdown()`/`close()` (close_notify best-effort, never waiting on the peer).
+  `client_ssl_context` is the same keys seen from this broker as a client of another
+  broker's listener (replication).
+- TlsSession is TLS as bytes in, bytes out over memory BIOs: the listener's event loop
+  feeds it what the socket read and sends what it produced (handshake records, data,
+  alerts, close_notify) in the order OpenSSL produced them. What ends a session: a
+  close_notify from the peer (`peer_closed`), a TlsError (bad record, failed handshake,
+  plaintext on a TLS port: the alert OpenSSL made is in `outgoing()`), and `close()` (a
+  close_notify queued, never waiting for the peer's).
 """
 
 from __future__ import annotations
 
-import errno
 import os
 import re
-import select
-import socket
 import ssl
 import tempfile
-import threading
-import time
 from collections.abc import Mapping
 
 from replicas.errors import InvalidConfig
 
-__all__ = ["TlsError", "TlsSession", "TlsTransport", "PlainTransport", "ssl_context_from_config",
-           "client_ssl_context"]
+__all__ = ["TlsError", "TlsSession", "ssl_context_from_config", "client_ssl_context"]
 
-READ_CHUNK = 256 * 1024        # ciphertext read from the socket at a time (as the listener)
 PLAIN_CHUNK = 32 * 1024         # plaintext taken out of OpenSSL at a time (> one 16 KiB record)
-POLL_SLICE_S = 1.0              # a blocked wait re-checks that the socket is still open
 HANDSHAKE_RECORD = 0x16
 PROTOCOLS = {"TLSv1": ssl.TLSVersion.TLSv1, "TLSv1.1": ssl.TLSVersion.TLSv1_1,
              "TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
@@ -392,223 +374,3 @@ class TlsSession:
     @property
     def version(self) -> str | None:
         return self._ssl.version() if self.handshake_done else None
-
-
-# -- transports ---------------------------------------------------------------------------------
-class PlainTransport:
-    """A plain connected socket behind TlsTransport's API, so the listener treats both alike."""
-
-    peer_certificate = None
-    version = None
-
-    def __init__(self, sock: socket.socket):
-        self._sock = sock
-
-    def handshake(self, timeout_s: float) -> None:
-        pass
-
-    def recv(self, bufsize: int) -> bytes:
-        return self._sock.recv(bufsize)
-
-    def sendall(self, data: bytes) -> None:
-        self._sock.sendall(data)
-
-    def settimeout(self, s: float | None) -> None:
-        self._sock.settimeout(s)
-
-    def shutdown(self, how: int = socket.SHUT_RDWR) -> None:
-        self._sock.shutdown(how)
-
-    def close(self) -> None:
-        self._sock.close()
-
-    def fileno(self) -> int:
-        return self._sock.fileno()
-
-
-class TlsTransport:
-    """TLS over a connected socket, for one reader thread (`handshake`, then `recv`) and one
-    writer thread (`sendall`) at once. Errors: TlsError (bad TLS), socket.timeout (the
-    `settimeout` timeout passed), OSError (the socket failed or was closed)."""
-
-    def __init__(self, sock: socket.socket, context: ssl.SSLContext, server_side: bool = True,
-                 server_hostname: str | None = None):
-        self._sock = sock
-        self._timeout: float | None = sock.gettimeout()
-        sock.setblocking(False)         # every wait is a poll here, with no lock held
-        self._session = TlsSession(context, server_side, server_hostname)
-        self._lock = threading.Lock()   # the session, _out, _flushing and every socket send
-        self._flushed = threading.Condition(self._lock)
-        self._out = bytearray()         # ciphertext produced but not yet sent, in order
-        self._flushing = False          # a thread is sending _out (the only one that may)
-        self._recv_lock = threading.Lock()
-        self._plain = bytearray()       # plaintext decrypted but not yet returned by recv
-        self._eof = False
-        self._closed = False
-
-    # -- the reader's side
-    def handshake(self, timeout_s: float) -> None:
-        """Run the TLS handshake; TlsError if it fails or is not done in `timeout_s`."""
-        deadline = time.monotonic() + timeout_s
-        with self._recv_lock:
-            try:
-                self._decrypt(b"", deadline)   # a client speaks first: its ClientHello goes out
-                while not self._session.handshake_done:    # only this thread changes it
-                    data = self._read_socket(deadline)
-                    if not data:
-                        raise TlsError("peer closed the connection during the TLS handshake")
-                    self._decrypt(data, deadline)
-            except socket.timeout:
-                raise TlsError(f"TLS handshake not finished in {timeout_s:g} s") from None
-
-    def recv(self, bufsize: int) -> bytes:
-        """Up to `bufsize` plaintext bytes, blocking until some arrive; b"" on EOF or
-        close_notify."""
-        with self._recv_lock:
-            while not self._plain:
-                if self._eof:
-                    return b""
-                deadline = None if self._timeout is None else time.monotonic() + self._timeout
-                data = self._read_socket(deadline)
-                if not data:
-                    self._eof = True
-                    return b""
-                self._decrypt(data, deadline)
-                if self._session.peer_closed and not self._plain:
-                    self._eof = True
-            out = bytes(self._plain[:bufsize])
-            del self._plain[:bufsize]
-            return out
-
-    def _read_socket(self, deadline: float | None) -> bytes:
-        while True:
-            self._wait(select.POLLIN, deadline)
-            try:
-                return self._sock.recv(READ_CHUNK)
-            except (BlockingIOError, InterruptedError):
-                continue
-
-    def _decrypt(self, data: bytes, deadline: float | None) -> None:
-        with self._lock:
-            try:
-                self._plain += self._session.receive(data)
-            except TlsError:
-                self._out += self._session.outgoing()
-                try:
-                    self._try_send_locked()  # the alert, best-effort: the connection is done
-                except OSError:
-                    pass
-                raise
-            self._out += self._session.outgoing()
-            if not self._out or self._flushing:
-                return                   # the flusher (the writer) sends our records too
-            self._flushing = True
-            target = len(self._out)      # ours only: the writer's data is the writer's to wait on
-        self._flush(deadline, limit=target)
-
-    # -- the writer's side
-    def sendall(self, data: bytes) -> None:
-        """Encrypt and send all of `data`, in order with every record produced before it."""
-        deadline = None if self._timeout is None else time.monotonic() + self._timeout
-        with self._lock:
-            self._session.send(data)
-            self._out += self._session.outgoing()
-            while self._flushing:        # the reader is sending its records: ours go behind
-                self._flushed.wait(self._remaining(deadline))
-                if deadline is not None and time.monotonic() >= deadline:
-                    raise socket.timeout("timed out")
-            self._flushing = True
-        self._flush(deadline, limit=None)
-
-    def _flush(self, deadline: float | None, limit: int | None) -> None:
-        """Send _out (its first `limit` bytes, or until it is empty) as this thread, the
-        flusher; waits for a writable socket with the lock released."""
-        sent = 0
-        try:
-            while True:
-                with self._lock:
-                    if not self._out or (limit is not None and sent >= limit):
-                        self._flushing = False
-                        self._flushed.notify_all()
-                        return
-                    n = self._try_send_locked()
-                sent += n
-                if n == 0:
-                    self._wait(select.POLLOUT, deadline)
-        except BaseException:
-            with self._lock:
-                self._flushing = False
-                self._flushed.notify_all()
-            raise
-
-    def _try_send_locked(self) -> int:
-        """One non-blocking send of _out's head (lock held); the bytes sent, 0 if the socket
-        is full. An alert after a TlsError may be lost: the connection is closing anyway."""
-        if not self._out or self._closed:
-            return 0
-        try:
-            n = self._sock.send(self._out)
-        except (BlockingIOError, InterruptedError):
-            return 0
-        del self._out[:n]
-        return n
-
-    # -- waiting, timeouts, closing
-    def _wait(self, events: int, deadline: float | None) -> None:
-        poller = select.poll()
-        fd = self._sock.fileno()
-        if fd < 0 or self._closed:
-            raise OSError(errno.EBADF, "TLS transport closed")
-        poller.register(fd, events | select.POLLERR | select.POLLHUP)
-        while True:
-            remaining = self._remaining(deadline)
-            if remaining == 0:
-                raise socket.timeout("timed out")
-            slice_s = POLL_SLICE_S if remaining is None else min(remaining, POLL_SLICE_S)
-            if poller.poll(slice_s * 1000):
-                return                   # ready, hung up or failed: the next call says which
-            if self._closed or self._sock.fileno() < 0:
-                raise OSError(errno.EBADF, "TLS transport closed")
-
-    @staticmethod
-    def _remaining(deadline: float | None) -> float | None:
-        return None if deadline is None else max(0.0, deadline - time.monotonic())
-
-    def settimeout(self, s: float | None) -> None:
-        """The timeout of each recv and sendall (None: wait forever), as on a socket."""
-        self._timeout = s
-
-    def shutdown(self, how: int = socket.SHUT_RDWR) -> None:
-        """Queue close_notify, send it if the socket takes it now, then shut the socket
-        down (which wakes a reader or writer waiting on it)."""
-        if how != socket.SHUT_RD:
-            with self._lock:
-                self._session.close()
-                self._out += self._session.outgoing()
-                if not self._flushing:
-                    try:
-                        self._try_send_locked()
-                    except OSError:
-                        pass             # the peer is gone: shutting down is all that is left
-        self._sock.shutdown(how)
-
-    def close(self) -> None:
-        try:
-            self.shutdown()
-        except OSError:
-            pass
-        self._closed = True
-        self._sock.close()
-
-    def fileno(self) -> int:
-        return self._sock.fileno()
-
-    @property
-    def peer_certificate(self) -> dict | None:
-        with self._lock:
-            return self._session.peer_certificate
-
-    @property
-    def version(self) -> str | None:
-        with self._lock:
-            return self._session.version

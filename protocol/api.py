@@ -10,13 +10,14 @@ Rules:
   problem; a raise means the whole request failed (the handler answers its error code
   everywhere).
 - Record batches stay bytes end to end. Partitions are `(topic, partition)` tuples.
-- Calls may block (a long-poll fetch until data or max_wait): the listener runs each
-  connection in its own thread, so a blocked call holds up its own connection only.
-- `produce` may answer a `Deferred`: the batches are appended when the call returns, in the
-  order the requests came, and `result()` waits for the acknowledgements. The listener then
-  reads and appends the connection's next request while this one waits, and still answers
-  in request order (Kafka's brokers serialise per connection; here an acks=all wait costs
-  Ray round trips, so overlapping the waits is what keeps a pipelining client busy).
+- A call that has to wait answers a `Deferred` instead of blocking: `produce` (appended
+  when the call returns, in the order the requests came; the acknowledgements come later),
+  `fetch` (parked until data arrives or max_wait passes), `group_call` (a JoinGroup parks
+  until the rebalance completes). `result()` blocks until the value is there;
+  `when_ready(callback)` calls back (from whichever thread completes it) once `result()`
+  no longer blocks, so the listener's event loop never waits; `then(fn)` maps the value.
+  The listener reads and appends a connection's next produce while one waits for its
+  acknowledgements, and answers in request order.
 """
 
 from __future__ import annotations
@@ -28,15 +29,37 @@ TP = tuple[str, int]
 
 
 class Deferred:
-    """A result computed later: `result()` blocks until it is there (and may raise)."""
+    """A result computed later: `result()` blocks until it is there (and may raise).
+    `ready(callback)`, when given, arranges callback() for the moment result() stops
+    blocking; without it `when_ready` says False and the caller waits in a thread."""
 
-    __slots__ = ("_compute",)
+    __slots__ = ("_compute", "_ready")
 
-    def __init__(self, compute):
+    def __init__(self, compute, ready=None):
         self._compute = compute
+        self._ready = ready
 
     def result(self):
         return self._compute()
+
+    def when_ready(self, callback) -> bool:
+        if self._ready is None:
+            return False
+        self._ready(callback)
+        return True
+
+    @staticmethod
+    def done(value) -> "Deferred":
+        """A Deferred whose value is already there."""
+        return Deferred(lambda: value, _at_once)
+
+    def then(self, fn) -> "Deferred":
+        """A Deferred of fn(this one's value), ready when this one is."""
+        return Deferred(lambda: fn(self._compute()), self._ready)
+
+
+def _at_once(callback) -> None:
+    callback()
 
 
 @dataclass(frozen=True, slots=True)

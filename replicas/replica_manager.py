@@ -490,6 +490,20 @@ class ReplicaManager(FollowerSide):
         self._persist()
         return FetchResult(NONE, data, state.high_watermark, start, end, None, effects)
 
+    def fetch_ready(self, tp, offset: int, replica_id: int = -1,
+                    current_leader_epoch: int = -1) -> bool:
+        """Whether a fetch parked at `offset` may have something to answer now: records past
+        it within what that replica may read (a follower: the log end; a consumer: the HW),
+        or an error (unknown, not leader, another leader epoch, out of range). The
+        purgatory's cheap check before it reads again."""
+        part = self._partitions.get(TopicPartition(*tp))
+        if part is None or not part.state.is_leader or \
+                ps.check_leader_epoch(part.state.leader_epoch, current_leader_epoch) != NONE:
+            return True
+        end = part.log.log_end_offset
+        limit = end if replica_id >= 0 else part.state.high_watermark
+        return offset < limit or offset > end or offset < part.log.log_start_offset
+
     def offsets_for_leader_epoch(self, tp, current_leader_epoch: int,
                                  leader_epoch: int) -> tuple[int, int, int]:
         """(error, epoch, end offset) for an OffsetsForLeaderEpoch request (KIP-101/279)."""

@@ -31,10 +31,13 @@ What it is:
   `group_call` returns a Deferred whose result() is the coordinator's result for that
   request id, or raises `NotAnsweredYet` while it is parked. Member ids are deterministic
   (client id + "-" + UUID(int=1), UUID(int=2), ...). `group_events` lists every event given.
+- Fetch sessions: a real protocol.fetch_session.FetchSessionCache (`fetch_sessions`, seeded
+  ids, `fetch_session_slots` of them).
 """
 
 from __future__ import annotations
 
+import random
 import re
 import struct
 import uuid
@@ -43,6 +46,7 @@ from dataclasses import dataclass, field
 from coordinator import messages as gm
 from coordinator.config import GroupCoordinatorConfig
 from coordinator.coordinator import GroupCoordinator
+from protocol.fetch_session import FetchSessionCache
 from protocol.api import (
     BrokerNode, Deferred, ClusterMetadata, ConfigEntry, ConfigResource, ConfigsOutcome, FetchAsk,
     FetchOutcome, OffsetAnswer, PartitionMetadata, ProduceOutcome, TopicMetadata,
@@ -143,8 +147,10 @@ class FakeBrokerApi:
     def __init__(self, broker_id: int = 1, cluster_id: str = "fake-cluster",
                  controller_id: int = 1, auto_create_topics_enable: bool = True,
                  num_partitions: int = 1, default_replication_factor: int = 1,
-                 group_config: GroupCoordinatorConfig | None = None):
+                 group_config: GroupCoordinatorConfig | None = None,
+                 fetch_session_slots: int = 1000):
         self.broker_id = broker_id
+        self.fetch_sessions = FetchSessionCache(fetch_session_slots, random.Random(7))
         self.cluster_id = cluster_id
         self.controller_id = controller_id
         self.auto_create_topics_enable = auto_create_topics_enable

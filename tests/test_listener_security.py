@@ -13,6 +13,7 @@ the certificates are trustme's (tests/certs.py)."""
 from __future__ import annotations
 
 import os
+import random
 import socket
 import ssl
 import struct
@@ -184,13 +185,61 @@ def wait_for(condition, timeout_s: float = 10.0, what: str = "the condition"):
     return got
 
 
-def conn_threads(served: Served) -> list[threading.Thread]:
-    """The listener's live per-connection threads (reader and writer)."""
-    prefixes = (f"{served.listener.name}-conn-", f"{served.listener.name}-write-")
-    return [t for t in threading.enumerate() if t.name.startswith(prefixes)]
+def connections(served: Served) -> int:
+    """The connections the listener still holds open."""
+    return served.listener.open_connections
 
 
 # -- SSL ------------------------------------------------------------------------------------------
+def test_five_mebibytes_each_way_over_tls_arrive_intact(serve, certs):
+    """A 5 MiB produce written in chunks of every size through TLS, then fetched back (a
+    5 MiB answer): the same bytes, on the listener's one event loop."""
+    from protocol.build import build_request
+    from protocol.client import ClientConnection
+    from replicas.records import build_batch
+    served = serve("SSL")
+    served.listener.max_frame_bytes = 16 << 20
+    batch = bytes(build_batch([os.urandom(1 << 20) for _ in range(5)], timestamps_ms=1))
+    client, rng = ClientConnection("big"), random.Random(5)
+
+    def call(sock, frame: bytes, chunked: bool = False):
+        i = 0
+        while i < len(frame):
+            n = rng.choice([1, 100, 5000, 16384, 70000, 300000]) if chunked else len(frame)
+            sock.sendall(frame[i:i + n])
+            i += n
+        while (got := client.next_response()) is None:
+            client.receive_data(sock.recv(1 << 20))
+        return got[1]
+    with tls(served, certs) as s:
+        produced = call(s, client.request(build_request(0, 9, None, acks=1, timeout=5000,
+                                                        topic_data=(build_request(
+            0, 9, "TopicProduceData", name="orders", partition_data=(build_request(
+                0, 9, "PartitionProduceData", index=0, records=batch),)),)))[1], chunked=True)
+        assert produced.responses[0].partition_responses[0].error_code.value == 0
+        fetched = call(s, client.request(build_request(
+            1, 12, None, replica_id=-1, max_wait=0, min_bytes=1, max_bytes=16 << 20,
+            topics=(build_request(1, 12, "FetchTopic", topic="orders", partitions=(
+                build_request(1, 12, "FetchPartition", partition=0, fetch_offset=0,
+                              partition_max_bytes=16 << 20),)),)))[1])
+        assert bytes(fetched.responses[0].partitions[0].records) == batch
+
+
+def test_idle_connections_cost_no_thread(serve, certs):
+    served = serve("PLAINTEXT")
+    before = threading.active_count()
+    socks = [tcp(served) for _ in range(200)]
+    try:
+        wait_for(lambda: served.listener.connections_accepted == 200, what="200 accepts")
+        assert threading.active_count() - before < 5
+        assert api_versions_ok(served, certs)
+    finally:
+        for sock in socks:
+            sock.close()
+    wait_for(lambda: connections(served) == 0, what="the connections to be released")
+
+
+
 def test_a_tls_client_gets_api_versions_answered(serve, certs):
     served = serve("SSL")
     with tls(served, certs) as s:
@@ -436,7 +485,7 @@ def client_hello() -> bytes:
 HELLO = client_hello()
 
 
-def test_silent_clients_time_out_in_their_own_threads_while_others_are_served(
+def test_silent_clients_time_out_on_their_own_clocks_while_others_are_served(
         serve, certs, monkeypatch):
     timeout_s = 1.0
     monkeypatch.setattr(listener_module, "HANDSHAKE_TIMEOUT_S", timeout_s)
@@ -459,7 +508,7 @@ def test_silent_clients_time_out_in_their_own_threads_while_others_are_served(
         for s in silent + [half_hello]:
             s.close()
     assert len(served.security.sessions) == 1                  # the good client's only
-    wait_for(lambda: len(conn_threads(served)) == 0, what="the connection threads to end")
+    wait_for(lambda: connections(served) == 0, what="the connections to be released")
     assert api_versions_ok(served, certs)
 
 
@@ -472,7 +521,7 @@ def test_stop_closes_connections_still_in_their_handshake(serve, certs, monkeypa
         t0 = time.monotonic()
         served.listener.stop()
         assert closed(s, 5.0) and time.monotonic() - t0 < 5.0
-    wait_for(lambda: len(conn_threads(served)) == 0, what="the connection threads to end")
+    wait_for(lambda: connections(served) == 0, what="the connections to be released")
 
 
 def _check_closed_within(socks_and_starts, bound_s: float) -> None:
@@ -526,7 +575,7 @@ def test_fuzz_the_ssl_listener_before_the_handshake(serve, certs, monkeypatch):
 
     one()
     assert served.api.calls == []
-    wait_for(lambda: len(conn_threads(served)) == 0, what="the connection threads to end")
+    wait_for(lambda: connections(served) == 0, what="the connections to be released")
     assert api_versions_ok(served, certs)
 
 
@@ -581,5 +630,5 @@ def test_fuzz_the_sasl_ssl_listener_after_a_good_tls_handshake(serve, certs, mon
 
     one()
     assert [name for name, _ in served.api.calls] == ["metadata"] * logins[0]
-    wait_for(lambda: len(conn_threads(served)) == 0, what="the connection threads to end")
+    wait_for(lambda: connections(served) == 0, what="the connections to be released")
     assert plain_login_then_metadata(served, certs) == ["orders"]

@@ -401,6 +401,39 @@ def test_fetch_with_a_session_id_we_never_gave_is_session_not_found(version):
     assert fake.calls_of("fetch") == []
 
 
+@pytest.mark.parametrize("version", versions(1, 7))
+def test_fetch_session_full_then_incremental_answers_only_what_changed(version):
+    fake = fetch_cluster()
+    parts = {"orders": [(0, 2, -1, -1, 1 << 20)], "audit": [(0, 0, -1, -1, 1 << 20)]}
+    full = ask(fake, fetch_request(version, parts, session_epoch=0))
+    assert full.session_id > 0
+    assert [(t.topic, len(t.partitions)) for t in full.responses] == [("orders", 1), ("audit", 1)]
+    # Only the moved position is sent; nothing new: the broker reads both, answers none.
+    quiet = ask(fake, fetch_request(version, {"orders": [(0, 5, -1, -1, 1 << 20)]},
+                                    session_id=full.session_id, session_epoch=1))
+    assert (quiet.error_code, quiet.session_id, quiet.responses) == (0, full.session_id, [])
+    assert [(a.tp, a.offset) for a in fake.calls_of("fetch")[-1]["asks"]] == \
+        [(("orders", 0), 5), (("audit", 0), 0)]
+    fake.append(("audit", 0), b"news", count=1)                  # HW 1: audit changed
+    news = ask(fake, fetch_request(version, {}, session_id=full.session_id, session_epoch=2))
+    assert [(t.topic, [p.records for p in t.partitions]) for t in news.responses] == \
+        [("audit", [b"news"])]
+    stale = ask(fake, fetch_request(version, {}, session_id=full.session_id, session_epoch=2))
+    assert (stale.error_code, stale.responses) == (71, [])       # INVALID_FETCH_SESSION_EPOCH
+
+
+def test_fetch_session_forgets_partitions_a_follower_drops():
+    from kafka.protocol.consumer import FetchRequest as FR
+    fake = fetch_cluster()
+    full = ask(fake, fetch_request(12, {"orders": [(0, 2, -1, -1, 1 << 20)],
+                                        "audit": [(0, 0, -1, -1, 1 << 20)]},
+                                   session_epoch=0, replica_id=2))
+    req = fetch_request(12, {}, session_id=full.session_id, session_epoch=1, replica_id=2)
+    req.forgotten_topics_data = [FR.ForgottenTopic(topic="audit", partitions=[0])]
+    ask(fake, req)
+    assert [a.tp for a in fake.calls_of("fetch")[-1]["asks"]] == [("orders", 0)]
+
+
 def test_fetch_v12_carries_a_diverging_epoch_to_a_follower():
     fake = fetch_cluster()
     fake.new_leader_epoch(("orders", 0))                     # epochs [(4, 0), (5, 6)]

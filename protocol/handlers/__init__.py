@@ -104,8 +104,9 @@ def _dispatch(api: BrokerApi, request, session: Session):
 def answer(connection, api: BrokerApi, request, context: Session | str = "PLAINTEXT"
            ) -> bytes | Deferred | None:
     """What answers `request` on `connection` (protocol.connection.Connection): the bytes,
-    a Deferred of them (a produce appended now whose acknowledgements are pending: the caller
-    sends its result() in request order), or None (an acks=0 produce). A version we do not
+    a Deferred of them (a produce appended now whose acknowledgements are pending, a parked
+    fetch or group request: the caller sends its result() in request order, and
+    when_ready() tells it when that no longer blocks), or None (an acks=0 produce). A version we do not
     serve is answered UNSUPPORTED_VERSION (ApiVersions' own KIP-511 downgrade included); a
     KafkaError raised by a handler is its code everywhere, except for an acks=0 produce,
     which gets no answer: a ProtocolError (close the connection, as Kafka does). Anything
@@ -126,7 +127,7 @@ def answer(connection, api: BrokerApi, request, context: Session | str = "PLAINT
     if body is None:
         return None
     if isinstance(body, Deferred):
-        return Deferred(lambda: _finish(connection, request, body))
+        return Deferred(lambda: _finish(connection, request, body), body._ready)
     return connection.respond(request, body)
 
 

@@ -106,7 +106,7 @@ class AuthorizedApi:
         refused = {tp: ProduceOutcome(TOPIC_AUTHORIZATION_FAILED) for tp, _ in denied}
         got = self._api.produce(acks, timeout_ms, ok) if ok else {}
         if isinstance(got, Deferred):
-            return Deferred(lambda: {**got.result(), **refused})
+            return got.then(lambda answers: {**answers, **refused})
         return {**got, **refused}
 
     def fetch(self, replica_id, max_wait_ms, min_bytes, max_bytes, isolation_level, asks):
@@ -117,7 +117,10 @@ class AuthorizedApi:
                 if replica_id < 0 else (list(asks), [])
         got = self._api.fetch(replica_id, max_wait_ms, min_bytes, max_bytes, isolation_level,
                               ok) if ok else {}
-        return {**got, **{a.tp: FetchOutcome(TOPIC_AUTHORIZATION_FAILED) for a in denied}}
+        refused = {a.tp: FetchOutcome(TOPIC_AUTHORIZATION_FAILED) for a in denied}
+        if isinstance(got, Deferred):
+            return got.then(lambda answers: {**answers, **refused})
+        return {**got, **refused}
 
     def list_offsets(self, isolation_level, asks):
         ok, denied = self._split(asks, Op.DESCRIBE)
@@ -242,15 +245,14 @@ class AuthorizedApi:
         if not ok:
             return _now(m.OffsetCommitResult(refused))
         pending = self._api.group_call(lambda rid: replace(make_event(rid), offsets=ok))
-        return Deferred(lambda: m.OffsetCommitResult(pending.result().partitions + refused))
+        return pending.then(lambda r: m.OffsetCommitResult(r.partitions + refused))
 
     def _offset_fetch(self, event: m.OffsetFetch, make_event):
         if not self._group(Op.DESCRIBE, event.group_id):
             return _now(m.OffsetFetchResult(GROUP_AUTHORIZATION_FAILED))
         if event.partitions is None:
             pending = self._api.group_call(make_event)
-            return Deferred(lambda: _keep(pending.result(), lambda x: self._topic(
-                Op.DESCRIBE, x.topic)))
+            return pending.then(lambda r: _keep(r, lambda x: self._topic(Op.DESCRIBE, x.topic)))
         ok = tuple(tp for tp in event.partitions if self._topic(Op.DESCRIBE, tp[0]))
         refused = tuple(m.FetchedOffset(t, p, -1, error=TOPIC_AUTHORIZATION_FAILED)
                         for t, p in event.partitions if (t, p) not in ok)
@@ -258,18 +260,15 @@ class AuthorizedApi:
             return self._api.group_call(make_event)
         # asked even with nothing left: a coordinator error is the whole answer (KafkaApis)
         pending = self._api.group_call(lambda rid: replace(make_event(rid), partitions=ok))
-        return Deferred(lambda: _merged_fetch(pending.result(), refused))
+        return pending.then(lambda r: _merged_fetch(r, refused))
 
     def _list_groups(self, event, make_event):
         pending = self._api.group_call(make_event)
         if self._cluster(Op.DESCRIBE):
             return pending
 
-        def filtered():
-            r = pending.result()
-            return replace(r, groups=tuple(g for g in r.groups
-                                           if self._group(Op.DESCRIBE, g.group_id)))
-        return Deferred(filtered)
+        return pending.then(lambda r: replace(r, groups=tuple(
+            g for g in r.groups if self._group(Op.DESCRIBE, g.group_id))))
 
     def _per_group(self, event, make_event, op, field, refuse, wrap, distinct=False):
         ids = tuple(dict.fromkeys(getattr(event, field))) if distinct else getattr(event, field)
@@ -277,10 +276,10 @@ class AuthorizedApi:
         pending = self._api.group_call(lambda rid: replace(make_event(rid), **{field: ok})) \
             if ok else _now(wrap(()))
 
-        def merged():
-            got = {g.group_id: g for g in getattr(pending.result(), "groups")}
+        def merged(result):
+            got = {g.group_id: g for g in getattr(result, "groups")}
             return wrap(tuple(got[g] if g in got else refuse(g) for g in ids))
-        return Deferred(merged)
+        return pending.then(merged)
 
     def _describe_groups(self, event, make_event):
         return self._per_group(event, make_event, Op.DESCRIBE, "group_ids",
@@ -303,7 +302,7 @@ _GROUP_CHECKS = {m.JoinGroup: AuthorizedApi._membership, m.SyncGroup: Authorized
 
 
 def _now(result) -> Deferred:
-    return Deferred(lambda: result)
+    return Deferred.done(result)
 
 
 def _keep(result: m.OffsetFetchResult, keep) -> m.OffsetFetchResult:

@@ -9,11 +9,14 @@ Rules (Kafka's KafkaApis, ZooKeeper mode, without transactions):
   acks=0 gets no answer at all (Kafka sends none), and a failed acks=0 produce closes the
   connection (Kafka's way of telling the client). A Deferred from the broker (appended,
   acknowledgements pending) becomes a Deferred response.
-- Fetch: consumers and followers alike; fetch sessions are declined (session_id 0 in every
-  answer, so a full answer lists every partition asked); an incremental fetch of a session we
-  never gave (session_id != 0) is FETCH_SESSION_ID_NOT_FOUND. last_stable_offset is the HW
-  (no transactions); aborted_transactions is empty for read_committed and null otherwise;
-  preferred_read_replica -1.
+- Fetch: consumers and followers alike; a fetch that has to wait is a Deferred (parked by
+  the broker until data arrives or max_wait passes). Fetch sessions (KIP-227, v7+) follow
+  protocol/fetch_session.py when the broker has a cache (`api.fetch_sessions`): a full
+  answer lists every partition asked, an incremental one only those with something new.
+  Without a cache (or below v7) sessions are declined: session_id 0 in every answer, and
+  an incremental fetch (session_id != 0) is FETCH_SESSION_ID_NOT_FOUND.
+  last_stable_offset is the HW (no transactions); aborted_transactions is empty for
+  read_committed and null otherwise; preferred_read_replica -1.
 - ListOffsets: -2 earliest, -1 latest (the HW), -3 the max timestamp, else the first offset
   whose timestamp is at or after the one asked.
 - InitProducerId: a fresh producer id at epoch 0 from the broker's ZooKeeper block
@@ -23,13 +26,13 @@ Rules (Kafka's KafkaApis, ZooKeeper mode, without transactions):
 from __future__ import annotations
 
 from protocol.api import BrokerApi, Deferred, FetchAsk
+from protocol.fetch_session import FETCH_SESSION_ID_NOT_FOUND, FetchContext, FetchData
 from protocol.build import build
 from protocol.errors import ProtocolError
 from replicas.records import iter_headers
 
 NONE = 0
 INVALID_RECORD = 87
-FETCH_SESSION_ID_NOT_FOUND = 70
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
 READ_COMMITTED = 1
 UNSUPPORTED_COMPRESSION_TYPE = 76
@@ -70,7 +73,7 @@ def produce(api: BrokerApi, request, _listener: str):
                                 api_version=v, correlation_id=request.correlation_id)
         return None
     if isinstance(outcomes, Deferred):
-        return Deferred(lambda: _produce_response(request, errors, outcomes.result()))
+        return outcomes.then(lambda got: _produce_response(request, errors, got))
     return _produce_response(request, errors, outcomes)
 
 
@@ -99,21 +102,39 @@ def _produce_response(request, errors, outcomes):
 # -- Fetch --------------------------------------------------------------------------------------
 def fetch(api: BrokerApi, request, _listener: str):
     body, key, v = request.body, request.api_key, request.api_version
-    session_id = getattr(body, "session_id", 0)
-    if session_id:
-        return build(key, v, "FetchResponse", error_code=FETCH_SESSION_ID_NOT_FOUND,
-                     session_id=0, responses=())
-    isolation = getattr(body, "isolation_level", 0)
-    asks = [FetchAsk((t.topic, p.partition), p.fetch_offset,
-                     getattr(p, "current_leader_epoch", -1),
-                     getattr(p, "last_fetched_epoch", -1), p.partition_max_bytes)
-            for t in body.topics for p in t.partitions]
+    requested = {(t.topic, p.partition): FetchData(
+        p.fetch_offset, getattr(p, "current_leader_epoch", -1),
+        getattr(p, "last_fetched_epoch", -1), getattr(p, "log_start_offset", -1),
+        p.partition_max_bytes) for t in body.topics for p in t.partitions}
+    session_id, epoch = getattr(body, "session_id", 0), getattr(body, "session_epoch", -1)
+    cache = getattr(api, "fetch_sessions", None)
+    if cache is None or v < 7:
+        if session_id:          # a session we could not have given
+            return build(key, v, "FetchResponse", error_code=FETCH_SESSION_ID_NOT_FOUND,
+                         session_id=0, responses=())
+        context = FetchContext(None, None, requested, False)
+    else:
+        forgotten = [(t.topic, p) for t in body.forgotten_topics_data for p in t.partitions]
+        context = cache.new_context(session_id, epoch, requested, forgotten,
+                                    privileged=body.replica_id >= 0)
+        if isinstance(context, int):
+            return build(key, v, "FetchResponse", error_code=context, session_id=0,
+                         responses=())
+    asks = [FetchAsk(tp, d.fetch_offset, d.current_leader_epoch, d.last_fetched_epoch,
+                     d.max_bytes) for tp, d in context.asks()]
     outcomes = api.fetch(body.replica_id, _ms(body.max_wait), body.min_bytes,
-                         getattr(body, "max_bytes", 0x7FFFFFFF), isolation, asks)
-    aborted = () if isolation == READ_COMMITTED else None
+                         getattr(body, "max_bytes", 0x7FFFFFFF),
+                         getattr(body, "isolation_level", 0), asks)
+    if isinstance(outcomes, Deferred):     # parked until data arrives or max_wait passes
+        return outcomes.then(lambda got: _fetch_response(request, context, got))
+    return _fetch_response(request, context, outcomes)
 
-    def partition(tp):
-        o = outcomes[tp]
+
+def _fetch_response(request, context: FetchContext, outcomes):
+    body, key, v = request.body, request.api_key, request.api_version
+    aborted = () if getattr(body, "isolation_level", 0) == READ_COMMITTED else None
+
+    def partition(tp, o):
         div = o.diverging_epoch or (-1, -1)
         return build(key, v, "PartitionData", partition_index=tp[1], error_code=o.error,
                      high_watermark=o.high_watermark, last_stable_offset=o.last_stable_offset,
@@ -127,10 +148,13 @@ def fetch(api: BrokerApi, request, _listener: str):
                      aborted_transactions=aborted, preferred_read_replica=-1,
                      records=o.records)
 
-    topics = tuple(build(key, v, "FetchableTopicResponse", topic=t.topic,
-                         partitions=tuple(partition((t.topic, p.partition)) for p in t.partitions))
-                   for t in body.topics)
-    return build(key, v, "FetchResponse", error_code=NONE, session_id=0, responses=topics)
+    by_topic: dict[str, list] = {}
+    for tp, o in context.respond(outcomes):
+        by_topic.setdefault(tp[0], []).append(partition(tp, o))
+    topics = tuple(build(key, v, "FetchableTopicResponse", topic=t, partitions=tuple(ps))
+                   for t, ps in by_topic.items())
+    return build(key, v, "FetchResponse", error_code=NONE, session_id=context.session_id,
+                 responses=topics)
 
 
 # -- ListOffsets, OffsetForLeaderEpoch -------------------------------------------------------

@@ -35,8 +35,7 @@ INVALID_REQUEST = 42
 
 
 def _later(api: BrokerApi, make_event, respond) -> Deferred:
-    pending = api.group_call(make_event)
-    return Deferred(lambda: respond(pending.result()))
+    return api.group_call(make_event).then(respond)
 
 
 # -- FindCoordinator -------------------------------------------------------------------------------

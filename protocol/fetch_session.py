@@ -1,0 +1,205 @@
+"""Fetch sessions (KIP-227), both sides, pure: a steady fetcher sends only the partitions
+whose fetch position changed, and is answered only the partitions that have something new.
+
+The broker's side is Kafka's FetchManager / FetchSession (core/.../server/FetchSession.scala),
+the fetcher's side Kafka's FetchSessionHandler (clients/.../FetchSessionHandler.java).
+
+Rules, broker side (`FetchSessionCache.new_context`):
+- epoch -1 (FINAL): a sessionless full fetch of the partitions asked; a session_id given
+  is closed. Answered with session_id 0.
+- epoch 0 (INITIAL): a full fetch; a session holding the partitions asked is created when
+  the cache has room (one with the same id is replaced), and its id goes in the answer (0
+  when none could be made: the fetcher then stays sessionless).
+- epoch > 0: an incremental fetch of session `session_id`: an unknown session is
+  FETCH_SESSION_ID_NOT_FOUND (70), another epoch than the one expected
+  INVALID_FETCH_SESSION_EPOCH (71) (the fetcher starts over with a full fetch). Otherwise
+  the partitions asked are added or updated, the forgotten ones removed, the expected
+  epoch moves on, and EVERY partition of the session is read.
+- `context.respond(outcomes)`: a full fetch answers every partition; an incremental one
+  only the partitions with records, an error, a diverging epoch, or a high watermark, last
+  stable offset or log start offset other than the one the session last answered (Kafka's
+  maybeUpdateResponseData); the session remembers what it answered either way.
+- The cache holds at most `max_slots` sessions (max.incremental.fetch.session.cache.slots,
+  1000). A new session takes a free slot, else evicts the least recently used session of
+  lower or equal privilege (a follower's outranks a consumer's), else is not made. Ids are
+  random positive int32s.
+
+Rules, fetcher side (`FetchSessionHandler`):
+- `build(wanted)` with {tp: FetchData} of everything this fetcher wants now → a FetchPlan:
+  a full request (epoch 0) while there is no session, else an incremental one with only the
+  partitions whose FetchData differs from what the session holds, and the partitions no
+  longer wanted as forgotten.
+- `on_response(plan, error, session_id)`: after an error the next request is full (and
+  sessionless until the broker gives a new id); after a full answer the session is the
+  id given (epoch 1 next), after an incremental one the epoch moves on (1 after 2^31-1).
+  `reset()` after a lost connection.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+
+FETCH_SESSION_ID_NOT_FOUND = 70
+INVALID_FETCH_SESSION_EPOCH = 71
+FINAL_EPOCH, INITIAL_EPOCH = -1, 0
+MAX_EPOCH = 2**31 - 1
+DEFAULT_SLOTS = 1000
+
+__all__ = ["FetchData", "FetchSessionCache", "FetchContext", "FetchSessionHandler", "FetchPlan",
+           "FETCH_SESSION_ID_NOT_FOUND", "INVALID_FETCH_SESSION_EPOCH"]
+
+
+@dataclass(frozen=True, slots=True)
+class FetchData:
+    """What a fetcher asks of one partition."""
+    fetch_offset: int
+    current_leader_epoch: int = -1
+    last_fetched_epoch: int = -1
+    log_start_offset: int = -1
+    max_bytes: int = 1 << 20
+
+
+def _next_epoch(epoch: int) -> int:
+    return 1 if epoch >= MAX_EPOCH else epoch + 1
+
+
+# ---------------------------------------------------------------- the broker's side
+class _Session:
+    __slots__ = ("id", "privileged", "epoch", "partitions", "answered")
+
+    def __init__(self, session_id: int, privileged: bool):
+        self.id, self.privileged, self.epoch = session_id, privileged, 1
+        self.partitions: OrderedDict[tuple, FetchData] = OrderedDict()
+        self.answered: dict[tuple, tuple] = {}     # tp → (hw, last stable, log start)
+
+
+class FetchContext:
+    """One fetch request's view: what to read (`asks`) and what to answer (`respond`)."""
+
+    __slots__ = ("session", "partitions", "incremental", "_cache")
+
+    def __init__(self, cache, session: _Session | None, partitions, incremental: bool):
+        self._cache, self.session = cache, session
+        self.partitions: OrderedDict = partitions
+        self.incremental = incremental
+
+    @property
+    def session_id(self) -> int:
+        return self.session.id if self.session is not None else 0
+
+    def asks(self) -> list[tuple[tuple, FetchData]]:
+        return list(self.partitions.items())
+
+    def respond(self, outcomes: dict) -> list[tuple]:
+        """[(tp, outcome)] to answer, in the session's order. An outcome has error,
+        records, high_watermark, last_stable_offset, log_start_offset, diverging_epoch."""
+        if self.session is None:
+            return [(tp, outcomes[tp]) for tp in self.partitions if tp in outcomes]
+        out = []
+        with self._cache.lock:
+            answered = self.session.answered
+            for tp in self.partitions:
+                o = outcomes.get(tp)
+                if o is None:
+                    continue
+                marks = (o.high_watermark, o.last_stable_offset, o.log_start_offset)
+                changed = answered.get(tp) != marks
+                answered[tp] = marks
+                if not self.incremental or changed or o.records or o.error or \
+                        (o.diverging_epoch is not None and o.diverging_epoch[0] >= 0):
+                    out.append((tp, o))
+        return out
+
+
+class FetchSessionCache:
+    def __init__(self, max_slots: int = DEFAULT_SLOTS, rng: random.Random | None = None):
+        self.max_slots = max_slots
+        self._rng = rng or random.Random()
+        self._sessions: OrderedDict[int, _Session] = OrderedDict()   # least recently used first
+        self.lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._sessions)
+
+    def new_context(self, session_id: int, epoch: int, requested: dict, forgotten,
+                    privileged: bool) -> FetchContext | int:
+        """The context of a fetch request, or an error code (70, 71) to answer it with.
+        `requested` {tp: FetchData} in request order; `forgotten` [tp]."""
+        with self.lock:
+            if epoch == FINAL_EPOCH:
+                self._sessions.pop(session_id, None)
+                return FetchContext(self, None, OrderedDict(requested), False)
+            if epoch == INITIAL_EPOCH:
+                self._sessions.pop(session_id, None)
+                session = self._create(privileged)
+                if session is not None:
+                    session.partitions.update(requested)
+                return FetchContext(self, session, OrderedDict(requested), False)
+            session = self._sessions.get(session_id)
+            if session is None:
+                return FETCH_SESSION_ID_NOT_FOUND
+            if epoch != session.epoch:
+                return INVALID_FETCH_SESSION_EPOCH
+            self._sessions.move_to_end(session_id)
+            for tp in forgotten:
+                session.partitions.pop(tp, None)
+                session.answered.pop(tp, None)
+            session.partitions.update(requested)
+            session.epoch = _next_epoch(epoch)
+            return FetchContext(self, session, OrderedDict(session.partitions), True)
+
+    def _create(self, privileged: bool) -> _Session | None:
+        if len(self._sessions) >= self.max_slots:
+            victim = next((s for s in self._sessions.values()
+                           if privileged or not s.privileged), None)
+            if victim is None:
+                return None
+            del self._sessions[victim.id]
+        while True:
+            session_id = self._rng.randint(1, MAX_EPOCH)
+            if session_id not in self._sessions:
+                break
+        session = self._sessions[session_id] = _Session(session_id, privileged)
+        return session
+
+
+# ---------------------------------------------------------------- the fetcher's side
+@dataclass(frozen=True)
+class FetchPlan:
+    session_id: int
+    epoch: int
+    partitions: dict          # {tp: FetchData} to put in the request
+    forgotten: tuple          # tps to forget
+    wanted: dict              # everything wanted when it was built
+
+
+class FetchSessionHandler:
+    def __init__(self):
+        self.session_id = 0
+        self.epoch = INITIAL_EPOCH
+        self.held: dict = {}      # what the broker's session holds, as last acknowledged
+
+    def build(self, wanted: dict) -> FetchPlan:
+        wanted = dict(wanted)
+        if self.session_id == 0 or self.epoch == INITIAL_EPOCH:
+            return FetchPlan(0, INITIAL_EPOCH, wanted, (), wanted)
+        send = {tp: d for tp, d in wanted.items() if self.held.get(tp) != d}
+        forgotten = tuple(tp for tp in self.held if tp not in wanted)
+        return FetchPlan(self.session_id, self.epoch, send, forgotten, wanted)
+
+    def on_response(self, plan: FetchPlan, error: int, session_id: int) -> None:
+        if error:
+            self.reset()
+            return
+        if plan.epoch == INITIAL_EPOCH:
+            self.session_id = session_id
+            self.epoch = 1 if session_id else INITIAL_EPOCH
+        else:
+            self.epoch = _next_epoch(plan.epoch)
+        self.held = plan.wanted if self.session_id else {}
+
+    def reset(self) -> None:
+        self.session_id, self.epoch, self.held = 0, INITIAL_EPOCH, {}

@@ -1,0 +1,201 @@
+"""protocol/fetch_session.py, pure: the broker's session cache (KIP-227 rules, table-driven),
+the fetcher's handler, and a hypothesis property that a fetcher and a broker driven by random
+wants, answers and losses always agree on what the broker reads: exactly what the fetcher
+wants, at the positions it wants them (against a naive sessionless reference)."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from protocol.fetch_session import (FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH,
+                                    MAX_EPOCH, FetchData, FetchSessionCache,
+                                    FetchSessionHandler)
+
+pytestmark = pytest.mark.unit
+A, B, C = ("t", 0), ("t", 1), ("u", 0)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    error: int = 0
+    records: bytes = b""
+    high_watermark: int = 10
+    last_stable_offset: int = 10
+    log_start_offset: int = 0
+    diverging_epoch: tuple | None = None
+
+
+def cache(slots=10) -> FetchSessionCache:
+    return FetchSessionCache(slots, random.Random(1))
+
+
+def d(offset: int) -> FetchData:
+    return FetchData(offset)
+
+
+# -- the broker's side ----------------------------------------------------------------------
+def test_final_epoch_is_sessionless_and_closes_the_session_named():
+    c = cache()
+    ctx = c.new_context(0, 0, {A: d(1)}, (), privileged=False)
+    assert ctx.session_id and len(c) == 1
+    final = c.new_context(ctx.session_id, -1, {A: d(4), B: d(0)}, (), privileged=False)
+    assert final.session_id == 0 and len(c) == 0
+    assert final.asks() == [(A, d(4)), (B, d(0))]
+    assert c.new_context(ctx.session_id, 1, {}, (), False) == FETCH_SESSION_ID_NOT_FOUND
+
+
+@pytest.mark.parametrize("session_id, epoch, expected", [
+    (12345, 1, FETCH_SESSION_ID_NOT_FOUND),        # never given
+    ("given", 2, INVALID_FETCH_SESSION_EPOCH),     # skipped one
+    ("given", 5, INVALID_FETCH_SESSION_EPOCH),
+    ("given", 1, None),                            # the one expected
+])
+def test_incremental_fetch_errors(session_id, epoch, expected):
+    c = cache()
+    given_id = c.new_context(0, 0, {A: d(0)}, (), False).session_id
+    ctx = c.new_context(given_id if session_id == "given" else session_id, epoch, {}, (), False)
+    if expected is None:
+        assert ctx.asks() == [(A, d(0))] and ctx.incremental
+    else:
+        assert ctx == expected
+
+
+def test_an_incremental_fetch_updates_adds_forgets_and_reads_the_whole_session():
+    c = cache()
+    sid = c.new_context(0, 0, {A: d(0), B: d(0)}, (), False).session_id
+    ctx = c.new_context(sid, 1, {A: d(7), C: d(2)}, [B], False)
+    assert ctx.asks() == [(A, d(7)), (C, d(2))]
+    ctx = c.new_context(sid, 2, {}, (), False)
+    assert ctx.asks() == [(A, d(7)), (C, d(2))]
+    # a repeated epoch is refused: the fetcher starts over
+    assert c.new_context(sid, 2, {}, (), False) == INVALID_FETCH_SESSION_EPOCH
+
+
+def test_a_full_answer_lists_all_an_incremental_one_only_what_changed():
+    c = cache()
+    ctx = c.new_context(0, 0, {A: d(0), B: d(0), C: d(0)}, (), False)
+    quiet = {A: Outcome(), B: Outcome(), C: Outcome()}
+    assert [tp for tp, _ in ctx.respond(quiet)] == [A, B, C]
+    ctx = c.new_context(ctx.session_id, 1, {}, (), False)
+    assert ctx.respond(quiet) == []
+    ctx = c.new_context(ctx.session_id, 2, {}, (), False)
+    moved = {A: Outcome(records=b"x", high_watermark=11, last_stable_offset=11), B: Outcome(high_watermark=11, last_stable_offset=11),
+             C: Outcome()}
+    assert [tp for tp, _ in ctx.respond(moved)] == [A, B]
+    ctx = c.new_context(ctx.session_id, 3, {}, (), False)
+    changed = {A: Outcome(high_watermark=11, last_stable_offset=11),
+               B: Outcome(high_watermark=11, last_stable_offset=11, log_start_offset=3),
+               C: Outcome(error=6)}
+    assert [tp for tp, _ in ctx.respond(changed)] == [B, C]
+    ctx = c.new_context(ctx.session_id, 4, {}, (), False)
+    diverged = {A: Outcome(high_watermark=11, last_stable_offset=11),
+                B: Outcome(high_watermark=11, last_stable_offset=11, log_start_offset=3,
+                           diverging_epoch=(2, 5)),
+                C: Outcome(diverging_epoch=(-1, -1))}
+    assert [tp for tp, _ in ctx.respond(diverged)] == [B]
+
+
+def test_a_forgotten_then_readded_partition_is_answered_again():
+    c = cache()
+    sid = c.new_context(0, 0, {A: d(0)}, (), False).session_id
+    c.new_context(sid, 1, {}, (), False).respond({A: Outcome()})
+    c.new_context(sid, 2, {}, [A], False)
+    ctx = c.new_context(sid, 3, {A: d(0)}, (), False)
+    assert [tp for tp, _ in ctx.respond({A: Outcome()})] == [A]
+
+
+@pytest.mark.parametrize("existing, newcomer, made, evicted", [
+    ([False, False], False, True, 0),    # the least recently used consumer goes
+    ([False, False], True, True, 0),
+    ([True, False], False, True, 1),     # a consumer never evicts a follower
+    ([True, True], False, False, None),
+    ([True, True], True, True, 0),       # a follower evicts the oldest follower
+])
+def test_a_full_cache_evicts_by_privilege_then_age(existing, newcomer, made, evicted):
+    c = cache(slots=2)
+    ids = [c.new_context(0, 0, {A: d(0)}, (), privileged=p).session_id for p in existing]
+    ctx = c.new_context(0, 0, {A: d(0)}, (), privileged=newcomer)
+    assert bool(ctx.session_id) == made
+    assert len(c) == 2
+    for i, sid in enumerate(ids):
+        gone = c.new_context(sid, 1, {}, (), False) == FETCH_SESSION_ID_NOT_FOUND
+        assert gone == (i == evicted)
+
+
+def test_use_makes_a_session_recent():
+    c = cache(slots=2)
+    first = c.new_context(0, 0, {A: d(0)}, (), False).session_id
+    second = c.new_context(0, 0, {A: d(0)}, (), False).session_id
+    c.new_context(first, 1, {}, (), False)                  # first is now the recent one
+    c.new_context(0, 0, {A: d(0)}, (), False)
+    assert c.new_context(second, 1, {}, (), False) == FETCH_SESSION_ID_NOT_FOUND
+    assert c.new_context(first, 2, {}, (), False) != FETCH_SESSION_ID_NOT_FOUND
+
+
+# -- the fetcher's side ---------------------------------------------------------------------
+def test_handler_sends_everything_first_then_only_changes_and_forgets():
+    h = FetchSessionHandler()
+    plan = h.build({A: d(0), B: d(0)})
+    assert (plan.session_id, plan.epoch, set(plan.partitions)) == (0, 0, {A, B})
+    h.on_response(plan, 0, 77)
+    plan = h.build({A: d(5), C: d(0)})
+    assert (plan.session_id, plan.epoch) == (77, 1)
+    assert plan.partitions == {A: d(5), C: d(0)} and plan.forgotten == (B,)
+    h.on_response(plan, 0, 77)
+    plan = h.build({A: d(5), C: d(0)})
+    assert (plan.epoch, plan.partitions, plan.forgotten) == (2, {}, ())
+
+
+@pytest.mark.parametrize("error", [FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH, 7])
+def test_handler_starts_over_after_an_error(error):
+    h = FetchSessionHandler()
+    h.on_response(h.build({A: d(0)}), 0, 9)
+    h.on_response(h.build({A: d(3)}), error, 0)
+    plan = h.build({A: d(3)})
+    assert (plan.session_id, plan.epoch, plan.partitions) == (0, 0, {A: d(3)})
+
+
+def test_handler_stays_sessionless_when_the_broker_gives_no_session():
+    h = FetchSessionHandler()
+    h.on_response(h.build({A: d(0)}), 0, 0)
+    assert h.build({A: d(1)}).epoch == 0
+
+
+def test_handler_epoch_wraps_to_one():
+    h = FetchSessionHandler()
+    h.session_id, h.epoch = 5, MAX_EPOCH
+    plan = h.build({})
+    h.on_response(plan, 0, 5)
+    assert h.epoch == 1
+
+
+# -- both sides, against a naive reference --------------------------------------------------
+steps = st.lists(st.tuples(
+    st.dictionaries(st.sampled_from([A, B, C, ("v", 3)]), st.integers(0, 3), max_size=4),
+    st.sampled_from(["ok", "ok", "ok", "lost", "evicted"])), min_size=1, max_size=30)
+
+
+@settings(max_examples=300, deadline=None)
+@given(steps)
+def test_the_broker_reads_exactly_what_the_fetcher_wants(script):
+    c, h = cache(slots=1), FetchSessionHandler()
+    for wants, fate in script:
+        wanted = {tp: d(o) for tp, o in wants.items()}
+        plan = h.build(wanted)
+        if fate == "evicted":           # another privileged fetcher takes the only slot
+            c.new_context(0, 0, {}, (), privileged=True)
+        forgotten = list(plan.forgotten)
+        ctx = c.new_context(plan.session_id, plan.epoch, plan.partitions, forgotten, True)
+        if isinstance(ctx, int):
+            h.on_response(plan, ctx, 0)
+            continue
+        # The naive reference: a sessionless fetcher asks for all it wants, every time.
+        assert dict(ctx.asks()) == wanted
+        if fate == "lost":              # the answer never arrived: the connection is reset
+            h.reset()
+            continue
+        h.on_response(plan, 0, ctx.session_id)
