@@ -67,8 +67,8 @@ from controller.requests import LeaderAndIsrRequest, StopReplicaRequest, UpdateM
 from controller.layout import BrokerRegistration, LeaderIsrAndControllerEpoch
 from controller.zookeeper.store import ZkStore
 from replicas.errors import BrokerNotAvailable, KafkaError, NotController, RequestTimedOut
-from replicas.replica_manager import (BrokerConfig, HighWatermarkChanged, ProduceDone,
-                                      ProposeIsr, ReplicaManager)
+from replicas.replica_manager import (BrokerConfig, FetchResult, HighWatermarkChanged,
+                                      ProduceDone, ProposeIsr, ReplicaManager)
 
 log = logging.getLogger(__name__)
 CONTROLLER_EPOCHS_LOG = "controller-epochs.log"
@@ -400,9 +400,16 @@ class BrokerActor:
         asks = [(tuple(a[0]),) + tuple(a[1:]) for a in asks]
         by_tp = {a[0]: a for a in asks}
 
-        def read():
+        def read(only=None, previous=None):
             out, total = {}, 0
             for tp, offset, current_epoch, last_epoch, part_max in asks:
+                if only is not None and tp not in only:
+                    r = previous[tp]
+                    if not (r.error or r.records or r.diverging_epoch):
+                        marks = self.rm.leader_marks(tp, current_epoch)
+                        if marks is not None:      # still quiet: refresh HW and log start
+                            out[tp] = FetchResult(0, b"", *marks)
+                            continue
                 budget = part_max if max_bytes is None else min(part_max, max_bytes - total)
                 r = self.rm.fetch(tp, offset, max(budget, 1), replica_id=replica_id,
                                   current_leader_epoch=current_epoch, last_fetched_epoch=last_epoch)
@@ -421,7 +428,7 @@ class BrokerActor:
             out, enough = read()
             if enough or max_wait_ms <= 0:
                 return out
-            delayed = DelayedFetch(by_tp, read, ready)
+            delayed = DelayedFetch(by_tp, read, ready, out)
             self.parked.park(delayed)
             delayed.timer = self.timers.add(max_wait_ms / 1000, lambda: self._expire(delayed))
         return delayed

@@ -87,11 +87,19 @@ class EventLoop:
         self.loop.run_forever()
 
     def call(self, fn, *args) -> None:
-        """fn(*args) on the loop, soon (from any thread)."""
+        """fn(*args) on the loop, soon (from any thread). From the loop's own thread this
+        skips the wake-up write to the loop's self-pipe (a syscall and an epoll round)."""
         try:
-            self.loop.call_soon_threadsafe(fn, *args)
+            if threading.get_ident() == self._thread.ident:
+                self.loop.call_soon(fn, *args)
+            else:
+                self.loop.call_soon_threadsafe(fn, *args)
         except RuntimeError:          # the loop is closed: the broker is stopping
             pass
+
+    @property
+    def in_loop(self) -> bool:
+        return threading.get_ident() == self._thread.ident
 
     def run(self, coro, timeout_s: float = 30.0):
         """Run a coroutine on the loop and wait for its result (from another thread)."""

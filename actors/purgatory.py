@@ -5,9 +5,12 @@ Rules:
   every partition it reads. `changed(tps)` (a leader append added data, a high watermark
   moved) looks only at the fetches watching those partitions, and for each runs its cheap
   `ready(tp)` check (is there something past its fetch offset on THAT partition, or an
-  error to tell?); only a fetch that passes reads its partitions again and completes.
-  `changed_all()` (leadership moved) checks every parked fetch. A fetch that reaches its
-  deadline (the broker's Timers) completes with whatever is there.
+  error to tell?); only a fetch that passes reads again, and only the partitions that
+  passed (`read(only)`: the others keep their first, empty answer with their high
+  watermark and log start brought up to date: a follower's session of a hundred quiet
+  partitions costs one read, not a hundred). `changed_all()` (leadership moved) reads every
+  parked fetch's partitions again. A fetch that reaches its deadline (the broker's Timers)
+  completes with what is there then (`read(frozenset())`: the marks brought up to date).
 - Everything here runs under the broker's lock (the callers hold it), so a change can never
   fall between a fetch's "not enough yet" and its parking.
 - Completion stores the answer, releases `result()` and runs the `ready` callbacks (from
@@ -26,15 +29,18 @@ RESULT_TIMEOUT_S = 24 * 3600       # result() is released by completion; this on
 
 
 class DelayedFetch:
-    """One parked fetch. `read()` (under the broker lock) → (answers, enough); `ready(tp)`
-    → whether reading again could be worth it for that partition."""
+    """One parked fetch. `read(only, previous)` (under the broker lock) → (answers, enough):
+    the partitions in `only` read again (all when None), the others' `previous` answers
+    refreshed (the read never refers to its DelayedFetch: no cycle);
+    `ready(tp)` → whether reading again could be worth it for that partition. `answers`
+    holds the first read's until completion stores the last."""
 
     __slots__ = ("tps", "read", "ready", "answers", "timer", "_done", "_callbacks", "_lock")
 
-    def __init__(self, tps, read, ready):
+    def __init__(self, tps, read, ready, answers=None):
         self.tps = tuple(tps)
         self.read, self.ready = read, ready
-        self.answers = None
+        self.answers = answers
         self.timer = None
         self._done = threading.Event()
         self._callbacks: list = []
@@ -89,28 +95,33 @@ class FetchPurgatory:
         self._all.discard(fetch)
 
     def changed(self, tps) -> None:
+        ready: dict[DelayedFetch, set] = {}
         for tp in tps:
-            for fetch in list(self._by_tp.get(tp, ())):
+            for fetch in self._by_tp.get(tp, ()):
                 if not fetch.done and fetch.ready(tp):
-                    self._try(fetch)
+                    ready.setdefault(fetch, set()).add(tp)
+        for fetch, only in ready.items():
+            self._try(fetch, only)
 
     def changed_all(self) -> None:
         for fetch in list(self._all):
             if not fetch.done:
-                self._try(fetch)
+                self._try(fetch, None)
 
     def expire(self, fetch: DelayedFetch) -> None:
         """Its deadline passed: complete with whatever is there now."""
         if not fetch.done:
-            answers, _ = fetch.read()
+            answers, _ = fetch.read(frozenset(), fetch.answers)
             self.unpark(fetch)
             fetch.complete(answers)
 
-    def _try(self, fetch: DelayedFetch) -> None:
-        answers, enough = fetch.read()
+    def _try(self, fetch: DelayedFetch, only) -> None:
+        answers, enough = fetch.read(only, fetch.answers)
         if enough:
             self.unpark(fetch)
             fetch.complete(answers)
+        else:
+            fetch.answers = answers
 
     def __len__(self) -> int:
         return len(self._all)

@@ -219,8 +219,15 @@ def check_leader_epoch(local_epoch: int, requested_epoch: int) -> int:
     return FENCED_LEADER_EPOCH if requested_epoch < local_epoch else UNKNOWN_LEADER_EPOCH
 
 
-def _snake(name: str) -> str:
-    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+_HANDLERS: dict[type, str] = {}     # event class → its process_<event> method name
+
+
+def handler_name(event_type: type) -> str:
+    name = _HANDLERS.get(event_type)
+    if name is None:
+        name = _HANDLERS[event_type] = "process_" + re.sub(
+            r"(?<!^)(?=[A-Z])", "_", event_type.__name__).lower()
+    return name
 
 
 # ---------------------------------------------------------------- the state machine
@@ -272,7 +279,7 @@ class PartitionState:
     def process(self, event) -> list[Effect]:
         if type(event) not in EVENTS:
             raise TypeError(f"not a partition event: {event!r}")
-        return getattr(self, "process_" + _snake(type(event).__name__))(event)
+        return getattr(self, handler_name(type(event)))(event)
 
     # ---- role changes
     def process_become_leader(self, e: BecomeLeader) -> list[Effect]:
@@ -346,8 +353,11 @@ class PartitionState:
             raise RejectedEvent(OFFSET_OUT_OF_RANGE,
                                 f"fetch offset {e.fetch_offset} outside [0, {self.log_end_offset}]")
         self.now_ms = e.now_ms
+        before = self.followers[e.replica_id]
         self.followers[e.replica_id] = update_fetch_state(
-            self.followers[e.replica_id], e.fetch_offset, e.now_ms, self.log_end_offset)
+            before, e.fetch_offset, e.now_ms, self.log_end_offset)
+        if e.fetch_offset == before.log_end_offset and e.replica_id in self.isr:
+            return []       # nothing the HW, the ISR or a waiting produce depends on moved
         return self.maybe_expand_isr(e.replica_id) + self._leader_progress()
 
     def process_tick(self, e: Tick) -> list[Effect]:

@@ -504,6 +504,16 @@ class ReplicaManager(FollowerSide):
         limit = end if replica_id >= 0 else part.state.high_watermark
         return offset < limit or offset > end or offset < part.log.log_start_offset
 
+    def leader_marks(self, tp, current_leader_epoch: int = -1) -> tuple[int, int, int] | None:
+        """(high watermark, log start, log end) while this broker leads `tp` at that epoch,
+        else None: what a quiet partition's fetch answer carries, without a read."""
+        part = self._partitions.get(TopicPartition(*tp))
+        if part is None or not part.state.is_leader or \
+                ps.check_leader_epoch(part.state.leader_epoch, current_leader_epoch) != NONE:
+            return None
+        log = part.log
+        return part.state.high_watermark, log.log_start_offset, log.log_end_offset
+
     def offsets_for_leader_epoch(self, tp, current_leader_epoch: int,
                                  leader_epoch: int) -> tuple[int, int, int]:
         """(error, epoch, end offset) for an OffsetsForLeaderEpoch request (KIP-101/279)."""

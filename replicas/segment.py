@@ -25,6 +25,10 @@ Rules (KAFKA_FACTS §8, Kafka's LogSegment/OffsetIndex):
   opened only to be read at load, written (one pwrite per appended batch set that adds
   entries, a truncate, a rebuild) or fsynced, then closed (Kafka keeps every file open and
   asks for a high ulimit).
+- Reads mostly continue where the last one ended (a follower or consumer at the log end), so
+  the segment remembers a few batch boundaries, offset → position (where appends began and
+  where reads stopped): a fetch at such an offset reads one header instead of scanning
+  from the sparse index. A truncation forgets them.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ from replicas.open_files import UNBOUNDED, OpenFiles, briefly_open
 from replicas.time_index import TimeIndex
 
 INDEX_ENTRY = struct.Struct(">ii")
+BOUNDARY_HINTS = 32
 MAX_RELATIVE_OFFSET = 2**31 - 1
 
 
@@ -75,6 +80,7 @@ class Segment:
         self._index_offsets: list[int] = []     # relative last offsets
         self._index_positions: list[int] = []
         self._bytes_since_index = 0
+        self._boundaries: dict[int, int] = {}   # batch base offset → position (hints)
         self.dirty = False
         self.created_ms: int | None = None       # set by the log from its clock
         # (first batch max timestamp or None, largest max timestamp, last offset of its
@@ -136,6 +142,7 @@ class Segment:
 
     def rebuild_index(self) -> None:
         """Both indexes and the timestamps from the `.log` (Kafka's LogSegment.recover)."""
+        self._boundaries.clear()
         self._index_offsets, self._index_positions = [], []
         self._bytes_since_index = 0
         self.time_index.clear()
@@ -173,6 +180,8 @@ class Segment:
                 index_bytes += entry
                 time_bytes += self.time_index.maybe_append(*self._timestamps[1:])
         _write_all(self._fd, buf, start)
+        if headers:
+            self._remember(headers[0].base_offset if assigned else first_offset, start)
         if index_bytes:
             with self._index_file() as fd:
                 _write_all(fd, index_bytes, len(self._index_offsets) * INDEX_ENTRY.size
@@ -254,8 +263,19 @@ class Segment:
             yield header._replace(position=position)
             position += header.size
 
+    def _remember(self, offset: int, position: int) -> None:
+        hints = self._boundaries
+        if len(hints) >= BOUNDARY_HINTS:
+            del hints[next(iter(hints))]            # the oldest
+        hints[offset] = position
+
     def find_position(self, offset: int) -> tuple[int, records.BatchHeader | None]:
         """Position and header of the first batch whose last offset ≥ `offset`."""
+        position = self._boundaries.get(offset)
+        if position is not None and position + records.HEADER_SIZE <= self.size:
+            header = records.read_header(os.pread(self._fd, records.HEADER_SIZE, position))
+            if header.base_offset == offset:
+                return position, header._replace(position=position)
         i = bisect.bisect_right(self._index_offsets, offset - self.base_offset) - 1
         start = self._index_positions[i] if i >= 0 else 0
         for header in self._headers_from(start):
@@ -274,11 +294,13 @@ class Segment:
             return b""
         want = min(max(max_bytes, first.size), self.size - position)
         chunk = self.read_bytes(position, want)
-        cut = 0
+        cut, next_offset = 0, None
         for header in records.iter_headers(chunk):
             if max_offset is not None and header.base_offset >= max_offset:
                 break
-            cut = header.position + header.size
+            cut, next_offset = header.position + header.size, header.last_offset + 1
+        if next_offset is not None and position + cut < self.size:
+            self._remember(next_offset, position + cut)
         return chunk[:cut] if cut < len(chunk) else chunk
 
     # -- shrinking and lifecycle -------------------------------------------------------
@@ -288,6 +310,7 @@ class Segment:
         if first_dropped is None:
             return 0
         removed = self.size - position
+        self._boundaries.clear()
         os.ftruncate(self._fd, position)
         self.size = position
         # Offsets are dense, so the first dropped batch starts where the kept data ends.

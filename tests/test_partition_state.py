@@ -476,7 +476,7 @@ def test_process_rejects_unknown_events_and_every_event_has_a_handler():
         PartitionState("t", 0, 1).process(object())
     for cls in ps.EVENTS:
         assert dataclasses.is_dataclass(cls) and cls.__dataclass_params__.frozen
-        assert callable(getattr(PartitionState, "process_" + ps._snake(cls.__name__)))
+        assert callable(getattr(PartitionState, ps.handler_name(cls)))
     with pytest.raises(dataclasses.FrozenInstanceError):
         Tick(1).now_ms = 2
 
