@@ -13,7 +13,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PYTEST_ARGS ?=
 BENCH_ARGS ?=
 
-.PHONY: install demo test test-unit bench check-clean clean-venv
+.PHONY: install demo test test-unit chaos bench check-clean clean-venv
 
 install: $(ZK_JAR) $(KCAT) $(STAMP)
 
@@ -40,7 +40,11 @@ demo: install
 	$(VENV)/bin/rayka demo
 
 test: install
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
+
+# The long soaks (marked slow): every fault kind five times with librdkafka clients too.
+chaos: install
+	$(PY) -m pytest -m slow $(PYTEST_ARGS)
 
 test-unit: install
 	$(PY) -m pytest -m unit $(PYTEST_ARGS)

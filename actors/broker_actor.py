@@ -102,7 +102,8 @@ class BrokerActor:
         self.lock = threading.RLock()
         self.changed = threading.Condition(self.lock)   # metadata waits, reordered produces
         self.parked = FetchPurgatory()                   # long-poll fetches, by partition
-        self.timers = Timers(f"broker-{broker_id}-timers")
+        self.network = EventLoop(f"broker-{broker_id}-network")   # sockets, timers, fetchers
+        self.timers = Timers(self.network)
         self._produce_waiters: dict[int, PendingProduce] = {}   # pending id → its call
         self.rm = ReplicaManager(broker_id, BrokerConfig(data_dir=data_dir,
                                                          default_topic_config=self.topic_defaults,
@@ -110,6 +111,7 @@ class BrokerActor:
                                    _clock_ms)
         self.recovery = self.rm.startup()
         self.fetchers: dict[int, Fetcher] = {}
+        self._cut_until: dict[int | None, float] = {}    # link-cut failpoint, by leader
         self._handles: dict[int, object] = {}
         self._alter = queue.Queue()
         self._stopped = threading.Event()
@@ -143,7 +145,6 @@ class BrokerActor:
         except (OSError, ValueError):
             remembered = {}
         out = []
-        self.network = EventLoop(f"broker-{self.id}-network")   # every listener's connections
         try:
             for ep in self.kafka_config.bind_endpoints():
                 listener = None
@@ -322,6 +323,25 @@ class BrokerActor:
     def find_coordinator(self, group_id: str) -> tuple[int, int]:
         """(error, broker id of the group's coordinator): Kafka's FindCoordinator."""
         return self.kafka_api.coordinator_of(group_id)
+
+    @ray.method(concurrency_group="control")
+    def cut_replication(self, duration_s: float, leader_id: int | None = None) -> list[int]:
+        """Failpoint (chaos): this broker's replication links (to `leader_id`, or to every
+        leader) close and stay down for `duration_s`; 0 lifts the cut. A network partition
+        between live brokers as the fetchers see it. The leaders whose links are cut now."""
+        until = time.monotonic() + max(0.0, duration_s)
+        with self.lock:
+            if leader_id is None and duration_s <= 0:
+                self._cut_until.clear()                  # every cut lifted
+            self._cut_until[leader_id] = until
+            cut = [lid for lid in self.fetchers if leader_id is None or lid == leader_id]
+            for lid in cut:
+                self.fetchers[lid].cut_link(self.replication_cut_until(lid))
+        return sorted(cut)
+
+    def replication_cut_until(self, leader_id: int) -> float:
+        """Until when (monotonic s) the link-cut failpoint keeps the link to that leader down."""
+        return max(self._cut_until.get(leader_id, 0.0), self._cut_until.get(None, 0.0))
 
     def _move_fetchers(self, not_following, following: dict) -> None:
         for tp in not_following:
@@ -598,10 +618,10 @@ class BrokerActor:
         self.groups.stop()
         for listener in self.listeners:
             listener.stop()
-        self.network.stop()
         for f in self.fetchers.values():
             f.stop()
         self.timers.stop()
+        self.network.stop()
         with self.lock:
             self.rm.checkpoint_high_watermarks()
             self.rm.flush()

@@ -1,29 +1,35 @@
 """BrokerLink: this broker's connection to another broker's Kafka listener (the inter-broker
-listener), blocking, one request at a time: the socket under a replica fetcher.
+listener), on the broker's event loop, one request at a time: the socket under a replica
+fetcher.
 
 Rules:
-- `connect(endpoint)`: TCP with TCP_NODELAY; TLS for SSL and SASL_SSL endpoints (the
-  broker's client context, actors/security.py); SASL (SaslHandshake v1, then
-  SaslAuthenticate v2 rounds, protocol/security/sasl_client.py) for SASL endpoints before
-  anything else. An authentication the peer refuses raises SaslFailed with its message.
+- Everything runs on the broker's loop (actors/listener.py EventLoop): `await connect`,
+  `await call`; `close()` from the loop. No thread of its own, so an answer is handled
+  where the listener's requests are, without a GIL hand-off.
+- `connect(endpoint)`: TCP (asyncio sets TCP_NODELAY); TLS for SSL and SASL_SSL endpoints
+  (the broker's client context, actors/security.py, checking the peer's name); SASL
+  (SaslHandshake v1, then SaslAuthenticate v2 rounds, protocol/security/sasl_client.py) for
+  SASL endpoints before anything else. An authentication the peer refuses raises SaslFailed
+  with its message. It gives up after `timeout_s`.
 - `call(body, timeout_s)` sends one request (protocol/client.py frames it) and waits for its
-  answer; a socket error, a timeout or a protocol error closes the link and raises: the
+  answer; a lost connection, a timeout or a protocol error closes the link and raises: the
   caller opens a new one (a peer that restarted, or a frozen one, costs one reconnect).
-- `close()` may come from another thread (a fetcher being stopped): it shuts the socket
-  down, which ends a call waiting on it at once.
+- Failpoint (chaos): `cut_until(monotonic_s)` makes the link unusable until then: a link
+  that is cut closes, and connecting raises ConnectionRefusedError, as a network partition
+  between two live brokers would look to the fetcher.
 """
 
 from __future__ import annotations
 
-import socket
-import threading
+import asyncio
+import time
 
 from controller.layout import Endpoint
 from protocol.build import build_request
 from protocol.client import ClientConnection
+from protocol.errors import ProtocolError
 from protocol.security.sasl_client import SaslFailed
 
-READ_BYTES = 1 << 20
 SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
 
 __all__ = ["BrokerLink", "SaslFailed"]
@@ -33,77 +39,130 @@ class BrokerLink:
     def __init__(self, client_id: str, security=None, max_frame_bytes: int = 100 << 20):
         self.client_id, self.security, self.max_frame_bytes = client_id, security, max_frame_bytes
         self.endpoint: Endpoint | None = None
-        self._sock: socket.socket | None = None
+        self._transport: asyncio.Transport | None = None
+        self._wire: _Wire | None = None
         self._conn: ClientConnection | None = None
-        self._lock = threading.Lock()
+        self._waiting: asyncio.Future | None = None
+        self._cut_until = 0.0
 
     @property
     def connected(self) -> bool:
-        return self._sock is not None
+        return self._transport is not None
 
-    def connect(self, endpoint: Endpoint, timeout_s: float = 10.0) -> None:
+    def cut_until(self, monotonic_s: float) -> None:
+        """Failpoint: no connection until then (the current one closes now; a time in the
+        past lifts the cut)."""
+        self._cut_until = monotonic_s
+        if monotonic_s > time.monotonic():
+            self.close()
+
+    async def connect(self, endpoint: Endpoint, timeout_s: float = 10.0) -> None:
         self.close()
-        sock = socket.create_connection((endpoint.host, endpoint.port), timeout=timeout_s)
+        if time.monotonic() < self._cut_until:
+            raise ConnectionRefusedError(f"link to {endpoint.url()} cut (failpoint)")
+        loop = asyncio.get_running_loop()
+        tls = None
+        if endpoint.security_protocol in ("SSL", "SASL_SSL"):
+            tls = self.security.client_tls_context(endpoint.listener)
+        self._conn = ClientConnection(self.client_id, self.max_frame_bytes)
+        wire = self._wire = _Wire(self)
         try:
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            if endpoint.security_protocol in ("SSL", "SASL_SSL"):
-                ctx = self.security.client_tls_context(endpoint.listener)
-                sock = ctx.wrap_socket(sock, server_hostname=endpoint.host)
+            transport, _ = await asyncio.wait_for(loop.create_connection(
+                lambda: wire, endpoint.host, endpoint.port, ssl=tls,
+                server_hostname=endpoint.host if tls else None), timeout_s)
         except BaseException:
-            sock.close()
+            self._wire = None
             raise
-        with self._lock:
-            self._sock, self._conn = sock, ClientConnection(self.client_id, self.max_frame_bytes)
+        if self._wire is not wire:          # closed meanwhile
+            transport.abort()
+            raise ConnectionError("link closed while connecting")
+        self._transport = transport
         self.endpoint = endpoint
         if endpoint.security_protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
             try:
-                self._authenticate(endpoint, timeout_s)
+                await self._authenticate(endpoint, timeout_s)
             except BaseException:
                 self.close()
                 raise
 
-    def _authenticate(self, endpoint: Endpoint, timeout_s: float) -> None:
+    async def _authenticate(self, endpoint: Endpoint, timeout_s: float) -> None:
         client = self.security.client_sasl(endpoint.listener)
-        shake = self.call(build_request(SASL_HANDSHAKE, 1, None, mechanism=client.mechanism),
-                          timeout_s)
+        shake = await self.call(build_request(SASL_HANDSHAKE, 1, None,
+                                              mechanism=client.mechanism), timeout_s)
         if shake.error_code.value:
             raise SaslFailed(f"{endpoint.url()}: SaslHandshake {client.mechanism}: error "
                              f"{shake.error_code.value} (enabled there: {shake.mechanisms})")
         token = client.first()
         while token is not None:
-            answer = self.call(build_request(SASL_AUTHENTICATE, 2, None, auth_bytes=token),
-                               timeout_s)
+            answer = await self.call(build_request(SASL_AUTHENTICATE, 2, None,
+                                                   auth_bytes=token), timeout_s)
             if answer.error_code.value:
                 raise SaslFailed(f"{endpoint.url()}: {answer.error_message or 'authentication'}"
                                  f" (error {answer.error_code.value})")
             token = client.next(answer.auth_bytes)
 
-    def call(self, body, timeout_s: float):
+    async def call(self, body, timeout_s: float):
         """Send one request and return its answer (the link closes on any failure)."""
-        with self._lock:
-            sock, conn = self._sock, self._conn
-        if sock is None:
+        transport, conn = self._transport, self._conn
+        if transport is None or conn is None:
             raise ConnectionError("not connected")
+        if self._waiting is not None:
+            raise RuntimeError("one request at a time on a BrokerLink")
+        waiting = self._waiting = asyncio.get_running_loop().create_future()
         try:
             _, data = conn.request(body)
-            sock.settimeout(timeout_s)
-            sock.sendall(data)
-            while (got := conn.next_response()) is None:
-                chunk = sock.recv(READ_BYTES)
-                if not chunk:
-                    raise ConnectionError(f"{self.endpoint.url()} closed the connection")
-                conn.receive_data(chunk)
-            return got[1]
+            transport.write(data)
+            return await asyncio.wait_for(waiting, timeout_s)
         except BaseException:
             self.close()
             raise
+        finally:
+            self._waiting = None
 
     def close(self) -> None:
-        with self._lock:
-            sock, self._sock, self._conn = self._sock, None, None
-        if sock is not None:
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-            sock.close()
+        transport, self._transport, self._wire = self._transport, None, None
+        if transport is not None:
+            transport.abort()
+        self._fail(ConnectionError("link closed"))
+
+    # -- what the current connection reports (a closed one's reports are ignored) ----------------
+    def on_data(self, wire: "_Wire", data: bytes) -> None:
+        conn = self._conn
+        if wire is not self._wire or conn is None:
+            return
+        try:
+            conn.receive_data(data)
+            got = conn.next_response()
+        except ProtocolError as exc:
+            self._fail(exc)
+            self.close()
+            return
+        if got is not None:
+            waiting = self._waiting
+            if waiting is not None and not waiting.done():
+                waiting.set_result(got[1])
+
+    def on_lost(self, wire: "_Wire") -> None:
+        if wire is not self._wire:
+            return
+        self._transport = self._wire = None
+        where = self.endpoint.url() if self.endpoint else "the peer"
+        self._fail(ConnectionError(f"{where} closed the connection"))
+
+    def _fail(self, exc: BaseException) -> None:
+        waiting = self._waiting
+        if waiting is not None and not waiting.done():
+            waiting.set_exception(exc)
+
+
+class _Wire(asyncio.Protocol):
+    """One connection's callbacks, handed to the link that opened it."""
+
+    def __init__(self, link: BrokerLink):
+        self.link = link
+
+    def data_received(self, data: bytes) -> None:
+        self.link.on_data(self, data)
+
+    def connection_lost(self, exc) -> None:
+        self.link.on_lost(self)

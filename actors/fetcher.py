@@ -1,8 +1,13 @@
-"""Follower fetchers: one thread per (this broker, leader broker) pair (Kafka's
+"""Follower fetchers: one per (this broker, leader broker) pair (Kafka's
 ReplicaFetcherThread), pulling every partition this broker follows on that leader over ONE
 connection to the leader's inter-broker listener, in Kafka's own protocol.
 
 Rules:
+- A fetcher is a coroutine on the broker's event loop (the listener's, actors/listener.py),
+  not a thread: the leader's answer is appended where the broker's own requests are
+  handled, so a follower append that completes a consumer's parked fetch hands nothing to
+  another thread. `add`/`remove` (the controller's LeaderAndIsr, from Ray's threads) change
+  its partitions under the broker's lock and wake it; `stop` cancels it.
 - The connection (actors/broker_link.py) goes to the leader's endpoint on
   inter.broker.listener.name, as the controller's LeaderAndIsr or UpdateMetadata named it
   (else the leader's ZooKeeper registration). Requests carry replica_id = this broker's id:
@@ -26,14 +31,18 @@ Rules:
 - Errors (the connection lost, NOT_LEADER, FENCED_LEADER_EPOCH) back off replica.fetch.
   backoff.ms and retry, reconnecting as needed; the controller's next LeaderAndIsr moves a
   partition to another fetcher or stops it. Fencing is by leader epoch, never by Ray.
+- Failpoint (chaos): `cut_link(until)` drops the connection and refuses to reconnect
+  until then (a network partition between two live brokers: the leader shrinks the ISR,
+  the follower catches up and rejoins once it heals).
 - Every replica-manager call is made under the broker's lock; effects go back to the
   broker (`broker.apply_effects`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
-import threading
+import time
 
 from actors.broker_link import BrokerLink
 from protocol.build import build_request
@@ -62,17 +71,19 @@ class Fetcher:
         self.link = BrokerLink(f"broker-{broker.id}-fetcher", broker.security,
                                cfg.socket_request_max_bytes)
         self.session = FetchSessionHandler()
-        self._stop = threading.Event()
-        self._wake = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True,
-                                        name=f"fetcher-{broker.id}-from-{leader_id}")
-        self._thread.start()
+        self._stopped = False
+        self._wake: asyncio.Event | None = None
+        self._task: asyncio.Task | None = None
+        broker.network.call(self._start)
+        cut = broker.replication_cut_until(leader_id)
+        if cut > time.monotonic():          # a link-cut failpoint is on for that leader
+            broker.network.call(self.link.cut_until, cut)
 
     def add(self, tps) -> None:
         with self.broker.lock:
             for tp in tps:
                 self.partitions[tuple(tp)] = True
-        self._wake.set()
+        self.broker.network.call(self._poke)
 
     def remove(self, tps) -> None:
         with self.broker.lock:
@@ -80,20 +91,42 @@ class Fetcher:
                 self.partitions.pop(tuple(tp), None)
 
     def stop(self) -> None:
-        self._stop.set()
-        self._wake.set()
-        self.link.close()
+        self._stopped = True
+        self.broker.network.call(self._cancel)
+
+    def cut_link(self, until_monotonic_s: float) -> None:
+        """Failpoint: drop the connection to the leader, none until then (a time in the
+        past lifts it)."""
+        self.broker.network.call(self.link.cut_until, until_monotonic_s)
 
     @property
     def empty(self) -> bool:
         return not self.partitions
 
-    # -- the loop -------------------------------------------------------------------------------
-    def _run(self) -> None:
-        while not self._stop.is_set():
+    # -- on the loop -----------------------------------------------------------------------------
+    def _start(self) -> None:
+        if not self._stopped:
+            self._wake = asyncio.Event()
+            self._task = asyncio.get_running_loop().create_task(
+                self._run(), name=f"fetcher-{self.broker.id}-from-{self.leader_id}")
+
+    def _poke(self) -> None:
+        if self._wake is not None:
+            self._wake.set()
+
+    def _cancel(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+        self.link.close()
+
+    async def _run(self) -> None:
+        while not self._stopped:
             if not self.partitions:
-                self._wake.wait(1.0)
                 self._wake.clear()
+                try:
+                    await asyncio.wait_for(self._wake.wait(), 1.0)
+                except asyncio.TimeoutError:
+                    pass
                 continue
             try:
                 if not self.link.connected:
@@ -101,18 +134,19 @@ class Fetcher:
                     if endpoint is None:
                         raise ConnectionError(f"no {self.broker.inter_broker_listener} "
                                               f"endpoint known for broker {self.leader_id}")
-                    self.link.connect(endpoint)
-                self._truncate()
-                self._fetch()
-            except (OSError, ProtocolError, KafkaError, RuntimeError) as exc:
-                if not self._stop.is_set():      # leader restarting, moved, refused: retry
+                    await self.link.connect(endpoint)
+                await self._truncate()
+                await self._fetch()
+            except (OSError, ProtocolError, KafkaError, RuntimeError,
+                    asyncio.TimeoutError) as exc:
+                if not self._stopped:      # leader restarting, moved, refused, cut: retry
                     log.info("fetcher %s←%s: %s: %s", self.broker.id, self.leader_id,
                              type(exc).__name__, exc)
                 self.link.close()
                 self.session.reset()
-                self._stop.wait(self.backoff_s)
+                await asyncio.sleep(self.backoff_s)
 
-    def _truncate(self) -> None:
+    async def _truncate(self) -> None:
         """OffsetsForLeaderEpoch for every partition still truncating (KIP-101/279)."""
         rm, lock = self.broker.rm, self.broker.lock
         with lock:
@@ -129,7 +163,7 @@ class Fetcher:
         for _ in range(TRUNCATION_ROUNDS):
             if not asking:
                 return
-            answers = self._offsets_for_leader_epoch(asking)
+            answers = await self._offsets_for_leader_epoch(asking)
             again = {}
             with lock:
                 for tp, (current, _) in asking.items():
@@ -146,7 +180,7 @@ class Fetcher:
                         again[tp] = (current, r.next_epoch)
             asking = again
 
-    def _offsets_for_leader_epoch(self, asking: dict) -> dict:
+    async def _offsets_for_leader_epoch(self, asking: dict) -> dict:
         by_topic: dict[str, list] = {}
         for (topic, partition), (current, epoch) in asking.items():
             by_topic.setdefault(topic, []).append(build_request(
@@ -157,11 +191,11 @@ class Fetcher:
                                  build_request(OFFSET_FOR_LEADER_EPOCH, EPOCH_VERSION,
                                                "OffsetForLeaderTopic", topic=t, partitions=tuple(ps))
                                  for t, ps in by_topic.items()))
-        answer = self.link.call(body, ANSWER_GRACE_S)
+        answer = await self.link.call(body, ANSWER_GRACE_S)
         return {(t.topic, p.partition): (p.error_code.value, p.leader_epoch, p.end_offset)
                 for t in answer.topics for p in t.partitions}
 
-    def _fetch(self) -> None:
+    async def _fetch(self) -> None:
         rm, lock = self.broker.rm, self.broker.lock
         with lock:
             positions = {tp: (rm.follower_fetch_request(tp), rm.log(tp).log_start_offset)
@@ -190,7 +224,7 @@ class Fetcher:
                 for t, ps in forgotten.items()),
             topics=tuple(build_request(FETCH, FETCH_VERSION, "FetchTopic", topic=t,
                                        partitions=tuple(ps)) for t, ps in by_topic.items()))
-        answer = self.link.call(body, self.max_wait_ms / 1000 + ANSWER_GRACE_S)
+        answer = await self.link.call(body, self.max_wait_ms / 1000 + ANSWER_GRACE_S)
         self.session.on_response(plan, answer.error_code.value, answer.session_id)
         if answer.error_code.value:
             raise RuntimeError(f"Fetch: error {answer.error_code.value}")
@@ -203,7 +237,7 @@ class Fetcher:
                         continue                  # removed, or back to truncation meanwhile
                     backoff |= self._on_partition(tp, positions[tp][0], p)
         if backoff:
-            self._stop.wait(self.backoff_s)
+            await asyncio.sleep(self.backoff_s)
 
     def _on_partition(self, tp, pos, p) -> bool:
         """Apply one partition's answer (under the lock); True when it asks for a backoff."""

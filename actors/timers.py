@@ -1,84 +1,66 @@
-"""Timers: one thread firing callbacks at their deadlines (Kafka's SystemTimer under its
-delayed operations: a parked fetch's max_wait, a produce's acknowledgement timeout).
+"""Timers on the broker's event loop (Kafka's SystemTimer under its delayed operations: a
+parked fetch's max_wait, a produce's acknowledgement timeout).
 
 Rules:
-- `add(delay_s, fn)` → a Timer handle; fn() runs on the timer thread once the delay has
-  passed, unless `cancel()`ed first. Callbacks are short (take the broker's lock, complete
-  an operation, return); one that raises is logged and the thread goes on.
-- Deadlines are on the monotonic clock; the thread sleeps until the earliest one, and an
-  earlier timer added meanwhile wakes it. Cancelled timers are dropped when they reach the
-  head of the heap, so cancel is O(1); cancel lets go of the callback at once (it often
-  refers to the operation that holds the timer: a cycle only the garbage collector would
-  break, and a broker makes thousands a second).
-- `stop()` ends the thread; timers not yet due never fire.
+- `add(delay_s, fn)` → a Timer handle; fn() runs ON THE LOOP once the delay has passed,
+  unless `cancel()`ed first. Callbacks are short (take the broker's lock, complete an
+  operation, return); one that raises is logged and the loop goes on.
+- No thread of its own: a timer is the loop's own `call_at` (a heap the loop already
+  sleeps on), so arming one from the loop costs no wake-up and no GIL hand-off; from
+  another thread it is handed to the loop first.
+- `cancel()` from any thread lets go of the callback at once (it often refers to the
+  operation that holds the timer: a cycle only the garbage collector would break, and a
+  broker makes thousands a second); from the loop it also drops the loop's entry.
+- `stop()`: timers not yet due never fire.
 """
 
 from __future__ import annotations
 
-import heapq
-import itertools
 import logging
-import threading
-import time
 
 log = logging.getLogger(__name__)
 
 
 class Timer:
-    __slots__ = ("deadline", "fn", "cancelled")
+    __slots__ = ("fn", "handle", "cancelled", "_timers")
 
-    def __init__(self, deadline: float, fn):
-        self.deadline, self.fn, self.cancelled = deadline, fn, False
+    def __init__(self, timers: "Timers", fn):
+        self._timers, self.fn, self.handle, self.cancelled = timers, fn, None, False
 
     def cancel(self) -> None:
         self.cancelled = True
         self.fn = None                # what it would have called is freed now, not at its time
+        handle = self.handle
+        if handle is not None and self._timers.loop.in_loop:
+            handle.cancel()
 
 
 class Timers:
-    def __init__(self, name: str = "timers"):
-        self._heap: list = []
-        self._seq = itertools.count()
-        self._cond = threading.Condition()
+    def __init__(self, loop):
+        self.loop = loop              # actors.listener.EventLoop
         self._stopped = False
-        self._thread = threading.Thread(target=self._run, daemon=True, name=name)
-        self._thread.start()
 
     def add(self, delay_s: float, fn) -> Timer:
-        timer = Timer(time.monotonic() + max(0.0, delay_s), fn)
-        with self._cond:
-            earliest = not self._heap or timer.deadline < self._heap[0][0]
-            heapq.heappush(self._heap, (timer.deadline, next(self._seq), timer))
-            if earliest:
-                self._cond.notify()
+        timer = Timer(self, fn)
+        if self.loop.in_loop:
+            timer.handle = self.loop.loop.call_later(max(0.0, delay_s), self._fire, timer)
+        else:
+            deadline = self.loop.loop.time() + max(0.0, delay_s)
+            self.loop.call(self._arm, timer, deadline)
         return timer
 
     def stop(self) -> None:
-        with self._cond:
-            self._stopped = True
-            self._cond.notify()
+        self._stopped = True
 
-    def __len__(self) -> int:
-        with self._cond:
-            return sum(1 for _, _, t in self._heap if not t.cancelled)
+    def _arm(self, timer: Timer, deadline: float) -> None:
+        if not timer.cancelled:
+            timer.handle = self.loop.loop.call_at(deadline, self._fire, timer)
 
-    def _run(self) -> None:
-        while True:
-            with self._cond:
-                while not self._stopped:
-                    while self._heap and self._heap[0][2].cancelled:
-                        heapq.heappop(self._heap)
-                    if self._heap and self._heap[0][0] <= time.monotonic():
-                        break
-                    wait = self._heap[0][0] - time.monotonic() if self._heap else None
-                    self._cond.wait(wait)
-                if self._stopped:
-                    return
-                _, _, timer = heapq.heappop(self._heap)
-                fn, timer.fn = timer.fn, None
-            if fn is None:
-                continue
-            try:
-                fn()
-            except Exception:              # one bad callback must not stop the others
-                log.exception("timer callback failed")
+    def _fire(self, timer: Timer) -> None:
+        fn, timer.fn, timer.handle = timer.fn, None, None
+        if fn is None or self._stopped:
+            return
+        try:
+            fn()
+        except Exception:              # one bad callback must not stop the others
+            log.exception("timer callback failed")

@@ -17,7 +17,12 @@ Measured (one sample per run; 100-byte values):
    linger.ms 0) and a Consumer thread (fetch.wait.max.ms 10) in this process. Ack latency
    = the delivery report's arrival (on_delivery, served by poll() while pacing) -
    time.perf_counter() stamped in the value just before produce(); end-to-end = the time
-   the consumer got the record - the same stamp. ~5 s per rate (--quick 1 s).
+   the consumer got the record - the same stamp. ~5 s per rate (--quick 1 s). 10,000/s is
+   run twice: linger.ms 0 and linger.ms 2 (`...rate_10000.linger_2...`). With linger.ms
+   below ~2, librdkafka's broker threads spin while its in-flight window is full: on this
+   2-core machine they took 1.1 cores at 10,000/s (0.09 at linger.ms 2), starving the
+   brokers of the CPU they run on; each run's client CPU is recorded
+   (`...client_cpu_per_s`: this process's CPU seconds per second) so that bound shows.
 4. broker cost per request: the broker processes' CPU time (/proc: handling, replication,
    everything) over the produce and consume runs, per Produce / Fetch request of the
    listeners' counters; records per Produce request.
@@ -29,6 +34,7 @@ native API's (bench/produce_bench.py: at 10k rec/s p50 <= 5 ms, p99 <= 20 ms).
 
 from __future__ import annotations
 
+import os
 import struct
 import sys
 import threading
@@ -47,7 +53,7 @@ NAME = "wire"
 DEFAULT_OUT = Path(__file__).resolve().parent / "out" / f"{NAME}.json"
 BROKERS, CONTROLLERS, PARTITIONS, VALUE = 3, 2, 6, 100
 RECORDS = 1_000_000
-LATENCY_RATES = (1_000, 10_000)
+LATENCY_RUNS = ((1_000, 0), (10_000, 0), (10_000, 2))     # (records/s, linger.ms)
 LATENCY_S = 5.0
 QUICK_DIVISOR = 20
 TIMEOUT_S = 300.0
@@ -56,7 +62,9 @@ TARGETS = {"wire.produce.acks_all.rf3.100B.records_per_s": 600_000,
            "wire.consume.rf3.100B.records_per_s": 1_000_000,
            "wire.ack_latency.rate_1000.p50_ms": 3.0, "wire.ack_latency.rate_1000.p99_ms": 10.0,
            "wire.latency.rate_1000.p50_ms": 5.0, "wire.latency.rate_1000.p99_ms": 15.0,
-           "wire.latency.rate_10000.p50_ms": 5.0, "wire.latency.rate_10000.p99_ms": 20.0}
+           "wire.latency.rate_10000.p50_ms": 5.0, "wire.latency.rate_10000.p99_ms": 20.0,
+           "wire.latency.rate_10000.linger_2.p50_ms": 5.0,
+           "wire.latency.rate_10000.linger_2.p99_ms": 20.0}
 FETCH_WAIT_MAX_MS = 10
 
 
@@ -112,7 +120,8 @@ def consume_once(bootstrap: str, topic: str, expected: int) -> float:
     return elapsed
 
 
-def latency_once(bootstrap: str, topic: str, rate: int, duration_s: float) -> dict:
+def latency_once(bootstrap: str, topic: str, rate: int, duration_s: float,
+                 linger_ms: float = 0) -> dict:
     from confluent_kafka import Consumer, Producer, TopicPartition
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"l-{uuid.uuid4().hex[:6]}",
                   "enable.auto.commit": False, "fetch.wait.max.ms": FETCH_WAIT_MAX_MS,
@@ -135,7 +144,7 @@ def latency_once(bootstrap: str, topic: str, rate: int, duration_s: float) -> di
     thread = threading.Thread(target=consume, daemon=True)
     thread.start()
     p = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
-                  "linger.ms": 0})
+                  "linger.ms": linger_ms})
     pad = b"." * (VALUE - STAMP.size)
     try:
         p.produce(topic, b"warm")             # metadata, producer id, first fetches
@@ -143,7 +152,7 @@ def latency_once(bootstrap: str, topic: str, rate: int, duration_s: float) -> di
         time.sleep(1.0)                       # let the consumer's first fetch settle (not sync)
         latencies.clear()
         acks.clear()
-        sent, t0 = 0, time.perf_counter()
+        sent, t0, cpu0 = 0, time.perf_counter(), _cpu_s()
         while (now := time.perf_counter()) < t0 + duration_s:
             due = int((now - t0) * rate) + 1
             while sent < due:
@@ -152,7 +161,8 @@ def latency_once(bootstrap: str, topic: str, rate: int, duration_s: float) -> di
             # pacing: wait for the next record's time serving delivery reports meanwhile, so
             # an acknowledgement is stamped when it arrives, not at the next produce()
             p.poll(max(0.0, t0 + sent / rate - time.perf_counter()))
-        achieved = sent / (time.perf_counter() - t0)
+        spent = time.perf_counter() - t0
+        achieved, client_cpu = sent / spent, (_cpu_s() - cpu0) / spent
         p.flush(TIMEOUT_S)
         deadline = time.monotonic() + TIMEOUT_S
         while len(latencies) < sent and time.monotonic() < deadline:
@@ -164,14 +174,19 @@ def latency_once(bootstrap: str, topic: str, rate: int, duration_s: float) -> di
         thread.join(30)
         c.close()
     return {"e2e_ms": np.asarray(latencies) * 1000.0, "ack_ms": np.asarray(acks) * 1000.0,
-            "achieved": achieved}
+            "achieved": achieved, "client_cpu_per_s": client_cpu}
+
+
+def _cpu_s() -> float:
+    t = os.times()
+    return t.user + t.system
 
 
 def run(quick: bool = False, runs: int = 3) -> dict:
     n = RECORDS // QUICK_DIVISOR if quick else RECORDS
     duration = LATENCY_S / 5 if quick else LATENCY_S
     produced, consumed, costs = [], [], []
-    latency: dict[int, list] = {r: [] for r in LATENCY_RATES}
+    latency: dict[tuple, list] = {run: [] for run in LATENCY_RUNS}
     with local_cluster("wire", brokers=BROKERS, controllers=CONTROLLERS) as (cluster, _):
         bootstrap = cluster.bootstrap_servers()
         for run_i in range(runs):
@@ -190,15 +205,17 @@ def run(quick: bool = False, runs: int = 3) -> dict:
                 f"consume {consumed[-1]:,.0f} rec/s ({fetch[0]} fetches, brokers "
                 f"{1e6 * cost['consume']['cpu_s'] / max(fetch[0], 1):.0f} µs CPU each)")
             cluster.admin().delete_topic(topic, timeout_s=60)
-            for rate in LATENCY_RATES:
+            for rate, linger in LATENCY_RUNS:
                 topic = new_topic(cluster)
-                got = latency_once(bootstrap, topic, rate, duration)
+                got = latency_once(bootstrap, topic, rate, duration, linger)
                 e2e = np.percentile(got["e2e_ms"], [50, 99]).tolist()
                 ack = np.percentile(got["ack_ms"], [50, 99]).tolist()
-                latency[rate].append(dict(p50=e2e[0], p99=e2e[1], ack_p50=ack[0], ack_p99=ack[1],
-                                          achieved=got["achieved"]))
-                say(f"run {run_i}: at {rate:,}/s: ack p50 {ack[0]:.2f} ms p99 {ack[1]:.2f} ms; "
-                    f"end to end p50 {e2e[0]:.2f} ms p99 {e2e[1]:.2f} ms")
+                latency[(rate, linger)].append(dict(
+                    p50=e2e[0], p99=e2e[1], ack_p50=ack[0], ack_p99=ack[1],
+                    achieved=got["achieved"], client_cpu=got["client_cpu_per_s"]))
+                say(f"run {run_i}: at {rate:,}/s, linger.ms {linger}: ack p50 {ack[0]:.2f} ms "
+                    f"p99 {ack[1]:.2f} ms; end to end p50 {e2e[0]:.2f} ms p99 {e2e[1]:.2f} ms "
+                    f"(client CPU {got['client_cpu_per_s']:.2f} s/s)")
                 cluster.admin().delete_topic(topic, timeout_s=60)
     params = dict(acks="all", idempotent=True, replication_factor=3, value_bytes=VALUE,
                   partitions=PARTITIONS, records=n, client="confluent-kafka 2.16.1")
@@ -218,21 +235,27 @@ def run(quick: bool = False, runs: int = 3) -> dict:
                [n / max(c["produce"].get("PRODUCE", [1])[0], 1) for c in costs], None, **params),
         figure("wire.broker.fetch_request.cpu_us", "µs", per("consume", "FETCH"),
                None, "lower", **params)]
-    for rate in LATENCY_RATES:
+    for rate, linger in LATENCY_RUNS:
+        stem = f"wire.latency.rate_{rate}" + (f".linger_{linger}" if linger else "")
+        ack_stem = f"wire.ack_latency.rate_{rate}" + (f".linger_{linger}" if linger else "")
+        rows = latency[(rate, linger)]
         for q in ("p50", "p99"):
-            name = f"wire.latency.rate_{rate}.{q}_ms"
-            figures.append(figure(name, "ms", [r[q] for r in latency[rate]], TARGETS.get(name),
-                                  "lower", rate=rate, duration_s=duration, linger_ms=0,
+            name = f"{stem}.{q}_ms"
+            figures.append(figure(name, "ms", [r[q] for r in rows], TARGETS.get(name),
+                                  "lower", rate=rate, duration_s=duration, linger_ms=linger,
                                   fetch_wait_max_ms=FETCH_WAIT_MAX_MS, **params))
-            name = f"wire.ack_latency.rate_{rate}.{q}_ms"
-            figures.append(figure(name, "ms", [r["ack_" + q] for r in latency[rate]],
+            name = f"{ack_stem}.{q}_ms"
+            figures.append(figure(name, "ms", [r["ack_" + q] for r in rows],
                                   TARGETS.get(name), "lower", rate=rate, duration_s=duration,
-                                  linger_ms=0, **params))
-        figures.append(figure(f"wire.latency.rate_{rate}.achieved_rate", "records/s",
-                              [r["achieved"] for r in latency[rate]], None, rate=rate))
+                                  linger_ms=linger, **params))
+        figures.append(figure(f"{stem}.achieved_rate", "records/s",
+                              [r["achieved"] for r in rows], None, rate=rate, linger_ms=linger))
+        figures.append(figure(f"{stem}.client_cpu_per_s", "CPU s/s",
+                              [r["client_cpu"] for r in rows], None, "lower", rate=rate,
+                              linger_ms=linger))
     setup = {"brokers": BROKERS, "controllers": CONTROLLERS, "zookeeper": "embedded",
              "partitions_per_topic": PARTITIONS, "min_insync_replicas": 2, "records": n,
-             "latency_rates": list(LATENCY_RATES), "latency_duration_s": duration,
+             "latency_runs": [list(r) for r in LATENCY_RUNS], "latency_duration_s": duration,
              "client": "confluent-kafka 2.16.1 (librdkafka 2.16.0), in this process",
              "quick": quick, "runs": runs, "machine": machine_facts()}
     return {"bench": NAME, "setup": setup, "figures": figures,

@@ -48,7 +48,7 @@ def test_isr_of_one_the_checker_sees_loss_only_when_the_config_allows_it(tmp_pat
 def test_librdkafka_clients_through_broker_faults_lose_nothing(tmp_path):
     """`rayka chaos --client librdkafka`: the workload through unmodified Kafka clients over the
     listeners (idempotent acks=all producers, an assigned consumer), the same checker."""
-    kinds = ("kill-broker", "pause-leader", "controlled-shutdown", "expire-broker")
+    kinds = ("kill-broker", "pause-leader", "controlled-shutdown", "expire-broker", "cut-links")
     verdict, out = run_chaos(ChaosConfig(duration_s=0, min_faults_per_kind=1, seed=SEED,
                                          faults=kinds, client="librdkafka",
                                          out_dir=str(tmp_path / "run")))
@@ -94,3 +94,18 @@ def test_a_compacted_topic_through_broker_faults_keeps_every_keys_last_value(tmp
     assert verdict.stats["liveness_failures"] == [], out
     assert verdict.stats["compacted_away"] > 0, verdict.stats      # the cleaners did work
     assert all(verdict.stats["faults_by_kind"].get(k, 0) >= 1 for k in kinds)
+
+
+@pytest.mark.slow
+def test_librdkafka_clients_through_five_faults_of_every_kind_lose_nothing(tmp_path):
+    """`make chaos`: the full fault schedule (>= 5 of every kind, the link cut included)
+    with the workload over unmodified Kafka clients."""
+    verdict, out = run_chaos(ChaosConfig(duration_s=0, min_faults_per_kind=5, seed=SEED,
+                                         faults=FAULT_KINDS, client="librdkafka",
+                                         out_dir=str(tmp_path / "run")))
+    print(verdict.table())
+    assert verdict.ok and verdict.stats["lost"] == 0, f"{verdict.violations[:5]} ({out})"
+    assert verdict.stats["liveness_failures"] == [], out
+    assert all(verdict.stats["faults_by_kind"].get(k, 0) >= 5 for k in FAULT_KINDS), \
+        verdict.stats["faults_by_kind"]
+    assert verdict.stats["duplicated"] == 0 and verdict.stats["reads"] > 0

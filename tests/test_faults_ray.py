@@ -2,7 +2,9 @@
 a paused leader is replaced (an acks=all producer writing through the pause stalls at most
 6 s: DESIGN §8) and rejoins when resumed, an expired broker session re-registers
 with a larger broker epoch, and a corrupted segment tail is cut by crash recovery and
-re-replicated. Brokers also leave `controller-epochs.log` evidence: one controller per epoch.
+re-replicated, and a follower cut off from its leader (the link-cut failpoint) leaves the
+ISR while writes go on, and rejoins byte-identical. Brokers also leave
+`controller-epochs.log` evidence: one controller per epoch.
 
 Waits are rayka.client.admin.wait_for with generous deadlines (2 cores, other Ray tests may run)."""
 
@@ -175,6 +177,39 @@ def test_corrupt_segment_tail_is_cut_and_re_replicated(cluster, injector):
     leader_segment = (Path(cluster.facts["data_dir"]) / f"broker-{leader}" / "torn-0"
                       / segment.name)
     assert segment.read_bytes() == leader_segment.read_bytes()
+
+
+def test_cut_replication_links_shrink_the_isr_and_the_follower_rejoins_byte_identical(
+        cluster, injector):
+    admin = cluster.admin()
+    topic, tp = "cut", ("cut", 0)
+    admin.create_topic(topic, 1, 3, {"min.insync.replicas": 2})
+    produce(cluster, topic, 100, b"before")
+    wait_for(lambda: isr_full(admin, topic), TIMEOUT_S, "full ISR")
+    leader = admin.describe_topic(topic)[0].leader
+    victim = next(b for b in cluster.facts["brokers"] if b != leader)
+
+    what = injector.cut_replication(victim, 600)
+    assert what["target"] == f"broker-{victim}" and leader in what["leaders"]
+    # acks=all writes go on with two replicas once the leader drops the cut-off follower
+    acked = produce(cluster, topic, 100, b"during")
+    wait_for(lambda: victim not in admin.describe_topic(topic)[0].isr, TIMEOUT_S,
+             f"broker {victim} out of the ISR")
+    stuck = partition_info(cluster, victim, tp)["log_end_offset"]
+    assert stuck < acked[-1].offset + 1          # it really stopped replicating
+    assert cluster.store.get_brokers().keys() >= {victim}     # alive and registered all along
+
+    injector.restore_replication(victim)
+
+    def caught_up():
+        mine, theirs = partition_info(cluster, victim, tp), partition_info(cluster, leader, tp)
+        return (mine and theirs and isr_full(admin, topic)
+                and mine["log_end_offset"] == theirs["log_end_offset"] == acked[-1].offset + 1)
+    wait_for(caught_up, TIMEOUT_S, f"broker {victim} caught up and back in the ISR")
+    ours = Path(cluster.facts["data_dir"]) / f"broker-{victim}" / "cut-0"
+    theirs = Path(cluster.facts["data_dir"]) / f"broker-{leader}" / "cut-0"
+    assert [p.read_bytes() for p in sorted(ours.glob("*.log"))] == \
+        [p.read_bytes() for p in sorted(theirs.glob("*.log"))]
 
 
 def test_brokers_record_one_controller_per_epoch(cluster, injector):

@@ -10,6 +10,7 @@ import threading
 import pytest
 
 from actors.purgatory import DelayedFetch, FetchPurgatory
+from actors.listener import EventLoop
 from actors.timers import Timers
 
 pytestmark = pytest.mark.unit
@@ -93,7 +94,8 @@ def test_callbacks_run_once_after_completion_and_late_ones_at_once():
 
 
 def test_completed_and_expired_fetches_leave_no_garbage_cycles():
-    timers = Timers()
+    loop = EventLoop()
+    timers = Timers(loop)
     p = FetchPurgatory()
     try:
         gc.collect()
@@ -118,3 +120,4 @@ def test_completed_and_expired_fetches_leave_no_garbage_cycles():
     finally:
         gc.enable()
         timers.stop()
+        loop.stop()

@@ -269,6 +269,23 @@ class FaultInjector:
         out["kind"] = "zk_restart_server"
         return out
 
+    # -- replication links ------------------------------------------------------------------
+    def cut_replication(self, broker_id: int, duration_s: float) -> dict:
+        """The broker's replication links to every leader close and stay down for
+        `duration_s` (its failpoint, actors/broker_actor.py `cut_replication`): a network
+        partition of its followers, the actor alive and serving clients. The leaders drop it
+        from their ISRs after replica.lag.time.max.ms; `restore_replication` heals early."""
+        cut = self._call(self._broker(broker_id).cut_replication, duration_s)
+        return {"kind": "cut_replication", "target": f"broker-{broker_id}", "partition": None,
+                "broker": broker_id, "leaders": cut, "duration_s": duration_s}
+
+    def restore_replication(self, broker_id: int) -> dict:
+        actor = self.cluster.broker_actor(broker_id)
+        if actor is not None:         # a broker restarted meanwhile has no cut to lift
+            self._call(actor.cut_replication, 0.0)
+        return {"kind": "restore_replication", "target": f"broker-{broker_id}",
+                "partition": None, "broker": broker_id}
+
     # -- storage -------------------------------------------------------------------------------
     def corrupt_segment_tail(self, broker_id: int, topic: str, partition: int,
                              mode: str | None = None) -> dict:

@@ -33,13 +33,14 @@ from rayka.chaos.history import History, load_history
 TOPIC = "chaos"
 FAULT_KINDS = ("kill-broker", "kill-broker-norestart", "kill-controller", "pause-leader",
                "pause-controller", "expire-broker", "expire-controller", "zk-restart-server",
-               "zk-kill-leader", "corrupt-tail", "controlled-shutdown", "kill-node")
+               "zk-kill-leader", "corrupt-tail", "controlled-shutdown", "kill-node",
+               "cut-links")
 # with a consumer group in the run (group_members > 0): its coordinator's broker attacked
 GROUP_FAULT_KINDS = ("kill-coordinator", "pause-coordinator")
 RE_REGISTER = {"kill-broker", "kill-broker-norestart", "expire-broker", "corrupt-tail",
                "controlled-shutdown", "kill-node", "kill-coordinator"}
 HELD = {"pause-leader", "pause-controller", "zk-restart-server", "zk-kill-leader",
-        "kill-broker-norestart", "pause-coordinator"}
+        "kill-broker-norestart", "pause-coordinator", "cut-links"}
 
 
 @dataclass
@@ -337,6 +338,11 @@ class ChaosRun:
             return inj.controlled_shutdown(broker)
         if kind == "kill-node":
             return self._kill_node(p)
+        if kind == "cut-links":         # a follower cut off from its leader
+            leader = inj.live_leaders(TOPIC).get(p, -1)
+            others = [b for b in self.cluster.facts["brokers"] if b != leader]
+            broker = self.rng.choice(others)
+            return dict(inj.cut_replication(broker, self.cfg.hold_s[1] + 60.0), partition=p)
         if kind == "kill-coordinator":
             return self.groups.kill_coordinator(inj)
         if kind == "pause-coordinator":
@@ -358,6 +364,8 @@ class ChaosRun:
             inj.resume_pid(what["pid"])
         elif kind == "kill-broker-norestart":
             inj.revive_brokers()
+        elif kind == "cut-links":
+            inj.restore_replication(what["broker"])
         elif kind in ("zk-restart-server", "zk-kill-leader"):
             inj.zk_start_server(what["server"])
 
@@ -368,6 +376,8 @@ class ChaosRun:
             if not server.is_running():
                 inj.zk_start_server(i)
         inj.revive_brokers()
+        for broker in self.cluster.facts["brokers"]:
+            inj.restore_replication(broker)
 
     def _broker_epochs(self) -> dict[int, int]:
         try:
