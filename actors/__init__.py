@@ -1,16 +1,27 @@
 """actors/: the Ray actor shells around the pure core.
 
 - broker_actor: BrokerActor — one broker: wraps a replicas.ReplicaManager, registers in
-  ZooKeeper, serves produce/fetch/control calls in separate concurrency groups;
-- fetcher: follower fetchers, one thread per (this broker, leader broker) pair;
+  ZooKeeper, takes the controller's requests and the native clients' produce/fetch as Ray
+  calls; broker_config splits its settings;
+- listener: the broker's one asyncio event loop (EventLoop) and its Kafka listeners: every
+  client connection, answered in request order with pipelining, long-polls parked without
+  blocking anything; the loop also runs the follower fetchers and the timers;
+- fetcher, broker_link: replication over Kafka's Fetch — one coroutine per leader broker
+  on one connection (authenticated like a client on a secured inter-broker listener) with
+  a KIP-227 fetch session; OffsetForLeaderEpoch for truncation on the same connection;
+- purgatory, produce: Kafka's DelayedFetch and DelayedProduce — parked fetches completed
+  by appends and high-watermark moves, acks=all produces completed by the HW;
+- timers: deadlines on the event loop (fetch max wait, produce timeouts);
+- kafka_api: the broker side of protocol/'s BrokerApi, on the broker's own methods;
+- security, tls: users, ACLs and TLS contexts from ZooKeeper and the broker config; TLS
+  over memory BIOs for the listener;
+- group_host: runs coordinator/ for the __consumer_offsets partitions this broker leads;
+- log_cleaner: the compaction thread (replicas/cleaner_manager.py decides);
 - controller_actor, channel: ControllerActor — one controller candidate and its per-broker
   request senders (Kafka's ControllerChannelManager over Ray calls);
 - cluster_host: the detached actor that holds a named cluster's facts and owns the embedded
   ZooKeeper server;
 - metrics: rayka's Ray metrics (gauges; names listed in docs/grafana/).
-Reserved (issue 15): `listener.py`, the Kafka socket listener inside the BrokerActor's
-process (accept loop, per-connection ordering, long-poll without blocking other
-connections); it hands frames to protocol/ and results back to the socket, nothing more.
 
 May import: ray, replicas/, controller/ (kazoo only through controller.zookeeper), protocol/,
 coordinator/. Never rayka/ or pipeline/ (they sit above).

@@ -145,7 +145,10 @@ class KafkaBrokerApi:
         self.cluster_id = cluster_id
         self._pid_lock = threading.Lock()
         self._pid_block = (0, -1)                      # [next, end] of this broker's block
-        self.fetch_sessions = FetchSessionCache(config.max_incremental_fetch_session_cache_slots)
+        self.fetch_sessions = FetchSessionCache(
+            config.max_incremental_fetch_session_cache_slots,
+            clock_ms=lambda: int(time.monotonic() * 1000),
+            full_read_interval_ms=max(broker.rm.config.replica_lag_time_max_ms // 4, 1))
 
     @property
     def auto_create_topics_enable(self) -> bool:
@@ -235,10 +238,17 @@ class KafkaBrokerApi:
         except (KeyError, KafkaError):
             return -1
 
-    def fetch(self, replica_id, max_wait_ms, min_bytes, max_bytes, isolation_level, asks):
+    @property
+    def fetch_changes(self):
+        """What the fetch sessions ask before reading (protocol/fetch_session.py)."""
+        return self.broker.parked.journal
+
+    def fetch(self, replica_id, max_wait_ms, min_bytes, max_bytes, isolation_level, asks,
+              reads=None):
         raw = self.broker.fetch_begin(
             replica_id, [(a.tp, a.offset, a.current_leader_epoch, a.last_fetched_epoch,
-                          a.max_bytes) for a in asks], max_wait_ms, min_bytes, max_bytes)
+                          a.max_bytes) for a in asks], max_wait_ms, min_bytes, max_bytes,
+            reads)
         if isinstance(raw, DelayedFetch):      # parked: answered when the purgatory says
             return Deferred(raw.result, raw.when_ready).then(self._fetch_outcomes)
         return self._fetch_outcomes(raw)
@@ -270,6 +280,7 @@ class KafkaBrokerApi:
                 if error == UnknownTopicOrPartition.code and tuple(tp) in rm.metadata.partitions:
                     error = NotLeaderOrFollower.code        # it exists, hosted elsewhere
                 out[tuple(tp)] = (error, low)
+            self.broker.parked.journal.note_all()     # log starts moved
         return out
 
     def offsets_for_leader_epoch(self, asks) -> dict:

@@ -8,9 +8,12 @@ Rules:
   error to tell?); only a fetch that passes reads again, and only the partitions that
   passed (`read(only)`: the others keep their first, empty answer with their high
   watermark and log start brought up to date: a follower's session of a hundred quiet
-  partitions costs one read, not a hundred). `changed_all()` (leadership moved) reads every
-  parked fetch's partitions again. A fetch that reaches its deadline (the broker's Timers)
+  partitions costs one read, not a hundred). `moved(tps)` (the leadership of those
+  partitions moved) reads them again in every fetch watching them, ready or not;
+  `changed_all()` reads every parked fetch's partitions again. A fetch that reaches its deadline (the broker's Timers)
   completes with what is there then (`read(frozenset())`: the marks brought up to date).
+- Every change it hears of also goes to its ChangeJournal (`journal`), which the fetch
+  sessions ask which partitions a new fetch must read (protocol/fetch_session.py).
 - Everything here runs under the broker's lock (the callers hold it), so a change can never
   fall between a fetch's "not enough yet" and its parking.
 - Completion stores the answer, releases `result()` and runs the `ready` callbacks (from
@@ -24,6 +27,8 @@ from __future__ import annotations
 
 import threading
 from collections import defaultdict
+
+from protocol.fetch_session import ChangeJournal
 
 RESULT_TIMEOUT_S = 24 * 3600       # result() is released by completion; this only bounds it
 
@@ -79,6 +84,7 @@ class FetchPurgatory:
     def __init__(self):
         self._by_tp: dict[tuple, set[DelayedFetch]] = defaultdict(set)
         self._all: set[DelayedFetch] = set()
+        self.journal = ChangeJournal()     # the same changes, for the fetch sessions
 
     def park(self, fetch: DelayedFetch) -> None:
         for tp in fetch.tps:
@@ -95,6 +101,7 @@ class FetchPurgatory:
         self._all.discard(fetch)
 
     def changed(self, tps) -> None:
+        self.journal.note(tps)
         ready: dict[DelayedFetch, set] = {}
         for tp in tps:
             for fetch in self._by_tp.get(tp, ()):
@@ -104,9 +111,22 @@ class FetchPurgatory:
             self._try(fetch, only)
 
     def changed_all(self) -> None:
+        self.journal.note_all()
         for fetch in list(self._all):
             if not fetch.done:
                 self._try(fetch, None)
+
+    def moved(self, tps) -> None:
+        """The replica states of `tps` moved (leadership): the fetches watching them read
+        those partitions again, ready or not (an error may be the news)."""
+        self.journal.note(tps)
+        again: dict[DelayedFetch, set] = {}
+        for tp in tps:
+            for fetch in self._by_tp.get(tp, ()):
+                if not fetch.done:
+                    again.setdefault(fetch, set()).add(tp)
+        for fetch, only in again.items():
+            self._try(fetch, only)
 
     def expire(self, fetch: DelayedFetch) -> None:
         """Its deadline passed: complete with whatever is there now."""

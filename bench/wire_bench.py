@@ -23,11 +23,16 @@ Measured (one sample per run; 100-byte values):
    2-core machine they took 1.1 cores at 10,000/s (0.09 at linger.ms 2), starving the
    brokers of the CPU they run on; each run's client CPU is recorded
    (`...client_cpu_per_s`: this process's CPU seconds per second) so that bound shows.
-4. broker cost per request: the broker processes' CPU time (/proc: handling, replication,
+4. kafka-python at 10,000 records/s, as 3 (linger_ms 0, acks=all; not idempotent: its
+   idempotence is not what is compared): a pure-Python client on the Kafka wire, beside
+   the native client's Ray calls at the same rate (bench/produce_bench.py latency.rate_*),
+   to decide where the native client's data path belongs (`wire.kafka_python.latency.*`).
+5. broker cost per request: the broker processes' CPU time (/proc: handling, replication,
    everything) over the produce and consume runs, per Produce / Fetch request of the
    listeners' counters; records per Produce request.
-DESIGN §8 target: librdkafka over the listener, acks=all >= 500,000 records/s; latency as the
-native API's (bench/produce_bench.py: at 10k rec/s p50 <= 5 ms, p99 <= 20 ms).
+Targets: librdkafka produce >= 600,000 records/s, one consumer >= 1,000,000 records/s;
+ack latency at 1,000/s p50 <= 3 ms, p99 <= 10 ms; end to end at 1,000/s p50 <= 5 ms,
+p99 <= 15 ms, at 10,000/s p50 <= 5 ms, p99 <= 20 ms (TARGETS below).
 
     .venv/bin/python bench/wire_bench.py [--quick] [--runs 3] [--out bench/out/wire.json]
 """
@@ -66,6 +71,7 @@ TARGETS = {"wire.produce.acks_all.rf3.100B.records_per_s": 600_000,
            "wire.latency.rate_10000.linger_2.p50_ms": 5.0,
            "wire.latency.rate_10000.linger_2.p99_ms": 20.0}
 FETCH_WAIT_MAX_MS = 10
+PYTHON_CLIENT_RATE = 10_000
 
 
 def new_topic(cluster) -> str:
@@ -152,29 +158,82 @@ def latency_once(bootstrap: str, topic: str, rate: int, duration_s: float,
         time.sleep(1.0)                       # let the consumer's first fetch settle (not sync)
         latencies.clear()
         acks.clear()
-        sent, t0, cpu0 = 0, time.perf_counter(), _cpu_s()
-        while (now := time.perf_counter()) < t0 + duration_s:
-            due = int((now - t0) * rate) + 1
-            while sent < due:
-                p.produce(topic, STAMP.pack(time.perf_counter()) + pad, on_delivery=delivered)
-                sent += 1
-            # pacing: wait for the next record's time serving delivery reports meanwhile, so
-            # an acknowledgement is stamped when it arrives, not at the next produce()
-            p.poll(max(0.0, t0 + sent / rate - time.perf_counter()))
-        spent = time.perf_counter() - t0
-        achieved, client_cpu = sent / spent, (_cpu_s() - cpu0) / spent
-        p.flush(TIMEOUT_S)
-        deadline = time.monotonic() + TIMEOUT_S
-        while len(latencies) < sent and time.monotonic() < deadline:
-            time.sleep(0.05)                  # poll interval of a deadline loop
-        if len(latencies) < sent:
-            raise TimeoutError(f"read {len(latencies)} of {sent} at {rate}/s")
+        # pacing: p.poll waits for the next record's time serving delivery reports, so an
+        # acknowledgement is stamped when it arrives, not at the next produce()
+        achieved, client_cpu = _paced_run(
+            rate, duration_s, lambda: p.produce(topic, STAMP.pack(time.perf_counter()) + pad,
+                                                on_delivery=delivered),
+            p.poll, p.flush, latencies, "librdkafka")
     finally:
         stop.set()
         thread.join(30)
         c.close()
     return {"e2e_ms": np.asarray(latencies) * 1000.0, "ack_ms": np.asarray(acks) * 1000.0,
             "achieved": achieved, "client_cpu_per_s": client_cpu}
+
+
+def python_latency_once(bootstrap: str, topic: str, rate: int, duration_s: float) -> dict:
+    """latency_once with kafka-python, a pure-Python client on the sockets: what the native
+    client (Ray calls, bench/produce_bench.py latency.rate_*) would be on the Kafka wire."""
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+    c = KafkaConsumer(bootstrap_servers=bootstrap, fetch_max_wait_ms=FETCH_WAIT_MAX_MS,
+                      enable_auto_commit=False)
+    c.assign([TopicPartition(topic, p) for p in range(PARTITIONS)])
+    c.seek_to_beginning()
+    latencies: list[float] = []
+    acks: list[float] = []
+    stop = threading.Event()
+
+    def consume():
+        while not stop.is_set():
+            for batch in c.poll(timeout_ms=FETCH_WAIT_MAX_MS).values():
+                now = time.perf_counter()
+                latencies.extend(now - STAMP.unpack_from(r.value)[0] for r in batch
+                                 if len(r.value) >= STAMP.size)
+    thread = threading.Thread(target=consume, daemon=True)
+    thread.start()
+    p = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=0)
+    pad = b"." * (VALUE - STAMP.size)
+    try:
+        p.send(topic, b"warm").get(TIMEOUT_S)
+        time.sleep(1.0)                       # let the consumer's first fetch settle (not sync)
+        latencies.clear()
+
+        def send():
+            stamp = time.perf_counter()
+            p.send(topic, STAMP.pack(stamp) + pad).add_callback(
+                lambda _m: acks.append(time.perf_counter() - stamp))
+        achieved, client_cpu = _paced_run(rate, duration_s, send, time.sleep, p.flush,
+                                          latencies, "kafka-python")
+    finally:
+        stop.set()
+        thread.join(30)
+        p.close(TIMEOUT_S)
+        c.close()
+    return {"e2e_ms": np.asarray(latencies) * 1000.0, "ack_ms": np.asarray(acks) * 1000.0,
+            "achieved": achieved, "client_cpu_per_s": client_cpu}
+
+
+def _paced_run(rate: int, duration_s: float, send, pause, flush, latencies: list,
+               client: str) -> tuple[float, float]:
+    """send() `rate` records a second for `duration_s` (pause(s) waits between them), flush,
+    and wait until every record was read back: (achieved rate, client CPU s per s)."""
+    sent, t0, cpu0 = 0, time.perf_counter(), _cpu_s()
+    while (now := time.perf_counter()) < t0 + duration_s:
+        due = int((now - t0) * rate) + 1
+        while sent < due:
+            send()
+            sent += 1
+        pause(max(0.0, t0 + sent / rate - time.perf_counter()))
+    spent = time.perf_counter() - t0
+    achieved, client_cpu = sent / spent, (_cpu_s() - cpu0) / spent
+    flush(TIMEOUT_S)
+    deadline = time.monotonic() + TIMEOUT_S
+    while len(latencies) < sent and time.monotonic() < deadline:
+        time.sleep(0.05)                  # poll interval of a deadline loop
+    if len(latencies) < sent:
+        raise TimeoutError(f"{client}: read {len(latencies)} of {sent} at {rate}/s")
+    return achieved, client_cpu
 
 
 def _cpu_s() -> float:
@@ -187,6 +246,7 @@ def run(quick: bool = False, runs: int = 3) -> dict:
     duration = LATENCY_S / 5 if quick else LATENCY_S
     produced, consumed, costs = [], [], []
     latency: dict[tuple, list] = {run: [] for run in LATENCY_RUNS}
+    python: list[dict] = []
     with local_cluster("wire", brokers=BROKERS, controllers=CONTROLLERS) as (cluster, _):
         bootstrap = cluster.bootstrap_servers()
         for run_i in range(runs):
@@ -217,6 +277,15 @@ def run(quick: bool = False, runs: int = 3) -> dict:
                     f"p99 {ack[1]:.2f} ms; end to end p50 {e2e[0]:.2f} ms p99 {e2e[1]:.2f} ms "
                     f"(client CPU {got['client_cpu_per_s']:.2f} s/s)")
                 cluster.admin().delete_topic(topic, timeout_s=60)
+            topic = new_topic(cluster)
+            got = python_latency_once(bootstrap, topic, PYTHON_CLIENT_RATE, duration)
+            e2e = np.percentile(got["e2e_ms"], [50, 99]).tolist()
+            ack = np.percentile(got["ack_ms"], [50, 99]).tolist()
+            python.append(dict(p50=e2e[0], p99=e2e[1], ack_p50=ack[0], ack_p99=ack[1],
+                               achieved=got["achieved"], client_cpu=got["client_cpu_per_s"]))
+            say(f"run {run_i}: kafka-python at {PYTHON_CLIENT_RATE:,}/s: ack p50 {ack[0]:.2f} "
+                f"ms p99 {ack[1]:.2f} ms; end to end p50 {e2e[0]:.2f} ms p99 {e2e[1]:.2f} ms")
+            cluster.admin().delete_topic(topic, timeout_s=60)
     params = dict(acks="all", idempotent=True, replication_factor=3, value_bytes=VALUE,
                   partitions=PARTITIONS, records=n, client="confluent-kafka 2.16.1")
     name = "wire.produce.acks_all.rf3.100B.records_per_s"
@@ -253,6 +322,12 @@ def run(quick: bool = False, runs: int = 3) -> dict:
         figures.append(figure(f"{stem}.client_cpu_per_s", "CPU s/s",
                               [r["client_cpu"] for r in rows], None, "lower", rate=rate,
                               linger_ms=linger))
+    stem = f"wire.kafka_python.latency.rate_{PYTHON_CLIENT_RATE}"
+    for q in ("p50", "p99"):
+        figures.append(figure(f"{stem}.{q}_ms", "ms", [r[q] for r in python], None, "lower",
+                              rate=PYTHON_CLIENT_RATE, linger_ms=0, client="kafka-python"))
+        figures.append(figure(f"{stem}.ack_{q}_ms", "ms", [r["ack_" + q] for r in python],
+                              None, "lower", rate=PYTHON_CLIENT_RATE, client="kafka-python"))
     setup = {"brokers": BROKERS, "controllers": CONTROLLERS, "zookeeper": "embedded",
              "partitions_per_topic": PARTITIONS, "min_insync_replicas": 2, "records": n,
              "latency_runs": [list(r) for r in LATENCY_RUNS], "latency_duration_s": duration,

@@ -20,8 +20,8 @@ ROOMS = [
     ("rayka/  (driver API, CLI, chaos, ops)", ["rayka/cli.py", "rayka/chaos/", "rayka/ops/",
                                                "rayka/cluster.py", "rayka/client/"], False),
     ("actors/  (Ray actor shells)", ["actors/broker_actor.py", "actors/listener.py",
-                                      "actors/kafka_api.py", "actors/group_host.py",
-                                      "actors/controller_actor.py"], False),
+                                      "actors/fetcher.py", "actors/purgatory.py",
+                                      "actors/kafka_api.py"], False),
     ("protocol/  (Kafka wire, sans-I/O)", ["protocol/connection.py", "protocol/codec.py",
                                            "protocol/handlers/", "protocol/api.py"], False),
     ("coordinator/  (consumer groups, pure)", ["coordinator/coordinator.py", "coordinator/rebalance.py",
@@ -35,7 +35,7 @@ ROOMS = [
                                                  "replicas/partition_state.py",
                                                  "replicas/cleaner.py"], False),
 ]
-RESERVED_MODULES = {"replicas/cleaner.py"}
+RESERVED_MODULES: set[str] = set()
 
 CONTROL = [
     ("ZooKeeper", "/brokers/ids\n/brokers/topics\n/controller(_epoch)", "(real server)"),
@@ -51,18 +51,18 @@ CONTROL = [
      "replicas/replica_manager.py"),
 ]
 DATA = [
-    ("produce", "batches per partition,\nmurmur2 keys,\nidempotent sequences",
-     "rayka/client/producer.py"),
+    ("produce", "Kafka Produce on the\nbroker's event loop\n(native: a Ray call)",
+     "actors/listener.py"),
     ("leader append", "check CRC, stamp\noffsets + leader epoch,\nappend to the segment",
      "replicas/log.py"),
-    ("follower fetch", "long-poll fetch from\nthe leader, append\nas follower",
+    ("follower fetch", "Kafka Fetch on a socket\n+ fetch session; woken\nby the append",
      "actors/fetcher.py"),
     ("HW advances", "every ISR member\ncaught up: the high\nwatermark moves",
      "replicas/partition_state.py"),
-    ("ack", "the acks=all waiter\nwakes, answers per\npartition",
-     "actors/broker_actor.py"),
-    ("consume", "fetch from the leader,\nonly below the HW",
-     "rayka/client/consumer.py"),
+    ("ack", "the parked acks=all\nproduce completes,\nanswers in order",
+     "actors/produce.py"),
+    ("consume", "fetch from the leader,\nonly below the HW;\nparked until data",
+     "actors/purgatory.py"),
 ]
 
 
@@ -119,8 +119,8 @@ def draw(path: Path = OUT) -> None:
 
     path_row(CONTROL, 70, "Control path: ZooKeeper → controller → LeaderAndIsr → brokers "
              "(Ray calls)", "#a0522d")
-    path_row(DATA, 38, "Data path: produce → leader append → follower fetch → HW → ack → "
-             "consumer", "#2e7d32")
+    path_row(DATA, 38, "Data path (sockets, Kafka's protocol): produce → append → follower "
+             "fetch → HW → ack → consume", "#2e7d32")
 
     notes = [
         "• Only controller/zookeeper/ imports kazoo; replicas/, controller/, protocol/, "
@@ -128,8 +128,8 @@ def draw(path: Path = OUT) -> None:
         "• Shells (actors/) perform the effects the pure core returns: persist before send.",
         "• Leadership is fenced by ZooKeeper epochs (controller epoch, leader epoch), never by "
         "Ray liveness.",
-        "• Kafka clients come in through actors/listener.py (a socket per broker): protocol/",
-        "   turns frames into calls on the SAME replica manager (actors/kafka_api.py).",
+        "• One event loop per broker (actors/listener.py) carries clients, follower fetchers and",
+        "   timers; protocol/ turns frames into calls on the broker (actors/kafka_api.py).",
         "• A group's coordinator is the broker leading its __consumer_offsets partition",
         "   (actors/group_host.py runs coordinator/); commits are acks=all records there.",
         "• Spark tasks (pipeline/reader.py) fetch from the leader on their own node; "

@@ -14,7 +14,20 @@ Rules, broker side (`FetchSessionCache.new_context`):
   FETCH_SESSION_ID_NOT_FOUND (70), another epoch than the one expected
   INVALID_FETCH_SESSION_EPOCH (71) (the fetcher starts over with a full fetch). Otherwise
   the partitions asked are added or updated, the forgotten ones removed, the expected
-  epoch moves on, and EVERY partition of the session is read.
+  epoch moves on, and every partition of the session is watched (a parked fetch wakes on
+  any of them).
+- Which are READ at once (`context.reads(journal)`): Kafka reads every partition of the
+  session on every fetch; a follower of 3,000 quiet partitions then spends its rounds on
+  them. Here an incremental fetch reads only the partitions asked in this request, those
+  the broker's ChangeJournal names as changed (an append, a high watermark or log start
+  move) since the session's last read, and those whose last answer was unfinished (records,
+  an error, a diverging epoch); the others would answer exactly what the session last
+  answered, so they are left out of the answer, as Kafka's incremental answer leaves them.
+  Everything is read when the journal cannot tell (leadership moved, retention ran, the
+  session is new, the last answer came near its byte budget) and at least every
+  `full_read_interval_ms` (the cache's clock; the broker uses a quarter of
+  replica.lag.time.max.ms), so that the leader's view of its followers (caught-up times,
+  ISR expansion retries) is never staler than that. Without a clock everything is read.
 - `context.respond(outcomes)`: a full fetch answers every partition; an incremental one
   only the partitions with records, an error, a diverging epoch, or a high watermark, last
   stable offset or log start offset other than the one the session last answered (Kafka's
@@ -41,6 +54,7 @@ import random
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import Callable
 
 FETCH_SESSION_ID_NOT_FOUND = 70
 INVALID_FETCH_SESSION_EPOCH = 71
@@ -49,7 +63,7 @@ MAX_EPOCH = 2**31 - 1
 DEFAULT_SLOTS = 1000
 
 __all__ = ["FetchData", "FetchSessionCache", "FetchContext", "FetchSessionHandler", "FetchPlan",
-           "FETCH_SESSION_ID_NOT_FOUND", "INVALID_FETCH_SESSION_EPOCH"]
+           "ChangeJournal", "FETCH_SESSION_ID_NOT_FOUND", "INVALID_FETCH_SESSION_EPOCH"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,24 +81,86 @@ def _next_epoch(epoch: int) -> int:
 
 
 # ---------------------------------------------------------------- the broker's side
+class ChangeJournal:
+    """Which partitions changed since a token: `note(tps)` on an append or a high-watermark
+    or log-start move, `note_all()` when anything may have (leadership, retention);
+    `since(token)` → (the token now, the set changed since `token`, or None: anything).
+    Token 0 means "never read". Thread-safe; O(partitions changed) per call."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._seq = 1
+        self._reset = 1
+        self._last: OrderedDict[tuple, int] = OrderedDict()   # tp → seq, oldest first
+
+    def note(self, tps) -> None:
+        with self._lock:
+            last = self._last
+            for tp in tps:
+                self._seq += 1
+                last[tp] = self._seq
+                last.move_to_end(tp)
+
+    def note_all(self) -> None:
+        with self._lock:
+            self._seq += 1
+            self._reset = self._seq
+            self._last.clear()
+
+    def since(self, token: int) -> tuple[int, set | None]:
+        with self._lock:
+            if token <= 0 or token < self._reset:
+                return self._seq, None
+            changed = set()
+            last = self._last
+            for tp in reversed(last):
+                if last[tp] <= token:
+                    break
+                changed.add(tp)
+            return self._seq, changed
+
+
 class _Session:
-    __slots__ = ("id", "privileged", "epoch", "partitions", "answered")
+    __slots__ = ("id", "privileged", "epoch", "partitions", "answered", "token", "unfinished",
+                 "full_read_ms")
 
     def __init__(self, session_id: int, privileged: bool):
         self.id, self.privileged, self.epoch = session_id, privileged, 1
         self.partitions: OrderedDict[tuple, FetchData] = OrderedDict()
         self.answered: dict[tuple, tuple] = {}     # tp → (hw, last stable, log start)
+        self.token = 0                  # the journal's token when the session last read
+        self.unfinished: set = set()    # tps whose last answer must be read again
+        self.full_read_ms: int | None = None
 
 
 class FetchContext:
-    """One fetch request's view: what to read (`asks`) and what to answer (`respond`)."""
+    """One fetch request's view: what to read (`asks`, `reads`) and what to answer
+    (`respond`)."""
 
-    __slots__ = ("session", "partitions", "incremental", "_cache")
+    __slots__ = ("session", "partitions", "incremental", "_cache", "requested", "_token")
 
-    def __init__(self, cache, session: _Session | None, partitions, incremental: bool):
+    def __init__(self, cache, session: _Session | None, partitions, incremental: bool,
+                 requested=()):
         self._cache, self.session = cache, session
         self.partitions: OrderedDict = partitions
         self.incremental = incremental
+        self.requested = requested
+        self._token = 0
+
+    def reads(self, journal: ChangeJournal | None) -> set | None:
+        """The partitions to read at once, None for all of them (module rules)."""
+        session, cache = self.session, self._cache
+        if journal is None or session is None or cache.clock_ms is None:
+            return None
+        token, changed = journal.since(session.token if self.incremental else 0)
+        self._token = token
+        now = cache.clock_ms()
+        if changed is None or session.full_read_ms is None or \
+                now - session.full_read_ms >= cache.full_read_interval_ms:
+            session.full_read_ms = now
+            return None
+        wanted = changed.union(self.requested, session.unfinished)
+        return {tp for tp in wanted if tp in self.partitions}
 
     @property
     def session_id(self) -> int:
@@ -93,14 +169,18 @@ class FetchContext:
     def asks(self) -> list[tuple[tuple, FetchData]]:
         return list(self.partitions.items())
 
-    def respond(self, outcomes: dict) -> list[tuple]:
+    def respond(self, outcomes: dict, budget: int | None = None) -> list[tuple]:
         """[(tp, outcome)] to answer, in the session's order. An outcome has error,
-        records, high_watermark, last_stable_offset, log_start_offset, diverging_epoch."""
+        records, high_watermark, last_stable_offset, log_start_offset, diverging_epoch.
+        `budget`: the request's max_bytes (an answer near it reads everything next time:
+        partitions it had no room for look unchanged)."""
         if self.session is None:
             return [(tp, outcomes[tp]) for tp in self.partitions if tp in outcomes]
         out = []
+        size = 0
         with self._cache.lock:
-            answered = self.session.answered
+            session = self.session
+            answered, unfinished = session.answered, session.unfinished
             for tp in self.partitions:
                 o = outcomes.get(tp)
                 if o is None:
@@ -108,15 +188,25 @@ class FetchContext:
                 marks = (o.high_watermark, o.last_stable_offset, o.log_start_offset)
                 changed = answered.get(tp) != marks
                 answered[tp] = marks
-                if not self.incremental or changed or o.records or o.error or \
-                        (o.diverging_epoch is not None and o.diverging_epoch[0] >= 0):
+                diverging = o.diverging_epoch is not None and o.diverging_epoch[0] >= 0
+                if o.records or o.error or diverging:
+                    unfinished.add(tp)
+                    size += len(o.records)
+                elif unfinished:
+                    unfinished.discard(tp)
+                if not self.incremental or changed or o.records or o.error or diverging:
                     out.append((tp, o))
+            session.token = 0 if budget is not None and size >= budget // 2 else self._token
         return out
 
 
 class FetchSessionCache:
-    def __init__(self, max_slots: int = DEFAULT_SLOTS, rng: random.Random | None = None):
+    def __init__(self, max_slots: int = DEFAULT_SLOTS, rng: random.Random | None = None,
+                 clock_ms: Callable[[], int] | None = None,
+                 full_read_interval_ms: int = 1000):
         self.max_slots = max_slots
+        self.clock_ms = clock_ms
+        self.full_read_interval_ms = full_read_interval_ms
         self._rng = rng or random.Random()
         self._sessions: OrderedDict[int, _Session] = OrderedDict()   # least recently used first
         self.lock = threading.Lock()
@@ -137,7 +227,7 @@ class FetchSessionCache:
                 session = self._create(privileged)
                 if session is not None:
                     session.partitions.update(requested)
-                return FetchContext(self, session, OrderedDict(requested), False)
+                return FetchContext(self, session, OrderedDict(requested), False, requested)
             session = self._sessions.get(session_id)
             if session is None:
                 return FETCH_SESSION_ID_NOT_FOUND
@@ -147,9 +237,10 @@ class FetchSessionCache:
             for tp in forgotten:
                 session.partitions.pop(tp, None)
                 session.answered.pop(tp, None)
+                session.unfinished.discard(tp)
             session.partitions.update(requested)
             session.epoch = _next_epoch(epoch)
-            return FetchContext(self, session, OrderedDict(session.partitions), True)
+            return FetchContext(self, session, OrderedDict(session.partitions), True, requested)
 
     def _create(self, privileged: bool) -> _Session | None:
         if len(self._sessions) >= self.max_slots:
@@ -186,7 +277,8 @@ class FetchSessionHandler:
         wanted = dict(wanted)
         if self.session_id == 0 or self.epoch == INITIAL_EPOCH:
             return FetchPlan(0, INITIAL_EPOCH, wanted, (), wanted)
-        send = {tp: d for tp, d in wanted.items() if self.held.get(tp) != d}
+        held = self.held
+        send = {tp: d for tp, d in wanted.items() if (h := held.get(tp)) is not d and h != d}
         forgotten = tuple(tp for tp in self.held if tp not in wanted)
         return FetchPlan(self.session_id, self.epoch, send, forgotten, wanted)
 

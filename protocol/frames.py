@@ -2,9 +2,10 @@
 
 Rules:
 - `FrameDecoder.feed(data)` returns every frame completed by `data` (without the size
-  prefix) and keeps the rest. Bytes are appended to one buffer and each frame is copied out
-  once, so a multi-MiB produce frame arriving in thousands of small reads costs linear time,
-  not quadratic.
+  prefix) and keeps the rest. With nothing pending, frames are copied straight out of
+  `data` and only a torn tail is buffered; otherwise bytes are appended to one buffer and
+  each frame is copied out once, so a multi-MiB produce frame arriving in thousands of
+  small reads costs linear time, not quadratic.
 - The size is checked as soon as its 4 bytes are in: a negative size is `MalformedFrame`, one
   over `max_frame_bytes` is `FrameTooLarge`, before any of the payload is buffered (a client
   cannot make the broker hold 2 GiB by announcing it).
@@ -57,13 +58,34 @@ class FrameDecoder:
     def feed(self, data: bytes) -> list[bytes]:
         if self._error is not None:
             raise type(self._error)(f"decoder is dead: {self._error.reason}")
-        buf = self._buf
-        buf += data
         frames: list[bytes] = []
-        pos, end = self._pos, len(buf)
+        buf = self._buf
+        if len(buf) == self._pos and isinstance(data, bytes):
+            # Nothing pending: frame straight out of `data`; only its torn tail is buffered
+            # (the common case, whole requests per read, copies each byte once, not twice).
+            buf.clear()
+            pos = self._frames_from(data, 0, frames)
+            if pos < len(data):
+                buf += memoryview(data)[pos:]
+            self._pos = 0
+            return frames
+        buf += data
+        pos = self._frames_from(buf, self._pos, frames)
+        if pos == len(buf):
+            buf.clear()
+            pos = 0
+        elif pos >= _COMPACT_AT and pos * 2 >= len(buf):
+            del buf[:pos]
+            pos = 0
+        self._pos = pos
+        return frames
+
+    def _frames_from(self, source, pos: int, frames: list[bytes]) -> int:
+        """Append the whole frames of `source` from `pos` on; the position after them."""
+        end = len(source)
         try:
             while end - pos >= 4:
-                (size,) = SIZE.unpack_from(buf, pos)
+                (size,) = SIZE.unpack_from(source, pos)
                 if size < 0:
                     raise MalformedFrame(f"negative frame size {size}")
                 if size > self.max_frame_bytes:
@@ -72,9 +94,9 @@ class FrameDecoder:
                 stop = pos + 4 + size
                 if stop > end:
                     break
-                # One copy out of the buffer; the memoryview is released at once so that
-                # the bytearray may still be resized by the next feed.
-                with memoryview(buf) as view:
+                # One copy out; the memoryview is released at once so that the buffer may
+                # still be resized by the next feed.
+                with memoryview(source) as view:
                     frames.append(bytes(view[pos + 4:stop]))
                 pos = stop
         except ProtocolError as exc:
@@ -83,11 +105,4 @@ class FrameDecoder:
             self._buf = bytearray()
             self._pos = 0
             raise
-        if pos == end:
-            buf.clear()
-            pos = 0
-        elif pos >= _COMPACT_AT and pos * 2 >= end:
-            del buf[:pos]
-            pos = 0
-        self._pos = pos
-        return frames
+        return pos

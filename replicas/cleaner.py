@@ -227,8 +227,12 @@ def swap_in(cleaned: Path, log_path: Path) -> None:
 
 def finish_interrupted_swaps(directory: Path) -> None:
     """At load: drop unfinished cleanings, complete finished ones."""
+    changed = False
     for cleaned in directory.glob("*.log.cleaned"):
         cleaned.unlink()
+        changed = True
     for swap in directory.glob("*.log.swap"):
         os.replace(swap, swap.with_name(swap.name[:-len(".swap")]))
-    fsync_dir(directory)
+        changed = True
+    if changed:                 # a fresh or clean directory costs no fsync
+        fsync_dir(directory)

@@ -13,7 +13,12 @@ Rules:
 - truncate_from_end(offset) drops entries starting at or after `offset` (log truncation);
   truncate_from_start(offset) drops entries wholly before `offset` and moves the last of
   them up to `offset` (log start moved).
-- Every change is persisted to `leader-epoch-checkpoint` before the method returns.
+- Truncations and clear() are persisted to `leader-epoch-checkpoint` before the method
+  returns. assign() only marks the cache dirty; flush() (called by the log's flush, after
+  the segments' fsync and before the recovery point moves) persists it. As Kafka since
+  KAFKA-15046: an fsync per new epoch per partition on the append path is what made
+  thousands of partitions slow, and a crash before flush() loses nothing, because log
+  recovery re-derives the epochs of every batch past the recovery point (Log._load).
 - follower_truncation() is the follower's decision on a leader's answer, exactly Kafka's
   AbstractFetcherThread.getOffsetTruncationState: truncate to min(leader end offset,
   own end offset for that epoch, own LEO); if the follower does not know the epoch the
@@ -38,10 +43,11 @@ class EpochEntry:
 
 
 class LeaderEpochCache:
-    """The epoch → start offset list of one partition replica, persisted on every change."""
+    """The epoch → start offset list of one partition replica (see the module's rules)."""
 
     def __init__(self, checkpoint: CheckpointFile[tuple[int, int]] | None = None):
         self._checkpoint = checkpoint
+        self._dirty = False
         self._epochs: list[int] = []
         self._starts: list[int] = []
         if checkpoint is not None:
@@ -79,11 +85,17 @@ class LeaderEpochCache:
 
     # -- changes -------------------------------------------------------------------
     def assign(self, epoch: int, start_offset: int) -> bool:
-        """Record that `epoch` began at `start_offset`; True if the cache changed."""
+        """Record that `epoch` began at `start_offset`; True if the cache changed.
+
+        Persisted by the next flush()."""
         changed = self._assign(epoch, start_offset)
-        if changed:
-            self._flush()
+        self._dirty |= changed
         return changed
+
+    def flush(self) -> None:
+        """Persist assignments made since the last write."""
+        if self._dirty:
+            self._flush()
 
     def _assign(self, epoch: int, start_offset: int) -> bool:
         if epoch < 0 or start_offset < 0:
@@ -122,6 +134,7 @@ class LeaderEpochCache:
         self._flush()
 
     def _flush(self) -> None:
+        self._dirty = False
         if self._checkpoint is not None:
             self._checkpoint.write(zip(self._epochs, self._starts))
 

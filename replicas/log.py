@@ -24,7 +24,9 @@ Rules:
   (`segment_bytes`), relative offsets, or age (`segment_ms`).
 - Open = recovery: segments wholly below the recovery point are trusted; every later byte
   is validated (header, CRC, dense offsets) and the file is cut at the first torn or
-  corrupt batch, later segments deleted; the cut is reported in `recovery`.
+  corrupt batch, later segments deleted; the cut is reported in `recovery`. The epochs of
+  the validated batches are added to the epoch cache (its appends are persisted only by
+  flush, Kafka's LogSegment.recover does the same).
 - Flush policy is Kafka's flush.messages / flush.ms (None = leave it to the OS); flush
   advances the recovery point. Time comes from the injected `clock_ms`, never `time`.
 """
@@ -32,6 +34,7 @@ Rules:
 from __future__ import annotations
 
 import bisect
+import os
 import re
 import shutil
 from dataclasses import dataclass
@@ -127,6 +130,10 @@ class Log:
 
     # -- opening ---------------------------------------------------------------------
     def _load(self, recovery_point: int) -> RecoveryReport:
+        if not any(name.endswith((".log", ".tmp", ".swap", ".cleaned", "index"))
+                   for name in os.listdir(self.dir)):
+            self._add_segment(0)                # a new replica: nothing to recover
+            return RecoveryReport()
         for stray in self.dir.glob("*.tmp"):
             stray.unlink()
         finish_interrupted_swaps(self.dir)
@@ -158,6 +165,9 @@ class Log:
                 continue
             size_before = segment.size
             result = segment.recover(self.config.max_message_bytes)
+            for epoch, start in result.epochs:      # assignments the checkpoint may lack
+                if epoch > self.epoch_cache.latest_epoch:
+                    self.epoch_cache.assign(epoch, start)
             scanned += result.valid_bytes
             if result.error is not None:
                 truncated += size_before - result.valid_bytes
@@ -256,6 +266,7 @@ class Log:
         """fsync every dirty segment; everything below the LEO is now recoverable."""
         for segment in self._segments:
             segment.flush()
+        self.epoch_cache.flush()
         self._flush.messages_since_flush = 0
         if self._clock_ms is not None:
             self._flush.last_flush_ms = self._clock_ms()
@@ -389,11 +400,15 @@ class Log:
         return True
 
     def close(self) -> None:
+        self.epoch_cache.flush()
+        self._close_segments()
+
+    def _close_segments(self) -> None:
         for segment in self._segments:
             segment.close()
 
     def delete(self) -> None:
-        self.close()
+        self._close_segments()
         shutil.rmtree(self.dir, ignore_errors=True)
 
 

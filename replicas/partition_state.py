@@ -362,10 +362,13 @@ class PartitionState:
 
     def process_tick(self, e: Tick) -> list[Effect]:
         self.now_ms = e.now_ms
-        if not self.is_leader:
+        if self.role is not Role.LEADER:
             return []
-        effects = self.maybe_shrink_isr(e.now_ms) + self._leader_progress()
-        return effects + self.maybe_expire_produces(e.now_ms)
+        effects = self.maybe_shrink_isr(e.now_ms)
+        if self.pending_produces or self.high_watermark < self.log_end_offset:
+            # Otherwise neither can yield anything: the HW is at the LEO, nothing waits.
+            effects += self._leader_progress() + self.maybe_expire_produces(e.now_ms)
+        return effects
 
     def process_alter_partition_response(self, e: AlterPartitionResponse) -> list[Effect]:
         if (not self.is_leader or self.proposed_isr is None
@@ -390,7 +393,7 @@ class PartitionState:
     def maybe_shrink_isr(self, now_ms: int) -> list[Effect]:
         if self.proposed_isr is not None:
             return []
-        out = {r for r in self.isr if r != self.broker_id and self._is_out_of_sync(r, now_ms)}
+        out = [r for r in self.isr if r != self.broker_id and self._is_out_of_sync(r, now_ms)]
         if not out:
             return []
         return self._propose(tuple(r for r in self.isr if r not in out))
@@ -431,6 +434,8 @@ class PartitionState:
         return self._complete(lambda _, deadline: now_ms >= deadline, REQUEST_TIMED_OUT)
 
     def _complete(self, done, error: int) -> list[Effect]:
+        if not self.pending_produces:
+            return []
         ids = [rid for rid, (required, deadline) in self.pending_produces.items()
                if done(required, deadline)]
         for rid in ids:

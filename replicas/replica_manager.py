@@ -58,13 +58,17 @@ Retention: `apply_retention(now_ms, topic_configs)`, called by the shell every
   log.retention.check.interval.ms, runs replicas/retention.py on every replica (leader or
   follower, each below its own HW).
 Time: `tick()` = PartitionState Tick per leader (ISR shrink proposals, produce timeouts)
-  plus flush.ms. AlterPartition answers go to `handle_alter_partition_response`; the shell
+  plus flush.ms, for the partitions that had an event since the last tick or still have
+  produces waiting or a HW below their LEO (the only ones where a Tick can do anything:
+  with the HW at the LEO every ISR follower is at the LEO, so none can fall out), and for
+  every partition at least every replica.lag.time.max.ms / 4 (a safety net, and flush.ms
+  of quiet logs): 10,000 quiet partitions cost no 10,000 Ticks every tick_ms. AlterPartition answers go to `handle_alter_partition_response`; the shell
   resends a proposal only while `alter_partition_in_flight` says it is still pending.
 Persist before send: HW changes are written to replication-offset-checkpoint inside the
   call that changed them, before it returns (`hw_checkpoint_interval_ms` = 0, default);
   with an interval > 0 they are written by `tick()` at most that often (Kafka's
   replica.high.watermark.checkpoint.interval.ms, 5000) — safe because truncation is by
-  epoch, never by HW. Epoch-cache writes persist themselves. The recovery-point checkpoint
+  epoch, never by HW. Epoch-cache changes persist with the log's flush (replicas/epoch_cache.py). The recovery-point checkpoint
   is written on startup, flush(), close(), after a flush.ms flush in tick(), and after
   every truncation (as Kafka's LogManager.truncateTo) so a stale, higher recovery point
   never makes recovery trust rewritten bytes.
@@ -152,6 +156,8 @@ class ReplicaManager(FollowerSide):
         self.open_files = OpenFiles(config.log_max_open_files)
         self._hw_dirty = False
         self._last_hw_checkpoint_ms = clock_ms()
+        self._busy: set[TopicPartition] = set()      # partitions the next tick looks at
+        self._next_full_tick_ms = 0
         self._closed = False
 
     # ---- lifecycle ------------------------------------------------------------------
@@ -248,7 +254,10 @@ class ReplicaManager(FollowerSide):
                 s.config.min_insync_replicas}
 
     def _get(self, tp) -> _Partition:
-        part = self._partitions.get(TopicPartition(*tp))
+        try:
+            part = self._partitions.get(tp)      # a TopicPartition or a plain tuple
+        except TypeError:                         # a list, as deserialised messages carry
+            part = self._partitions.get(tuple(tp))
         if part is None:
             raise UnknownTopicOrPartition(
                 f"{tp[0]}-{tp[1]} is not hosted on broker {self.broker_id}")
@@ -263,6 +272,8 @@ class ReplicaManager(FollowerSide):
 
     # ---- effects --------------------------------------------------------------------
     def _process(self, part: _Partition, event) -> list:
+        if type(event) is not ps.Tick:
+            self._busy.add(part.tp)
         out = []
         for e in part.state.process(event):
             if isinstance(e, ps.HighWatermarkChanged):
@@ -585,9 +596,19 @@ class ReplicaManager(FollowerSide):
         now = self._clock()
         effects = []
         flushed = False
-        for part in self._partitions.values():
-            if part.state.is_leader:
-                effects += self._process(part, ps.Tick(now))
+        if now >= self._next_full_tick_ms:
+            self._next_full_tick_ms = now + max(1, self.config.replica_lag_time_max_ms // 4)
+            parts = list(self._partitions.values())
+        else:
+            parts = [p for tp in self._busy if (p := self._partitions.get(tp)) is not None]
+        self._busy = set()
+        tick = ps.Tick(now)
+        for part in parts:
+            st = part.state
+            if st.role is ps.Role.LEADER:
+                effects += self._process(part, tick)
+                if st.pending_produces or st.high_watermark < st.log_end_offset:
+                    self._busy.add(part.tp)
             flushed |= part.log.maybe_flush()
         if flushed:
             self._write_recovery_points()

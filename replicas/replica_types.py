@@ -71,7 +71,7 @@ class AppendResult:
     message: str = ""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)      # not frozen: built per partition per fetch, 5x cheaper
 class FetchResult:
     error: int
     records: bytes = b""

@@ -60,6 +60,7 @@ class ScanResult:
     valid_bytes: int        # file size after which everything is torn or corrupt
     next_offset: int        # offset after the last valid batch
     error: str | None       # why the scan stopped early, None if the file was clean
+    epochs: tuple[tuple[int, int], ...] = ()   # (leader epoch, base offset) where one begins
 
 
 class Segment:
@@ -122,6 +123,7 @@ class Segment:
 
     def scan(self, max_batch_bytes: int | None = None) -> ScanResult:
         position, expected = 0, self.base_offset
+        epochs: list[tuple[int, int]] = []
         while position < self.size:
             head = os.pread(self._fd, records.HEADER_SIZE, position)
             try:
@@ -135,10 +137,14 @@ class Segment:
                     raise CorruptRecord(
                         f"batch base offset {header.base_offset}, expected >= {expected}")
             except CorruptRecord as exc:
-                return ScanResult(position, expected, f"{self.log_path.name}: {exc.message}")
+                return ScanResult(position, expected, f"{self.log_path.name}: {exc.message}",
+                                  tuple(epochs))
+            if header.partition_leader_epoch >= 0 and (
+                    not epochs or header.partition_leader_epoch > epochs[-1][0]):
+                epochs.append((header.partition_leader_epoch, header.base_offset))
             position += header.size
             expected = header.next_offset
-        return ScanResult(position, expected, None)
+        return ScanResult(position, expected, None, tuple(epochs))
 
     def rebuild_index(self) -> None:
         """Both indexes and the timestamps from the `.log` (Kafka's LogSegment.recover)."""

@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from coordinator import messages as gm
 from coordinator.config import GroupCoordinatorConfig
 from coordinator.coordinator import GroupCoordinator
-from protocol.fetch_session import FetchSessionCache
+from protocol.fetch_session import ChangeJournal, FetchSessionCache
 from protocol.api import (
     BrokerNode, Deferred, ClusterMetadata, ConfigEntry, ConfigResource, ConfigsOutcome, FetchAsk,
     FetchOutcome, OffsetAnswer, PartitionMetadata, ProduceOutcome, TopicMetadata,
@@ -148,9 +148,15 @@ class FakeBrokerApi:
                  controller_id: int = 1, auto_create_topics_enable: bool = True,
                  num_partitions: int = 1, default_replication_factor: int = 1,
                  group_config: GroupCoordinatorConfig | None = None,
-                 fetch_session_slots: int = 1000):
+                 fetch_session_slots: int = 1000, clock_ms=None,
+                 full_read_interval_ms: int = 1000):
         self.broker_id = broker_id
-        self.fetch_sessions = FetchSessionCache(fetch_session_slots, random.Random(7))
+        # With a clock the sessions read only what the journal names (append() notes it;
+        # a test changing a partition otherwise calls fetch_changes.note itself).
+        self.fetch_sessions = FetchSessionCache(fetch_session_slots, random.Random(7),
+                                                clock_ms, full_read_interval_ms)
+        if clock_ms is not None:
+            self.fetch_changes = ChangeJournal()
         self.cluster_id = cluster_id
         self.controller_id = controller_id
         self.auto_create_topics_enable = auto_create_topics_enable
@@ -210,6 +216,8 @@ class FakeBrokerApi:
         base = part.log_end
         part.batches.append(Batch(base, shape[0] if count is None else count,
                                   shape[1] if timestamp is None else timestamp, bytes(data)))
+        if hasattr(self, "fetch_changes"):
+            self.fetch_changes.note([tuple(tp)])
         return base
 
     def new_leader_epoch(self, tp: TP, leader: int | None = None) -> int:
@@ -290,14 +298,15 @@ class FakeBrokerApi:
         return out
 
     def fetch(self, replica_id: int, max_wait_ms: int, min_bytes: int, max_bytes: int,
-              isolation_level: int, asks) -> dict[TP, FetchOutcome]:
+              isolation_level: int, asks, reads=None) -> dict[TP, FetchOutcome]:
         asks = list(asks)
         self._record("fetch", replica_id=replica_id, max_wait_ms=max_wait_ms,
                      min_bytes=min_bytes, max_bytes=max_bytes,
-                     isolation_level=isolation_level, asks=asks)
+                     isolation_level=isolation_level, asks=asks, reads=reads)
         out = {}
         for ask in asks:
-            out[ask.tp] = self._fetch_one(ask, replica_id)
+            if reads is None or ask.tp in reads:
+                out[ask.tp] = self._fetch_one(ask, replica_id)
         return out
 
     def _fetch_one(self, ask: FetchAsk, replica_id: int) -> FetchOutcome:

@@ -63,12 +63,19 @@ def test_truncate_from_end_and_start():
     assert pairs(cache) == [(4, 12), (6, 15)]
 
 
-def test_persisted_on_every_change(tmp_path):
+def test_assignments_are_persisted_by_flush_and_truncations_at_once(tmp_path):
+    path = tmp_path / "leader-epoch-checkpoint"
     cache = LeaderEpochCache(leader_epoch_checkpoint(tmp_path))
     cache.assign(1, 0)
     cache.assign(3, 40)
-    assert (tmp_path / "leader-epoch-checkpoint").read_bytes() == b"0\n2\n1 0\n3 40\n"
-    cache.truncate_from_end(40)
+    assert not path.exists()                     # no write per new epoch on the append path
+    cache.flush()
+    assert path.read_bytes() == b"0\n2\n1 0\n3 40\n"
+    mtime = path.stat().st_mtime_ns
+    cache.flush()                                # nothing dirty: no write
+    assert path.stat().st_mtime_ns == mtime
+    cache.assign(4, 50)
+    cache.truncate_from_end(40)                  # writes everything, the assignment included
     assert pairs(LeaderEpochCache(leader_epoch_checkpoint(tmp_path))) == [(1, 0)]
 
 

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from protocol.fetch_session import (FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH,
-                                    MAX_EPOCH, FetchData, FetchSessionCache,
+                                    MAX_EPOCH, ChangeJournal, FetchData, FetchSessionCache,
                                     FetchSessionHandler)
 
 pytestmark = pytest.mark.unit
@@ -199,3 +199,154 @@ def test_the_broker_reads_exactly_what_the_fetcher_wants(script):
             h.reset()
             continue
         h.on_response(plan, 0, ctx.session_id)
+
+
+# -- reading only what changed (the ChangeJournal) ------------------------------------------
+def test_journal_names_what_changed_since_a_token_and_nothing_when_it_cannot_tell():
+    j = ChangeJournal()
+    assert j.since(0)[1] is None                      # never read: everything
+    token, _ = j.since(0)
+    j.note([A])
+    j.note([B, A])
+    later, changed = j.since(token)
+    assert changed == {A, B} and later > token
+    assert j.since(later)[1] == set()
+    j.note_all()                                      # leadership moved: anything may have
+    assert j.since(later)[1] is None
+    fresh, _ = j.since(0)
+    j.note([C])
+    assert j.since(fresh)[1] == {C}
+
+
+class Clock:
+    def __init__(self):
+        self.ms = 0
+
+    def __call__(self) -> int:
+        return self.ms
+
+
+def journal_cache(clock, interval_ms=1000) -> FetchSessionCache:
+    return FetchSessionCache(10, random.Random(1), clock, interval_ms)
+
+
+def test_an_incremental_fetch_reads_only_what_was_asked_changed_or_unfinished():
+    clock, j = Clock(), ChangeJournal()
+    c = journal_cache(clock)
+    full = c.new_context(0, 0, {A: d(0), B: d(0), C: d(0)}, (), True)
+    assert full.reads(j) is None                      # a new session reads everything
+    full.respond({A: Outcome(), B: Outcome(records=b"x"), C: Outcome()}, 1 << 20)
+    sid = full.session_id
+    ctx = c.new_context(sid, 1, {A: d(7)}, (), True)
+    assert ctx.reads(j) == {A, B}                     # A asked (a seek), B had records
+    ctx.respond({A: Outcome(), B: Outcome()}, 1 << 20)
+    ctx = c.new_context(sid, 2, {A: d(1)}, (), True)
+    assert ctx.reads(j) == {A}                        # asked (its position moved)
+    ctx.respond({A: Outcome(error=6)}, 1 << 20)       # an error: unfinished
+    ctx = c.new_context(sid, 3, {}, (), True)
+    assert ctx.reads(j) == {A}
+    ctx.respond({A: Outcome()}, 1 << 20)
+    j.note([C])                                       # an append to C
+    ctx = c.new_context(sid, 4, {}, (), True)
+    assert ctx.reads(j) == {C}
+    ctx.respond({C: Outcome(high_watermark=11)}, 1 << 20)
+    ctx = c.new_context(sid, 5, {}, (), True)
+    assert ctx.reads(j) == set()                      # quiet: nothing read
+    ctx.respond({}, 1 << 20)
+    clock.ms = 1000                                   # the interval: everything again
+    ctx = c.new_context(sid, 6, {}, (), True)
+    assert ctx.reads(j) is None
+    ctx.respond({A: Outcome(), B: Outcome(), C: Outcome(high_watermark=11)}, 1 << 20)
+    ctx = c.new_context(sid, 7, {}, (), True)
+    assert ctx.reads(j) == set()
+
+
+def test_an_answer_near_its_budget_or_a_reset_journal_reads_everything_next():
+    clock, j = Clock(), ChangeJournal()
+    c = journal_cache(clock)
+    full = c.new_context(0, 0, {A: d(0), B: d(0)}, (), True)
+    full.reads(j)
+    full.respond({A: Outcome(records=b"x" * 60), B: Outcome()}, 100)   # B had no room
+    ctx = c.new_context(full.session_id, 1, {A: d(5)}, (), True)
+    assert ctx.reads(j) is None
+    ctx.respond({A: Outcome(), B: Outcome()}, 100)
+    j.note_all()
+    ctx = c.new_context(full.session_id, 2, {}, (), True)
+    assert ctx.reads(j) is None
+
+
+def test_without_a_clock_or_a_journal_everything_is_read():
+    c = cache()
+    ctx = c.new_context(0, 0, {A: d(0)}, (), True)
+    assert ctx.reads(ChangeJournal()) is None
+    ctx.respond({A: Outcome()})
+    assert c.new_context(ctx.session_id, 1, {}, (), True).reads(ChangeJournal()) is None
+    assert journal_cache(Clock()).new_context(0, 0, {A: d(0)}, (), True).reads(None) is None
+
+
+# One step of a random life: (kind, partition index, amount).
+life_step = st.tuples(st.sampled_from(["append", "hw", "start", "fetch", "error", "tick",
+                                       "all", "seek"]), st.integers(0, 2), st.integers(1, 3))
+
+
+@given(st.lists(life_step, max_size=60))
+@settings(max_examples=150, deadline=None)
+def test_reading_only_what_changed_answers_what_reading_everything_answers(steps):
+    """Against Kafka's rule (read every partition of the session on every fetch): a session
+    that reads only what its journal, its request and its unfinished set name answers the
+    same partitions with the same outcomes, request after request, whatever happens between
+    them, as long as every change is noted (as the broker's purgatory does)."""
+    tps = (A, B, C)
+    state = {tp: {"leo": 0, "hw": 0, "start": 0, "error": 0} for tp in tps}
+    position = {tp: 0 for tp in tps}
+
+    def outcome(tp, offset):
+        s = state[tp]
+        if s["error"]:
+            return Outcome(error=s["error"], high_watermark=s["hw"])
+        return Outcome(records=b"r" * max(0, s["hw"] - offset), high_watermark=s["hw"],
+                       last_stable_offset=s["hw"], log_start_offset=s["start"])
+
+    clock, j = Clock(), ChangeJournal()
+    smart, naive = journal_cache(clock, 10_000), cache()
+    want = {tp: d(0) for tp in tps}
+    s_ctx = smart.new_context(0, 0, dict(want), (), True)
+    n_ctx = naive.new_context(0, 0, dict(want), (), True)
+    epoch, seeks = 0, {}
+    for kind, i, amount in steps + [("fetch", 0, 1)]:
+        tp = tps[i]
+        if kind == "append":
+            state[tp]["leo"] += amount
+            j.note([tp])
+        elif kind == "hw":
+            state[tp]["hw"] = min(state[tp]["hw"] + amount, state[tp]["leo"])
+            j.note([tp])
+        elif kind == "start":
+            state[tp]["start"] = min(state[tp]["start"] + 1, state[tp]["hw"])
+            j.note_all()
+        elif kind == "error":
+            state[tp]["error"] = 0 if state[tp]["error"] else 6
+            j.note_all()
+        elif kind == "tick":
+            clock.ms += amount * 4000
+        elif kind == "all":
+            j.note_all()
+        elif kind == "seek":           # the fetcher moves without records: its request says so
+            position[tp] = max(0, position[tp] - amount)
+            seeks[tp] = d(position[tp])
+        if kind != "fetch":
+            continue
+        reads = s_ctx.reads(j)
+        s_out = s_ctx.respond({tp: outcome(tp, position[tp]) for tp in tps
+                               if reads is None or tp in reads}, 1 << 20)
+        n_ctx.reads(None)
+        n_out = n_ctx.respond({tp: outcome(tp, position[tp]) for tp in tps}, 1 << 20)
+        assert s_out == n_out
+        moved, seeks = dict(seeks), {}
+        for tp, o in n_out:            # the fetcher moves past what it received
+            if o.records:
+                position[tp] += len(o.records)
+                moved[tp] = d(position[tp])
+        epoch += 1
+        s_ctx = smart.new_context(s_ctx.session_id, epoch, moved, (), True)
+        n_ctx = naive.new_context(n_ctx.session_id, epoch, moved, (), True)

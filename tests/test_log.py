@@ -289,3 +289,21 @@ def test_log_matches_a_list_model(tmp_path_factory, ops):
         for o, _, e in model:
             assert log.epoch_cache.epoch_for_offset(o) == e
     log.close()
+
+
+def test_epochs_not_yet_flushed_are_rederived_by_recovery(tmp_path):
+    """A crash after appends in new epochs but before flush: the checkpoint lacks them,
+    recovery scans the batches past the recovery point and puts them back."""
+    path = tmp_path / "t-0"
+    log = Log(path, SMALL)
+    for i in range(12):
+        log.append_as_leader(batch([f"r{i}-{j}" for j in range(3)]), leader_epoch=i // 4 * 2)
+    log.flush()                                  # epochs 0, 2, 4 durable; recovery point 36
+    for i in range(12, 16):
+        log.append_as_leader(batch([f"r{i}"]), leader_epoch=7)
+    log.append_as_leader(batch(["last"]), leader_epoch=9)
+    assert (path / "leader-epoch-checkpoint").read_text().split("\n")[1] == "3"
+    crashed = Log(path, SMALL, recovery_point=36)     # no close(): the process died
+    assert [(e.epoch, e.start_offset) for e in crashed.epoch_cache.entries] == \
+        [(0, 0), (2, 12), (4, 24), (7, 36), (9, 40)]
+    assert crashed.epoch_cache.end_offset_for(7, crashed.log_end_offset) == (7, 40)

@@ -6,6 +6,7 @@ import struct
 import time
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from protocol.errors import FrameTooLarge, MalformedFrame, ProtocolError
 from protocol.frames import FrameDecoder, encode_frame
@@ -110,3 +111,18 @@ def test_frames_before_a_bad_size_travel_on_the_exception():
     with pytest.raises(FrameTooLarge) as info:
         d.feed(encode_frame(b"a") + encode_frame(b"b") + struct.pack(">i", 9))
     assert info.value.frames == [b"a", b"b"]
+
+
+@given(st.lists(st.binary(max_size=40), max_size=8), st.lists(st.integers(1, 60), max_size=12),
+       st.booleans())
+@settings(max_examples=300, deadline=None)
+def test_any_split_of_any_frames_gives_them_back_in_order(payloads, cuts, as_bytearray):
+    """The direct path (nothing pending, frames straight out of `data`) and the buffered
+    path mix as reads fall; the frames are the same either way."""
+    stream = b"".join(encode_frame(p) for p in payloads)
+    d, got, pos = FrameDecoder(), [], 0
+    for cut in cuts + [len(stream)]:
+        chunk = stream[pos:pos + cut]
+        got += d.feed(bytearray(chunk) if as_bytearray else chunk)
+        pos += len(chunk)
+    assert got == payloads and d.buffered == 0

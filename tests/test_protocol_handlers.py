@@ -422,6 +422,37 @@ def test_fetch_session_full_then_incremental_answers_only_what_changed(version):
     assert (stale.error_code, stale.responses) == (71, [])       # INVALID_FETCH_SESSION_EPOCH
 
 
+def test_a_session_with_a_change_journal_reads_only_what_changed():
+    """With the broker's ChangeJournal (and a clock) an incremental fetch reads the
+    partitions asked, changed or unfinished, and watches the rest."""
+    clock = [0]
+    fake = FakeBrokerApi(broker_id=1, clock_ms=lambda: clock[0], full_read_interval_ms=1000)
+    fake.add_broker(1, PLAINTEXT=("10.0.0.1", 9092))
+    fake.add_topic("orders", 2)
+    fake.add_topic("audit", 1)
+    parts = {"orders": [(0, 0, -1, -1, 1 << 20), (1, 0, -1, -1, 1 << 20)],
+             "audit": [(0, 0, -1, -1, 1 << 20)]}
+    full = ask(fake, fetch_request(12, parts, session_epoch=0, replica_id=2))
+    assert fake.calls_of("fetch")[-1]["reads"] is None
+    quiet = ask(fake, fetch_request(12, {}, session_id=full.session_id, session_epoch=1,
+                                    replica_id=2))
+    call = fake.calls_of("fetch")[-1]
+    assert call["reads"] == set() and len(call["asks"]) == 3 and quiet.responses == []
+    fake.append(("audit", 0), b"news", count=1)
+    news = ask(fake, fetch_request(12, {}, session_id=full.session_id, session_epoch=2,
+                                   replica_id=2))
+    assert fake.calls_of("fetch")[-1]["reads"] == {("audit", 0)}
+    assert [(t.topic, [p.records for p in t.partitions]) for t in news.responses] == \
+        [("audit", [b"news"])]
+    ask(fake, fetch_request(12, {"audit": [(0, 1, -1, -1, 1 << 20)]},
+                            session_id=full.session_id, session_epoch=3, replica_id=2))
+    assert fake.calls_of("fetch")[-1]["reads"] == {("audit", 0)}    # asked, had records
+    clock[0] = 1000
+    ask(fake, fetch_request(12, {}, session_id=full.session_id, session_epoch=4,
+                            replica_id=2))
+    assert fake.calls_of("fetch")[-1]["reads"] is None                # the interval passed
+
+
 def test_fetch_session_forgets_partitions_a_follower_drops():
     from kafka.protocol.consumer import FetchRequest as FR
     fake = fetch_cluster()

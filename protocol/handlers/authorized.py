@@ -109,14 +109,16 @@ class AuthorizedApi:
             return got.then(lambda answers: {**answers, **refused})
         return {**got, **refused}
 
-    def fetch(self, replica_id, max_wait_ms, min_bytes, max_bytes, isolation_level, asks):
+    def fetch(self, replica_id, max_wait_ms, min_bytes, max_bytes, isolation_level, asks,
+              reads=None):
         if replica_id >= 0 and not self._cluster(Op.CLUSTER_ACTION):
             ok, denied = [], list(asks)
         else:
             ok, denied = self._split(asks, Op.READ, key=lambda a: a.tp[0]) \
                 if replica_id < 0 else (list(asks), [])
+        extra = {} if reads is None else {"reads": reads}
         got = self._api.fetch(replica_id, max_wait_ms, min_bytes, max_bytes, isolation_level,
-                              ok) if ok else {}
+                              ok, **extra) if ok else {}
         refused = {a.tp: FetchOutcome(TOPIC_AUTHORIZATION_FAILED) for a in denied}
         if isinstance(got, Deferred):
             return got.then(lambda answers: {**answers, **refused})

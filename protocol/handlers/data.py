@@ -122,15 +122,17 @@ def fetch(api: BrokerApi, request, _listener: str):
                          responses=())
     asks = [FetchAsk(tp, d.fetch_offset, d.current_leader_epoch, d.last_fetched_epoch,
                      d.max_bytes) for tp, d in context.asks()]
-    outcomes = api.fetch(body.replica_id, _ms(body.max_wait), body.min_bytes,
-                         getattr(body, "max_bytes", 0x7FFFFFFF),
-                         getattr(body, "isolation_level", 0), asks)
+    reads = context.reads(getattr(api, "fetch_changes", None))
+    max_bytes = getattr(body, "max_bytes", 0x7FFFFFFF)
+    args = (body.replica_id, _ms(body.max_wait), body.min_bytes, max_bytes,
+            getattr(body, "isolation_level", 0), asks)
+    outcomes = api.fetch(*args) if reads is None else api.fetch(*args, reads=reads)
     if isinstance(outcomes, Deferred):     # parked until data arrives or max_wait passes
-        return outcomes.then(lambda got: _fetch_response(request, context, got))
-    return _fetch_response(request, context, outcomes)
+        return outcomes.then(lambda got: _fetch_response(request, context, got, max_bytes))
+    return _fetch_response(request, context, outcomes, max_bytes)
 
 
-def _fetch_response(request, context: FetchContext, outcomes):
+def _fetch_response(request, context: FetchContext, outcomes, max_bytes: int):
     body, key, v = request.body, request.api_key, request.api_version
     aborted = () if getattr(body, "isolation_level", 0) == READ_COMMITTED else None
 
@@ -149,7 +151,7 @@ def _fetch_response(request, context: FetchContext, outcomes):
                      records=o.records)
 
     by_topic: dict[str, list] = {}
-    for tp, o in context.respond(outcomes):
+    for tp, o in context.respond(outcomes, max_bytes):
         by_topic.setdefault(tp[0], []).append(partition(tp, o))
     topics = tuple(build(key, v, "FetchableTopicResponse", topic=t, partitions=tuple(ps))
                    for t, ps in by_topic.items())
