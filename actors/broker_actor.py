@@ -436,8 +436,8 @@ class BrokerActor:
         partition with data (KIP-74; later partitions then answer their HW with no
         records). Used by the followers, Kafka clients and the native consumers alike.
         Each ask is a tuple whose tp is a tuple (fetch_partitions makes them so). `reads`
-        (a fetch session's, protocol/fetch_session.py): the asks to read at once, the
-        others only watched (None: read them all)."""
+        (a fetch session's, protocol/fetch_session.py): called under the lock, it names the
+        asks to read at once, the others only watched (None: read them all)."""
         by_tp = {a[0]: a for a in asks}
 
         def read(only=None, previous=None):
@@ -468,7 +468,7 @@ class BrokerActor:
             return self.rm.fetch_ready(tp, offset, replica_id, current_epoch)
 
         with self.lock:
-            out, enough = read(reads, {})
+            out, enough = read(reads() if reads is not None else None, {})
             if enough or max_wait_ms <= 0:
                 return out
             delayed = DelayedFetch(by_tp, read, ready, out)

@@ -191,9 +191,11 @@ class BrokerApi(Protocol):
     def fetch(self, replica_id: int, max_wait_ms: int, min_bytes: int, max_bytes: int,
               isolation_level: int, asks: Sequence[FetchAsk], reads=None
               ) -> dict[TP, FetchOutcome]:
-        """Every ask is watched (a parked fetch wakes on any); `reads`, when given, names the
-        ones to read at once, the others being left out of the answer unless they wake it.
-        An api offering `reads` has `fetch_changes`, the ChangeJournal of its partitions
+        """Every ask is watched (a parked fetch wakes on any). `reads`, when given, is a
+        callable the api calls under the lock that orders its partitions' changes (so none
+        falls between the decision and the read); it names the asks to read at once (None:
+        all), the others being left out of the answer unless they wake it. An api taking
+        `reads` has `fetch_changes`, the ChangeJournal of its partitions
         (protocol/fetch_session.py)."""
 
     def list_offsets(self, isolation_level: int,

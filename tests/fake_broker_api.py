@@ -300,6 +300,7 @@ class FakeBrokerApi:
     def fetch(self, replica_id: int, max_wait_ms: int, min_bytes: int, max_bytes: int,
               isolation_level: int, asks, reads=None) -> dict[TP, FetchOutcome]:
         asks = list(asks)
+        reads = reads() if reads is not None else None
         self._record("fetch", replica_id=replica_id, max_wait_ms=max_wait_ms,
                      min_bytes=min_bytes, max_bytes=max_bytes,
                      isolation_level=isolation_level, asks=asks, reads=reads)

@@ -453,6 +453,34 @@ def test_a_session_with_a_change_journal_reads_only_what_changed():
     assert fake.calls_of("fetch")[-1]["reads"] is None                # the interval passed
 
 
+class AppendsBeforeItReads(FakeBrokerApi):
+    """A broker where another thread's append lands after the handler was called but
+    before the broker takes its lock to read: the decision of what to read must see it."""
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.land = None
+
+    def fetch(self, *args, **kw):
+        if self.land is not None:
+            self.append(*self.land)
+            self.land = None
+        return super().fetch(*args, **kw)
+
+
+def test_what_a_session_reads_is_decided_where_the_broker_orders_its_changes():
+    fake = AppendsBeforeItReads(broker_id=1, clock_ms=lambda: 0)
+    fake.add_broker(1, PLAINTEXT=("10.0.0.1", 9092))
+    fake.add_topic("audit", 1)
+    full = ask(fake, fetch_request(12, {"audit": [(0, 0, -1, -1, 1 << 20)]}, session_epoch=0,
+                                   replica_id=2))
+    fake.land = (("audit", 0), b"late", 1)
+    got = ask(fake, fetch_request(12, {}, session_id=full.session_id, session_epoch=1,
+                                  replica_id=2))
+    assert [(t.topic, [p.records for p in t.partitions]) for t in got.responses] == \
+        [("audit", [b"late"])]
+
+
 def test_fetch_session_forgets_partitions_a_follower_drops():
     from kafka.protocol.consumer import FetchRequest as FR
     fake = fetch_cluster()

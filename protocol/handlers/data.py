@@ -122,11 +122,14 @@ def fetch(api: BrokerApi, request, _listener: str):
                          responses=())
     asks = [FetchAsk(tp, d.fetch_offset, d.current_leader_epoch, d.last_fetched_epoch,
                      d.max_bytes) for tp, d in context.asks()]
-    reads = context.reads(getattr(api, "fetch_changes", None))
+    journal = getattr(api, "fetch_changes", None)
     max_bytes = getattr(body, "max_bytes", 0x7FFFFFFF)
     args = (body.replica_id, _ms(body.max_wait), body.min_bytes, max_bytes,
             getattr(body, "isolation_level", 0), asks)
-    outcomes = api.fetch(*args) if reads is None else api.fetch(*args, reads=reads)
+    if journal is None or context.session is None:
+        outcomes = api.fetch(*args)
+    else:       # decided where the broker orders its changes: none can fall in between
+        outcomes = api.fetch(*args, reads=lambda: context.reads(journal))
     if isinstance(outcomes, Deferred):     # parked until data arrives or max_wait passes
         return outcomes.then(lambda got: _fetch_response(request, context, got, max_bytes))
     return _fetch_response(request, context, outcomes, max_bytes)
