@@ -4,7 +4,7 @@ Protocol (bench/run_all.py relies on it): a benchmark module `bench/<name>_bench
 exposes `run(quick: bool = False, runs: int = 3) -> dict` returning
     {"bench": <name>, "setup": {...}, "figures": [figure, ...], "extra": {...}}
 where each figure is made by `figure()`: one sample per run (the suite reports the median
-with min/max), the DESIGN §8 target when there is one, and whether higher is better.
+with min/max), the target when there is one, and whether higher is better.
 `quick` shrinks sizes for a smoke run (tests, development), never for reported figures.
 """
 

@@ -2,7 +2,7 @@
 unavailable when a broker or the controller dies, and how long leadership moves take.
 
 Figures (one sample per run; better = lower):
-- failover.broker_kill.first_ack_s (DESIGN §8 target 2 s) and
+- failover.broker_kill.first_ack_s (target 2 s) and
   failover.broker_kill_no_restart.first_ack_s: an idempotent acks=all producer writes
   single records back to back to partition 0 of a 3-partition topic; the broker B leading it
   (as ZooKeeper names it) has its actor killed (ray.kill, as `rayka demo` does: Ray restarts
@@ -11,7 +11,7 @@ Figures (one sample per run; better = lower):
   of B's leader epoch, which the new leader answers (OffsetsForLeaderEpoch). Every wait
   polls with a deadline. Before the next run the broker is back (re-created if needed) and
   in every ISR.
-- failover.leader_paused.first_ack_s (DESIGN §8 target 6 s): the same, but B's process is
+- failover.leader_paused.first_ack_s (target 6 s): the same, but B's process is
   frozen (SIGSTOP; SIGCONT once the new leader took a write): nothing fails on the
   producer's side, its request timeout is Kafka's 30 s; B's ZooKeeper session (3 s) expires,
   the controller elects a new leader, and the producer, refreshing metadata while an answer

@@ -15,7 +15,7 @@ Measured (one sample per run, a fresh group per run):
    - settled: every one of the 64 partitions is owned by exactly one member and every member
      has read a record from each partition it owns.
    Reported: settle (last join -> settled), join phase (last join -> join phase done) and
-   settled after the join phase (DESIGN §8 target: within 1 s: SyncGroup, assignment,
+   settled after the join phase (target: within 1 s: SyncGroup, assignment,
    OffsetFetch, first fetches). Native members (the Ray API) and librdkafka members
    (confluent-kafka over the listeners) separately.
 2. commits: one member alone in a fresh group (so it owns all 64 partitions) commits the

@@ -14,7 +14,7 @@ Measured (one sample per run, `runs` runs):
   crosses Ray nodes, i.e. object stores, even though they share this machine).
 Clock for reads: from read_topic (which plans: leaders, offsets, executors) to count()
 returning; one uncounted warm-up read first (Python workers start, connect to Ray, load the
-compiled decoder). Pinned and unpinned runs alternate. DESIGN §8 target: pinned read >= 1,000,000 records/s.
+compiled decoder). Pinned and unpinned runs alternate. Target: pinned read >= 1,000,000 records/s.
 
     .venv/bin/python bench/pipeline_bench.py [--quick] [--runs 3] [--out bench/out/pipeline.json]
 """

@@ -31,7 +31,7 @@ Measured (one sample per run, `runs` runs; MB = 10^6 bytes of record values):
    For the run with the median p50, "extra" holds the histogram (50 log-spaced buckets,
    0.1 ms - 10 s, values outside clipped into the end buckets) and the send-to-ack times
    (p50, p99), which split the latency into produce path and consume path.
-DESIGN §8 targets: acks=all RF 3 100 B bulk >= 1,000,000 rec/s, per-record >= 300,000;
+Targets: acks=all RF 3 100 B bulk >= 1,000,000 rec/s, per-record >= 300,000;
 consume >= 2,000,000 rec/s; at 10k rec/s p50 <= 5 ms, p99 <= 20 ms.
 
     .venv/bin/python bench/produce_bench.py [--quick] [--runs 3] [--out bench/out/produce.json]

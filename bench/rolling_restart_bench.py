@@ -4,7 +4,7 @@ dir and rejoins every ISR before the next one. The chaos machinery supplies the 
 ZooKeeper ensemble, the workload, and the checker (acknowledged records lost must be 0).
 
 Prints JSON and writes bench/out/rolling_restart.json:
-  per broker: controlled-shutdown seconds (DESIGN §8 target <= 1 s with 1,000 partitions led),
+  per broker: controlled-shutdown seconds (target <= 1 s with 1,000 partitions led),
   registered-again seconds, ISR-full seconds; total; acknowledged / lost / duplicated.
 
     .venv/bin/python bench/rolling_restart_bench.py [--partitions 3000] [--seed 1]

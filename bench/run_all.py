@@ -60,7 +60,7 @@ NATS_CONSUME = "peers.nats_jetstream_r3.consume.records_per_s"
 QUEUE_PUT = "peers.ray_queue.put_batch.records_per_s"
 QUEUE_PUT_ITEM = "peers.ray_queue.put_per_item.records_per_s"
 QUEUE_GET = "peers.ray_queue.get_batch.records_per_s"
-# (ratio name, rayka figure, peer figure, target): DESIGN §8 asks >= 10x JetStream
+# (ratio name, rayka figure, peer figure, target): the target is >= 10x JetStream
 RATIOS = [("produce_vs_nats_jetstream_r3", RAYKA_PRODUCE, NATS_PRODUCE, 10.0),
           ("produce_vs_ray_queue_put_batch", RAYKA_PRODUCE, QUEUE_PUT, None),
           ("consume_vs_nats_jetstream_r3", RAYKA_CONSUME, NATS_CONSUME, 10.0),

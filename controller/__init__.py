@@ -1,4 +1,5 @@
-"""controller/: Kafka's ZooKeeper-mode controller (KafkaController, KAFKA_FACTS §1-5).
+"""controller/: Kafka's ZooKeeper-mode controller (KafkaController.scala,
+ControllerChannelManager.scala).
 
 The pure core (this package's top-level modules):
 - events, event_loop: every event as a frozen dataclass, one queue, one thread;

@@ -1,4 +1,4 @@
-"""The controller (Kafka's KafkaController, ZooKeeper mode), KAFKA_FACTS §1-5.
+"""The controller (Kafka's KafkaController.scala, ZooKeeper mode, with ControllerChannelManager).
 
 Rules:
 - Every change happens in `process(event)` on the event loop's one thread; ZooKeeper

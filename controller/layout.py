@@ -1,4 +1,4 @@
-"""Kafka's ZooKeeper data layout (KAFKA_FACTS §7): paths, stored records, JSON codecs.
+"""Kafka's ZooKeeper data layout (Kafka's ZkData.scala): paths, stored records, JSON codecs.
 
 Pure data, no I/O, no kazoo: ``controller/zookeeper/store.py`` does the talking to ZooKeeper.
 

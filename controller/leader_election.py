@@ -1,7 +1,7 @@
 """Partition leader election: Kafka's PartitionLeaderElectionAlgorithms and the new-ISR rules
 of its four PartitionLeaderElectionStrategy outcomes (kafka.controller.Election, 3.8).
 
-Rules (KAFKA_FACTS §4):
+Rules (Kafka's PartitionLeaderElectionAlgorithms.scala):
 - Inputs: `assignment` (or `target` for a reassignment) is the ordered replica list; the
   order is what makes a leader "first". `isr` is a list/tuple (its order is kept in every
   result ISR) or a set (result ISRs are then sorted). `live` and `shutting_down` are sets

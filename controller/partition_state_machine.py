@@ -1,4 +1,5 @@
-"""Kafka's partition state machine (ZkPartitionStateMachine), KAFKA_FACTS §2 and §4.
+"""Kafka's partition state machine (ZkPartitionStateMachine), elections by
+Kafka's PartitionLeaderElectionAlgorithms.scala.
 
 Rules:
 - Valid transitions come from `controller.states`; invalid ones are logged and skipped.

@@ -1,6 +1,7 @@
 """Partition reassignment (Kafka's onPartitionReassignment, KIP-455 on ZooKeeper).
 
-Notation (KAFKA_FACTS §4): ORS origin replicas, TRS target replicas, RS = ORS + TRS (the
+Notation (Kafka's KafkaController.scala): ORS origin replicas, TRS target replicas,
+RS = ORS + TRS (the
 full set while moving), AR = TRS − ORS adding, RR = ORS − TRS removing.
 
 Rules:

@@ -1,4 +1,4 @@
-"""Kafka's replica state machine (ZkReplicaStateMachine), KAFKA_FACTS §3.
+"""Kafka's replica state machine (ZkReplicaStateMachine, ReplicaStateMachine.scala).
 
 Rules:
 - Valid transitions come from `controller.states`; invalid ones are logged and skipped.

@@ -1,6 +1,6 @@
 """Controller → broker requests and their per-event batch (Kafka's ControllerBrokerRequestBatch).
 
-Rules (KAFKA_FACTS §5):
+Rules (Kafka's ControllerChannelManager.scala):
 - Requests are frozen dataclasses; every one carries the controller id and epoch and the
   receiving broker's epoch, so a broker can reject a stale controller (STALE_CONTROLLER_EPOCH)
   and a request meant for an earlier incarnation of itself (STALE_BROKER_EPOCH).

@@ -1,4 +1,5 @@
-"""Partition and replica states, and their valid transitions as data (KAFKA_FACTS §2-3).
+"""Partition and replica states, and their valid transitions as data (Kafka's
+PartitionStateMachine.scala and ReplicaStateMachine.scala).
 
 Rules:
 - Each state lists the states it may be ENTERED FROM (Kafka's `validPreviousStates`).

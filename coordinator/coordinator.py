@@ -1,6 +1,6 @@
 """Kafka's classic group coordinator as a pure state machine: `process(event) -> [effect]`.
 
-Rules (GroupCoordinator.scala, Kafka trunk 1eb7644; KAFKA_GROUPS_LOGS §1):
+Rules (Kafka's GroupCoordinator.scala, trunk 1eb7644):
 - Events, results and effects: messages.py. The join/sync phases and timers: rebalance.py.
   Offsets, admin APIs, load/unload: storage.py. Group and member data: group.py.
 - Checks on every request, in Kafka's order: INVALID_GROUP_ID (empty id; allowed for

@@ -1,7 +1,7 @@
 """Kafka error codes the group coordinator answers with, and how append errors map to them.
 
 Rules:
-- Codes are Kafka's numbers (KAFKA_GROUPS_LOGS §1 "Error codes"); the ones replicas/errors.py
+- Codes are Kafka's numbers (Kafka's Errors.java); the ones replicas/errors.py
   already types are taken from there, the group-only ones are defined here as ints
   (replicas/errors.py stays as it is: these are answers, never raised).
 - An append to `__consumer_offsets` that fails is reported to the client in coordinator terms

@@ -1,7 +1,7 @@
 """The rebalance machinery of the group coordinator: join phase, sync phase, timers.
 
 Rules (GroupCoordinator.scala, DelayedJoin/InitialDelayedJoin/DelayedSync/DelayedHeartbeat,
-Kafka trunk 1eb7644; KAFKA_GROUPS_LOGS §1):
+Kafka trunk 1eb7644):
 - A rebalance starts only from Empty, Stable or CompletingRebalance (`can_rebalance`); from
   CompletingRebalance every parked SyncGroup first gets REBALANCE_IN_PROGRESS.
 - The join phase ends when every member has a parked JoinGroup and no pending (KIP-394)

@@ -1,6 +1,6 @@
 """The five states of a classic consumer group and their valid transitions, as data.
 
-Rules (Kafka's GroupMetadata.scala, `validPreviousStates`; KAFKA_GROUPS_LOGS §1):
+Rules (Kafka's GroupMetadata.scala, `validPreviousStates`):
 - Each state lists the states it may be ENTERED FROM:
     PreparingRebalance  <- Stable, CompletingRebalance, Empty
     CompletingRebalance <- PreparingRebalance

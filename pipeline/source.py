@@ -1,14 +1,14 @@
 """read_topic: a topic's offset ranges as a Spark DataFrame, each partition read on its
 leader's node.
 
-Rules (DESIGN §5):
+Rules:
 - The plan is made on the driver: per partition, [start, end) from `starting_offsets`
   ("earliest" | "latest" | {partition: offset} | "committed:<group>") and `ending_offsets`
   ("latest" = the high watermark now | {partition: offset}); the current leader and its
   Ray node (from ZooKeeper and the broker actor); the executor on that node. A range
   outside [log start, HW] is OFFSET_OUT_OF_RANGE (1) before any Spark job runs.
 - One Spark partition per topic partition. The descriptor RDD carries executor-level
-  preferred locations (`executor_<host>_<id>`, PLATFORM_NOTES' makeRDD recipe); every
+  preferred locations (`executor_<host>_<id>`, Spark's makeRDD with preferred locations); every
   later stage of the read is narrow, so Spark's DAG scheduler keeps the preference, and
   `spark.locality.wait` is long enough that the task waits for that executor.
 - The task pulls the range from the leader broker (same node: the data stays on the node),
@@ -181,7 +181,7 @@ def plan_of(df) -> ReadPlan:
 
 def _located_rdd(sc, items: list[str], locations: list[list[str]]) -> RDD:
     """makeRDD(Seq[(String, Seq[String])]): one partition per item with its preferred
-    locations; wrapped as a PySpark RDD of str (PLATFORM_NOTES' recipe)."""
+    locations; wrapped as a PySpark RDD of str (makeRDD with locations)."""
     jvm = sc._jvm
     pairs = jvm.java.util.ArrayList()
     for item, locs in zip(items, locations):

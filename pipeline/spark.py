@@ -1,6 +1,6 @@
 """Spark on Ray for rayka: start/stop RayDP and know where every executor runs.
 
-Rules (PLATFORM_NOTES, RayDP 1.6.5 + pyspark 3.5.7 on Java 17):
+Rules (RayDP 1.6.5 + pyspark 3.5.7 on Java 17, as tests/test_pipeline.py runs them):
 - Java 17 needs the module opens below for the app master, the executors and the driver, or
   Spark→Ray conversion kills the executor; executors run the venv's Python (PYSPARK_PYTHON)
   or they fail with "No module named pyspark".
@@ -11,7 +11,7 @@ Rules (PLATFORM_NOTES, RayDP 1.6.5 + pyspark 3.5.7 on Java 17):
 - Executor CPU is fractional (`spark.ray.raydp_spark_executor.actor.resource.cpu`) so Spark
   fits next to brokers on a small machine; Spark's own task slots are `executor_cores`.
 - `spark.locality.wait` is long: a pinned task waits for ITS executor rather than running
-  elsewhere (the read path pins every task to its leader's node, DESIGN §5).
+  elsewhere (the read path pins every task to its leader's node).
 - `executors(spark)` maps Spark executor ids to Ray node ids, pids and Spark host strings,
   read from Ray's actor table (`raydp-executor-<id>`, alive) and Spark's block manager list;
   it waits until every expected executor is up, since they register after init_spark

@@ -3,14 +3,15 @@
 Rules:
 - `decode_request(frame)` reads api_key, api_version and correlation_id with struct, then
   header and body with kio when kio has that (api_key, version). Trailing unconsumed bytes
-  are accepted (librdkafka's all-topics Metadata v9+ ends with extra bytes, KAFKA_PROTOCOL
-  §4.4), and so is a null client_id. A frame shorter than 8 bytes, or a body kio rejects, is
+  are accepted (librdkafka's all-topics Metadata v9+ ends with extra bytes, as
+  seen on the wire), and so is a null client_id. A frame shorter than 8 bytes, or a body
+  kio rejects, is
   `MalformedRequest` (close the connection). An (api_key, version) kio has no schema for is
   returned with `body=None` so the caller can still answer an error where one can be
   encoded (ApiVersions at any version, Produce v0-2); it decides, not the codec.
 - `encode_response(request, body)` returns the whole frame: size, response header, body.
   The header is v1 (flexible) or v0 as the body class's `__header_schema__` says, except
-  ApiVersions, always v0 (KAFKA_PROTOCOL §2). The body's own class picks the writer, so a
+  ApiVersions, always v0 (KIP-511). The body's own class picks the writer, so a
   v0 body may answer a v4 request (KIP-511).
 - `error_response(request, code)` answers an error for any API kio has a response for: top-
   level `error_code` fields get the code and, for APIs that list topics/partitions, every

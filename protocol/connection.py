@@ -13,7 +13,7 @@ Rules:
 - A decoded request whose version is not served (not advertised, or Produce v0-2) comes out
   with `request.served == False`: the caller answers `respond_error(request, 35)`
   (UNSUPPORTED_VERSION) rather than closing, since closing makes clients reconnect in a
-  storm (KAFKA_PROTOCOL §4.10). ApiVersions above our max is answered the KIP-511 way.
+  storm (seen with librdkafka). ApiVersions above our max is answered the KIP-511 way.
 - After a fatal error the connection is dead: every later call raises `ConnectionFailed`.
 - Pure: no sockets, no clock, no threads.
 """

@@ -8,7 +8,7 @@ Rules:
   librdkafka < 2.11.1 turns compression off unless the Produce range reaches v0; kio has no
   schema for them, so they are answered by a hand-encoded error (codec.py).
 - Minimums follow Kafka 4 (and kio's schemas): old librdkafka enables a feature only when the
-  broker's range reaches down to specific versions (KAFKA_PROTOCOL §1), so a minimum is
+  broker's range reaches down to specific versions (what the real clients send), so a minimum is
   raised only with that table in hand.
 - To serve a new API, add one line here (and its handler); nothing else reads a list of
   APIs. The group APIs (FindCoordinator 10, JoinGroup 11, Heartbeat 12, LeaveGroup 13,
@@ -70,7 +70,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
     ApiKey.DESCRIBE_CLUSTER: (0, 1),
     # consumer groups: old librdkafka (kcat 2.0.2) turns groups on only if these start at 0,
-    # OffsetCommit at <= 2 and OffsetFetch at <= 1 (KAFKA_PROTOCOL.md §1)
+    # OffsetCommit at <= 2 and OffsetFetch at <= 1 (what kafka-python and aiokafka send)
     ApiKey.FIND_COORDINATOR: (0, 4),           # v4 batches keys
     ApiKey.JOIN_GROUP: (0, 7),
     ApiKey.SYNC_GROUP: (0, 5),

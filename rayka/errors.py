@@ -1,4 +1,4 @@
-"""rayka's typed errors: Kafka's names and codes (DESIGN §9).
+"""rayka's typed errors: Kafka's names and codes.
 
 Defined in `replicas.errors` (the lowest layer, importable by the pure core) and
 re-exported here for users: `from rayka.errors import NotEnoughReplicas`.

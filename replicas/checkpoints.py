@@ -1,4 +1,4 @@
-"""Kafka's checkpoint files, byte for byte (KAFKA_FACTS §8).
+"""Kafka's checkpoint files, byte for byte (Kafka's record and log formats).
 
 Rules:
 - Text, "\\n" line ends: line 1 the format version, line 2 the entry count, then one entry

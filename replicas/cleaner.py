@@ -1,7 +1,7 @@
 """Log compaction (Kafka's LogCleaner / LogCleanerManager for cleanup.policy=compact): which
 log to clean, what range, which records survive, and the crash-safe rewrite of a segment.
 
-Rules (KAFKA_GROUPS_LOGS §4):
+Rules (Kafka's LogCleaner.scala):
 - A log has a clean part [log start, first dirty) and a dirty part [first dirty, cleanable
   end); first dirty comes from `cleaner-offset-checkpoint` (at least the log start). The
   cleanable end is a segment boundary: the segments considered are the non-active ones,

@@ -1,6 +1,6 @@
 """Compression codecs of RecordBatch v2 and the leader's recompression (Kafka's LogValidator).
 
-Rules (KAFKA_GROUPS_LOGS §5):
+Rules (Kafka's LogValidator.scala):
 - Attributes bits 0-2 name the codec: 0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd. Only the
   records after RecordsCount are compressed; the header stays readable, so the broker's hot
   path (offsets, epochs stamped in place) never decompresses.

@@ -6,7 +6,7 @@ Rules:
   (LeaderDuringDelete: the topic is being deleted) removes the partition from the cache.
 - The requests are duck-typed: anything with the attributes of
   controller.requests.UpdateMetadataRequest / PartitionLeaderState / LiveBroker works
-  (replicas/ may not import controller/, DESIGN §1).
+  (replicas/ may not import controller/: docs/architecture.md).
 - Clients ask any broker for leaders and live brokers; a missing partition or a leader
   that is not live answers None (the client refreshes and retries).
 """

@@ -1,6 +1,6 @@
 """Idempotent-producer state of one partition (Kafka's ProducerStateManager, no transactions).
 
-Rules (KAFKA_FACTS §8; Kafka 3.8 `ProducerStateManager` / `ProducerAppendInfo`):
+Rules (Kafka's record and log formats; Kafka 3.8 `ProducerStateManager` / `ProducerAppendInfo`):
 - State per producer id: its current producer epoch and the metadata of its last
   NUM_BATCHES_TO_RETAIN (5) batches: (first seq, last seq, first offset, last offset).
 - Only batches with producer_id >= 0 take part; others are ignored.

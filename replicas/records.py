@@ -1,6 +1,6 @@
 """Kafka RecordBatch v2 (magic 2) on the broker's hot path.
 
-Rules (KAFKA_FACTS §8):
+Rules (Kafka's record and log formats):
 - A batch is a 61-byte header followed by its records. The header is
   BaseOffset i64, Length i32 (bytes after this field), PartitionLeaderEpoch i32,
   Magic i8 = 2, CRC u32, Attributes i16, LastOffsetDelta i32, BaseTimestamp i64,

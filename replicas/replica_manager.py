@@ -1,7 +1,8 @@
 """Kafka's ReplicaManager for ONE broker: synchronous, pure core (no Ray, no ZK, no clock).
 
 The Ray actor shell calls it from one thread and carries out the effects it returns.
-Kafka 3.8 (ZK mode) names are cited; KAFKA_FACTS §5, §6, §8 hold the rules.
+Kafka 3.8 (ZK mode) names are cited; Kafka's Partition.scala, ReplicaManager.scala and
+LogSegment.scala are the reference.
 
 Files: `<data_dir>/<topic>-<partition>/` (a `Log` with its `leader-epoch-checkpoint`),
 `<data_dir>/replication-offset-checkpoint` (HWs), `recovery-point-offset-checkpoint`.

@@ -2,7 +2,7 @@
 UnifiedLog.deleteOldSegments / deletableSegments, LocalLog.shouldRoll). Pure: segments in,
 a plan out; `Log.apply_retention` carries the plan out.
 
-Rules (KAFKA_GROUPS_LOGS §3):
+Rules (Kafka's UnifiedLog.scala, LogConfig):
 - Three passes, in this order, each over what the previous left: log-start breached (a
   segment whose NEXT segment starts at or below the log start offset, after DeleteRecords or
   a leader's log start adopted by a follower); then, only when cleanup.policy holds

@@ -1,7 +1,7 @@
 """One log segment: a `.log` file of whole record batches, its sparse `.index` and its
 `.timeindex` (replicas/time_index.py).
 
-Rules (KAFKA_FACTS §8, Kafka's LogSegment/OffsetIndex):
+Rules (Kafka's record and log formats, Kafka's LogSegment/OffsetIndex):
 - Files are named by the segment's base offset, zero-padded to 20 digits.
 - The `.log` holds whole RecordBatch v2 batches back to back, offsets rising (dense, except
   where the cleaner removed whole batches of a compacted log).

@@ -1,6 +1,6 @@
 """A segment's `.timeindex` (Kafka's TimeIndex): timestamp → offset, for ListOffsets by time.
 
-Rules (KAFKA_FACTS §8, Kafka's TimeIndex / LogSegment):
+Rules (Kafka's record and log formats, Kafka's TimeIndex / LogSegment):
 - 12-byte big-endian entries: the largest timestamp seen so far in the segment (int64) and
   the offset of the record batch that carried it, relative to the segment's base (int32).
   Timestamps strictly increase along the file; offsets never decrease.

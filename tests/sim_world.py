@@ -1,4 +1,5 @@
-"""A seeded, deterministic world for controller simulations (issue 3: DESIGN §7 invariants).
+"""A seeded, deterministic world for controller simulations (issue 3: the chaos
+invariants of rayka/chaos/checker.py).
 
 Rules:
 - Everything runs on the test's thread over tests/memory_zk.py: controllers use a SimLoop

@@ -1,4 +1,4 @@
-"""Checkpoint files match Kafka's text format byte for byte (KAFKA_FACTS §8)."""
+"""Checkpoint files match Kafka's text format byte for byte (Kafka's record and log formats)."""
 
 import os
 

@@ -1,4 +1,4 @@
-"""Controller → broker request batching in Kafka's order (KAFKA_FACTS §5)."""
+"""Controller → broker request batching in Kafka's order (ControllerChannelManager.scala)."""
 
 import pytest
 

@@ -5,7 +5,7 @@ controllers, /controller deleted, failing ZooKeeper writes, AlterPartition propo
 unclean config) and timers. After every step the invariants below must hold; after
 healing, the cluster must have converged.
 
-Invariants (DESIGN §7, issue 3):
+Invariants (rayka/chaos/checker.py's, issue 3):
 - one controller per epoch: every request ever sent names one controller per epoch, and
   at most one un-paused controller believes it is active;
 - leader ∈ ISR ⊆ assignment, or leader = -1 with the last ISR member kept (ISR never empty);

@@ -11,7 +11,8 @@ from controller.states import (PARTITION_VALID_PREVIOUS, REPLICA_VALID_PREVIOUS,
 
 pytestmark = pytest.mark.unit
 
-# KAFKA_FACTS §2 and §3, written out independently of the module's tables.
+# Kafka's PartitionStateMachine.scala and ReplicaStateMachine.scala, written out
+# independently of the module's tables.
 PARTITION_ALLOWED = {
     (P.NON_EXISTENT, P.NEW),
     (P.NEW, P.ONLINE), (P.ONLINE, P.ONLINE), (P.OFFLINE, P.ONLINE),

@@ -1,4 +1,4 @@
-"""The group coordinator against Kafka's rules (KAFKA_GROUPS_LOGS §1, GroupCoordinator.scala).
+"""The group coordinator against Kafka's rules (Kafka's GroupCoordinator.scala).
 
 Table-driven: every request × every group state → Kafka's answer; the group-status checks;
 the member checks. Then the scenarios: a full join/sync with parked calls, KIP-394, static

@@ -10,7 +10,7 @@ from coordinator.states import (VALID_PREVIOUS, GroupState as S, InvalidGroupTra
 
 pytestmark = pytest.mark.unit
 
-# KAFKA_GROUPS_LOGS §1, written out independently of the module's table.
+# Kafka's GroupCoordinator.scala, written out independently of the module's table.
 ALLOWED = {
     (S.EMPTY, S.PREPARING_REBALANCE), (S.STABLE, S.PREPARING_REBALANCE),
     (S.COMPLETING_REBALANCE, S.PREPARING_REBALANCE),

@@ -114,3 +114,26 @@ def test_the_checkers_see_a_missing_path():
     assert tokens == [("nowhere/gone.py", False), ("actors/listener.py", True),
                       ("replicas/", False)]
     assert not (ROOT / "nowhere/gone.py").exists()
+
+
+# Documents that live outside the repository (the founders' notes): a clone cannot follow a
+# reference to them, so the code and docs cite Kafka's sources or this repository instead.
+OUTSIDE = re.compile(r"DESIGN §|DESIGN\.md|KAFKA_FACTS|KAFKA_GROUPS_LOGS|KAFKA_PROTOCOL|"
+                     r"PLATFORM_NOTES|\.\./shared")
+
+
+def test_nothing_cites_a_document_the_repository_does_not_hold():
+    import subprocess
+    files = subprocess.run(["git", "ls-files"], capture_output=True, text=True, cwd=ROOT,
+                           check=True).stdout.split()
+    cited = []
+    for name in files:
+        path = ROOT / name
+        if path.suffix not in (".py", ".md", ".toml", ".yaml", ".cfg") and path.name != "Makefile":
+            continue
+        if path == Path(__file__).resolve():
+            continue
+        for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+            if OUTSIDE.search(line):
+                cited.append(f"{name}:{number}: {line.strip()}")
+    assert cited == []

@@ -1,6 +1,6 @@
 """rayka.chaos.faults.FaultInjector against ONE real cluster (real Ray, real ZooKeeper):
 a paused leader is replaced (an acks=all producer writing through the pause stalls at most
-6 s: DESIGN §8) and rejoins when resumed, an expired broker session re-registers
+6 s, the target) and rejoins when resumed, an expired broker session re-registers
 with a larger broker epoch, and a corrupted segment tail is cut by crash recovery and
 re-replicated, and a follower cut off from its leader (the link-cut failpoint) leaves the
 ISR while writes go on, and rejoins byte-identical. Brokers also leave

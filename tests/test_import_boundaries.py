@@ -1,4 +1,5 @@
-"""DESIGN §1: the rooms of the house and who may import what, checked on the source.
+"""The rooms of the house and who may import what (docs/architecture.md, "The rooms"),
+checked on the source.
 
 Nothing is imported or executed: every `import` statement of every module (module level
 and inside functions alike) is read with `ast` and resolved to a first-party module.

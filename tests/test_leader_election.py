@@ -25,7 +25,7 @@ def run(strategy, assignment, isr, live, other):
     return controlled_shutdown_leader(assignment, isr, live, other)
 
 
-# Kafka's PartitionLeaderElectionAlgorithmsTest (KAFKA_FACTS §4), all 13 rows.
+# Kafka's PartitionLeaderElectionAlgorithmsTest, all 13 rows.
 @pytest.mark.parametrize("strategy, assignment, isr, live, other, leader", [
     ("offline", [2, 4], [2, 4], {4}, False, 4),
     ("offline", [2, 4], [2], {4}, False, None),
@@ -83,7 +83,7 @@ def test_election_results(elect, args, expected):
     assert elect(*args) == expected
 
 
-# --- naive reference, written from the prose of KAFKA_FACTS §4 ----------------------------
+# --- naive reference, written from Kafka's PartitionLeaderElectionAlgorithms.scala rules ---
 
 def ref_offline(assignment, isr, live, unclean_allowed):
     isr = list(isr)

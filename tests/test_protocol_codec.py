@@ -86,7 +86,7 @@ def test_a_null_client_id_is_accepted(version):
 
 @pytest.mark.parametrize("version", [9, 10, 12])
 def test_all_topics_metadata_with_trailing_bytes_decodes(version):
-    # librdkafka's all-topics Metadata v9+ ends with extra bytes (KAFKA_PROTOCOL §4.4).
+    # librdkafka's all-topics Metadata v9+ ends with extra bytes (seen with librdkafka).
     msg = MetadataRequest[version](topics=None, allow_auto_topic_creation=True,
                                    include_cluster_authorized_operations=False,
                                    include_topic_authorized_operations=False)

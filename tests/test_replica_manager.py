@@ -1,6 +1,7 @@
 """ReplicaManager: three brokers replicating by direct calls (tests/replication_harness.py).
 
-Checks Kafka's broker-side rules (KAFKA_FACTS §5, §6, §8; DESIGN §3, §7, §9): acks=all
+Checks Kafka's broker-side rules (ControllerChannelManager, Partition, ReplicaManager, the
+log formats; rayka's chaos invariants): acks=all
 completes only after the ISR fetched, consumers never read above the HW, leader change
 truncates exactly the unreplicated tail by leader epoch, min ISR, stale controller and
 broker epochs, idempotent duplicates and sequence errors, corrupt/oversized batches append

@@ -46,7 +46,8 @@ class _Producer:
 
 
 def _elect_offline(cluster, tp) -> None:
-    """The controller's offline election + replica-offline handling (KAFKA_FACTS §3, §4)."""
+    """The controller's offline election + replica-offline handling (Kafka's
+    ReplicaStateMachine.scala, PartitionLeaderElectionAlgorithms.scala)."""
     lead = cluster.leadership[tp]
     live = [r for r in lead.replicas if r not in cluster.down]
     if lead.leader in cluster.down or lead.leader < 0:
@@ -80,7 +81,8 @@ def _check_consumer_view(cluster, tp) -> None:
 
 @pytest.mark.parametrize("seed", range(16))
 def test_random_failures_never_lose_or_duplicate_acknowledged_writes(tmp_path, seed):
-    """Seeded kills, cut-offs, elections, zombie writes, idempotent retries; DESIGN §7 1-3, 5, 6.
+    """Seeded kills, cut-offs, elections, zombie writes, idempotent retries;
+    rayka/chaos/checker.py's invariants 1-3, 5, 6.
     Odd seeds checkpoint HWs lazily (every 5 s): a restart then loads an older HW."""
     rng = random.Random(seed)
     cluster = Cluster(tmp_path, lag_ms=3_000, hw_checkpoint_interval_ms=5_000 * (seed % 2))

@@ -25,7 +25,7 @@ pytestmark = pytest.mark.zk
 ROOT = Path(__file__).resolve().parent.parent
 
 
-# -- JSON layout (KAFKA_FACTS §7) --------------------------------------------------------------------
+# -- JSON layout (Kafka's ZkData.scala) -------------------------------------------------------
 def test_znode_json_matches_kafka_layout(stores, zk_client):
     s = stores()
     assert exists(zk_client, s, "/brokers/ids") and exists(zk_client, s, "/brokers/topics")

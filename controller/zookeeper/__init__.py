@@ -2,7 +2,8 @@
 
 - client: the kazoo session under the store — connection, reads, watches, the store's errors;
 - multi: the multi-op engine (units of ops in checked, re-committed multis, per-item outcomes);
-- fenced: the controller election (one multi, KAFKA_FACTS §1) and the fenced write API;
+- fenced: the controller election (one multi, Kafka's
+  KafkaZkClient.registerControllerAndIncrementControllerEpoch) and the fenced write API;
 - store: `ZkStore`, the facade: Kafka's znodes under the chroot `/rayka/<cluster>`, broker
   registration, admin paths, consumer offsets; `expire_session` (a REAL server-side expiry);
 - server: the launcher of the real ZooKeeper server (Debian's) or a loopback ensemble, used

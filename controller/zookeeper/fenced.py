@@ -4,8 +4,9 @@ Part of the ZooKeeper store (``controller/zookeeper/store.py`` is its facade and
 ``ControllerElection`` and ``FencedWriter``; see there for the module map).
 
 Rules:
-- Election is KAFKA_FACTS §1 exactly: one multi {create EPHEMERAL /controller, set
-  /controller_epoch = epoch+1 at the version read}; on NodeExists/BadVersion (or a
+- Election is exactly Kafka's KafkaZkClient.registerControllerAndIncrementControllerEpoch:
+  one multi {create EPHEMERAL /controller, set /controller_epoch = epoch+1 at the version
+  read}; on NodeExists/BadVersion (or a
   connection loss, when the multi's outcome is unknown) re-read, and succeed only if
   /controller is ours (our session, our id) with epoch+1. Otherwise
   ``ControllerMovedError``.
@@ -71,7 +72,8 @@ class ZkElectionSession(ZkMultiSession):
 
     @_zk_call
     def elect_controller(self, controller_id: int) -> ControllerElection:
-        """KAFKA_FACTS §1: ONE multi creating EPHEMERAL /controller and bumping
+        """Kafka's registerControllerAndIncrementControllerEpoch: ONE multi creating
+        EPHEMERAL /controller and bumping
         /controller_epoch at the version read. Raises ControllerMovedError when another
         controller holds /controller or bumped the epoch first."""
         try:

@@ -5,7 +5,7 @@
   controlled shutdown, node kill; public APIs only (never ray._private);
 - workload: concurrent producers, consumers and samplers writing the history;
 - history: the append-only JSONL history;
-- checker, disk: DESIGN §7's invariants proved from the history and the brokers' files;
+- checker, disk: the chaos invariants proved from the history and the brokers' files;
 - runner: `rayka chaos` (seeded schedule, the isr-of-one scenario).
 
 May import: rayka (cluster, client, ops.procs, errors), actors/, controller/, replicas/.

@@ -1,4 +1,4 @@
-"""The chaos checker: DESIGN §7's six invariants, proved from a recorded history and the disk.
+"""The chaos checker: six invariants, proved from a recorded history and the disk.
 
 History lines (rayka/chaos/history.py) all carry "type", "f", "time_ms"; the checker reads:
   meta/info {topic, partitions, replication_factor, min_isr, seed}
@@ -173,7 +173,7 @@ class _Index:
 
 
 def check(history: list[dict], data_root: str | None = None) -> Verdict:
-    """Check every invariant of DESIGN §7; `data_root` adds the on-disk evidence."""
+    """Check every invariant of the module docstring; `data_root` adds the on-disk evidence."""
     ix = _Index(history)
     skipped: dict[int, str] = {}
     found: list[Violation] = []
@@ -510,7 +510,7 @@ def _render(verdict: Verdict, max_violations: int, width: int) -> str:
     from rich.table import Table
 
     stats, kinds = verdict.stats, verdict.kinds()
-    inv = Table(title="rayka chaos invariants (DESIGN §7)")
+    inv = Table(title="rayka chaos invariants")
     for col in ("#", "invariant", "status", "violations", "by kind"):
         inv.add_column(col)
     for n, (name, names) in INVARIANTS.items():

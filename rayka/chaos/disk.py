@@ -1,4 +1,4 @@
-"""Read-only views of brokers' data dirs for the chaos checker (KAFKA_FACTS §8).
+"""Read-only views of brokers' data dirs for the chaos checker (Kafka's record and log formats).
 
 Layout: `<data_root>/broker-<id>/` per broker, holding `<topic>-<partition>/` partition dirs
 (20-digit `<base_offset>.log` segments, `leader-epoch-checkpoint`) and `controller-epochs.log`.

@@ -5,7 +5,7 @@ Rules:
   possibly ending in a partial one, which is ignored) into numpy arrays: offsets,
   timestamps, timestamp types, key/value validity, Arrow-style int32 offsets and one data
   buffer each for keys and values. Only records with start <= offset < end are kept.
-- Record layout (KAFKA_FACTS §8): length, attributes, timestampDelta, offsetDelta,
+- Record layout (Kafka's DefaultRecord): length, attributes, timestampDelta, offsetDelta,
   keyLength, key, valueLength, value, headers — varints are zigzag; a length of -1 is
   null. Headers are skipped (the record length says where the next record starts).
 - LogAppendTime batches (attribute bit 3) give every record the batch's max timestamp.
