@@ -11,6 +11,7 @@
   a KIP-227 fetch session; OffsetForLeaderEpoch for truncation on the same connection;
 - purgatory, produce: Kafka's DelayedFetch and DelayedProduce — parked fetches completed
   by appends and high-watermark moves, acks=all produces completed by the HW;
+- completion: the settle-once answer both of them and the group calls wait on;
 - timers: deadlines on the event loop (fetch max wait, produce timeouts);
 - kafka_api: the broker side of protocol/'s BrokerApi, on the broker's own methods;
 - security, tls: users, ACLs and TLS contexts from ZooKeeper and the broker config; TLS

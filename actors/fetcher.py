@@ -236,7 +236,7 @@ class Fetcher:
         lock = self.broker.lock
         with lock:
             self._refresh_positions()
-            positions = dict(self._positions)
+        positions = self._positions    # changed only by the next round's refresh: no copy
         if not positions:
             return
         plan = self.session.build(self._wanted)

@@ -31,6 +31,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+from actors.completion import Completion
 from coordinator import messages as m
 from coordinator.config import GroupCoordinatorConfig
 from coordinator.coordinator import GroupCoordinator
@@ -52,32 +53,23 @@ def _clock_ms() -> int:
     return int(time.monotonic() * 1000)
 
 
-class _Waiter:
-    __slots__ = ("event", "result", "callbacks", "lock")
+class _Waiter(Completion):
+    __slots__ = ("result",)
 
     def __init__(self):
-        self.event, self.result, self.callbacks = threading.Event(), None, []
-        self.lock = threading.Lock()
+        super().__init__()
+        self.result = None
 
-    def wait(self):
-        if not self.event.wait(CALL_TIMEOUT_S):
+    def answer_when_ready(self):
+        if not self.wait(CALL_TIMEOUT_S):
             raise RequestTimedOut("the group coordinator did not answer")
         return self.result
 
-    def when_ready(self, callback) -> None:
-        with self.lock:
-            if not self.event.is_set():
-                self.callbacks.append(callback)
-                return
-        callback()
-
     def answer(self, result) -> list:
         """Store the answer; the callbacks to run (outside the group lock)."""
-        with self.lock:
+        def store():
             self.result = result
-            self.event.set()
-            callbacks, self.callbacks = self.callbacks, []
-        return callbacks
+        return self.settle_later(store) or []
 
 
 class GroupHost:
@@ -101,7 +93,7 @@ class GroupHost:
         rid = next(self._ids)
         waiter = self._waiters[rid] = _Waiter()
         self._process(make_event(rid))
-        return Deferred(waiter.wait, waiter.when_ready)
+        return Deferred(waiter.answer_when_ready, waiter.when_ready)
 
     def partition_for(self, group_id: str) -> int:
         return self.coordinator.partition_for(group_id)

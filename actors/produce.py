@@ -24,9 +24,9 @@ Rules:
 
 from __future__ import annotations
 
-import threading
 import time
 
+from actors.completion import Completion
 from replicas.errors import RequestTimedOut
 
 REORDER_WAIT_S = 0.05       # an overtaken produce call waits this long for its predecessor
@@ -34,18 +34,15 @@ BACKSTOP_S = 5.0            # past the request timeout: the replica manager shou
 RESULT_TIMEOUT_S = 24 * 3600
 
 
-class PendingProduce:
+class PendingProduce(Completion):
     """The acknowledgement half of a produce call."""
 
     def __init__(self, broker):
+        super().__init__()
         self.broker = broker
         self.out: dict = {}
         self.waiting: dict[int, tuple] = {}       # pending id → (request index, AppendResult)
-        self.timer = None
         self.appending = True                      # produce_begin is still adding entries
-        self._done = threading.Event()
-        self._callbacks: list = []
-        self._lock = threading.Lock()
 
     # -- completion (the broker's lock is held) ----------------------------------------------
     def acknowledged(self, done) -> None:
@@ -65,28 +62,12 @@ class PendingProduce:
         self._finish()
 
     def _finish(self) -> None:
-        with self._lock:
-            if self._done.is_set():
-                return
-            self._done.set()
-            callbacks, self._callbacks = self._callbacks, []
-        timer, self.timer = self.timer, None
-        if timer is not None:
-            timer.cancel()
-        for callback in callbacks:
-            callback()
+        self.settle()
 
     # -- the waiting side --------------------------------------------------------------------------
     def result(self) -> dict:
-        self._done.wait(RESULT_TIMEOUT_S)
+        self.wait(RESULT_TIMEOUT_S)
         return self.out
-
-    def when_ready(self, callback) -> None:
-        with self._lock:
-            if not self._done.is_set():
-                self._callbacks.append(callback)
-                return
-        callback()
 
 
 def produce_begin(broker, requests, acks: int, timeout_ms: int,

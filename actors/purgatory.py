@@ -9,9 +9,8 @@ Rules:
   passed (`read(only)`: the others keep their first, empty answer with their high
   watermark and log start brought up to date: a follower's session of a hundred quiet
   partitions costs one read, not a hundred). `moved(tps)` (the leadership of those
-  partitions moved) reads them again in every fetch watching them, ready or not;
-  `changed_all()` reads every parked fetch's partitions again. A fetch that reaches its deadline (the broker's Timers)
-  completes with what is there then (`read(frozenset())`: the marks brought up to date).
+  partitions moved) reads them again in every fetch watching them, ready or not. A fetch
+  that reaches its deadline (the broker's Timers) completes with what is there then (`read(frozenset())`: the marks brought up to date).
 - Every change it hears of also goes to its ChangeJournal (`journal`), which the fetch
   sessions ask which partitions a new fetch must read (protocol/fetch_session.py).
 - Everything here runs under the broker's lock (the callers hold it), so a change can never
@@ -25,59 +24,37 @@ Rules:
 
 from __future__ import annotations
 
-import threading
 from collections import defaultdict
 
+from actors.completion import Completion
 from protocol.fetch_session import ChangeJournal
 
 RESULT_TIMEOUT_S = 24 * 3600       # result() is released by completion; this only bounds it
 
 
-class DelayedFetch:
+class DelayedFetch(Completion):
     """One parked fetch. `read(only, previous)` (under the broker lock) → (answers, enough):
     the partitions in `only` read again (all when None), the others' `previous` answers
     refreshed (the read never refers to its DelayedFetch: no cycle);
     `ready(tp)` → whether reading again could be worth it for that partition. `answers`
     holds the first read's until completion stores the last."""
 
-    __slots__ = ("tps", "read", "ready", "answers", "timer", "_done", "_callbacks", "_lock")
+    __slots__ = ("tps", "read", "ready", "answers")
 
     def __init__(self, tps, read, ready, answers=None):
+        super().__init__()
         self.tps = tuple(tps)
         self.read, self.ready = read, ready
         self.answers = answers
-        self.timer = None
-        self._done = threading.Event()
-        self._callbacks: list = []
-        self._lock = threading.Lock()
-
-    @property
-    def done(self) -> bool:
-        return self._done.is_set()
 
     def complete(self, answers) -> None:
-        with self._lock:
-            if self._done.is_set():
-                return
+        def store():
             self.answers = answers
-            self._done.set()
-            callbacks, self._callbacks = self._callbacks, []
-        timer, self.timer = self.timer, None
-        if timer is not None:
-            timer.cancel()
-        for callback in callbacks:
-            callback()
+        self.settle(store)
 
     def result(self) -> dict:
-        self._done.wait(RESULT_TIMEOUT_S)
+        self.wait(RESULT_TIMEOUT_S)
         return self.answers
-
-    def when_ready(self, callback) -> None:
-        with self._lock:
-            if not self._done.is_set():
-                self._callbacks.append(callback)
-                return
-        callback()
 
 
 class FetchPurgatory:
@@ -109,12 +86,6 @@ class FetchPurgatory:
                     ready.setdefault(fetch, set()).add(tp)
         for fetch, only in ready.items():
             self._try(fetch, only)
-
-    def changed_all(self) -> None:
-        self.journal.note_all()
-        for fetch in list(self._all):
-            if not fetch.done:
-                self._try(fetch, None)
 
     def moved(self, tps) -> None:
         """The replica states of `tps` moved (leadership): the fetches watching them read

@@ -70,13 +70,13 @@ def test_a_read_that_is_not_enough_stays_parked_with_its_answers():
     assert ab.fetch.answers == {A: "again", B: "again"}
 
 
-def test_leadership_moves_read_everything_and_a_deadline_refreshes_marks_only():
+def test_leadership_moves_read_the_moved_partitions_and_a_deadline_refreshes_marks_only():
     p = FetchPurgatory()
     ab, c = Parked((A, B)), Parked((C,))
     p.park(ab.fetch)
     p.park(c.fetch)
-    p.changed_all()
-    assert ab.reads == [None] and c.reads == [None] and len(p) == 0
+    p.moved([A, B, C])
+    assert ab.reads == [{A, B}] and c.reads == [{C}] and len(p) == 0
     late = Parked((A,), enough=False)
     p.park(late.fetch)
     p.expire(late.fetch)

@@ -1,0 +1,60 @@
+"""One answer, settled once, awaited by a thread or by callbacks (Kafka's DelayedOperation
+completion, shared by the parked fetch, the acks=all produce and the group call).
+
+Rules:
+- `settle(store)` runs `store()` (the subclass records its answer) and marks the answer
+  done, under the completion's own lock, exactly once: a later call stores nothing and
+  returns False. The attached `timer` (a Timers handle: the deadline) is cancelled.
+- The `when_ready` callbacks run once, after settling: from the settling thread
+  (`settle`), or handed back to run outside the caller's lock (`settle_later`); a callback
+  added after settling runs at once. They must be short (e.g. hand work to an event loop).
+- `wait(timeout_s)` blocks a thread until settled; True if it was.
+"""
+
+from __future__ import annotations
+
+import threading
+
+
+class Completion:
+    __slots__ = ("timer", "_done", "_callbacks", "_lock")
+
+    def __init__(self):
+        self.timer = None
+        self._done = threading.Event()
+        self._callbacks: list = []
+        self._lock = threading.Lock()
+
+    @property
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    def settle(self, store=None) -> bool:
+        callbacks = self.settle_later(store)
+        for callback in callbacks or ():
+            callback()
+        return callbacks is not None
+
+    def settle_later(self, store=None) -> list | None:
+        """As settle; the callbacks to run are returned (None: it was settled before)."""
+        with self._lock:
+            if self._done.is_set():
+                return None
+            if store is not None:
+                store()
+            self._done.set()
+            callbacks, self._callbacks = self._callbacks, []
+        timer, self.timer = self.timer, None
+        if timer is not None:
+            timer.cancel()
+        return callbacks
+
+    def wait(self, timeout_s: float) -> bool:
+        return self._done.wait(timeout_s)
+
+    def when_ready(self, callback) -> None:
+        with self._lock:
+            if not self._done.is_set():
+                self._callbacks.append(callback)
+                return
+        callback()
