@@ -1,8 +1,11 @@
-"""actors/: the Ray actor shells around the pure core.
+"""actors/: the shells around the pure core (the broker, the controller candidate) and the
+Ray actors that carry them.
 
-- broker_actor: BrokerActor — one broker: wraps a replicas.ReplicaManager, registers in
-  ZooKeeper, takes the controller's requests and the native clients' produce/fetch as Ray
-  calls; broker_config splits its settings;
+- broker: Broker — one broker as a plain object (no Ray): wraps a replicas.ReplicaManager,
+  registers in ZooKeeper, takes the controller's requests and the native clients'
+  produce/fetch; broker_config splits its settings;
+- broker_actor: BrokerActor — the Broker in a Ray actor (thread pools per kind of call)
+  and its Ray host (node, controller calls, metrics);
 - listener: the broker's one asyncio event loop (EventLoop) and its Kafka listeners: every
   client connection, answered in request order with pipelining, long-polls parked without
   blocking anything; the loop also runs the follower fetchers and the timers;
@@ -14,8 +17,9 @@
 - completion: the settle-once answer both of them and the group calls wait on;
 - timers: deadlines on the event loop (fetch max wait, produce timeouts);
 - kafka_api: the broker side of protocol/'s BrokerApi, on the broker's own methods;
-- security, tls: users, ACLs and TLS contexts from ZooKeeper and the broker config; TLS
-  over memory BIOs for the listener;
+- security: users and ACLs from ZooKeeper, the broker's security configs, the sessions of
+  its listeners; tls_context: Kafka's ssl.* configs to an SSLContext; tls: TLS over memory
+  BIOs for the listener;
 - group_host: runs coordinator/ for the __consumer_offsets partitions this broker leads;
 - log_cleaner: the compaction thread (replicas/cleaner_manager.py decides);
 - controller_actor, channel: ControllerActor — one controller candidate and its per-broker

@@ -1,655 +1,96 @@
-"""BrokerActor: one broker as a detached Ray actor, the shell around replicas.ReplicaManager.
+"""BrokerActor: a Broker (actors/broker.py) as a detached Ray actor, and the Ray side of its host.
 
 Rules:
-- Threaded actor: an acks=all produce or a long-poll fetch waits on a condition variable
-  in its own thread and never blocks other calls. Produces, fetches (followers and
-  consumers) and controller requests run in SEPARATE thread pools (Ray concurrency
-  groups), so waiting produces can never starve the fetches that complete them. Every
-  replica manager call happens under ONE lock (the manager is single-threaded by design).
-- Wake-ups (no thundering herd): a waiting produce call sleeps on ITS OWN condition, woken
-  only when one of its pending ids completes; long-poll fetches sleep on `changed`, woken
-  when a leader append adds data (Kafka completes DelayedFetch on append: without it a
-  follower sat out its whole long-poll and every acks=all produce waited ~max_wait), when
-  a HW moves, or on controller requests.
-- `produce_many([(tp, batches), ...], acks, timeout_ms)` is Kafka's multi-partition
-  ProduceRequest: one call per broker carrying every partition's batches (one entry per
-  partition); the answer is {tp: result} with a result per partition (its own error code),
-  sent when every acks=all partition has its HW past its batch or timed out. `produce` is
-  the one-partition case; `produce_batches` answers a list, one result per entry, and takes
-  a partition more than once (the native producer's pipeline). actors/produce.py appends.
-- Start (also after a Ray restart, which re-runs __init__): recover the logs from disk,
-  register in ZooKeeper (an ephemeral /brokers/ids/<id> whose czxid is the broker epoch),
-  then obey the controller. A fresh actor waits out a previous registration's session; a
-  RESTARTED one (Ray only restarts a dead actor) deletes its dead incarnation's node, so
-  the controller sees a bounce within the restart time instead of a session timeout.
-- A new ZooKeeper session after expiry re-registers (a new broker epoch): the controller
-  sees a bounce and resends everything.
-- Effects of the replica manager are carried out here: ISR proposals go to the active
-  controller (AlterPartition, retried until answered or moot), finished acks=all produces
-  and HW moves wake the waiting threads, leadership changes start/stop follower fetchers.
-- Config: actors/broker_config.py splits it. Background: the replica manager's tick every
-  `tick_ms` (ISR shrink, produce timeouts, HW checkpoints, flush.ms); a retention check
-  every `log.retention.check.interval.ms` with the topic configs ZooKeeper has then.
-- Evidence for the chaos checker: the first time this incarnation ACCEPTS (error 0) a
-  controller request of a (controller_epoch, controller_id) pair, it appends
-  `<controller_epoch> <controller_id>` to `<data_dir>/controller-epochs.log`. Two ids on one epoch would
-  mean two controllers acted in the same term.
-- Ray metrics (actors/metrics.py) every `metrics_interval_s` (5 s); security (TLS, SASL,
-  ACLs) is actors/security.py's, handed to the listeners.
+- The actor is the thin shell: it opens the broker's ZooKeeper session, builds a `Broker`
+  with a `RayBrokerHost` and adds nothing else but Ray's options.
+- Separate thread pools (Ray concurrency groups): waiting acks=all produces and long-polls
+  must never take every thread while the follower fetches and controller requests that
+  would release them queue up (seen at 3,000 partitions). `METHOD_GROUPS` names each
+  remote method's pool; the rest share the default one.
+- Ray restarts a dead broker (max_restarts=-1) by running __init__ again: the restarted
+  incarnation recovers its logs and takes its dead registration over (the host says it
+  was restarted).
+- The host finds peers and controllers by their actor names in the cluster's namespace
+  (actors/cluster_host.py), and calls a controller with a 30 s timeout.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import gc
-import json
+import functools
 import logging
-import os
-import queue
-import threading
-import time
 
 import ray
 
 from actors import metrics
+from actors.broker import Broker
+from actors.broker_config import split_broker_config
 from actors.cluster_host import (broker_actor_name, controller_actor_name, normal_priority,
                                  was_restarted)
-from actors.fetcher import Fetcher
-from actors.group_host import OFFSETS_TOPIC, GroupHost
-from actors.broker_config import split_broker_config
-from actors.kafka_api import KafkaBrokerApi
-from actors.listener import EventLoop, KafkaListener
-from actors.produce import REORDER_WAIT_S, PendingProduce, produce_begin
-from actors.purgatory import DelayedFetch, FetchPurgatory
-from actors.timers import Timers
-from actors.security import BrokerSecurity
-from actors.log_cleaner import LogCleaner
-from controller.requests import LeaderAndIsrRequest, StopReplicaRequest, UpdateMetadataRequest
-from controller.layout import BrokerRegistration, LeaderIsrAndControllerEpoch
 from controller.zookeeper.store import ZkStore
-from replicas.errors import BrokerNotAvailable, KafkaError, NotController, RequestTimedOut
-from replicas.replica_manager import (BrokerConfig, FetchResult, HighWatermarkChanged,
-                                      ProduceDone, ProposeIsr, ReplicaManager)
 
-log = logging.getLogger(__name__)
-CONTROLLER_EPOCHS_LOG = "controller-epochs.log"
-LISTENER_PORTS_FILE = "kafka-listener-ports.json"
-
-
-def _clock_ms() -> int:
-    return int(time.monotonic() * 1000)
-
-
-def settle_long_lived() -> None:
-    """Replicas (logs, segments, states) live as long as the broker: move them out of the
-    collector's sight (gc.freeze, after a young collection so no fresh garbage is frozen).
-    Without it every full collection walks them all: at 10,000 partitions ~500,000 objects,
-    0.7-0.9 s pauses of every thread of the broker, acks and fetches included."""
-    gc.collect(1)
-    gc.freeze()
+CONTROLLER_CALL_TIMEOUT_S = 30
+METHOD_GROUPS = {
+    "produce": "produce", "produce_many": "produce", "produce_batches": "produce",
+    "fetch_many": "fetch", "offsets_for_leader_epoch": "fetch",
+    "group": "group", "find_coordinator": "group",
+    "list_offsets": "control", "delete_records": "control",
+    "handle_controller_request": "control", "cut_replication": "control",
+    "controlled_shutdown": "control", "shutdown": "control",
+}
 
 
-# Separate thread pools: waiting acks=all produces and long-polls must never take every thread
-# while the follower fetches that would release them queue up (seen at 3,000 partitions).
-@ray.remote(max_restarts=-1, max_task_retries=0, max_concurrency=16, num_cpus=0,
-            concurrency_groups={"produce": 64, "fetch": 32, "control": 4, "group": 64})
-class BrokerActor:
+class RayBrokerHost:
+    """A broker's host inside a Ray actor of the cluster's namespace."""
+
+    def __init__(self, broker_id: int, cluster: str, namespace: str, metrics_interval_s: float):
+        self.broker_id, self.cluster, self.namespace = broker_id, cluster, namespace
+        self.metrics_interval_s = metrics_interval_s
+
+    def node_ip(self) -> str:
+        return ray.util.get_node_ip_address()
+
+    def node_id(self) -> str:
+        return ray.get_runtime_context().get_node_id()
+
+    def registration_name(self) -> str:
+        return broker_actor_name(self.broker_id)
+
+    def was_restarted(self) -> bool:
+        return was_restarted()
+
+    def ask_controller(self, controller_id: int, method: str, *args):
+        controller = ray.get_actor(controller_actor_name(controller_id), namespace=self.namespace)
+        return ray.get(getattr(controller, method).remote(*args),
+                       timeout=CONTROLLER_CALL_TIMEOUT_S)
+
+    def report_metrics(self, figures, stop) -> None:
+        metrics.Reporter(figures, metrics.broker_gauges(self.cluster, self.broker_id),
+                         self.metrics_interval_s, stop, name="broker-metrics")
+
+
+class BrokerActor(Broker):
     def __init__(self, broker_id: int, cluster: str, zookeeper: str, namespace: str,
                  data_dir: str, config: dict | None = None):
         logging.basicConfig(level=logging.INFO)
         logging.getLogger("kazoo").setLevel(logging.WARNING)
         normal_priority()
         settings = split_broker_config(config)
-        self.id, self.cluster, self.namespace = broker_id, cluster, namespace
-        self.tick_ms, session_ms = settings.tick_ms, settings.zk_session_timeout_ms
-        self.kafka_config = settings.kafka
-        self.inter_broker_listener = settings.kafka.inter_broker_listener()
-        self._peers: dict[int, object] = {}        # broker id → LiveBroker (its endpoints)
-        self.topic_defaults = settings.topic_defaults
-        os.makedirs(data_dir, exist_ok=True)
-        self.data_dir = data_dir
-        self._controller_terms: set[tuple[int, int]] = set()  # recorded by THIS incarnation
-        self.lock = threading.RLock()
-        self.changed = threading.Condition(self.lock)   # metadata waits, reordered produces
-        self.parked = FetchPurgatory()                   # long-poll fetches, by partition
-        self.network = EventLoop(f"broker-{broker_id}-network")   # sockets, timers, fetchers
-        self.timers = Timers(self.network)
-        self._produce_waiters: dict[int, PendingProduce] = {}   # pending id → its call
-        self.rm = ReplicaManager(broker_id, BrokerConfig(data_dir=data_dir,
-                                                         default_topic_config=self.topic_defaults,
-                                                         **settings.replica_manager),
-                                   _clock_ms)
-        self.recovery = self.rm.startup()
-        self.fetchers: dict[int, Fetcher] = {}
-        self._cut_until: dict[int | None, float] = {}    # link-cut failpoint, by leader
-        self._handles: dict[int, object] = {}
-        self._alter = queue.Queue()
-        self._stopped = threading.Event()
-        self.store = ZkStore(zookeeper, cluster, session_timeout_s=session_ms / 1000,
-                             auth=settings.security.zookeeper_auth).start()
-        self._session_lost = False
-        self.store.add_state_listener(self._on_zk_state)
-        self.groups = GroupHost(self, settings.group)
-        self.security = BrokerSecurity(self.store, settings.security,
-                                       self.kafka_config.bind_endpoints()).start()
-        self.kafka_api = KafkaBrokerApi(self, self.kafka_config,
-                                        self.store.get_or_create_cluster_id())
-        self.listeners = self._start_listeners()
-        self._register()
-        threading.Thread(target=self._background, daemon=True, name="broker-background").start()
-        threading.Thread(target=self._alter_sender, daemon=True, name="broker-alter").start()
-        if self.rm.config.log_cleaner_enable:
-            self.cleaner = LogCleaner(self, self.rm.config.log_cleaner_backoff_ms, self._stopped)
-        metrics.Reporter(self.metrics, metrics.broker_gauges(cluster, broker_id),
-                         settings.metrics_interval_s, self._stopped, name="broker-metrics")
+        store = ZkStore(zookeeper, cluster, session_timeout_s=settings.zk_session_timeout_ms / 1000,
+                        auth=settings.security.zookeeper_auth).start()
+        super().__init__(broker_id, store, data_dir, settings,
+                         RayBrokerHost(broker_id, cluster, namespace, settings.metrics_interval_s))
 
-    # -- ZooKeeper registration ---------------------------------------------------------------------
-    def _start_listeners(self) -> list[KafkaListener]:
-        """Kafka's listeners, bound before registering (their ports go into the znode). A
-        listener asked on port 0 gets a free port once and keeps it across restarts on this
-        node (remembered in the data dir), so clients find a restarted broker where it was."""
-        remembered_file = os.path.join(self.data_dir, LISTENER_PORTS_FILE)
-        try:
-            with open(remembered_file) as f:
-                remembered = {k: int(v) for k, v in json.load(f).items()}
-        except (OSError, ValueError):
-            remembered = {}
-        out = []
-        try:
-            for ep in self.kafka_config.bind_endpoints():
-                listener = None
-                for port in ([remembered[ep.listener]] if not ep.port and ep.listener in remembered
-                             else []) + [ep.port]:
-                    listener = KafkaListener(dataclasses.replace(ep, port=port), self.kafka_api,
-                                             self.kafka_config.socket_request_max_bytes,
-                                             self.kafka_config.connections_max_idle_ms,
-                                             f"broker-{self.id}-{ep.listener.lower()}",
-                                             self.security, self.network)
-                    try:
-                        listener.start()
-                        break
-                    except OSError:
-                        if port == ep.port:        # the configured port itself: give up
-                            raise
-                out.append(listener)
-        except OSError as exc:
-            for listener in out:
-                listener.stop()
-            raise BrokerNotAvailable(f"broker {self.id}: cannot listen on "
-                                     f"{self.kafka_config.listeners}: {exc}") from None
-        with open(remembered_file + ".tmp", "w") as f:
-            json.dump({x.endpoint.listener: x.port for x in out}, f)
-        os.replace(remembered_file + ".tmp", remembered_file)
-        self.advertised = self.kafka_config.advertised(
-            {x.endpoint.listener: x.port for x in out}, ray.util.get_node_ip_address())
-        return out
 
-    def endpoints(self) -> list[str]:
-        """The advertised Kafka listeners, `NAME://host:port`."""
-        return [e.url() for e in self.advertised]
+def _in_group(method, group: str):
+    @functools.wraps(method)
+    def call(self, *args, **kwargs):
+        return method(self, *args, **kwargs)
+    return ray.method(concurrency_group=group)(call)
 
-    def kafka_stats(self) -> dict:
-        """Per listener and API: requests, handler CPU seconds, bytes in and out."""
-        return {x.endpoint.listener: x.stats() for x in self.listeners}
 
-    def _register(self) -> None:
-        ctx = ray.get_runtime_context()
-        reg = BrokerRegistration.for_listeners(
-            self.id, ray.util.get_node_ip_address(), self.advertised,
-            node_id=ctx.get_node_id(), actor_name=broker_actor_name(self.id))
-        # after a Ray restart the old incarnation is dead: take its registration over at once
-        epoch = self.store.register_broker(
-            reg, wait_s=60, replace_dead_incarnation=was_restarted())
-        with self.lock:
-            self.rm.broker_epoch = epoch
+for _name, _group in METHOD_GROUPS.items():
+    setattr(BrokerActor, _name, _in_group(getattr(Broker, _name), _group))
 
-    def _on_zk_state(self, state: str) -> None:
-        if state == "LOST":
-            self._session_lost = True
-        elif state == "CONNECTED" and self._session_lost:
-            self._session_lost = False
-            threading.Thread(target=self._register, daemon=True).start()
-
-    # -- helpers ---------------------------------------------------------------------------------
-    def broker_handle(self, broker_id: int):
-        handle = self._handles.get(broker_id)
-        if handle is None:
-            handle = self._handles[broker_id] = ray.get_actor(broker_actor_name(broker_id),
-                                                              namespace=self.namespace)
-        return handle
-
-    def forget_handle(self, broker_id: int) -> None:
-        self._handles.pop(broker_id, None)
-
-    def peer_endpoint(self, broker_id: int):
-        """Another broker's endpoint on the inter-broker listener: as the controller last
-        named it (LeaderAndIsr's live leaders, UpdateMetadata's live brokers), else as its
-        ZooKeeper registration says; None when neither knows it."""
-        with self.lock:
-            live = self._peers.get(broker_id) or self.rm.metadata.live_brokers.get(broker_id)
-        endpoints = tuple(live.endpoints) if live is not None else ()
-        if not any(e.listener == self.inter_broker_listener for e in endpoints):
-            try:
-                reg = self.store.get_broker(broker_id)
-            except Exception:          # ZooKeeper away: the caller backs off and asks again
-                reg = None
-            endpoints = tuple(reg.endpoints) if reg is not None else ()
-        return next((e for e in endpoints if e.listener == self.inter_broker_listener), None)
-
-    def apply_effects(self, effects) -> None:
-        """Carry out replica-manager effects; caller holds the lock."""
-        moved = []
-        for e in effects:
-            if isinstance(e, ProduceDone):
-                waiter = self._produce_waiters.pop(e.pending_id, None)
-                if waiter is not None:        # nobody waits any more: drop it (no leak)
-                    waiter.acknowledged(e)
-            elif isinstance(e, HighWatermarkChanged):
-                moved.append(e.tp)
-            elif isinstance(e, ProposeIsr):
-                self._alter.put(e)
-        if moved:
-            self.parked.changed(moved)       # consumers' long-polls on those partitions
-
-    # -- controller → broker ---------------------------------------------------------------------
-    def cleaner_rounds(self) -> list[dict]:
-        return list(self.cleaner.rounds) if self.rm.config.log_cleaner_enable else []
-
-    @ray.method(concurrency_group="control")
-    def list_offsets(self, asks) -> dict:
-        """ListOffsets [(tp, timestamp, current leader epoch)] → {tp: OffsetAnswer}."""
-        return self.kafka_api.list_offsets(0, asks)
-
-    @ray.method(concurrency_group="control")
-    def delete_records(self, asks) -> dict:
-        """DeleteRecords on the partitions this broker leads: {tp: (error, low watermark)}."""
-        return self.kafka_api.delete_records(asks)
-
-    @ray.method(concurrency_group="control")
-    def handle_controller_request(self, request) -> dict:
-        with self.lock:
-            answer = self._apply_controller_request(request)
-            # Replica states moved (LeaderAndIsr, StopReplica): the parked fetches reading
-            # those partitions read them again (they may now fail). UpdateMetadata moves none.
-            moved = getattr(request, "partitions", None) or (
-                request.partition_states if isinstance(request, LeaderAndIsrRequest) else ())
-            if moved:
-                self.parked.moved([(p.topic, p.partition) for p in moved])
-            if not answer["error"]:
-                self._record_controller_term(request.controller_epoch, request.controller_id)
-            return answer
-
-    def _record_controller_term(self, epoch: int, controller_id: int) -> None:
-        """Append a newly seen accepted (epoch, controller) pair; caller holds the lock, so
-        the lines are in acceptance order. Open-append-close: the file survives a SIGKILL."""
-        term = (int(epoch), int(controller_id))
-        if term in self._controller_terms:
-            return
-        with open(os.path.join(self.data_dir, CONTROLLER_EPOCHS_LOG), "a") as f:
-            f.write(f"{term[0]} {term[1]}\n")
-            f.flush()
-        self._controller_terms.add(term)
-
-    def _apply_controller_request(self, request) -> dict:
-        """One controller request through the replica manager; caller holds the lock."""
-        if isinstance(request, (LeaderAndIsrRequest, UpdateMetadataRequest)):
-            for live in (request.live_leaders if isinstance(request, LeaderAndIsrRequest)
-                         else request.live_brokers):
-                self._peers[live.id] = live
-        if isinstance(request, LeaderAndIsrRequest):
-            topic_configs = {t: self.store.get_topic_config(t) or {}
-                             for t in {s.topic for s in request.partition_states}}
-            out = self.rm.handle_leader_and_isr(request, topic_configs)
-            self.apply_effects(out.effects)
-            self._move_fetchers(out.became_leader, out.became_follower)
-            self._offsets_leadership(out.became_leader, out.became_follower)
-            if out.became_leader or out.became_follower:
-                settle_long_lived()
-            return {"error": out.error, "partition_errors": dict(out.partition_errors)}
-        if isinstance(request, UpdateMetadataRequest):
-            error = self.rm.handle_update_metadata(request)
-            self.changed.notify_all()         # clients waiting for metadata
-            return {"error": error, "partition_errors": {}}
-        if isinstance(request, StopReplicaRequest):
-            out = self.rm.handle_stop_replica(request)
-            self.apply_effects(out.effects)
-            self._move_fetchers(out.stopped, {})
-            self._offsets_leadership((), out.stopped)
-            self.changed.notify_all()
-            return {"error": out.error, "partition_errors": dict(out.partition_errors)}
-        raise TypeError(f"not a controller request: {type(request).__name__}")
-
-    def _offsets_leadership(self, led, not_led) -> None:
-        """Tell the group coordinator which `__consumer_offsets` partitions it now loads or
-        unloads (queued: it reads logs on its own thread, never under this lock)."""
-        for tp in led:
-            if tp[0] == OFFSETS_TOPIC:
-                self.groups.became_leader(tp[1])
-        for tp in not_led:
-            if tp[0] == OFFSETS_TOPIC:
-                self.groups.lost(tp[1])
-
-    # -- consumer groups (the native client's door; Kafka clients come through the listener) --
-    @ray.method(concurrency_group="group")
-    def group(self, event):
-        """One coordinator request (a coordinator.messages event; its request_id is
-        replaced): its result, once the coordinator answers (a JoinGroup parks)."""
-        return self.groups.call(lambda rid: dataclasses.replace(event, request_id=rid)).result()
-
-    @ray.method(concurrency_group="group")
-    def find_coordinator(self, group_id: str) -> tuple[int, int]:
-        """(error, broker id of the group's coordinator): Kafka's FindCoordinator."""
-        return self.kafka_api.coordinator_of(group_id)
-
-    @ray.method(concurrency_group="control")
-    def cut_replication(self, duration_s: float, leader_id: int | None = None) -> list[int]:
-        """Failpoint (chaos): this broker's replication links (to `leader_id`, or to every
-        leader) close and stay down for `duration_s`; 0 lifts the cut. A network partition
-        between live brokers as the fetchers see it. The leaders whose links are cut now."""
-        until = time.monotonic() + max(0.0, duration_s)
-        with self.lock:
-            if leader_id is None and duration_s <= 0:
-                self._cut_until.clear()                  # every cut lifted
-            self._cut_until[leader_id] = until
-            cut = [lid for lid in self.fetchers if leader_id is None or lid == leader_id]
-            for lid in cut:
-                self.fetchers[lid].cut_link(self.replication_cut_until(lid))
-        return sorted(cut)
-
-    def replication_cut_until(self, leader_id: int) -> float:
-        """Until when (monotonic s) the link-cut failpoint keeps the link to that leader down."""
-        return max(self._cut_until.get(leader_id, 0.0), self._cut_until.get(None, 0.0))
-
-    def _move_fetchers(self, not_following, following: dict) -> None:
-        for tp in not_following:
-            for f in self.fetchers.values():
-                f.remove([tp])
-        for tp, leader in following.items():
-            for lid, f in self.fetchers.items():
-                if lid != leader:
-                    f.remove([tp])
-            fetcher = self.fetchers.get(leader)
-            if fetcher is None:
-                fetcher = self.fetchers[leader] = Fetcher(self, leader)
-            fetcher.add([tp])
-        for lid in [lid for lid, f in self.fetchers.items() if f.empty]:
-            self.fetchers.pop(lid).stop()
-
-    # -- produce -----------------------------------------------------------------------------------
-    @ray.method(concurrency_group="produce")
-    def produce(self, tp, batches: bytes, acks: int = -1, timeout_ms: int = 30_000) -> dict:
-        tp = tuple(tp)
-        return self._produce([(tp, batches)], acks, timeout_ms)[tp]
-
-    @ray.method(concurrency_group="produce")
-    def produce_many(self, requests, acks: int = -1, timeout_ms: int = 30_000) -> dict:
-        """requests: [(tp, batches)] (or {tp: batches}), one entry per partition → {tp: result}."""
-        if isinstance(requests, dict):
-            requests = requests.items()
-        requests = [(tuple(tp), data) for tp, data in requests]
-        answers = self._produce_begin(requests, acks, timeout_ms, REORDER_WAIT_S).result()
-        return {tp: answers[i] for i, (tp, _) in enumerate(requests)}
-
-    @ray.method(concurrency_group="produce")
-    def produce_batches(self, requests, acks: int = -1, timeout_ms: int = 30_000) -> list:
-        """requests: [(tp, batch)], a partition possibly more than once (its batches in
-        sequence order: the native producer's pipeline) → [result], in request order."""
-        requests = [(tuple(tp), data) for tp, data in requests]
-        answers = self._produce_begin(requests, acks, timeout_ms, REORDER_WAIT_S).result()
-        return [answers[i] for i in range(len(requests))]
-
-    def _produce(self, requests, acks: int, timeout_ms: int) -> dict:
-        answers = self._produce_begin(requests, acks, timeout_ms).result()
-        return {tp: answers[i] for i, (tp, _) in enumerate(requests)}
-
-    def _produce_begin(self, requests, acks: int, timeout_ms: int,
-                       reorder_wait_s: float = 0.0) -> PendingProduce:
-        return produce_begin(self, requests, acks, timeout_ms, reorder_wait_s)
-
-    # -- fetch ---------------------------------------------------------------------------------------
-    @ray.method(concurrency_group="fetch")
-    def fetch_many(self, replica_id: int, requests, max_wait_ms: int = 0, min_bytes: int = 1,
-                   max_bytes: int = 4 << 20) -> dict:
-        """requests: [(tp, offset, current_leader_epoch, last_fetched_epoch)] → {tp: result};
-        `max_bytes` per partition, no cap on the whole answer (the fetchers' Ray call)."""
-        asks = [(tuple(tp), offset, ce, le, max_bytes) for tp, offset, ce, le in requests]
-        return {tp: {"error": r.error, "records": r.records, "high_watermark": r.high_watermark,
-                     "log_start_offset": r.log_start_offset, "log_end_offset": r.log_end_offset,
-                     "diverging_epoch": r.diverging_epoch}
-                for tp, r in self.fetch_partitions(replica_id, asks, max_wait_ms, min_bytes,
-                                                   None).items()}
-
-    def fetch_partitions(self, replica_id: int, asks, max_wait_ms: int, min_bytes: int,
-                         max_bytes: int | None) -> dict:
-        """fetch_begin, waited for (the Ray calls' way)."""
-        asks = [(tuple(a[0]),) + tuple(a[1:]) for a in asks]   # lists after serialisation
-        got = self.fetch_begin(replica_id, asks, max_wait_ms, min_bytes, max_bytes)
-        return got.result() if isinstance(got, DelayedFetch) else got
-
-    def fetch_begin(self, replica_id: int, asks, max_wait_ms: int, min_bytes: int,
-                    max_bytes: int | None, reads=None):
-        """Kafka's fetch: asks [(tp, offset, current_epoch, last_epoch, partition_max_bytes)]
-        → {tp: replicas FetchResult} when at least `min_bytes` (an error counts) are there
-        or max_wait_ms <= 0; else a DelayedFetch (actors/purgatory.py) completed by the
-        partitions' appends and HW moves, leadership changes, or its deadline. The answer
-        holds at most `max_bytes` (None: no cap) but at least one batch of the first
-        partition with data (KIP-74; later partitions then answer their HW with no
-        records). Used by the followers, Kafka clients and the native consumers alike.
-        Each ask is a tuple whose tp is a tuple (fetch_partitions makes them so). `reads`
-        (a fetch session's, protocol/fetch_session.py): called under the lock, it names the
-        asks to read at once, the others only watched (None: read them all)."""
-        by_tp = {a[0]: a for a in asks}
-
-        def read(only=None, previous=None):
-            out, total = {}, 0
-            for tp, offset, current_epoch, last_epoch, part_max in asks:
-                if only is not None and tp not in only:
-                    r = previous.get(tp)
-                    if r is None:                  # watched, never read: not answered
-                        continue
-                    if not (r.error or r.records or r.diverging_epoch):
-                        marks = self.rm.leader_marks(tp, current_epoch)
-                        if marks is not None:      # still quiet: refresh HW and log start
-                            out[tp] = FetchResult(0, b"", *marks)
-                            continue
-                budget = part_max if max_bytes is None else min(part_max, max_bytes - total)
-                r = self.rm.fetch(tp, offset, max(budget, 1), replica_id=replica_id,
-                                  current_leader_epoch=current_epoch, last_fetched_epoch=last_epoch)
-                if r.effects:
-                    self.apply_effects(r.effects)
-                if budget <= 0 and r.records:     # the answer is full: HW only
-                    r = dataclasses.replace(r, records=b"")
-                out[tp] = r
-                total += len(r.records) + (1 if r.error or r.diverging_epoch else 0)
-            return out, total >= min_bytes
-
-        def ready(tp) -> bool:
-            _, offset, current_epoch, _, _ = by_tp[tp]
-            return self.rm.fetch_ready(tp, offset, replica_id, current_epoch)
-
-        with self.lock:
-            out, enough = read(reads() if reads is not None else None, {})
-            if enough or max_wait_ms <= 0:
-                return out
-            delayed = DelayedFetch(by_tp, read, ready, out)
-            self.parked.park(delayed)
-            delayed.timer = self.timers.add(max_wait_ms / 1000, lambda: self._expire(delayed))
-        return delayed
-
-    def _expire(self, delayed: DelayedFetch) -> None:
-        with self.lock:
-            self.parked.expire(delayed)
-
-    @ray.method(concurrency_group="fetch")
-    def offsets_for_leader_epoch(self, tp, current_leader_epoch: int, leader_epoch: int):
-        with self.lock:
-            return self.rm.offsets_for_leader_epoch(tuple(tp), current_leader_epoch, leader_epoch)
-
-    # -- metadata and status -----------------------------------------------------------------------
-    def metadata(self) -> dict:
-        with self.lock:
-            md = self.rm.metadata
-            return {"brokers": dict(md.live_brokers),
-                    "partitions": {tp: (s.leader, s.leader_epoch, tuple(s.replicas), tuple(s.isr))
-                                   for tp, s in md.partitions.items()}}
-
-    def live_brokers(self) -> list[int]:
-        with self.lock:
-            return sorted(self.rm.metadata.live_brokers)
-
-    def metadata_leaders(self, topics) -> dict:
-        with self.lock:
-            return {tp: (s.leader, s.leader_epoch) for tp, s in self.rm.metadata.partitions.items()
-                    if tp[0] in set(topics)}
-
-    def partition_info(self, tp) -> dict | None:
-        with self.lock:
-            return self.rm.partition_info(tuple(tp))
-
-    def metrics(self) -> dict:
-        """The figures this broker publishes as Ray gauges (actors/metrics.py)."""
-        with self.lock:
-            return metrics.broker_figures(self.rm.partition_info(tp) for tp in self.rm.partitions())
-
-    def pid(self) -> int:
-        return os.getpid()
-
-    def zk_session(self) -> tuple[int, bytes]:
-        """(session id, password) of this broker's ZooKeeper session (fault injection)."""
-        return self.store.session_credentials()
-
-    def node_id(self) -> str:
-        return ray.get_runtime_context().get_node_id()
-
-    # -- background work -----------------------------------------------------------------------------
-    def _background(self) -> None:
-        """The broker's timer: ISR shrink, produce timeouts, deferred HW checkpoints, flush.ms;
-        and every log.retention.check.interval.ms a retention check."""
-        interval_s = self.rm.config.log_retention_check_interval_ms / 1000
-        next_retention = time.monotonic() + interval_s
-        while not self._stopped.wait(self.tick_ms / 1000):
-            with self.lock:
-                self.apply_effects(self.rm.tick())
-            if time.monotonic() >= next_retention:
-                self.check_retention()
-                next_retention = time.monotonic() + interval_s
-
-    def check_retention(self) -> dict:
-        """One retention check of every replica with the topics' configs as ZooKeeper has them
-        now (read before taking the lock); answers {"topic-p": segments deleted}."""
-        try:
-            with self.lock:
-                topics = self.rm.topics()
-            configs = {t: self.store.get_topic_config(t) or {} for t in topics}
-        except Exception as exc:           # ZooKeeper away: check with the configs we have
-            log.warning("broker %s: topic configs unavailable for retention: %s", self.id, exc)
-            configs = {}
-        with self.lock:
-            results = self.rm.apply_retention(int(time.time() * 1000), configs)
-            if results:
-                self.parked.journal.note_all()     # log starts moved
-        for tp, r in results.items():
-            log.info("broker %s: %s-%s: deleted %d segments (%d bytes) by %s; log start %d",
-                     self.id, tp[0], tp[1], r.deleted_segments, r.deleted_bytes,
-                     ",".join(r.reasons), r.log_start_offset)
-        return {f"{tp[0]}-{tp[1]}": r.deleted_segments for tp, r in results.items()}
-
-    def _alter_sender(self) -> None:
-        """AlterPartition proposals to the active controller, every queued one in ONE request
-        (Kafka batches them too: a restarted broker rejoins thousands of ISRs at once). Only
-        a controller that cannot answer (moving, restarting, unreachable) is retried, and only
-        for proposals still in flight; a per-partition answer (even a retriable error such as
-        NOT_LEADER_OR_FOLLOWER from a leader that was replaced) settles that proposal."""
-        while not self._stopped.is_set():
-            first: ProposeIsr = self._alter.get()
-            if first is None:
-                return
-            pending = {first.tp: first}
-            while True:                       # everything queued meanwhile joins the request
-                try:
-                    more = self._alter.get_nowait()
-                except queue.Empty:
-                    break
-                if more is None:
-                    return
-                pending[more.tp] = more
-            while pending and not self._stopped.is_set():
-                pending = {tp: p for tp, p in pending.items() if self._in_flight(p)}
-                if not pending:
-                    break
-                try:
-                    answers = self._send_alter(pending)
-                except Exception as exc:
-                    log.info("AlterPartition (%d partitions) failed: %s; retrying", len(pending), exc)
-                    self._stopped.wait(0.1)  # back-off before the retry
-                    continue
-                if isinstance(answers, (NotController, RequestTimedOut)):
-                    log.info("AlterPartition (%d partitions): %s; retrying", len(pending), answers)
-                    self._stopped.wait(0.1)  # back-off before the retry
-                    continue
-                with self.lock:
-                    for tp, p in pending.items():
-                        answer = answers if isinstance(answers, KafkaError) else \
-                            answers.get(tp, answers.get(tuple(tp)))
-                        self.apply_effects(self.rm.handle_alter_partition_response(
-                            tp, answer, proposal=p))
-                break
-
-    def _in_flight(self, proposal: ProposeIsr) -> bool:
-        with self.lock:
-            return self.rm.alter_partition_in_flight(proposal)
-
-    def _active_controller(self):
-        """The active controller's actor, as ZooKeeper names it (never Ray's view)."""
-        cid = self.store.get_controller()
-        if cid is None:
-            raise RuntimeError("no active controller")
-        return ray.get_actor(controller_actor_name(cid), namespace=self.namespace)
-
-    def _send_alter(self, proposals: dict):
-        """One AlterPartition request for {tp: ProposeIsr}: {tp: answer} or a KafkaError."""
-        controller = self._active_controller()
-        with self.lock:
-            epoch = self.rm.broker_epoch
-        request = {tp: LeaderIsrAndControllerEpoch(self.id, p.leader_epoch, tuple(p.isr), -1,
-                                                   p.partition_epoch)
-                   for tp, p in proposals.items()}
-        return ray.get(controller.alter_partition.remote(self.id, epoch, request), timeout=30)
-
-    # -- shutdown ----------------------------------------------------------------------------------
-    @ray.method(concurrency_group="control")
-    def controlled_shutdown(self, timeout_s: float = 30.0) -> bool:
-        """Ask the controller to move leadership away until nothing is led (Kafka's
-        controlled shutdown); True when done within the timeout."""
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            try:
-                controller = self._active_controller()
-            except (RuntimeError, ValueError):    # none elected yet, or its actor restarting
-                controller = None
-            if controller is not None:
-                with self.lock:
-                    epoch = self.rm.broker_epoch
-                left = ray.get(controller.controlled_shutdown.remote(self.id, epoch), timeout=30)
-                if not isinstance(left, KafkaError) and not left:
-                    return True
-            self._stopped.wait(0.1)  # back-off before asking again
-        return False
-
-    @ray.method(concurrency_group="control")
-    def shutdown(self) -> None:
-        self._stopped.set()
-        self._alter.put(None)
-        self.groups.stop()
-        for listener in self.listeners:
-            listener.stop()
-        for f in self.fetchers.values():
-            f.stop()
-        self.timers.stop()
-        self.network.stop()
-        with self.lock:
-            self.rm.checkpoint_high_watermarks()
-            self.rm.flush()
-            self.rm.close()
-        self.store.close()
-
+BrokerActor = ray.remote(max_restarts=-1, max_task_retries=0, max_concurrency=16, num_cpus=0,
+                         concurrency_groups={"produce": 64, "fetch": 32, "control": 4,
+                                             "group": 64})(BrokerActor)

@@ -26,6 +26,7 @@ from actors import metrics
 from actors.kafka_api import KafkaConfig
 from actors.security import SecurityConfig
 from coordinator.config import GroupCoordinatorConfig
+from replicas.config_keys import dotted_key, dotted_keys, underscored_key, underscored_keys
 from replicas.errors import InvalidConfig
 from replicas.replica_types import topic_defaults_from_broker_config
 
@@ -51,9 +52,9 @@ def pop_group_config(config: dict) -> GroupCoordinatorConfig:
     names = {f.name for f in dataclasses.fields(GroupCoordinatorConfig)}
     props = {}
     for key in list(config):
-        name = key.replace(".", "_")
+        name = underscored_key(key)
         if name in names:
-            props[name.replace("_", ".")] = config.pop(key)
+            props[dotted_key(name)] = config.pop(key)
     try:
         return GroupCoordinatorConfig.from_properties(props)
     except (TypeError, ValueError) as exc:
@@ -76,13 +77,12 @@ def split_broker_config(config: dict | None) -> BrokerSettings:
     security = SecurityConfig.pop_from(config)
     kafka = KafkaConfig.pop_from(config)
     group = pop_group_config(config)
-    config = {k.replace(".", "_"): v for k, v in config.items()}
+    config = underscored_keys(config)
     replica_manager = {k: int(config.pop(k)) for k in list(config) if k in BROKER_KEYS}
     replica_manager.setdefault("log_max_open_files", default_max_open_files())
     if "log_cleaner_enable" in config:
         replica_manager["log_cleaner_enable"] = \
             str(config.pop("log_cleaner_enable")).strip().lower() in ("true", "1")
-    topic_defaults = topic_defaults_from_broker_config(
-        {k.replace("_", "."): v for k, v in config.items()})
+    topic_defaults = topic_defaults_from_broker_config(dotted_keys(config))
     return BrokerSettings(tick_ms, metrics_interval_s, session_ms, kafka, group,
                           replica_manager, topic_defaults, security)

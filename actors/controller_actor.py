@@ -8,7 +8,8 @@ Rules:
   first, so the election does not wait out that session's timeout.
 - Threaded actor: calls that wait for the controller's answer (AlterPartition, controlled
   shutdown, preferred elections) block only their own thread; the controller's event
-  thread does the work, in order.
+  thread does the work, in order. `ControllerCalls` holds them without Ray (the
+  in-process clusters of the tests call a controller through it too).
 - Requests to brokers leave through RayBrokerChannel (per-broker sender threads).
 - Answers that carry typed errors are returned as values (picklable KafkaError objects),
   per partition for batch calls.
@@ -39,6 +40,38 @@ def _clock_ms() -> int:
     return int(time.monotonic() * 1000)
 
 
+class ControllerCalls:
+    """The calls brokers and admins make on a controller, each answered by its event thread
+    (a NotController or RequestTimedOut value when it cannot answer)."""
+
+    def __init__(self, controller_id: int, controller: Controller):
+        self.id, self.controller = controller_id, controller
+
+    def ask(self, make_event, timeout_s: float = 30.0):
+        if not self.controller.is_active:
+            return NotController(f"controller {self.id} is not the active controller")
+        done, box = threading.Event(), {}
+
+        def reply(result):
+            box["r"] = result
+            done.set()
+        self.controller.loop.put(make_event(reply))
+        if not done.wait(timeout_s):
+            return RequestTimedOut(f"controller {self.id} did not answer within {timeout_s} s")
+        return box["r"]
+
+    def alter_partition(self, broker_id: int, broker_epoch: int, proposals: dict):
+        return self.ask(lambda reply: ev.AlterPartition(broker_id, broker_epoch, proposals,
+                                                        reply=reply))
+
+    def controlled_shutdown(self, broker_id: int, broker_epoch: int):
+        return self.ask(lambda reply: ev.ControlledShutdown(broker_id, broker_epoch, reply=reply))
+
+    def elect_preferred_leaders(self, partitions):
+        return self.ask(lambda reply: ev.PreferredReplicaElection(
+            frozenset(tuple(p) for p in partitions), reply=reply))
+
+
 @ray.remote(max_restarts=-1, max_task_retries=0, max_concurrency=32, num_cpus=0)
 class ControllerActor:
     def __init__(self, controller_id: int, cluster: str, zookeeper: str, namespace: str,
@@ -58,6 +91,7 @@ class ControllerActor:
                                      ControllerConfig(**config))
         self.channel = RayBrokerChannel(namespace, self.controller)
         self.controller.channel = self.channel
+        self.calls = ControllerCalls(controller_id, self.controller)
         self.controller.start()
         self._metrics_stop = threading.Event()
         metrics.Reporter(self.metrics, metrics.controller_gauges(cluster, controller_id),
@@ -100,29 +134,14 @@ class ControllerActor:
         return metrics.controller_figures(self.status())
 
     # -- requests that wait for the controller ------------------------------------------------------
-    def _ask(self, make_event, timeout_s: float = 30.0):
-        if not self.controller.is_active:
-            return NotController(f"controller {self.id} is not the active controller")
-        done, box = threading.Event(), {}
-
-        def reply(result):
-            box["r"] = result
-            done.set()
-        self.controller.loop.put(make_event(reply))
-        if not done.wait(timeout_s):
-            return RequestTimedOut(f"controller {self.id} did not answer within {timeout_s} s")
-        return box["r"]
-
     def alter_partition(self, broker_id: int, broker_epoch: int, proposals: dict):
-        return self._ask(lambda reply: ev.AlterPartition(broker_id, broker_epoch, proposals,
-                                                         reply=reply))
+        return self.calls.alter_partition(broker_id, broker_epoch, proposals)
 
     def controlled_shutdown(self, broker_id: int, broker_epoch: int):
-        return self._ask(lambda reply: ev.ControlledShutdown(broker_id, broker_epoch, reply=reply))
+        return self.calls.controlled_shutdown(broker_id, broker_epoch)
 
     def elect_preferred_leaders(self, partitions):
-        return self._ask(lambda reply: ev.PreferredReplicaElection(
-            frozenset(tuple(p) for p in partitions), reply=reply))
+        return self.calls.elect_preferred_leaders(partitions)
 
     def shutdown(self) -> None:
         self._metrics_stop.set()

@@ -48,9 +48,9 @@ from actors.broker_link import BrokerLink
 from protocol.build import build_request
 from protocol.errors import ProtocolError
 from protocol.fetch_session import FetchData, FetchSessionHandler
-from replicas.errors import KafkaError, OffsetOutOfRange
+from replicas.errors import ErrorCode, KafkaError
 
-OFFSET_OUT_OF_RANGE = OffsetOutOfRange.code
+OFFSET_OUT_OF_RANGE = ErrorCode.OFFSET_OUT_OF_RANGE.value
 FETCH, OFFSET_FOR_LEADER_EPOCH = 1, 23
 FETCH_VERSION, EPOCH_VERSION = 12, 4
 TRUNCATION_ROUNDS = 64
@@ -181,7 +181,8 @@ class Fetcher:
                 for tp, (current, _) in asking.items():
                     if tp not in self.partitions:
                         continue
-                    error, leader_epoch, end_offset = answers.get(tp, (-1, -1, -1))
+                    error, leader_epoch, end_offset = answers.get(
+                        tp, (ErrorCode.UNKNOWN_SERVER_ERROR, -1, -1))
                     if error:
                         raise RuntimeError(f"OffsetForLeaderEpoch {tp}: error {error}")
                     r = rm.follower_truncate(tp, leader_epoch, end_offset, leader_epoch=current)

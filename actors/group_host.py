@@ -38,6 +38,7 @@ from coordinator.coordinator import GroupCoordinator
 from coordinator.records import OffsetsRecord
 from protocol.api import Deferred
 from replicas import records
+from replicas.errors import ErrorCode as E
 from replicas.errors import KafkaError, RequestTimedOut, TopicAlreadyExists
 
 log = logging.getLogger(__name__)
@@ -121,10 +122,11 @@ class GroupHost:
                                     [r.key for r in effect.records],
                                     timestamps_ms=int(time.time() * 1000))
         try:
-            pending = self.broker._produce_begin([(tp, bytes(batch))], -1, APPEND_TIMEOUT_MS)
+            pending = self.broker.produce_begin([(tp, bytes(batch))], -1, APPEND_TIMEOUT_MS)
         except Exception as exc:                  # a disk error: the append failed
             log.warning("group coordinator append to %s failed: %s", tp, exc)
-            self._acks.submit(self._process, m.AppendDone(effect.token, -1))
+            self._acks.submit(self._process,
+                              m.AppendDone(effect.token, E.UNKNOWN_SERVER_ERROR))
             return
 
         def acknowledged():
@@ -132,7 +134,7 @@ class GroupHost:
                 error = pending.result()[0]["error"]
             except Exception as exc:
                 log.warning("group coordinator append to %s failed: %s", tp, exc)
-                error = -1
+                error = E.UNKNOWN_SERVER_ERROR
             self._process(m.AppendDone(effect.token, error))
         self._acks.submit(acknowledged)
 

@@ -1,9 +1,9 @@
 """The broker's side of the Kafka protocol: `KafkaBrokerApi` implements protocol.api.BrokerApi
-over the BrokerActor's own replica manager, waiters and ZooKeeper store.
+over the broker's own replica manager, waiters and ZooKeeper store (actors/broker.py).
 
 Rules:
-- No second copy of the data path: produce is `BrokerActor._produce` and fetch is
-  `BrokerActor.fetch_partitions`, the very methods behind the Ray calls; reads of the
+- No second copy of the data path: produce is `Broker.produce_begin` and fetch is
+  `Broker.fetch_begin`, the very methods behind the Ray calls; reads of the
   replica manager happen under the broker's lock; ZooKeeper calls (topic creation, configs,
   producer-id blocks) happen outside it.
 - Broker configs with Kafka's names (`KafkaConfig`, popped from the broker's config before
@@ -48,14 +48,15 @@ from protocol.api import (BrokerNode, ClusterMetadata, ConfigEntry,
                           PartitionMetadata, ProduceOutcome, TopicMetadata, TopicOutcome,
                           TopicSpec)
 from controller.assignment import validate_topic_name
+from replicas.config_keys import dotted_key
+from replicas.errors import ErrorCode as E
 from replicas.errors import (InvalidConfig, InvalidRequest, KafkaError, LeaderNotAvailable,
-                             NotLeaderOrFollower, RequestTimedOut, UnknownServerError,
+                             NotLeaderOrFollower, RequestTimedOut, TopicAlreadyExists,
+                             UnknownServerError,
                              UnknownTopicOrPartition)
 
 log = logging.getLogger(__name__)
 
-NONE = 0
-COORDINATOR_NOT_AVAILABLE = 15
 OFFSETS_TOPIC = "__consumer_offsets"
 TOPIC, BROKER = 2, 4                                  # Kafka's ConfigResource.Type
 SOURCE_TOPIC, SOURCE_STATIC_BROKER, SOURCE_DEFAULT = 1, 4, 5
@@ -86,7 +87,7 @@ class KafkaConfig:
         """Take this config's keys (dotted or underscored) out of a broker's config dict."""
         kw = {}
         for f in fields(cls):
-            for key in (f.name, f.name.replace("_", ".")):
+            for key in (f.name, dotted_key(f.name)):
                 if key in config:
                     raw = config.pop(key)
                     kw[f.name] = _parse(f.name, raw, cls.__dataclass_fields__[f.name].default)
@@ -134,7 +135,7 @@ def _parse(name: str, raw, default):
             return int(str(raw).strip())
         return None if raw is None else str(raw)
     except ValueError:
-        raise InvalidConfig(f"Invalid value {raw!r} for configuration {name.replace('_', '.')}") from None
+        raise InvalidConfig(f"Invalid value {raw!r} for configuration {dotted_key(name)}") from None
 
 
 class KafkaBrokerApi:
@@ -195,10 +196,10 @@ class KafkaBrokerApi:
             s = md.partitions[(topic, p)]
             replicas, isr = tuple(s.replicas), tuple(s.isr)
             leader = s.leader if s.leader in live else -1
-            parts.append(PartitionMetadata(p, NONE if leader >= 0 else LeaderNotAvailable.code,
+            parts.append(PartitionMetadata(p, E.NONE if leader >= 0 else LeaderNotAvailable.code,
                                            leader, s.leader_epoch, replicas, isr,
                                            tuple(r for r in replicas if r not in live)))
-        return TopicMetadata(topic, NONE, tuple(parts))
+        return TopicMetadata(topic, E.NONE, tuple(parts))
 
     def _auto_create(self, topic: str, live) -> int:
         """Kafka's auto.create.topics.enable: create with the broker defaults and answer
@@ -212,7 +213,7 @@ class KafkaBrokerApi:
             log.info("broker %s: auto-created topic %s (%d partitions, RF %d)", self.broker_id,
                      topic, plan.partitions, plan.replication_factor)
         except KafkaError as exc:
-            if exc.code != 36:                          # TOPIC_ALREADY_EXISTS: someone won the race
+            if exc.code != E.TOPIC_ALREADY_EXISTS:       # someone won the race
                 return exc.code
         return LeaderNotAvailable.code
 
@@ -220,7 +221,7 @@ class KafkaBrokerApi:
     def produce(self, acks: int, timeout_ms: int, partitions) -> "Deferred":
         """Appends now; the acknowledgements come from the returned Deferred's result()."""
         requests = [(tuple(tp), data) for tp, data in partitions]
-        pending = self.broker._produce_begin(requests, acks, timeout_ms)
+        pending = self.broker.produce_begin(requests, acks, timeout_ms)
 
         def outcomes() -> dict:
             answers = pending.result()
@@ -299,7 +300,7 @@ class KafkaBrokerApi:
             if start > end:
                 start, end = self.broker.store.allocate_producer_id_block(owner_id=self.broker_id)
             self._pid_block = (start + 1, end)
-        return NONE, start, 0
+        return E.NONE, start, 0
 
     # -- ACLs (ZooKeeper writes; every broker's authorizer reloads from the notification) ---------
     def create_acls(self, bindings) -> list:
@@ -316,10 +317,10 @@ class KafkaBrokerApi:
         with self.broker.lock:
             known = OFFSETS_TOPIC in self.broker.rm.metadata.topics()
         if not known and not groups.ensure_offsets_topic():
-            return COORDINATOR_NOT_AVAILABLE, -1
+            return E.COORDINATOR_NOT_AVAILABLE, -1
         with self.broker.lock:
             leader = self.broker.rm.metadata.leader((OFFSETS_TOPIC, groups.partition_for(group_id)))
-        return (NONE, leader) if leader is not None else (COORDINATOR_NOT_AVAILABLE, -1)
+        return (E.NONE, leader) if leader is not None else (E.COORDINATOR_NOT_AVAILABLE, -1)
 
     def find_coordinator(self, group_ids, listener: str) -> dict:
         out = {}
@@ -329,9 +330,9 @@ class KafkaBrokerApi:
                 lb = self.broker.rm.metadata.live_brokers.get(node)
             ep = next((e for e in getattr(lb, "endpoints", ()) if e.listener == listener), None)
             if error or ep is None:
-                out[g] = (error or COORDINATOR_NOT_AVAILABLE, -1, "", -1)
+                out[g] = (error or E.COORDINATOR_NOT_AVAILABLE, -1, "", -1)
             else:
-                out[g] = (NONE, node, ep.host, ep.port)
+                out[g] = (E.NONE, node, ep.host, ep.port)
         return out
 
     def group_call(self, make_event) -> Deferred:
@@ -362,6 +363,10 @@ class KafkaBrokerApi:
         live, out, created = self._live(), {}, []
         for spec in specs:
             try:
+                with self.broker.lock:      # Kafka's ZkAdminManager asks its metadata cache
+                    exists = spec.name in self.broker.rm.metadata.topics()
+                if exists:
+                    raise TopicAlreadyExists(f"Topic '{spec.name}' already exists.")
                 plan = plan_topic(spec.name, spec.partitions, spec.replication_factor, live,
                                   config={k: v for k, v in spec.configs.items() if v is not None},
                                   assignment=spec.assignments or None,
@@ -371,7 +376,8 @@ class KafkaBrokerApi:
                 if not validate_only:
                     self.broker.store.create_topic(spec.name, plan.assignment, plan.config)
                     created.append((spec.name, plan.partitions))
-                out[spec.name] = TopicOutcome(NONE, None, plan.partitions, plan.replication_factor,
+                out[spec.name] = TopicOutcome(E.NONE, None, plan.partitions,
+                                              plan.replication_factor,
                                               self._topic_entries(plan.config, None))
             except KafkaError as exc:
                 out[spec.name] = TopicOutcome(exc.code, exc.message)
@@ -390,7 +396,7 @@ class KafkaBrokerApi:
             try:
                 self.broker.store.request_topic_deletion(name)
                 asked.append(name)
-                out[name] = TopicOutcome(NONE)
+                out[name] = TopicOutcome(E.NONE)
             except KafkaError as exc:
                 out[name] = TopicOutcome(exc.code, exc.message)
         if asked and timeout_ms > 0:
@@ -404,7 +410,7 @@ class KafkaBrokerApi:
                 while left and time.monotonic() < deadline:
                     left &= store.get_topics() | store.get_topic_deletions()
                     if left:
-                        self.broker._stopped.wait(0.05)   # poll interval of a deadline loop
+                        self.broker.stopped.wait(0.05)   # poll interval of a deadline loop
             for name in left:
                 out[name] = TopicOutcome(RequestTimedOut.code, f"Topic {name} is still being "
                                          f"deleted after {timeout_ms} ms")
@@ -425,7 +431,7 @@ class KafkaBrokerApi:
                 if not validate_only:
                     self.broker.store.add_partitions(name, new, current)
                     grown.append((name, count))
-                out[name] = TopicOutcome(NONE)
+                out[name] = TopicOutcome(E.NONE)
             except KafkaError as exc:
                 out[name] = TopicOutcome(exc.code, exc.message)
         if grown and timeout_ms > 0 and not self._wait(
@@ -456,7 +462,7 @@ class KafkaBrokerApi:
 
     def _broker_entries(self, keys) -> tuple[ConfigEntry, ...]:
         values = {"broker.id": str(self.broker_id), "log.dirs": self.broker.data_dir,
-                  **{f.name.replace("_", "."): ("" if getattr(self.config, f.name) is None else
+                  **{dotted_key(f.name): ("" if getattr(self.config, f.name) is None else
                                                 str(getattr(self.config, f.name)).lower()
                                                 if isinstance(getattr(self.config, f.name), bool)
                                                 else str(getattr(self.config, f.name)))
@@ -480,7 +486,7 @@ class KafkaBrokerApi:
                     entries = self._broker_entries(keys)
                 else:
                     raise InvalidRequest(f"Unsupported resource type {res.kind}")
-                out[res] = ConfigsOutcome(NONE, None, entries)
+                out[res] = ConfigsOutcome(E.NONE, None, entries)
             except KafkaError as exc:
                 out[res] = ConfigsOutcome(exc.code, exc.message)
         return out
@@ -511,7 +517,7 @@ class KafkaBrokerApi:
                 new = normalize_topic_config(new)
                 if not validate_only:
                     self.broker.store.set_topic_config(res.name, new)
-                out[res] = ConfigsOutcome(NONE)
+                out[res] = ConfigsOutcome(E.NONE)
             except KafkaError as exc:
                 out[res] = ConfigsOutcome(exc.code, exc.message)
             except Exception as exc:                     # a ZooKeeper failure: per resource

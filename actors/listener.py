@@ -65,11 +65,11 @@ from protocol.errors import ProtocolError
 from protocol.handlers import answer
 from protocol.security.session import Session
 from actors.tls import TlsError, TlsSession
+from replicas.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 MAX_PIPELINED = 64        # answers pending per connection before it is not read any more
 MUTED_BUFFER_BYTES = 1 << 20   # what a muted connection may buffer before it is not read
-UNKNOWN_SERVER_ERROR = -1
 HANDSHAKE_TIMEOUT_S = 10.0
 SASL_MAX_RECEIVE_BYTES = 512 * 1024   # Kafka's sasl.server.max.receive.size default
 WORKERS = 8               # threads for the requests that may block
@@ -393,7 +393,7 @@ class _Conn(asyncio.Protocol):
                           request.api_version, *self.peer[:2])
             if not request.expects_response:
                 return _CLOSE                  # acks=0 gets no answer: closing is its signal
-            return self.state.respond_error(request, UNKNOWN_SERVER_ERROR)
+            return self.state.respond_error(request, ErrorCode.UNKNOWN_SERVER_ERROR)
 
     def _submit(self, fn, *args) -> None:
         try:
@@ -409,7 +409,7 @@ class _Conn(asyncio.Protocol):
         except Exception:
             log.exception("%s: %s v%s from %s:%s failed", self.listener.name,
                           slot.request.api_name, slot.request.api_version, *self.peer[:2])
-            frame = self.state.respond_error(slot.request, UNKNOWN_SERVER_ERROR)
+            frame = self.state.respond_error(slot.request, ErrorCode.UNKNOWN_SERVER_ERROR)
         self._fill(slot, frame)
 
     def _wait_in_worker(self, slot: _Slot, deferred: Deferred) -> None:
@@ -427,7 +427,7 @@ class _Conn(asyncio.Protocol):
             except Exception:
                 log.exception("%s: %s v%s from %s:%s failed", self.listener.name,
                               request.api_name, request.api_version, *self.peer[:2])
-                frame = self.state.respond_error(request, UNKNOWN_SERVER_ERROR)
+                frame = self.state.respond_error(request, ErrorCode.UNKNOWN_SERVER_ERROR)
         self.listener.count(request, len(frame) if isinstance(frame, bytes) else 0)
         self.loop.call(self._fill, slot, frame)
 

@@ -30,20 +30,21 @@ import logging
 import threading
 from dataclasses import dataclass, field
 
-from controller.zookeeper.security_znodes import CONFIG_CHANGES, CONFIG_USERS
 from controller.zookeeper.store import BadVersion, ZkStore
-from controller.layout import check_name
-from protocol.security.acl import (ACL_CHANGES_EXTENDED, ACL_CHANGES_LITERAL, CHANGE_PREFIX,
-                                   AclBinding, AclBindingFilter, Authorizer, PatternType,
-                                   acl_path, decode_acls, encode_acls, encode_change,
-                                   pattern_of_path)
+from controller.layout import CONFIG_CHANGES, CONFIG_USERS, check_name
+from protocol.security.acl import AclBinding, AclBindingFilter, PatternType
+from protocol.security.acl_znodes import (ACL_CHANGES_EXTENDED, ACL_CHANGES_LITERAL,
+                                          CHANGE_PREFIX, acl_path, decode_acls, encode_acls,
+                                          encode_change, pattern_of_path)
+from protocol.security.authorizer import Authorizer
 from protocol.security.credentials import (MECHANISMS, decode_user_config, encode_user_config,
                                            make_credential)
 from protocol.security.sasl import SaslServer
 from protocol.security.sasl_client import SaslClient, jaas_credentials
 from protocol.security.session import SASL_PROTOCOLS, TLS_PROTOCOLS, Session, tls_principal
-from actors.tls import client_ssl_context, ssl_context_from_config
-from replicas.errors import InvalidConfig
+from actors.tls_context import client_ssl_context, ssl_context_from_config
+from replicas.config_keys import dotted_key
+from replicas.errors import ErrorCode as E, InvalidConfig
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +70,7 @@ class SecurityConfig:
     def pop_from(cls, config: dict) -> "SecurityConfig":
         props = {}
         for key in list(config):
-            dotted = key.replace("_", ".")
+            dotted = dotted_key(key)
             if dotted.startswith(PREFIXES) or dotted in NAMES:
                 props[dotted] = str(config.pop(key))
         name = props.pop("authorizer.class.name", "").strip()
@@ -183,7 +184,7 @@ class BrokerSecurity:
 
     # -- this broker as a client of another broker's listener (replication) --------------------
     def client_tls_context(self, listener: str):
-        """TLS to another broker's `listener` (actors/tls.py client_ssl_context), made once."""
+        """TLS to another broker's `listener` (actors/tls_context.py), made once."""
         ctx = self._client_tls.get(listener)
         if ctx is None:
             ctx = self._client_tls[listener] = client_ssl_context(self.config.props, listener)
@@ -259,7 +260,8 @@ def create_acls(store: ZkStore, bindings) -> list[tuple[int, str | None]]:
             _rewrite(store, pattern, lambda cur, e=entries: cur | e)
         except Exception as exc:                     # noqa: BLE001 - per item, as Kafka
             failed[pattern] = f"{type(exc).__name__}: {exc}"
-    return [(-1, failed[b.pattern]) if b.pattern in failed else (0, None) for b in bindings]
+    return [(E.UNKNOWN_SERVER_ERROR, failed[b.pattern]) if b.pattern in failed
+            else (E.NONE, None) for b in bindings]
 
 
 def delete_acls(store: ZkStore, filters) -> list[tuple[int, str | None, tuple]]:
@@ -273,9 +275,9 @@ def delete_acls(store: ZkStore, filters) -> list[tuple[int, str | None, tuple]]:
         try:
             for pattern, entries in by_pattern.items():
                 _rewrite(store, pattern, lambda cur, e=entries: cur - e)
-            out.append((0, None, matched))
+            out.append((E.NONE, None, matched))
         except Exception as exc:                     # noqa: BLE001 - per filter, as Kafka
-            out.append((-1, f"{type(exc).__name__}: {exc}", ()))
+            out.append((E.UNKNOWN_SERVER_ERROR, f"{type(exc).__name__}: {exc}", ()))
     return out
 
 

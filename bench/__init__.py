@@ -1,5 +1,18 @@
 """bench/: benchmarks, each runnable alone and through run_all.py; JSON out, PNG plots.
 
+The suite: run_all (command line and runner: each bench in its own process), report (the
+JSON: targets, ratios), plots (the PNGs), summary (the terminal tables); common (what every
+<name>_bench.py shares).
+
+The benches: log_bench (the segmented log alone), controller_bench (the controller over a
+real ZooKeeper), produce_bench (native produce and consume, throughput and latency),
+wire_bench (Kafka clients on the sockets: librdkafka, kafka-python), failover_bench
+(leader kill, controller failover, controlled shutdown), scale_bench (thousands of
+partitions), rolling_restart_bench, group_bench (consumer-group rebalances and commits),
+lifecycle_bench (retention, the cleaner, codecs), security_bench (TLS and SASL costs),
+pipeline_bench (Spark on Ray reads and writes), peers_bench (NATS JetStream and
+ray.util.queue beside rayka).
+
 May import anything in the project. Figures are medians of runs, with min/max and the
 target; never asserted by timed unit tests.
 """

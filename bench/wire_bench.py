@@ -30,9 +30,15 @@ Measured (one sample per run; 100-byte values):
 5. broker cost per request: the broker processes' CPU time (/proc: handling, replication,
    everything) over the produce and consume runs, per Produce / Fetch request of the
    listeners' counters; records per Produce request.
+6. the listeners' frame decoder (protocol/frames.py FrameDecoder, in this process, no
+   cluster): one 8 MiB request arriving in 4 KiB reads (2,048 feeds) until the frame is
+   out, `wire.frame_decoder.8MiB_in_4KiB_reads_s` (the best of 3 per run), and that time
+   over the same for 1 MiB, `wire.frame_decoder.8MiB_over_1MiB`: linear cost gives ~8, a
+   decoder re-copying its buffer on each feed ~64 (it would move ~8 GiB).
 Targets: librdkafka produce >= 600,000 records/s, one consumer >= 1,000,000 records/s;
 ack latency at 1,000/s p50 <= 3 ms, p99 <= 10 ms; end to end at 1,000/s p50 <= 5 ms,
-p99 <= 15 ms, at 10,000/s p50 <= 5 ms, p99 <= 20 ms (TARGETS below).
+p99 <= 15 ms, at 10,000/s p50 <= 5 ms, p99 <= 20 ms; the 8 MiB frame in <= 0.5 s, at most
+24 times the 1 MiB one (TARGETS below).
 
     .venv/bin/python bench/wire_bench.py [--quick] [--runs 3] [--out bench/out/wire.json]
 """
@@ -69,7 +75,9 @@ TARGETS = {"wire.produce.acks_all.rf3.100B.records_per_s": 600_000,
            "wire.latency.rate_1000.p50_ms": 5.0, "wire.latency.rate_1000.p99_ms": 15.0,
            "wire.latency.rate_10000.p50_ms": 5.0, "wire.latency.rate_10000.p99_ms": 20.0,
            "wire.latency.rate_10000.linger_2.p50_ms": 5.0,
-           "wire.latency.rate_10000.linger_2.p99_ms": 20.0}
+           "wire.latency.rate_10000.linger_2.p99_ms": 20.0,
+           "wire.frame_decoder.8MiB_in_4KiB_reads_s": 0.5,
+           "wire.frame_decoder.8MiB_over_1MiB": 24.0}
 FETCH_WAIT_MAX_MS = 10
 PYTHON_CLIENT_RATE = 10_000
 
@@ -98,6 +106,24 @@ def delta(after: dict, before: dict) -> dict:
            for api, row in after.items() if api != "cpu_s"}
     out["cpu_s"] = after["cpu_s"] - before["cpu_s"]
     return out
+
+
+def frame_decode_s(total: int, chunk: int = 4096, tries: int = 3) -> float:
+    """The best of `tries`: seconds for a FrameDecoder to give back one `total`-byte frame
+    fed `chunk` bytes at a time (each read a new bytes object, as recv gives them)."""
+    from protocol.frames import FrameDecoder, encode_frame
+    frame = encode_frame(b"r" * total)
+    reads = [frame[i:i + chunk] for i in range(0, len(frame), chunk)]
+    best = float("inf")
+    for _ in range(tries):
+        d, out = FrameDecoder(), []
+        start = time.perf_counter()
+        for data in reads:
+            out += d.feed(data)
+        best = min(best, time.perf_counter() - start)
+        if len(out) != 1 or len(out[0]) != total:
+            raise RuntimeError(f"the decoder gave back {[len(f) for f in out]}, not one frame")
+    return best
 
 
 def produce_once(bootstrap: str, topic: str, n: int) -> float:
@@ -328,6 +354,18 @@ def run(quick: bool = False, runs: int = 3) -> dict:
                               rate=PYTHON_CLIENT_RATE, linger_ms=0, client="kafka-python"))
         figures.append(figure(f"{stem}.ack_{q}_ms", "ms", [r["ack_" + q] for r in python],
                               None, "lower", rate=PYTHON_CLIENT_RATE, client="kafka-python"))
+    decode_small = [frame_decode_s(1 << 20) for _ in range(runs)]
+    decode_large = [frame_decode_s(8 << 20) for _ in range(runs)]
+    if runs:
+        say(f"frame decoder, 4 KiB reads: 1 MiB {min(decode_small) * 1000:.1f} ms, "
+            f"8 MiB {min(decode_large) * 1000:.1f} ms")
+    name = "wire.frame_decoder.8MiB_in_4KiB_reads_s"
+    figures.append(figure(name, "s", decode_large, TARGETS[name], "lower", read_bytes=4096,
+                          frame_bytes=8 << 20))
+    name = "wire.frame_decoder.8MiB_over_1MiB"
+    figures.append(figure(name, "x", [large / small for large, small in
+                                      zip(decode_large, decode_small)], TARGETS[name], "lower",
+                          read_bytes=4096))
     setup = {"brokers": BROKERS, "controllers": CONTROLLERS, "zookeeper": "embedded",
              "partitions_per_topic": PARTITIONS, "min_insync_replicas": 2, "records": n,
              "latency_runs": [list(r) for r in LATENCY_RUNS], "latency_duration_s": duration,

@@ -2,6 +2,8 @@
 ControllerChannelManager.scala).
 
 The pure core (this package's top-level modules):
+- controller: the `Controller` — election, failover, resignation and the handler of every
+  event (brokers, topics, configs, ISR changes, broker requests, admin operations);
 - events, event_loop: every event as a frozen dataclass, one queue, one thread;
 - context: the controller's picture of the cluster, loaded from ZooKeeper on failover;
 - states, partition_state_machine, replica_state_machine: the state machines, with their
@@ -9,8 +11,9 @@ The pure core (this package's top-level modules):
 - leader_election, leader_isr: Kafka's election strategies and conditional leader/ISR writes;
 - requests, broker_requests: LeaderAndIsr/UpdateMetadata/StopReplica batches, and what brokers
   ask of the controller (AlterPartition, controlled shutdown);
-- topic_events, topic_deletion, reassignment, rebalance, scheduler, topic_config, assignment:
-  topics, configs, reassignment, preferred elections;
+- topic_deletion, reassignment, rebalance, scheduler, topic_config, assignment: topic
+  deletion, configs, reassignment, preferred elections;
+- topic_admin: admin changes to topics planned before any write (create, add partitions);
 - layout: Kafka's ZooKeeper data layout (paths, records, JSON codecs; pure);
 - store_api: what the core needs from a store (a Protocol) and the store's outcome types.
 

@@ -3,7 +3,8 @@
 Rules:
 - ZooKeeper watches, broker responses, admin calls and timers only CREATE these and put
   them on the controller's queue; the one event thread hands each to
-  `Controller.process(event)`, which calls `process_<snake_case_name>`.
+  `Controller.process(event)`, which calls `process_<snake_case_name>`
+  (replicas/dispatch.py).
 - Events carry data, never behaviour; a reply channel (for requests that wait for an
   answer, e.g. controlled shutdown, AlterPartition) is a callable the handler calls once.
 - An event's name says what happened, not what to do.
@@ -11,7 +12,6 @@ Rules:
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
@@ -157,8 +157,3 @@ EVENTS = (Startup, ControllerChange, Reelect, Expire, BrokerChange, BrokerModifi
           ReassignPartitions, PartitionReassignmentIsrChange, PreferredReplicaElection,
           AutoPreferredReplicaElection, IsrChangeNotification, AlterPartition,
           ControlledShutdown, LeaderAndIsrResponse, StopReplicaResponse, Shutdown)
-
-
-def handler_name(event) -> str:
-    """`process_<snake_case event name>`, e.g. BrokerChange → process_broker_change."""
-    return "process_" + re.sub(r"(?<!^)(?=[A-Z])", "_", type(event).__name__).lower()

@@ -40,7 +40,7 @@ class ControllerMovedError(ZkStoreError):
         return self.args[1]
 
 
-class _PathError(ZkStoreError):
+class PathError(ZkStoreError):
     def __init__(self, path: str = ""):
         super().__init__(path)
 
@@ -52,19 +52,19 @@ class _PathError(ZkStoreError):
         return f"{type(self).__name__}: {self.path}"
 
 
-class NodeExists(_PathError):
+class NodeExists(PathError):
     """The znode already exists."""
 
 
-class NoNode(_PathError):
+class NoNode(PathError):
     """The znode (or a parent) does not exist."""
 
 
-class BadVersion(_PathError):
+class BadVersion(PathError):
     """The znode's version is not the expected one (a conditional write lost a race)."""
 
 
-class NotEmpty(_PathError):
+class NotEmpty(PathError):
     """The znode still has children."""
 
 

@@ -8,8 +8,10 @@ Rules (Kafka's ZkAdminManager.createTopics / createPartitions, AdminZkClient):
 - Checked in Kafka's order: the topic name (InvalidTopic); a manual assignment excludes
   num_partitions / replication_factor (both must be -1, else InvalidRequest); partitions -1
   and replication factor -1 take the broker defaults (num.partitions, default.replication.
-  factor); partitions < 1 → InvalidPartitions; replication factor < 1 or > live brokers →
-  InvalidReplicationFactor; then the config (InvalidConfig, controller/topic_config.py).
+  factor) when the caller passes them (a Kafka CreateTopics request); without them (rayka's
+  Admin) -1 is a count like any other; partitions < 1 → InvalidPartitions; replication
+  factor < 1 or > live brokers → InvalidReplicationFactor; then the config (InvalidConfig,
+  controller/topic_config.py).
 - A manual assignment follows controller/assignment.py's checks; otherwise Kafka's
   rack-unaware assignment over the live brokers.
 - Adding partitions: the new total must exceed the current count (InvalidPartitions); a
@@ -49,7 +51,8 @@ class TopicPlan:
 def plan_topic(name: str, partitions: int, replication_factor: int,
                live_brokers: Collection[int], *, config: Mapping[str, object] | None = None,
                assignment: Mapping[int, Sequence[int]] | None = None,
-               default_partitions: int = 1, default_replication_factor: int = 1,
+               default_partitions: int | None = None,
+               default_replication_factor: int | None = None,
                rng: random.Random | None = None) -> TopicPlan:
     validate_topic_name(name)
     live = sorted(live_brokers)
@@ -60,8 +63,11 @@ def plan_topic(name: str, partitions: int, replication_factor: int,
         validate_manual_assignment(assignment, live)
         chosen = {int(p): tuple(int(b) for b in r) for p, r in assignment.items()}
         return TopicPlan(name, chosen, normalize_topic_config(config))
-    partitions = default_partitions if partitions == -1 else partitions
-    rf = default_replication_factor if replication_factor == -1 else replication_factor
+    if partitions == -1 and default_partitions is not None:
+        partitions = default_partitions
+    rf = replication_factor
+    if rf == -1 and default_replication_factor is not None:
+        rf = default_replication_factor
     if not isinstance(partitions, int) or partitions < 1:
         raise InvalidPartitions(f"Number of partitions must be at least 1 (got {partitions!r}).")
     if not isinstance(rf, int) or not 1 <= rf <= len(live):

@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
+from replicas.config_keys import underscored_key
 from replicas.errors import InvalidConfig
 
 _INT_MAX = 2**31 - 1
@@ -133,4 +134,4 @@ class TopicConfig:
                      defaults: Mapping[str, object] | None = None) -> "TopicConfig":
         """Typed values: `config` over `defaults` (e.g. broker-wide settings) over Kafka's."""
         merged = {**normalize_topic_config(defaults), **normalize_topic_config(config)}
-        return cls(**{k.replace(".", "_"): CONFIG_DEFS[k].parse(v) for k, v in merged.items()})
+        return cls(**{underscored_key(k): CONFIG_DEFS[k].parse(v) for k, v in merged.items()})

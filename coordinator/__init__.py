@@ -1,11 +1,17 @@
 """coordinator/: Kafka's group coordinator, a pure state machine.
 
-What lives here (coordinator.py is the entry, `process(event)`; states.py, group.py,
-rebalance.py, storage.py, records.py, messages.py, config.py, error_codes.py): the per-group state machine (Empty, PreparingRebalance, CompletingRebalance,
+What lives here: the per-group state machine (Empty, PreparingRebalance, CompletingRebalance,
 Stable, Dead; valid previous states as data), JoinGroup/SyncGroup/Heartbeat/LeaveGroup,
 static membership, generation-checked offset commits, and the `__consumer_offsets` key/value
 records (Kafka's schemas) with load/unload on partition leadership. Kafka keeps its
 coordinator in a module of its own too (group-coordinator).
+- coordinator: `GroupCoordinator`, the entry (`process(event)`): every request, the
+  join/sync phases and the timers (Kafka's GroupCoordinator);
+- storage: `GroupMetadataManager`, the cache of groups, the owned offsets partitions,
+  offsets and appends (Kafka's GroupMetadataManager);
+- group, states: one group's members and offsets, the group states and their transitions;
+- records, messages: the `__consumer_offsets` records, the events, results and effects;
+- config, error_codes: Kafka's coordinator configs, how failed appends are answered.
 
 May import: the stdlib and replicas/ (record codec, errors). Never ray, kazoo, sockets,
 nor protocol/ (the protocol calls the coordinator, not the reverse).

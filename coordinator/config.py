@@ -18,6 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Mapping
 
+from replicas.config_keys import dotted_key
+
 INT_MAX = 2**31 - 1
 NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000
 
@@ -47,7 +49,7 @@ class GroupCoordinatorConfig:
 
     @classmethod
     def from_properties(cls, props: Mapping[str, object]) -> "GroupCoordinatorConfig":
-        known = {f.name.replace("_", "."): f.name for f in fields(cls)}
+        known = {dotted_key(f.name): f.name for f in fields(cls)}
         unknown = sorted(set(props) - set(known))
         if unknown:
             raise ValueError(f"unknown group coordinator configs: {unknown}")

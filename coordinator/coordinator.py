@@ -1,8 +1,9 @@
 """Kafka's classic group coordinator as a pure state machine: `process(event) -> [effect]`.
 
 Rules (Kafka's GroupCoordinator.scala, trunk 1eb7644):
-- Events, results and effects: messages.py. The join/sync phases and timers: rebalance.py.
-  Offsets, admin APIs, load/unload: storage.py. Group and member data: group.py.
+- Events, results and effects: messages.py. The cache of groups, the owned partitions,
+  offsets and appends: storage.py (Kafka's GroupMetadataManager). Group and member data:
+  group.py.
 - Checks on every request, in Kafka's order: INVALID_GROUP_ID (empty id; allowed for
   OffsetCommit/OffsetFetch/DescribeGroups/DeleteGroups), COORDINATOR_LOAD_IN_PROGRESS (the
   group's offsets partition is loading), NOT_COORDINATOR (this coordinator does not own it:
@@ -18,7 +19,7 @@ Rules (Kafka's GroupCoordinator.scala, trunk 1eb7644):
   dynamic members get their id with MEMBER_ID_REQUIRED and rejoin with it (KIP-394); a static
   member (KIP-345) replaces its old id, without a rebalance when Stable and the selected
   protocol stays (the new id is appended first; a failed append reverts it). The call is
-  PARKED until the join phase completes (rebalance.py). In CompletingRebalance a member
+  PARKED until the join phase completes (below). In CompletingRebalance a member
   rejoining with the same protocols gets the current answer again; in Stable a follower with
   the same protocols gets the current generation, the leader or changed protocols rebalance.
 - Per state: Heartbeat Empty UNKNOWN_MEMBER_ID / PreparingRebalance REBALANCE_IN_PROGRESS /
@@ -29,6 +30,47 @@ Rules (Kafka's GroupCoordinator.scala, trunk 1eb7644):
   Stable the stored assignment.
 - LeaveGroup is batched, each member answered on its own (UNKNOWN_MEMBER_ID,
   FENCED_INSTANCE_ID); member id "" with an instance id removes that static member.
+- OffsetCommit: an unknown group with generation < 0 becomes an Empty "simple" group; with
+  generation ≥ 0 → ILLEGAL_GENERATION. On a known group: Dead → COORDINATOR_NOT_AVAILABLE;
+  generation < 0 on an Empty group → accepted; generation ≥ 0, a member id or an instance id
+  → member checks then ILLEGAL_GENERATION; generation < 0 without member on a non-Empty group
+  → UNKNOWN_MEMBER_ID. Then by state: Empty stores; Stable and PreparingRebalance re-arm the
+  member's session timer (a commit counts as a heartbeat) and store; CompletingRebalance →
+  REBALANCE_IN_PROGRESS. Storing and answering: storage.py.
+- ListGroups: every cached group (filtered by state name, any case); the error is
+  COORDINATOR_LOAD_IN_PROGRESS while any partition loads. DescribeGroups: unknown → "Dead"
+  with NONE; member metadata and assignments only when Stable.
+- DeleteGroups: unknown or Dead → GROUP_ID_NOT_FOUND; Empty → Dead, removed with its offsets
+  (storage.py's cleanup), NONE at once; else NON_EMPTY_GROUP.
+- LoadPartition: every member of a loaded group gets its session timer armed; a group over
+  group.max.size rebalances at once. UnloadPartition: every group of the partition becomes
+  Dead; every parked JoinGroup/SyncGroup is answered NOT_COORDINATOR, and so is every commit
+  waiting for its append (storage.py).
+Rebalances (DelayedJoin/InitialDelayedJoin/DelayedSync/DelayedHeartbeat):
+- A rebalance starts only from Empty, Stable or CompletingRebalance (`can_rebalance`); from
+  CompletingRebalance every parked SyncGroup first gets REBALANCE_IN_PROGRESS.
+- The join phase ends when every member has a parked JoinGroup and no pending (KIP-394)
+  member is left, or at the rebalance timeout (the largest of the members' rebalance
+  timeouts). From Empty it is Kafka's InitialDelayedJoin instead: it never ends early; at
+  group.initial.rebalance.delay.ms it re-arms itself (delay = min(configured delay,
+  remaining), remaining -= previous delay) as long as new members joined a generation-0 group
+  meanwhile and time remains, the total bounded by the rebalance timeout.
+- Join completion: dynamic members without a parked JoinGroup are removed; if no member
+  rejoined but static ones remain, wait one more rebalance timeout; otherwise generation + 1
+  and the protocol is selected; no members → Empty and an empty group record is appended
+  (its outcome is only logged, as in Kafka); else CompletingRebalance: every parked JoinGroup
+  is answered (only the leader gets the members' metadata), every member's session timer is
+  armed and the sync phase starts: members that have not sent SyncGroup within the rebalance
+  timeout are removed and a new rebalance starts.
+- Session timers (DelayedHeartbeat): at its deadline a member is removed unless it is
+  satisfied (group.py: not new and with a parked call); removal answers its parked calls,
+  then Stable/CompletingRebalance rebalance and PreparingRebalance re-checks completion.
+  Arming a timer for a member that is satisfied right now arms nothing (Kafka completes that
+  delayed heartbeat at once). Pending members expire after their session timeout.
+- Tick fires every due timer in deadline order, each timer at most once per Tick (a timer
+  re-armed to a deadline that already passed waits for the next Tick), then the offset
+  retention check when its interval passed. Equal deadlines (Kafka's timing wheel has no
+  order): join phase, sync phase, sessions, pending members.
 Decisions where Kafka leaves a gap (each with its reason):
 - A parked JoinGroup/SyncGroup superseded by a newer one from the same member is answered
   REBALANCE_IN_PROGRESS at once (Kafka drops it; here every request gets exactly one answer,
@@ -46,39 +88,34 @@ Decisions where Kafka leaves a gap (each with its reason):
 
 from __future__ import annotations
 
-import re
+import functools
 import uuid as _uuid
 from dataclasses import dataclass
 from typing import Callable
 
-from coordinator import error_codes as E
 from coordinator import messages as m
+from coordinator.error_codes import group_append_error
 from coordinator.config import NEW_MEMBER_JOIN_TIMEOUT_MS, GroupCoordinatorConfig
-from coordinator.group import GroupMetadata, MemberMetadata
-from coordinator.rebalance import RebalanceMixin
-from coordinator.records import group_metadata_record, partition_for
+from coordinator.group import GroupMetadata, JoinTimer, MemberMetadata, SyncTimer
 from coordinator.states import GroupState
-from coordinator.storage import StorageMixin, _Pending
+from coordinator.storage import GroupMetadataManager
+from replicas.dispatch import handler_for
+from replicas.errors import ErrorCode as E
 
 G = GroupState
 
 
-def handler_name(event) -> str:
-    return "process_" + re.sub(r"(?<!^)(?=[A-Z])", "_", type(event).__name__).lower()
-
-
 @dataclass(slots=True)
-class _SyncStore(_Pending):
+class _SyncStore:
+    """The leader's assignment being appended."""
     group: GroupMetadata = None
     generation: int = 0
     assignment: dict = None
 
-    def done(self, coordinator, token: int, error: int) -> None:
-        coordinator._on_sync_store_done(self, error)
-
 
 @dataclass(slots=True)
-class _StaticStore(_Pending):
+class _StaticStore:
+    """A static member's new id being appended, and what to restore if that fails."""
     group: GroupMetadata = None
     member: MemberMetadata = None
     request_id: int = 0
@@ -91,11 +128,8 @@ class _StaticStore(_Pending):
     current_leader: str = ""
     skip_assignment: bool = False
 
-    def done(self, coordinator, token: int, error: int) -> None:
-        coordinator._on_static_store_done(self, error)
 
-
-class GroupCoordinator(RebalanceMixin, StorageMixin):
+class GroupCoordinator:
     def __init__(self, broker_id: int, clock_ms: Callable[[], int],
                  config: GroupCoordinatorConfig | None = None, *,
                  new_uuid: Callable[[], _uuid.UUID] = _uuid.uuid4):
@@ -103,17 +137,14 @@ class GroupCoordinator(RebalanceMixin, StorageMixin):
         self.config = config or GroupCoordinatorConfig()
         self._clock = clock_ms
         self._new_uuid = new_uuid  # injected so a seeded run hands out the same member ids
-        self._groups: dict[str, GroupMetadata] = {}
-        self._owned: set[int] = set()
-        self._loading: set[int] = set()
-        self._pending: dict[int, _Pending] = {}
-        self._next_token = 1
-        self._next_retention_check = clock_ms() + self.config.offsets_retention_check_interval_ms
+        self._storage = GroupMetadataManager(self.config, self._emit)
+        self._next_retention_check = (clock_ms()
+                                      + self.config.offsets_retention_check_interval_ms)
         self._out: list = []
 
     # -- the one entry point ----------------------------------------------------------------
     def process(self, event) -> list:
-        handler = getattr(self, handler_name(event), None)
+        handler = handler_for(self, event)
         if handler is None:
             raise TypeError(f"the group coordinator has no handler for {type(event).__name__}")
         self._out = []
@@ -123,18 +154,18 @@ class GroupCoordinator(RebalanceMixin, StorageMixin):
 
     # -- read-only views --------------------------------------------------------------------
     def group(self, group_id: str) -> GroupMetadata | None:
-        return self._groups.get(group_id)
+        return self._storage.groups.get(group_id)
 
     @property
     def groups(self) -> dict[str, GroupMetadata]:
-        return dict(self._groups)
+        return dict(self._storage.groups)
 
     @property
     def owned_partitions(self) -> frozenset[int]:
-        return frozenset(self._owned)
+        return frozenset(self._storage.owned)
 
     def partition_for(self, group_id: str) -> int:
-        return partition_for(group_id, self.config.offsets_topic_num_partitions)
+        return self._storage.partition_for(group_id)
 
     def next_deadline_ms(self) -> int | None:
         """When the next Tick has something to do (None: nothing scheduled)."""
@@ -145,27 +176,20 @@ class GroupCoordinator(RebalanceMixin, StorageMixin):
     def _now(self) -> int:
         return self._clock()
 
+    def _emit(self, effect) -> None:
+        self._out.append(effect)
+
     def _respond(self, request_id, result) -> None:
         self._out.append(m.Respond(request_id, result))
 
-    def _append(self, group_id: str, records, pending: _Pending) -> int:
-        token, self._next_token = self._next_token, self._next_token + 1
-        pending.partition = self.partition_for(group_id)
-        self._pending[token] = pending
-        self._out.append(m.Append(pending.partition, tuple(records), token))
-        return token
-
-    def _append_group(self, group: GroupMetadata, assignment: dict, pending: _Pending) -> int:
-        value = group.to_record_value(assignment)
-        return self._append(group.group_id, [group_metadata_record(group.group_id, value)], pending)
-
-    def _validate_group_status(self, group_id: str | None, empty_id_ok: bool = False) -> int | None:
+    def _validate_group_status(self, group_id: str | None, empty_id_ok: bool = False
+                               ) -> int | None:
         if group_id is None or (group_id == "" and not empty_id_ok):
             return E.INVALID_GROUP_ID
         partition = self.partition_for(group_id)
-        if partition in self._loading:
+        if partition in self._storage.loading:
             return E.COORDINATOR_LOAD_IN_PROGRESS
-        if partition not in self._owned:
+        if partition not in self._storage.owned:
             return E.NOT_COORDINATOR
         return None
 
@@ -196,17 +220,22 @@ class GroupCoordinator(RebalanceMixin, StorageMixin):
         if error is not None:
             return self._respond(e.request_id, m.JoinGroupResult(error, e.member_id))
         cfg = self.config
-        if not cfg.group_min_session_timeout_ms <= e.session_timeout_ms <= cfg.group_max_session_timeout_ms:
-            return self._respond(e.request_id, m.JoinGroupResult(E.INVALID_SESSION_TIMEOUT, e.member_id))
+        if not (cfg.group_min_session_timeout_ms <= e.session_timeout_ms
+                <= cfg.group_max_session_timeout_ms):
+            return self._respond(e.request_id,
+                                 m.JoinGroupResult(E.INVALID_SESSION_TIMEOUT, e.member_id))
         unknown = e.member_id == m.UNKNOWN_MEMBER
-        group = self._groups.get(e.group_id)
+        group = self._storage.groups.get(e.group_id)
         if group is None:
             if not unknown:
-                return self._respond(e.request_id, m.JoinGroupResult(E.UNKNOWN_MEMBER_ID, e.member_id))
-            group = self._groups[e.group_id] = GroupMetadata(e.group_id, G.EMPTY, self._now())
+                return self._respond(e.request_id,
+                                     m.JoinGroupResult(E.UNKNOWN_MEMBER_ID, e.member_id))
+            group = GroupMetadata(e.group_id, G.EMPTY, self._now())
+            self._storage.groups[e.group_id] = group
         if not self._accept_joining_member(group, e.member_id):
             self._drop_member(group, e.member_id)
-            self._respond(e.request_id, m.JoinGroupResult(E.GROUP_MAX_SIZE_REACHED, m.UNKNOWN_MEMBER))
+            self._respond(e.request_id,
+                          m.JoinGroupResult(E.GROUP_MAX_SIZE_REACHED, m.UNKNOWN_MEMBER))
         elif unknown:
             self._do_new_member_join(group, e)
         else:
@@ -268,8 +297,9 @@ class GroupCoordinator(RebalanceMixin, StorageMixin):
             if group.is_leader(mid) or not member.matches(e.protocols):
                 self._update_member_and_rebalance(group, member, e)
             else:
-                self._respond(rid, m.JoinGroupResult(E.NONE, mid, group.generation_id, group.protocol_type,
-                                                     group.protocol_name, group.leader_or_empty()))
+                self._respond(rid, m.JoinGroupResult(E.NONE, mid, group.generation_id,
+                                                     group.protocol_type, group.protocol_name,
+                                                     group.leader_or_empty()))
         else:
             self._respond(rid, m.JoinGroupResult(E.UNKNOWN_MEMBER_ID, mid))
 
@@ -281,7 +311,8 @@ class GroupCoordinator(RebalanceMixin, StorageMixin):
             self._respond(superseded, m.JoinGroupResult(E.REBALANCE_IN_PROGRESS, member.member_id))
         self._maybe_prepare_rebalance(group)
 
-    def _add_member_and_rebalance(self, group: GroupMetadata, member_id: str, e: m.JoinGroup) -> None:
+    def _add_member_and_rebalance(self, group: GroupMetadata, member_id: str, e: m.JoinGroup
+                                  ) -> None:
         member = MemberMetadata(member_id, e.group_instance_id, e.client_id, e.client_host,
                                 e.rebalance_timeout_ms, e.session_timeout_ms, e.protocol_type,
                                 tuple((n, bytes(d)) for n, d in e.protocols), is_new=True)
@@ -295,22 +326,27 @@ class GroupCoordinator(RebalanceMixin, StorageMixin):
     def _update_static_member_and_rebalance(self, group: GroupMetadata, old_id: str, new_id: str,
                                             e: m.JoinGroup) -> None:
         current_leader = group.leader_or_empty()
-        member, fenced_join, fenced_sync = group.replace_static_member(e.group_instance_id, old_id, new_id)
+        member, fenced_join, fenced_sync = group.replace_static_member(e.group_instance_id,
+                                                                       old_id, new_id)
         if fenced_join is not None:
             self._respond(fenced_join, m.JoinGroupResult(E.FENCED_INSTANCE_ID, old_id))
         if fenced_sync is not None:
             self._respond(fenced_sync, m.SyncGroupResult(E.FENCED_INSTANCE_ID))
         self._schedule_heartbeat(member)
         old = (member.supported_protocols, member.rebalance_timeout_ms, member.session_timeout_ms)
-        group.update_member(member, e.protocols, e.rebalance_timeout_ms, e.session_timeout_ms, e.request_id)
+        group.update_member(member, e.protocols, e.rebalance_timeout_ms, e.session_timeout_ms,
+                            e.request_id)
         if group.is_(G.STABLE):
             if group.protocol_name == group.select_protocol():
                 # persist the new member id; no rebalance
                 assignment = {x.member_id: x.assignment for x in group.members.values()}
-                self._append_group(group, assignment, _StaticStore(
-                    group=group, member=member, request_id=e.request_id, instance_id=e.group_instance_id,
-                    old_id=old_id, new_id=new_id, old_protocols=old[0], old_rebalance_ms=old[1],
-                    old_session_ms=old[2], current_leader=current_leader, skip_assignment=e.version >= 9))
+                store = _StaticStore(
+                    group=group, member=member, request_id=e.request_id,
+                    instance_id=e.group_instance_id, old_id=old_id, new_id=new_id,
+                    old_protocols=old[0], old_rebalance_ms=old[1], old_session_ms=old[2],
+                    current_leader=current_leader, skip_assignment=e.version >= 9)
+                self._storage.store_group(group, assignment,
+                                          functools.partial(self._on_static_store_done, store))
             else:
                 self._maybe_prepare_rebalance(group)
         elif group.is_(G.COMPLETING_REBALANCE):
@@ -327,8 +363,8 @@ class GroupCoordinator(RebalanceMixin, StorageMixin):
             group.replace_static_member(p.instance_id, p.new_id, p.old_id)
             self._schedule_heartbeat(member)
             self._respond(p.request_id, m.JoinGroupResult(
-                E.group_append_error(error), m.UNKNOWN_MEMBER, group.generation_id, group.protocol_type,
-                group.protocol_name, p.current_leader))
+                group_append_error(error), m.UNKNOWN_MEMBER, group.generation_id,
+                group.protocol_type, group.protocol_name, p.current_leader))
         else:
             if p.skip_assignment:
                 # v9+: the static leader learns it leads but keeps the current assignment
@@ -347,7 +383,7 @@ class GroupCoordinator(RebalanceMixin, StorageMixin):
         if error == E.COORDINATOR_LOAD_IN_PROGRESS:
             error = E.REBALANCE_IN_PROGRESS  # the rebalance state is lost: rejoin
         if error is None:
-            group = self._groups.get(e.group_id)
+            group = self._storage.groups.get(e.group_id)
             error = E.UNKNOWN_MEMBER_ID if group is None else self._sync(group, e)
         if error is not None:
             self._respond(e.request_id, m.SyncGroupResult(error))
@@ -374,13 +410,15 @@ class GroupCoordinator(RebalanceMixin, StorageMixin):
                 assignment = {mid: bytes(a) for mid, a in e.assignments}
                 for mid in group.members:
                     assignment.setdefault(mid, b"")
-                self._append_group(group, assignment, _SyncStore(
-                    group=group, generation=group.generation_id, assignment=assignment))
+                store = _SyncStore(group=group, generation=group.generation_id,
+                                   assignment=assignment)
+                self._storage.store_group(group, assignment,
+                                          functools.partial(self._on_sync_store_done, store))
             return None
         group.pending_sync_members.discard(e.member_id)  # Stable: the stored assignment
         self._try_complete_pending_sync(group)
-        self._respond(e.request_id, m.SyncGroupResult(E.NONE, group.protocol_type, group.protocol_name,
-                                                      member.assignment))
+        self._respond(e.request_id, m.SyncGroupResult(E.NONE, group.protocol_type,
+                                                      group.protocol_name, member.assignment))
         self._schedule_heartbeat(member)
         return None
 
@@ -390,7 +428,7 @@ class GroupCoordinator(RebalanceMixin, StorageMixin):
         if not group.is_(G.COMPLETING_REBALANCE) or group.generation_id != p.generation:
             return
         if error != E.NONE:
-            self._reset_and_propagate_assignment_error(group, E.group_append_error(error))
+            self._reset_and_propagate_assignment_error(group, group_append_error(error))
             self._maybe_prepare_rebalance(group)
         else:
             for member in group.members.values():
@@ -404,7 +442,7 @@ class GroupCoordinator(RebalanceMixin, StorageMixin):
         if error == E.COORDINATOR_LOAD_IN_PROGRESS:
             error = E.NONE  # the group is loading: answer blindly
         if error is None:
-            group = self._groups.get(e.group_id)
+            group = self._storage.groups.get(e.group_id)
             error = E.UNKNOWN_MEMBER_ID if group is None else self._heartbeat(group, e)
         self._respond(e.request_id, m.HeartbeatResult(error))
 
@@ -422,7 +460,7 @@ class GroupCoordinator(RebalanceMixin, StorageMixin):
         error = self._validate_group_status(e.group_id)
         if error is not None:
             return self._respond(e.request_id, m.LeaveGroupResult(error))
-        group = self._groups.get(e.group_id)
+        group = self._storage.groups.get(e.group_id)
         if group is None:
             return self._respond(e.request_id, m.LeaveGroupResult(E.NONE, tuple(
                 m.LeaveMemberResult(x.member_id, x.group_instance_id, E.UNKNOWN_MEMBER_ID)
@@ -450,3 +488,318 @@ class GroupCoordinator(RebalanceMixin, StorageMixin):
                     error = E.NONE
             results.append(m.LeaveMemberResult(x.member_id, x.group_instance_id, error))
         self._respond(e.request_id, m.LeaveGroupResult(E.NONE, tuple(results)))
+
+    # -- OffsetCommit, OffsetFetch ----------------------------------------------------------
+    def process_offset_commit(self, e: m.OffsetCommit) -> None:
+        error = self._validate_group_status(e.group_id, empty_id_ok=True)
+        group = None
+        if error is None:
+            group = self._storage.groups.get(e.group_id)
+            if group is None:
+                if e.generation_id < 0:  # a consumer outside group management
+                    group = GroupMetadata(e.group_id, G.EMPTY, self._now())
+                    self._storage.groups[e.group_id] = group
+                else:
+                    error = E.ILLEGAL_GENERATION
+        if error is None:
+            error = self._validate_offset_commit(group, e)
+        if error is None:
+            if group.is_(G.COMPLETING_REBALANCE):
+                error = E.REBALANCE_IN_PROGRESS
+            elif group.state in (G.STABLE, G.PREPARING_REBALANCE):
+                self._schedule_heartbeat(group.get(e.member_id))
+        if error is not None:
+            tps = dict.fromkeys((o.topic, o.partition) for o in e.offsets)
+            return self._respond(e.request_id, m.OffsetCommitResult(tuple(
+                m.CommitPartitionResult(t, p, error) for t, p in tps)))
+        self._storage.store_offsets(group, e, self._now())
+
+    def _validate_offset_commit(self, group: GroupMetadata, e: m.OffsetCommit) -> int | None:
+        if group.is_(G.DEAD):
+            return E.COORDINATOR_NOT_AVAILABLE
+        if e.generation_id < 0 and group.is_(G.EMPTY):
+            return None
+        if e.generation_id >= 0 or e.member_id != m.UNKNOWN_MEMBER \
+                or e.group_instance_id is not None:
+            error = self._validate_current_member(group, e.member_id, e.group_instance_id)
+            if error is None and e.generation_id != group.generation_id:
+                error = E.ILLEGAL_GENERATION
+            return error
+        return None if group.is_(G.EMPTY) else E.UNKNOWN_MEMBER_ID
+
+    def process_offset_fetch(self, e: m.OffsetFetch) -> None:
+        error = self._validate_group_status(e.group_id, empty_id_ok=True)
+        if error is not None:
+            return self._respond(e.request_id, m.OffsetFetchResult(error))
+        parts = self._storage.get_offsets(e.group_id, e.partitions, e.require_stable)
+        self._respond(e.request_id, m.OffsetFetchResult(E.NONE, parts))
+
+    # -- ListGroups, DescribeGroups, DeleteGroups -------------------------------------------
+    def process_list_groups(self, e: m.ListGroups) -> None:
+        wanted = {s.lower() for s in e.states}
+        error = E.COORDINATOR_LOAD_IN_PROGRESS if self._storage.loading else E.NONE
+        groups = tuple(m.ListedGroup(g.group_id, g.protocol_type or "", g.state.value)
+                       for g in self._storage.groups.values()
+                       if not wanted or g.state.value.lower() in wanted)
+        self._respond(e.request_id, m.ListGroupsResult(error, groups))
+
+    def process_describe_groups(self, e: m.DescribeGroups) -> None:
+        out = []
+        for gid in e.group_ids:
+            error = self._validate_group_status(gid, empty_id_ok=True)
+            group = None if error is not None else self._storage.groups.get(gid)
+            if error is not None:
+                out.append(m.DescribedGroup(error, gid, ""))
+            elif group is None:
+                out.append(m.DescribedGroup(E.NONE, gid, G.DEAD.value))
+            else:
+                out.append(m.DescribedGroup(
+                    E.NONE, gid, group.state.value, group.protocol_type or "",
+                    (group.protocol_name or "") if group.is_(G.STABLE) else "",
+                    group.described_members()))
+        self._respond(e.request_id, m.DescribeGroupsResult(tuple(out)))
+
+    def process_delete_groups(self, e: m.DeleteGroups) -> None:
+        results, eligible = {}, []
+        for gid in dict.fromkeys(e.group_ids):
+            error = self._validate_group_status(gid, empty_id_ok=True)
+            group = None if error is not None else self._storage.groups.get(gid)
+            if error is not None:
+                results[gid] = error
+            elif group is None or group.is_(G.DEAD):
+                results[gid] = E.GROUP_ID_NOT_FOUND
+            elif group.is_(G.EMPTY):
+                group.transition_to(G.DEAD, self._now())
+                eligible.append(group)
+                results[gid] = E.NONE
+            else:
+                results[gid] = E.NON_EMPTY_GROUP
+        self._storage.cleanup_group_metadata(eligible, lambda g: g.remove_all_offsets(),
+                                             self._now())
+        self._respond(e.request_id, m.DeleteGroupsResult(tuple(
+            m.DeletedGroup(gid, error) for gid, error in results.items())))
+
+    # -- appends, loading and unloading -----------------------------------------------------
+    def process_append_done(self, e: m.AppendDone) -> None:
+        self._storage.append_done(e.token, e.error)
+
+    def process_begin_load(self, e: m.BeginLoad) -> None:
+        self._storage.begin_load(e.partition)
+
+    def process_load_partition(self, e: m.LoadPartition) -> None:
+        self._storage.load_partition(e.partition, e.records, self._now(), self._on_group_loaded)
+
+    def _on_group_loaded(self, group: GroupMetadata) -> None:
+        if group.size > self.config.group_max_size:
+            self._prepare_rebalance(group)  # give the members a chance to commit, then shrink
+        for member in group.members.values():
+            self._schedule_heartbeat(member)
+
+    def process_unload_partition(self, e: m.UnloadPartition) -> None:
+        now = self._now()
+
+        def unloaded(group: GroupMetadata) -> None:
+            group.transition_to(G.DEAD, now)
+            for member in group.members.values():
+                self._invoke_join(member, m.JoinGroupResult(E.NOT_COORDINATOR, member.member_id))
+                self._invoke_sync(member, m.SyncGroupResult(E.NOT_COORDINATOR))
+                member.heartbeat_deadline_ms = None
+            group.join_timer = group.sync_timer = None
+            group.pending_sync_members.clear()
+            group.pending_members.clear()
+
+        self._storage.unload_partition(e.partition, unloaded)
+
+    # -- parked calls and session timers ----------------------------------------------------
+    def _invoke_join(self, member: MemberMetadata, result: m.JoinGroupResult) -> bool:
+        if member.awaiting_join is None:
+            return False
+        request_id, member.awaiting_join = member.awaiting_join, None
+        self._respond(request_id, result)
+        return True
+
+    def _invoke_sync(self, member: MemberMetadata, result: m.SyncGroupResult) -> bool:
+        if member.awaiting_sync is None:
+            return False
+        request_id, member.awaiting_sync = member.awaiting_sync, None
+        self._respond(request_id, result)
+        return True
+
+    def _join_result(self, group: GroupMetadata, member_id: str, leader: str | None = None,
+                     skip: bool = False) -> m.JoinGroupResult:
+        with_members = group.is_leader(member_id)
+        return m.JoinGroupResult(E.NONE, member_id, group.generation_id, group.protocol_type,
+                                 group.protocol_name,
+                                 group.leader_or_empty() if leader is None else leader,
+                                 skip, group.current_member_metadata() if with_members else ())
+
+    def _schedule_heartbeat(self, member: MemberMetadata, timeout_ms: int | None = None
+                            ) -> None:
+        # Kafka's completeAndScheduleNextExpiration: a new delayed heartbeat for a member that
+        # is already satisfied (not new, with a parked call) completes at once: no timer.
+        if not member.is_new and (member.is_awaiting_join or member.is_awaiting_sync):
+            member.heartbeat_deadline_ms = None
+        else:
+            timeout = member.session_timeout_ms if timeout_ms is None else timeout_ms
+            member.heartbeat_deadline_ms = self._now() + timeout
+
+    # -- rebalance machinery ----------------------------------------------------------------
+    def _maybe_prepare_rebalance(self, group: GroupMetadata) -> None:
+        if group.can_rebalance():
+            self._prepare_rebalance(group)
+
+    def _prepare_rebalance(self, group: GroupMetadata) -> None:
+        if group.is_(G.COMPLETING_REBALANCE):
+            self._reset_and_propagate_assignment_error(group, E.REBALANCE_IN_PROGRESS)
+        group.pending_sync_members.clear()
+        group.sync_timer = None
+        now, timeout = self._now(), group.rebalance_timeout_ms()
+        if group.is_(G.EMPTY):
+            delay = self.config.group_initial_rebalance_delay_ms
+            timer = JoinTimer(now + delay, True, delay, max(timeout - delay, 0))
+        else:
+            timer = JoinTimer(now + timeout)
+        group.transition_to(G.PREPARING_REBALANCE, now)
+        group.join_timer = timer
+        self._try_complete_join(group)
+
+    def _try_complete_join(self, group: GroupMetadata) -> None:
+        timer = group.join_timer  # the initial delay never completes early
+        if timer is not None and not timer.initial and group.has_all_members_joined():
+            group.join_timer = None
+            self._on_complete_join(group)
+
+    def _on_complete_join(self, group: GroupMetadata) -> None:
+        for member in group.not_yet_rejoined_members():
+            if not member.is_static:
+                self._drop_member(group, member.member_id)
+        if group.is_(G.DEAD):
+            return
+        if not group.maybe_elect_new_joined_leader() and group.members:
+            # only static members that did not rejoin: wait for them or their session expiry
+            group.join_timer = JoinTimer(self._now() + group.rebalance_timeout_ms())
+            return self._try_complete_join(group)
+        group.init_next_generation(self._now())
+        if group.is_(G.EMPTY):
+            # a lost write only brings back the previous generation, which has no members
+            self._storage.store_group(group, {})
+            return
+        for member in list(group.members.values()):
+            self._invoke_join(member, self._join_result(group, member.member_id))
+            self._schedule_heartbeat(member)
+            member.is_new = False
+            group.pending_sync_members.add(member.member_id)
+        group.sync_timer = SyncTimer(self._now() + group.rebalance_timeout_ms(),
+                                     group.generation_id)
+        self._try_complete_pending_sync(group)
+
+    def _try_complete_pending_sync(self, group: GroupMetadata) -> None:
+        timer = group.sync_timer
+        if timer is None:
+            return
+        if timer.generation != group.generation_id \
+                or group.state not in (G.COMPLETING_REBALANCE, G.STABLE) \
+                or not group.pending_sync_members:
+            group.sync_timer = None
+
+    def _drop_member(self, group: GroupMetadata, member_id: str) -> None:
+        """group.remove, answering the member's parked calls first (none may be left behind)."""
+        member = group.members.get(member_id)
+        if member is not None:
+            self._invoke_join(member, m.JoinGroupResult(E.UNKNOWN_MEMBER_ID, m.UNKNOWN_MEMBER))
+            self._invoke_sync(member, m.SyncGroupResult(E.UNKNOWN_MEMBER_ID))
+            member.heartbeat_deadline_ms = None
+        group.remove(member_id)
+
+    def _remove_member_and_update_group(self, group: GroupMetadata, member: MemberMetadata
+                                        ) -> None:
+        self._drop_member(group, member.member_id)
+        if group.state in (G.STABLE, G.COMPLETING_REBALANCE):
+            self._maybe_prepare_rebalance(group)
+        elif group.is_(G.PREPARING_REBALANCE):
+            self._try_complete_join(group)
+
+    def _remove_pending_member(self, group: GroupMetadata, member_id: str) -> None:
+        group.remove(member_id)
+        if group.is_(G.PREPARING_REBALANCE):
+            self._try_complete_join(group)
+
+    def _reset_and_propagate_assignment_error(self, group: GroupMetadata, error: int) -> None:
+        for member in group.members.values():
+            member.assignment = b""
+        self._propagate_assignment(group, error)
+
+    def _propagate_assignment(self, group: GroupMetadata, error: int) -> None:
+        ok = error == E.NONE
+        ptype, pname = (group.protocol_type, group.protocol_name) if ok else (None, None)
+        for member in group.members.values():
+            if self._invoke_sync(member, m.SyncGroupResult(error, ptype, pname, member.assignment)):
+                self._schedule_heartbeat(member)
+
+    # -- Tick: the timers -------------------------------------------------------------------
+    def _timers(self, now: int | None) -> list:
+        """(deadline, kind rank, key) of every timer due at `now` (all when now is None)."""
+        out = []
+
+        def due(t):
+            return t is not None and (now is None or t <= now)
+
+        for gid, g in self._storage.groups.items():
+            if g.join_timer is not None and due(g.join_timer.deadline_ms):
+                out.append((g.join_timer.deadline_ms, 0, ("join", gid, "")))
+            if g.sync_timer is not None and due(g.sync_timer.deadline_ms):
+                out.append((g.sync_timer.deadline_ms, 1, ("sync", gid, "")))
+            for mid, member in g.members.items():
+                if due(member.heartbeat_deadline_ms):
+                    out.append((member.heartbeat_deadline_ms, 2, ("heartbeat", gid, mid)))
+            for mid, deadline in g.pending_members.items():
+                if due(deadline):
+                    out.append((deadline, 3, ("pending", gid, mid)))
+        out.sort(key=lambda t: (t[0], t[1]))
+        return out
+
+    def process_tick(self, _e: m.Tick) -> None:
+        now, fired = self._now(), set()
+        while True:
+            todo = [t for t in self._timers(now) if t[2] not in fired]
+            if not todo:
+                break
+            kind, gid, mid = key = todo[0][2]
+            fired.add(key)
+            group = self._storage.groups[gid]
+            if kind == "join":
+                self._fire_join(group)
+            elif kind == "sync":
+                timer, group.sync_timer = group.sync_timer, None
+                self._on_expire_pending_sync(group, timer.generation)
+            elif kind == "heartbeat":
+                member = group.members[mid]
+                member.heartbeat_deadline_ms = None
+                if not member.has_satisfied_heartbeat():
+                    self._remove_member_and_update_group(group, member)
+            else:
+                self._remove_pending_member(group, mid)
+        if self._next_retention_check <= now:
+            self._next_retention_check = now + self.config.offsets_retention_check_interval_ms
+            self._storage.expire_offsets(now)
+
+    def _fire_join(self, group: GroupMetadata) -> None:
+        timer, group.join_timer = group.join_timer, None
+        if not group.is_(G.PREPARING_REBALANCE):
+            return
+        if timer.initial and group.new_member_added and timer.remaining_ms != 0:
+            group.new_member_added = False
+            delay = min(self.config.group_initial_rebalance_delay_ms, timer.remaining_ms)
+            group.join_timer = JoinTimer(self._now() + delay, True, delay,
+                                         max(timer.remaining_ms - timer.delay_ms, 0))
+            return
+        self._on_complete_join(group)
+
+    def _on_expire_pending_sync(self, group: GroupMetadata, generation: int) -> None:
+        if generation != group.generation_id \
+                or group.state not in (G.COMPLETING_REBALANCE, G.STABLE):
+            return
+        if group.pending_sync_members:
+            for mid in list(group.pending_sync_members):
+                self._drop_member(group, mid)
+            self._prepare_rebalance(group)

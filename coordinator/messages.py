@@ -16,7 +16,7 @@ Rules:
   the broker reads its log; `LoadPartition(p, records)` hands the log over and makes the
   coordinator own p; `UnloadPartition(p)` gives it up.
 - Result fields are Kafka's response fields (JoinGroupResponse, SyncGroupResponse, ...) in the
-  coordinator's terms: error codes are Kafka's ints (coordinator.error_codes), "no protocol" is
+  coordinator's terms: error codes are Kafka's ints (replicas/errors.py's table), "no protocol" is
   None, "no leader" is "", "no generation" is -1, "no leader epoch" / "no offset" is -1.
 - `Tick()` says the injected clock moved: the coordinator reads it and fires every deadline
   that passed (sessions, join phase, initial delay, sync phase, offset retention).
@@ -27,6 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from coordinator.records import OffsetsRecord
+from replicas.errors import ErrorCode as E
 
 NO_GENERATION = -1
 UNKNOWN_MEMBER = ""
@@ -139,7 +140,7 @@ class Tick:
 @dataclass(frozen=True, slots=True)
 class AppendDone:
     token: int
-    error: int = 0
+    error: int = E.NONE
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,7 +226,7 @@ class FetchedOffset:
     offset: int  # -1: none committed
     leader_epoch: int = -1
     metadata: str = ""
-    error: int = 0
+    error: int = E.NONE
 
 
 @dataclass(frozen=True, slots=True)

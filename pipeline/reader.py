@@ -4,8 +4,8 @@ Rules:
 - Runs in a Spark executor's Python worker, which connects to Ray once per process
   (pipeline.spark.ensure_ray) and calls the leader broker actor's `fetch_many` as a
   consumer does (replica id -1, below the HW, the leader epoch it knows: KIP-320 fencing).
-- A retriable answer (NOT_LEADER_OR_FOLLOWER, LEADER_NOT_AVAILABLE, FENCED /
-  UNKNOWN_LEADER_EPOCH, UNKNOWN_TOPIC_OR_PARTITION while metadata catches up) or a dead /
+- A retriable answer (the consumer's `REFETCH`: NOT_LEADER_OR_FOLLOWER, FENCED /
+  UNKNOWN_LEADER_EPOCH, UNKNOWN_TOPIC_OR_PARTITION while metadata catches up ...) or a dead /
   restarting / unreachable broker re-resolves the leader from the live brokers' metadata
   (highest leader epoch wins) and continues from the position: the range is read exactly
   once, whichever broker serves each piece. Anything else raises its typed error and Spark
@@ -28,13 +28,15 @@ import ray
 
 from actors.cluster_host import broker_actor_name
 from rayka.client.columns import Columns
+from rayka.client.fetcher import REFETCH
+from rayka.client.metadata import first_answers
 from pipeline.spark import ensure_ray, node_of_process
 from pipeline.tasklog import NAME as TASKLOG
 from replicas.errors import RequestTimedOut, error_for_code
 
-RETRIABLE = {3, 5, 6, 74, 75}
 ROWS_PER_BATCH = 200_000
 POLL_MS = 200                    # long-poll while a new leader's HW catches up
+RESOLVE_TIMEOUT_S = 5.0          # no broker answered at all: try again on the next round
 PROGRESS_S = 0.2                 # how often a task reports its position to the TaskLog
 _handles: dict = {}
 
@@ -62,7 +64,7 @@ def read_range(desc: dict, ctx: dict, read_timeout_s: float = 120.0,
                                   f"no leader served it within {read_timeout_s} s")
         answer = _fetch(ns, leader, tp, pos, epoch, ctx["fetch_max_bytes"]) \
             if leader is not None and leader >= 0 else None
-        if answer is None or answer["error"] in RETRIABLE:
+        if answer is None or answer["error"] in REFETCH:
             before = (leader, epoch)
             leader, epoch = _resolve_leader(ns, ctx["brokers"], tp, epoch)
             resolves += 1
@@ -108,17 +110,24 @@ def _fetch(ns, leader, tp, pos, epoch, max_bytes) -> dict | None:
 
 
 def _resolve_leader(ns, brokers, tp, known_epoch) -> tuple[int | None, int]:
-    """The leader with the highest epoch any live broker's metadata knows."""
-    best = (None, known_epoch)
+    """The leader with the highest epoch the live brokers' metadata knows. Every broker is
+    asked AT ONCE (rayka/client/metadata.py's rule: a frozen broker must not hold the task
+    up); answers that come within rayka/client/metadata.py's merge window after the first
+    good one are merged."""
+    refs = {}
     for b in brokers:
         try:
-            leaders = ray.get(_actor(ns, b).metadata_leaders.remote([tp[0]]), timeout=5)
-        except Exception:   # that broker is down: ask the others
+            refs[_actor(ns, b).metadata_leaders.remote([tp[0]])] = b
+        except Exception:   # no such actor (restarting): ask the others
             _handles.pop((ns, b), None)
-            continue
-        got = leaders.get(tp)
-        if got and got[0] is not None and got[0] >= 0 and got[1] >= best[1]:
-            best = (got[0], got[1])
+    got, failed = first_answers(refs, RESOLVE_TIMEOUT_S)
+    for b in failed:
+        _handles.pop((ns, b), None)
+    best = (None, known_epoch)
+    for _, leaders in got:
+        found = leaders.get(tp)
+        if found and found[0] is not None and found[0] >= 0 and found[1] >= best[1]:
+            best = (found[0], found[1])
     return best
 
 

@@ -6,6 +6,13 @@ what is served); request handlers that turn a Kafka request into calls on the re
 manager, the group coordinator and admin operations, and their answers into responses.
 Record batches stay opaque bytes end to end.
 
+Modules: frames (the 4-byte size prefix), codec (kio requests and responses), connection
+(one connection's bytes → requests → ordered answers), versions (the API-version table),
+build (one internal result to the version asked), api (`BrokerApi`, what handlers need
+from a broker), errors (why a connection must close), fetch_session (KIP-227 fetch
+sessions and the change journal), client (the client side of a connection: the brokers'
+replication links and tools); handlers/ (one per API) and security/ (SASL, SCRAM, ACLs).
+
 May import: the stdlib, kio, replicas/, coordinator/, controller's pure modules (topic
 config and assignment rules). Never ray, kazoo or sockets: the socket loop lives in the
 broker actor (actors/listener.py) and passes bytes in and out.

@@ -15,6 +15,7 @@ Rules:
   accepted for `throttle_time`; ints for timestamp fields (`log_append_time`) are epoch
   milliseconds, negative meaning null (-1). None for a field this version cannot null
   (Metadata's topic name is nullable from v12 only) becomes that field's zero value.
+  The other way, `millis` reads a decoded duration field (kio's timedelta) as milliseconds.
 - Everything per class is computed once and cached; `build` costs a dict lookup per field.
 - Pure: imports kio and the stdlib only.
 """
@@ -35,7 +36,7 @@ from kio.static.constants import EntityType
 from .errors import NoResponseSchema
 
 __all__ = ["build", "build_request", "build_entity", "response_module", "response_class",
-           "error_code",
+           "error_code", "millis",
            "zero_value"]
 
 _EPOCH = tz_aware_from_i64(0)
@@ -80,6 +81,11 @@ def _to_timedelta(value):
     if isinstance(value, datetime.timedelta):
         return value
     return datetime.timedelta(milliseconds=value)
+
+
+def millis(value) -> int:
+    """A duration field of a decoded request (kio: timedelta; an int passes) in ms."""
+    return int(value.total_seconds() * 1000) if hasattr(value, "total_seconds") else int(value)
 
 
 def _to_datetime(value):

@@ -1,7 +1,7 @@
 """The client's side of one Kafka connection, sans-I/O: requests out as bytes, responses in.
 
 A broker speaks it to another broker (a follower fetching from its leader); the socket
-loop that carries the bytes lives in the actor shell (actors/replica_fetcher.py).
+loop that carries the bytes lives in the actor shell (actors/broker_link.py).
 
 Rules:
 - `request(body)` frames a kio request entity: a request header of the version its schema

@@ -37,15 +37,15 @@ from kio.schema.index import api_key_map, schema_name_map
 from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 
+from replicas.errors import ErrorCode as E
+
 from .build import build, build_entity, error_code as _error_code, response_class
 from .errors import MalformedRequest, NoResponseSchema
 from .versions import SUPPORTED, ApiKey, is_served
 
 __all__ = ["Request", "decode_request", "encode_response", "error_response",
-           "encode_error_frame", "api_versions_response", "has_request_schema",
-           "UNSUPPORTED_VERSION"]
+           "encode_error_frame", "api_versions_response", "has_request_schema"]
 
-UNSUPPORTED_VERSION = 35
 _PREFIX = struct.Struct(">hhi")
 _HEADER_V0 = struct.Struct(">ii")        # size, correlation id
 _I16, _I32 = struct.Struct(">h"), struct.Struct(">i")
@@ -198,7 +198,7 @@ def api_versions_response(request: Request, supported=SUPPORTED):
     lo, hi = supported[ApiKey.API_VERSIONS]
     version = request.api_version
     if not lo <= version <= hi or request.body is None:
-        return _api_versions_error(UNSUPPORTED_VERSION, supported)
+        return _api_versions_error(E.UNSUPPORTED_VERSION, supported)
     api_keys = tuple(build(ApiKey.API_VERSIONS, version, "ApiVersion", api_key=key,
                            min_version=kmin, max_version=kmax)
                      for key, (kmin, kmax) in sorted(supported.items()))
@@ -312,7 +312,7 @@ def error_response(request: Request, error_code: int):
     code = _error_code(error_code)
     api_key, version = request.api_key, request.api_version
     if api_key == ApiKey.API_VERSIONS:
-        if code == UNSUPPORTED_VERSION or not has_request_schema(api_key, version) \
+        if code == E.UNSUPPORTED_VERSION or not has_request_schema(api_key, version) \
                 or version > SUPPORTED[api_key][1]:
             return _api_versions_error(code)
         return build(api_key, version, None, error_code=code)

@@ -56,14 +56,14 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Callable
 
-FETCH_SESSION_ID_NOT_FOUND = 70
-INVALID_FETCH_SESSION_EPOCH = 71
+from replicas.errors import ErrorCode as E
+
 FINAL_EPOCH, INITIAL_EPOCH = -1, 0
 MAX_EPOCH = 2**31 - 1
 DEFAULT_SLOTS = 1000
 
 __all__ = ["FetchData", "FetchSessionCache", "FetchContext", "FetchSessionHandler", "FetchPlan",
-           "ChangeJournal", "FETCH_SESSION_ID_NOT_FOUND", "INVALID_FETCH_SESSION_EPOCH"]
+           "ChangeJournal"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,9 +230,9 @@ class FetchSessionCache:
                 return FetchContext(self, session, OrderedDict(requested), False, requested)
             session = self._sessions.get(session_id)
             if session is None:
-                return FETCH_SESSION_ID_NOT_FOUND
+                return E.FETCH_SESSION_ID_NOT_FOUND
             if epoch != session.epoch:
-                return INVALID_FETCH_SESSION_EPOCH
+                return E.INVALID_FETCH_SESSION_EPOCH
             self._sessions.move_to_end(session_id)
             for tp in forgotten:
                 session.partitions.pop(tp, None)

@@ -28,6 +28,8 @@ from rayka.chaos.runner import FAULT_KINDS as FAULT_KINDS_DEFAULT
 from rayka.chaos.runner import GROUP_FAULT_KINDS
 from rayka.errors import RayUnavailable
 from rayka.ops import groups_cli, ray_head, security_cli, zookeeper_cli
+from rayka.ops.procs import pid_alive
+from replicas.config_keys import underscored_keys
 from replicas.errors import KafkaError
 
 
@@ -208,7 +210,7 @@ def _attach(args):
 
 def cmd_start(args) -> None:
     import rayka
-    config = {k.replace(".", "_"): v for k, v in _config_pairs(args.config).items()}
+    config = underscored_keys(_config_pairs(args.config))
     for key in ("listeners", "advertised_listeners"):
         if getattr(args, key):
             config[key] = getattr(args, key)
@@ -219,7 +221,7 @@ def cmd_start(args) -> None:
     started_head = False
     if args.address:
         state = ray_head.ClusterState(args.name, args.address, owned=False)
-    elif state is None or (state.owned and not ray_head.alive(state.pid)):
+    elif state is None or (state.owned and not pid_alive(state.pid)):
         state = ray_head.start_head(args.name, args.num_cpus, dashboard=not args.no_dashboard)
         started_head = True
     try:

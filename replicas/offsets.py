@@ -73,7 +73,7 @@ def list_offset(part, timestamp: int, current_leader_epoch: int = -1) -> OffsetL
     best = None                                  # (timestamp, header, segment) for MAX_TIMESTAMP
     for segment in segments:
         start = 0 if timestamp == MAX_TIMESTAMP else segment.position_for_timestamp(timestamp)
-        for h in segment._headers_from(start):   # noqa: SLF001 - same package, header-only scan
+        for h in segment.headers_from(start):
             if h.base_offset >= hw:
                 break
             if timestamp == MAX_TIMESTAMP:

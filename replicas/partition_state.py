@@ -44,19 +44,21 @@ non-follower) raises `RejectedEvent(code)`; caller bugs raise ValueError.
 from __future__ import annotations
 
 import enum
-import re
 from dataclasses import dataclass
 
-# Kafka error codes used here (replicas/errors.py holds the typed classes).
-NONE = 0
-OFFSET_OUT_OF_RANGE = 1
-NOT_LEADER_OR_FOLLOWER = 6
-REQUEST_TIMED_OUT = 7
-NOT_ENOUGH_REPLICAS = 19
-NOT_ENOUGH_REPLICAS_AFTER_APPEND = 20
-INVALID_REQUIRED_ACKS = 21
-FENCED_LEADER_EPOCH = 74
-UNKNOWN_LEADER_EPOCH = 75
+from replicas.dispatch import handler_for
+from replicas.errors import ErrorCode
+
+# The codes this module answers with, as plain ints: events are processed per request.
+NONE = ErrorCode.NONE.value
+OFFSET_OUT_OF_RANGE = ErrorCode.OFFSET_OUT_OF_RANGE.value
+NOT_LEADER_OR_FOLLOWER = ErrorCode.NOT_LEADER_OR_FOLLOWER.value
+REQUEST_TIMED_OUT = ErrorCode.REQUEST_TIMED_OUT.value
+NOT_ENOUGH_REPLICAS = ErrorCode.NOT_ENOUGH_REPLICAS.value
+NOT_ENOUGH_REPLICAS_AFTER_APPEND = ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND.value
+INVALID_REQUIRED_ACKS = ErrorCode.INVALID_REQUIRED_ACKS.value
+FENCED_LEADER_EPOCH = ErrorCode.FENCED_LEADER_EPOCH.value
+UNKNOWN_LEADER_EPOCH = ErrorCode.UNKNOWN_LEADER_EPOCH.value
 
 UNKNOWN_OFFSET = -1
 NO_EPOCH = -1
@@ -219,17 +221,6 @@ def check_leader_epoch(local_epoch: int, requested_epoch: int) -> int:
     return FENCED_LEADER_EPOCH if requested_epoch < local_epoch else UNKNOWN_LEADER_EPOCH
 
 
-_HANDLERS: dict[type, str] = {}     # event class → its process_<event> method name
-
-
-def handler_name(event_type: type) -> str:
-    name = _HANDLERS.get(event_type)
-    if name is None:
-        name = _HANDLERS[event_type] = "process_" + re.sub(
-            r"(?<!^)(?=[A-Z])", "_", event_type.__name__).lower()
-    return name
-
-
 # ---------------------------------------------------------------- the state machine
 class PartitionState:
     """One replica of topic-partition on broker `broker_id`. Drive it with `process`."""
@@ -279,7 +270,7 @@ class PartitionState:
     def process(self, event) -> list[Effect]:
         if type(event) not in EVENTS:
             raise TypeError(f"not a partition event: {event!r}")
-        return getattr(self, handler_name(type(event)))(event)
+        return handler_for(self, event)(event)
 
     # ---- role changes
     def process_become_leader(self, e: BecomeLeader) -> list[Effect]:

@@ -32,8 +32,9 @@ Controller requests (`becomeLeaderOrFollower`, `stopReplicas`, `maybeUpdateMetad
   for a partition not hosted) and forgets it; both checkpoints are rewritten.
 - UpdateMetadata fills `metadata` (replicas/metadata_cache.py).
 Produce (`appendRecordsToLeader`), every rejection appends NOTHING:
-  acks not in {0, 1, -1} → INVALID_REQUIRED_ACKS (21); unknown → UNKNOWN_TOPIC_OR_PARTITION
-  (3); not leader → NOT_LEADER_OR_FOLLOWER (6); acks=-1 with committed ISR < min ISR →
+  acks not in {0, 1, -1} → INVALID_REQUIRED_ACKS (21); no replica here →
+  UNKNOWN_TOPIC_OR_PARTITION (3), or NOT_LEADER_OR_FOLLOWER (6) when the metadata cache
+  has the partition (Kafka's getPartitionOrError, for every partition call); not leader → NOT_LEADER_OR_FOLLOWER (6); acks=-1 with committed ISR < min ISR →
   NOT_ENOUGH_REPLICAS (19); bad magic/length/CRC → CORRUPT_MESSAGE (2); a batch over
   max.message.bytes → MESSAGE_TOO_LARGE (10); then idempotence (replicas/producer_state.py):
   INVALID_PRODUCER_EPOCH (47), OUT_OF_ORDER_SEQUENCE_NUMBER (45), or a duplicate answered with
@@ -51,7 +52,25 @@ Fetch (`fetchRecords`), KIP-320 fencing by current_leader_epoch first (74 older 
   that epoch has end < fetch offset or epoch < last_fetched_epoch → diverging_epoch=(epoch,
   end), no records, follower state untouched; else reads up to the LEO and records
   FollowerFetched (HW, ISR expansion, acks=-1 completions). The returned HW is the one AFTER
-  that update. Follower side: replicas/follower_side.py (a mixin of this class).
+  that update.
+Follower side (Kafka's AbstractFetcherThread calling into Partition/UnifiedLog):
+- `follower_fetch_request` gives (LEO, latest epoch of the epoch cache, current leader
+  epoch); the shell MUST send all three. Truncation: either ask `offsets_for_leader_epoch`
+  while `partition_info(tp)["truncation_pending"]`, or fetch and act on `diverging_epoch`;
+  both answers go to `follower_truncate` (epoch_cache.follower_truncation; never to the HW
+  alone, KAFKA-1211), repeated with `next_epoch` while not `completed`. A NON-diverging
+  fetch answer to a fetch that carried last_fetched_epoch proves the logs agree (the leader
+  validated it), so `append_as_follower` completes a pending truncation at the current LEO
+  first (truncate-on-fetch, Kafka >= 2.7). Answers carrying a fetch_offset / leader_epoch
+  that no longer match are stale and ignored. A truncation at or beyond the LEO still cuts
+  the epoch cache at the LEO (Kafka's UnifiedLog.truncateTo): a replica that led an epoch
+  without appending must not keep offering that epoch. Follower appends keep the leader's
+  offsets and epochs (the epoch cache follows the batch epochs) and feed the producer state.
+- A fetch answer carries the leader's log start offset; a follower moves its own log start
+  up to it, never past its own HW (retention or DeleteRecords on the leader reach every
+  replica).
+- OFFSET_OUT_OF_RANGE with our LEO below the leader's log start: the log restarts empty at
+  that start (`follower_start_at_leader_log_start`); the HW follows the leader's.
 Producer state is derived from the log: marked stale on open (unless the log is empty) and
   after any truncation that removed data; rebuilt from batch headers when the partition
   becomes leader (or at its first idempotent append), so startup scans nothing.
@@ -63,16 +82,18 @@ Time: `tick()` = PartitionState Tick per leader (ISR shrink proposals, produce t
   produces waiting or a HW below their LEO (the only ones where a Tick can do anything:
   with the HW at the LEO every ISR follower is at the LEO, so none can fall out), and for
   every partition at least every replica.lag.time.max.ms / 4 (a safety net, and flush.ms
-  of quiet logs): 10,000 quiet partitions cost no 10,000 Ticks every tick_ms. AlterPartition answers go to `handle_alter_partition_response`; the shell
-  resends a proposal only while `alter_partition_in_flight` says it is still pending.
+  of quiet logs): 10,000 quiet partitions cost no 10,000 Ticks every tick_ms.
+  AlterPartition answers go to `handle_alter_partition_response`; the shell resends a
+  proposal only while `alter_partition_in_flight` says it is still pending.
 Persist before send: HW changes are written to replication-offset-checkpoint inside the
   call that changed them, before it returns (`hw_checkpoint_interval_ms` = 0, default);
   with an interval > 0 they are written by `tick()` at most that often (Kafka's
   replica.high.watermark.checkpoint.interval.ms, 5000) — safe because truncation is by
-  epoch, never by HW. Epoch-cache changes persist with the log's flush (replicas/epoch_cache.py). The recovery-point checkpoint
-  is written on startup, flush(), close(), after a flush.ms flush in tick(), and after
-  every truncation (as Kafka's LogManager.truncateTo) so a stale, higher recovery point
-  never makes recovery trust rewritten bytes.
+  epoch, never by HW. Epoch-cache changes persist with the log's flush
+  (replicas/epoch_cache.py). The recovery-point checkpoint is written on startup, flush(),
+  close(), after a flush.ms flush in tick(), and after every truncation (as Kafka's
+  LogManager.truncateTo) so a stale, higher recovery point never makes recovery trust
+  rewritten bytes.
 
 Effects, results, BrokerConfig: replicas/replica_types.py. Disk errors (OSError) propagate.
 """
@@ -92,8 +113,7 @@ from replicas import records
 from replicas.checkpoints import (log_start_offset_checkpoint, recovery_point_checkpoint,
                                   replication_offset_checkpoint)
 from replicas.cleaner_manager import CleanerManager
-from replicas.follower_side import FollowerSide
-from replicas.open_files import OpenFiles
+from replicas.epoch_cache import follower_truncation
 from replicas.errors import (InvalidConfig, InvalidRequest, InvalidTopic, KafkaError,
                              NotLeaderOrFollower, PolicyViolation,
                              StaleBrokerEpoch, StaleControllerEpoch, UnknownTopicOrPartition)
@@ -101,20 +121,25 @@ from replicas.log import Log, LogConfig, RecoveryReport, partition_dir_name
 from replicas.metadata_cache import MetadataCache, TopicPartition
 from replicas.partition_state import (ACKS_ALL, FENCED_LEADER_EPOCH, INVALID_REQUIRED_ACKS,
                                      NO_EPOCH, NONE, NOT_LEADER_OR_FOLLOWER, OFFSET_OUT_OF_RANGE)
+from replicas.open_files import OpenFiles
 from replicas.producer_state import ProducerStateManager
-from replicas.replica_types import (AppendResult, BrokerConfig, Effect, FetchPosition,  # noqa: F401
+from replicas.replica_types import (AppendResult, BrokerConfig, Effect, FetchPosition,
                                     FetchResult, HighWatermarkChanged, LeaderAndIsrOutcome,
                                     ProduceDone, ProposeIsr, StopReplicaOutcome,
                                     TruncationResult, partition_configs)
 
 __all__ = ["BrokerConfig", "ReplicaManager", "TopicPartition", "HighWatermarkChanged",
-           "ProposeIsr", "ProduceDone", "Effect", "AppendResult", "FetchResult", "FetchPosition",
-           "TruncationResult", "LeaderAndIsrOutcome", "StopReplicaOutcome", "partition_configs"]
+           "ProposeIsr", "ProduceDone", "Effect", "AppendResult", "FetchResult",
+           "FetchPosition", "TruncationResult", "LeaderAndIsrOutcome", "StopReplicaOutcome",
+           "partition_configs"]
 
 # Kafka error codes: partition_state's int constants, the others from the typed errors.
-UNKNOWN_TOPIC_OR_PARTITION, STALE_CONTROLLER_EPOCH = UnknownTopicOrPartition.code, StaleControllerEpoch.code
-INVALID_CONFIG, INVALID_REQUEST = InvalidConfig.code, InvalidRequest.code
-STALE_BROKER_EPOCH, INVALID_TOPIC = StaleBrokerEpoch.code, InvalidTopic.code
+UNKNOWN_TOPIC_OR_PARTITION = UnknownTopicOrPartition.code
+STALE_CONTROLLER_EPOCH = StaleControllerEpoch.code
+STALE_BROKER_EPOCH = StaleBrokerEpoch.code
+INVALID_CONFIG = InvalidConfig.code
+INVALID_REQUEST = InvalidRequest.code
+INVALID_TOPIC = InvalidTopic.code
 POLICY_VIOLATION = PolicyViolation.code
 EPOCH_DURING_DELETE = -2
 _RECOVERY_MAX_MESSAGE_BYTES = 2**31 - 1   # recovery before the topic config is known
@@ -133,11 +158,11 @@ class _Partition:
 def _log_headers(log: Log) -> Iterator[records.BatchHeader]:
     """Every batch header of the log, oldest first, reading headers only."""
     for segment in log.segments:
-        yield from segment._headers_from(0)  # noqa: SLF001 - same package, header-only scan
+        yield from segment.headers_from(0)
 
 
 # ---------------------------------------------------------------- the replica manager
-class ReplicaManager(FollowerSide):
+class ReplicaManager:
     def __init__(self, broker_id: int, config: BrokerConfig, clock_ms: Callable[[], int]):
         self.broker_id = broker_id
         self.config = config
@@ -169,7 +194,8 @@ class ReplicaManager(FollowerSide):
         log_starts = self._log_start_file.read()
         log_config, partition_config = partition_configs(
             None, self.config.default_topic_config, self.config.replica_lag_time_max_ms)
-        log_config = dataclasses.replace(log_config, max_message_bytes=_RECOVERY_MAX_MESSAGE_BYTES)
+        log_config = dataclasses.replace(log_config,
+                                         max_message_bytes=_RECOVERY_MAX_MESSAGE_BYTES)
         reports = {}
         for path in sorted(self.data_dir.iterdir()):
             match = _PARTITION_DIR.match(path.name)
@@ -250,9 +276,10 @@ class ReplicaManager(FollowerSide):
                 "partition_epoch": s.partition_epoch, "replicas": s.replicas, "isr": s.isr,
                 "proposed_isr": s.proposed_isr, "high_watermark": s.high_watermark,
                 "log_end_offset": log.log_end_offset, "log_start_offset": log.log_start_offset,
-                "size_bytes": log.size_bytes, "latest_epoch": log.latest_epoch, "truncation_pending": s.truncation_pending,
-                "pending_produces": len(s.pending_produces), "min_insync_replicas":
-                s.config.min_insync_replicas}
+                "size_bytes": log.size_bytes, "latest_epoch": log.latest_epoch,
+                "truncation_pending": s.truncation_pending,
+                "pending_produces": len(s.pending_produces),
+                "min_insync_replicas": s.config.min_insync_replicas}
 
     def _get(self, tp) -> _Partition:
         try:
@@ -260,9 +287,18 @@ class ReplicaManager(FollowerSide):
         except TypeError:                         # a list, as deserialised messages carry
             part = self._partitions.get(tuple(tp))
         if part is None:
-            raise UnknownTopicOrPartition(
-                f"{tp[0]}-{tp[1]} is not hosted on broker {self.broker_id}")
+            cls = NotLeaderOrFollower if self._not_hosted(tp) == NOT_LEADER_OR_FOLLOWER \
+                else UnknownTopicOrPartition
+            raise cls(f"{tp[0]}-{tp[1]} is not hosted on broker {self.broker_id}")
         return part
+
+    def _not_hosted(self, tp) -> int:
+        """Kafka's answer for a partition without a replica here (getPartitionOrError): the
+        topic exists (the metadata cache has the partition, e.g. a reassignment moved the
+        replica away) → NOT_LEADER_OR_FOLLOWER, so clients refresh their metadata; else
+        UNKNOWN_TOPIC_OR_PARTITION."""
+        known = TopicPartition(*tp) in self.metadata.partitions
+        return NOT_LEADER_OR_FOLLOWER if known else UNKNOWN_TOPIC_OR_PARTITION
 
     def _follower(self, tp) -> _Partition:
         part = self._get(tp)
@@ -413,7 +449,7 @@ class ReplicaManager(FollowerSide):
                                 message=f"acks must be 0, 1 or -1, not {acks}")
         part = self._partitions.get(TopicPartition(*tp))
         if part is None:
-            return AppendResult(UNKNOWN_TOPIC_OR_PARTITION,
+            return AppendResult(self._not_hosted(tp),
                                 message=f"{tp[0]}-{tp[1]} is not hosted on broker {self.broker_id}")
         code = part.state.check_append(acks)
         if code:
@@ -471,7 +507,8 @@ class ReplicaManager(FollowerSide):
               current_leader_epoch: int = -1, last_fetched_epoch: int = -1) -> FetchResult:
         part = self._partitions.get(TopicPartition(*tp))
         if part is None:
-            return FetchResult(UNKNOWN_TOPIC_OR_PARTITION, message=f"{tp[0]}-{tp[1]} is unknown")
+            return FetchResult(self._not_hosted(tp),
+                               message=f"{tp[0]}-{tp[1]} is not hosted on broker {self.broker_id}")
         state, log = part.state, part.log
         code = ps.check_leader_epoch(state.leader_epoch, current_leader_epoch)
         if code == NONE and not state.is_leader:
@@ -529,13 +566,109 @@ class ReplicaManager(FollowerSide):
     def offsets_for_leader_epoch(self, tp, current_leader_epoch: int,
                                  leader_epoch: int) -> tuple[int, int, int]:
         """(error, epoch, end offset) for an OffsetsForLeaderEpoch request (KIP-101/279)."""
-        return offsets.offsets_for_leader_epoch(self._partitions.get(TopicPartition(*tp)),
-                                                current_leader_epoch, leader_epoch)
+        part = self._partitions.get(TopicPartition(*tp))
+        if part is None:
+            return self._not_hosted(tp), NO_EPOCH, -1
+        return offsets.offsets_for_leader_epoch(part, current_leader_epoch, leader_epoch)
 
-    def list_offset(self, tp, timestamp: int, current_leader_epoch: int = -1) -> offsets.OffsetLookup:
+    def list_offset(self, tp, timestamp: int, current_leader_epoch: int = -1
+                    ) -> offsets.OffsetLookup:
         """ListOffsets for one partition (replicas/offsets.py)."""
-        return offsets.list_offset(self._partitions.get(TopicPartition(*tp)), timestamp,
-                                   current_leader_epoch)
+        part = self._partitions.get(TopicPartition(*tp))
+        if part is None:
+            return offsets.OffsetLookup(self._not_hosted(tp))
+        return offsets.list_offset(part, timestamp, current_leader_epoch)
+
+    # ---- fetch (follower side) --------------------------------------------------------------
+    def follower_fetch_request(self, tp) -> FetchPosition:
+        part = self._follower(tp)
+        return FetchPosition(part.log.log_end_offset, part.log.latest_epoch,
+                             part.state.leader_epoch)
+
+    def follower_truncate(self, tp, leader_epoch_answer: int, leader_end_offset: int, *,
+                          leader_epoch: int | None = None) -> TruncationResult:
+        """Truncate on the leader's (epoch, end offset) answer or a diverging epoch."""
+        part = self._follower(tp)
+        state, log = part.state, part.log
+        if leader_epoch is not None and leader_epoch != state.leader_epoch:
+            return TruncationResult(log.log_end_offset, 0, False, log.latest_epoch, stale=True)
+        if not state.truncation_pending:   # a diverging epoch arrived in a fetch answer
+            self._process(part, ps.FollowerFetchResponse(log.log_end_offset,
+                                                         state.high_watermark, diverging=True))
+        decision = follower_truncation(log.epoch_cache, log.log_end_offset, leader_epoch_answer,
+                                       leader_end_offset, state.high_watermark)
+        removed = self._truncate(part, decision.offset)
+        effects = []
+        if decision.completed:
+            effects = self._process(part, ps.TruncationCompleted(log.log_end_offset))
+        self._persist()
+        return TruncationResult(log.log_end_offset, removed, decision.completed,
+                                NO_EPOCH if decision.completed else log.latest_epoch, effects)
+
+    def _truncate(self, part: _Partition, offset: int) -> int:
+        log = part.log
+        if offset >= log.log_end_offset:
+            # Kafka's UnifiedLog.truncateTo: ALWAYS cut the epoch cache at the LEO. A replica
+            # that led an epoch without appending keeps (epoch, LEO) at its end, would keep
+            # sending it as last_fetched_epoch and diverge forever.
+            log.epoch_cache.truncate_from_end(log.log_end_offset)
+            return 0
+        removed = log.truncate_to(offset)
+        part.state.log_end_offset = log.log_end_offset
+        part.producers.invalidate()
+        self._write_recovery_points()
+        return removed
+
+    def append_as_follower(self, tp, records_buf, leader_high_watermark: int, *,
+                           fetch_offset: int | None = None,
+                           leader_epoch: int | None = None,
+                           leader_log_start_offset: int | None = None) -> list:
+        """Append a fetch answer from the leader; [] if the answer is stale (see the module
+        docstring, "Follower side")."""
+        part = self._follower(tp)
+        state, log = part.state, part.log
+        if (leader_epoch is not None and leader_epoch != state.leader_epoch) or \
+                (fetch_offset is not None and fetch_offset != log.log_end_offset):
+            return []
+        effects = []
+        if state.truncation_pending:
+            effects += self._process(part, ps.TruncationCompleted(log.log_end_offset))
+        if records_buf:
+            log.append_as_follower(records_buf)
+            if part.producers.loaded:
+                part.producers.update_all(records.iter_headers(records_buf))
+        effects += self._process(part, ps.FollowerFetchResponse(log.log_end_offset,
+                                                                leader_high_watermark))
+        # Kafka's maybeIncrementLogStartOffset(LeaderOffsetIncremented): never past our HW
+        new_start = min(leader_log_start_offset or 0, state.high_watermark)
+        if new_start > log.log_start_offset:
+            log.delete_records_before(new_start)
+            self._write_recovery_points()          # the log-start checkpoint with them
+        self._persist()
+        return effects
+
+    def follower_start_at_leader_log_start(self, tp, leader_log_start_offset: int,
+                                           leader_high_watermark: int, *,
+                                           leader_epoch: int | None = None) -> list:
+        """The leader answered OFFSET_OUT_OF_RANGE because our LEO is below its log start
+        (retention or DeleteRecords removed what we lack): drop everything and start empty
+        at the leader's log start (Kafka's fetchOffsetAndTruncate → truncateFullyAndStartAt).
+        [] and nothing changed if the answer is stale or our LEO is not below that start."""
+        part = self._follower(tp)
+        state, log = part.state, part.log
+        if (leader_epoch is not None and leader_epoch != state.leader_epoch) or \
+                leader_log_start_offset <= log.log_end_offset:
+            return []
+        log.truncate_fully_and_start_at(leader_log_start_offset)
+        part.producers.invalidate()
+        self._write_recovery_points()
+        effects = []
+        if state.truncation_pending:     # nothing of ours is left to diverge
+            effects += self._process(part, ps.TruncationCompleted(log.log_end_offset))
+        effects += self._process(part, ps.FollowerFetchResponse(log.log_end_offset,
+                                                                leader_high_watermark))
+        self._persist()
+        return effects
 
     # ---- retention ---------------------------------------------------------------------------
     def topics(self) -> set[str]:
@@ -576,7 +709,7 @@ class ReplicaManager(FollowerSide):
         followers adopt it from their next fetch answer."""
         part = self._partitions.get(TopicPartition(*tp))
         if part is None:
-            return UNKNOWN_TOPIC_OR_PARTITION, -1
+            return self._not_hosted(tp), -1
         if tp[0].startswith("__"):
             return INVALID_TOPIC, -1
         state, log = part.state, part.log

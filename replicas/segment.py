@@ -153,7 +153,7 @@ class Segment:
         self._bytes_since_index = 0
         self.time_index.clear()
         self._timestamps = (None, -1, -1)
-        for header in self._headers_from(0):
+        for header in self.headers_from(0):
             self._track(header)
             if self._maybe_index(header.last_offset, header.position, header.size):
                 self.time_index.maybe_append(*self._timestamps[1:])
@@ -236,7 +236,7 @@ class Segment:
     def _known_timestamps(self) -> tuple[int | None, int, int]:
         if self._timestamps is None:
             self._timestamps = (None, -1, -1)
-            for header in self._headers_from(0):
+            for header in self.headers_from(0):
                 self._track(header)
         return self._timestamps
 
@@ -263,7 +263,8 @@ class Segment:
         return self._known_timestamps()[0]
 
     # -- reading ---------------------------------------------------------------------
-    def _headers_from(self, position: int):
+    def headers_from(self, position: int):
+        """Every batch header from byte `position` on, reading headers only (no records)."""
         while position + records.HEADER_SIZE <= self.size:
             header = records.read_header(os.pread(self._fd, records.HEADER_SIZE, position))
             yield header._replace(position=position)
@@ -284,7 +285,7 @@ class Segment:
                 return position, header._replace(position=position)
         i = bisect.bisect_right(self._index_offsets, offset - self.base_offset) - 1
         start = self._index_positions[i] if i >= 0 else 0
-        for header in self._headers_from(start):
+        for header in self.headers_from(start):
             if header.last_offset >= offset:
                 return header.position, header
         return self.size, None

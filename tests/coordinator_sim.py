@@ -20,11 +20,11 @@ import uuid
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from coordinator import error_codes as E
 from coordinator import messages as m
 from coordinator.config import GroupCoordinatorConfig
 from coordinator.coordinator import GroupCoordinator
 from coordinator.states import GroupState
+from replicas.errors import ErrorCode as E
 
 G = GroupState
 PROTOCOLS = (("range", b"r"),)

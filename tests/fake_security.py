@@ -3,7 +3,7 @@
 What it is:
 - The two methods KafkaListener asks (`tls_context(listener)`, `session(endpoint, peer_host,
   peer_cert)`), made as BrokerSecurity makes them: a TLS context per TLS listener from
-  Kafka's ssl.* configs (actors.tls.ssl_context_from_config), and per connection a REAL
+  Kafka's ssl.* configs (actors.tls_context.ssl_context_from_config), and per connection a REAL
   Session with a REAL SaslServer on SASL listeners over an in-memory user table of SCRAM
   credentials (protocol.security.credentials.make_credential), plus an optional Authorizer.
 - Every Session it made is recorded, in order (`sessions`), so a test can read who the
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import threading
 
-from actors.tls import ssl_context_from_config
+from actors.tls_context import ssl_context_from_config
 from protocol.security.credentials import MECHANISMS, make_credential
 from protocol.security.sasl import SaslServer
 from protocol.security.session import SASL_PROTOCOLS, TLS_PROTOCOLS, Session, tls_principal

@@ -1,5 +1,6 @@
-"""protocol/security/acl.py: Kafka's ACL model, AclAuthorizer's decisions and its ZooKeeper format,
-checked against tables taken from Kafka's sources and a plain reference implementation."""
+"""protocol/security/{acl,authorizer,acl_znodes}.py: Kafka's ACL model, AclAuthorizer's
+decisions and its ZooKeeper format, checked against tables taken from Kafka's sources and a
+plain reference implementation."""
 
 from __future__ import annotations
 
@@ -10,13 +11,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from protocol.security.acl import (
-    ACL_CHANGES_EXTENDED, ACL_CHANGES_LITERAL, CHANGE_PREFIX, CLUSTER_NAME, WILDCARD,
-    WILDCARD_PRINCIPAL, AccessControlEntry, AclBinding, AclBindingFilter, AclOperation,
-    AclPermissionType, Authorizer, PatternType, ResourcePattern, ResourceType, acl_path,
-    acl_paths, change_path, decode_acls, decode_change, encode_acls, encode_change,
-    operation_name, parse_operation, parse_permission, parse_principal, parse_resource_type,
-    pattern_of_path, permission_name, resource_type_name, supported_operations,
+    CLUSTER_NAME, WILDCARD, WILDCARD_PRINCIPAL, AccessControlEntry, AclBinding,
+    AclBindingFilter, AclOperation, AclPermissionType, PatternType, ResourcePattern,
+    ResourceType, operation_name, parse_operation, parse_permission, parse_principal,
+    parse_resource_type, permission_name, resource_type_name, supported_operations,
     validate_binding)
+from protocol.security.acl_znodes import (
+    ACL_CHANGES_EXTENDED, ACL_CHANGES_LITERAL, CHANGE_PREFIX, acl_path, acl_paths, change_path,
+    decode_acls, decode_change, encode_acls, encode_change, pattern_of_path)
+from protocol.security.authorizer import Authorizer
 
 pytestmark = pytest.mark.unit
 

@@ -1,6 +1,6 @@
-"""rayka.client.assignors: the consumer protocol's embedded formats (byte-exact against
-kafka-python's independent encoders) and Kafka's assignors (range, roundrobin,
-cooperative-sticky), checked on cases ported from Kafka's own unit tests (apache/kafka trunk
+"""rayka.client.consumer_protocol and rayka.client.assignors: the consumer protocol's embedded
+formats (byte-exact against kafka-python's independent encoders) and Kafka's assignors (range,
+roundrobin, cooperative-sticky), checked on cases ported from Kafka's own unit tests (apache/kafka trunk
 1eb7644: RangeAssignorTest, RoundRobinAssignorTest, AbstractStickyAssignorTest,
 CooperativeStickyAssignorTest), against naive references and kafka-python's range/roundrobin,
 and on hypothesis properties."""
@@ -22,10 +22,12 @@ from kafka.protocol.old.consumer_protocol import (ConsumerProtocolMemberAssignme
                                                   ConsumerProtocolMemberMetadata_v0)
 
 from rayka.client import assignors as A
-from rayka.client.assignors import (Assignment, CooperativeStickyAssignor, RangeAssignor,
-                                    RoundRobinAssignor, SchemaError, Subscription,
-                                    decode_assignment, decode_subscription, encode_assignment,
-                                    encode_subscription, get_assignor, read_version)
+from rayka.client import consumer_protocol as CP
+from rayka.client.assignors import (CooperativeStickyAssignor, RangeAssignor, RoundRobinAssignor,
+                                    get_assignor)
+from rayka.client.consumer_protocol import (Assignment, SchemaError, Subscription,
+                                            decode_assignment, decode_subscription,
+                                            encode_assignment, encode_subscription, read_version)
 from rayka.client.types import TopicPartition
 
 pytestmark = pytest.mark.unit
@@ -981,11 +983,14 @@ def test_cooperative_sticky_conflicting_claims_follow_generation(g):
 
 
 # == the module's own rules =====================================================================
-def test_assignors_is_pure():
-    """rayka/client's pure parts import only the stdlib, replicas/ and the record codec; this
-    one needs only the stdlib and rayka.client.types (itself pure)."""
+@pytest.mark.parametrize("module, allowed", [
+    (A, {"rayka.client.types", "rayka.client.consumer_protocol"}),
+    (CP, {"rayka.client.types"}),
+])
+def test_assignors_and_consumer_protocol_are_pure(module, allowed):
+    """rayka/client's pure parts import only the stdlib, replicas/ and the record codec; these
+    need only the stdlib, rayka.client.types (itself pure) and each other."""
     from tests.test_import_boundaries import STDLIB, raw_imports
-    path = Path(A.__file__)
-    imported = {t for t, _, _ in raw_imports(path, "rayka.client.assignors")}
+    imported = {t for t, _, _ in raw_imports(Path(module.__file__), module.__name__)}
     assert {t.split(".")[0] for t in imported} - STDLIB == {"rayka"}
-    assert {t for t in imported if t.startswith("rayka")} == {"rayka.client.types"}
+    assert {t for t in imported if t.startswith("rayka")} == allowed

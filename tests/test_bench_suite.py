@@ -1,5 +1,7 @@
-"""bench/run_all.py's bookkeeping on synthetic results: target table, ratios, labels, paths,
-failure accounting, plots, and the child-process isolation (no Ray, no ZooKeeper)."""
+"""The bench suite on synthetic results: the report's target table, ratios, labels, paths and
+failure accounting (bench/report.py), the plots (bench/plots.py), the terminal summary
+(bench/summary.py), and the runner's child-process isolation (bench/run_all.py); no Ray,
+no ZooKeeper."""
 
 from __future__ import annotations
 
@@ -9,8 +11,9 @@ import textwrap
 
 import pytest
 
-from bench import run_all
+from bench import plots, report, run_all, summary
 from bench.common import figure
+from rayka.ops.procs import pid_alive
 
 pytestmark = pytest.mark.unit
 
@@ -23,9 +26,9 @@ def synthetic() -> dict:
                    partitions=10_000),
         ]},
         "produce": {"bench": "produce", "setup": {}, "extra": {}, "figures": [
-            figure(run_all.RAYKA_PRODUCE, "records/s", [900_000, 1_100_000, 1_000_000],
+            figure(report.RAYKA_PRODUCE, "records/s", [900_000, 1_100_000, 1_000_000],
                    target=1_000_000, record_bytes=100),
-            figure(run_all.RAYKA_CONSUME, "records/s", [3e6, 2e6, 4e6], target=2_000_000),
+            figure(report.RAYKA_CONSUME, "records/s", [3e6, 2e6, 4e6], target=2_000_000),
             figure("latency.e2e.p99_ms", "ms", [15, 18, 25], target=20.0, better="lower", rate=10_000),
             figure("latency.e2e.p50_ms", "ms", [2, 3, 4], target=5.0, better="lower", rate=10_000),
             figure("latency.e2e.p99_ms", "ms", [30, 40, 50], better="lower", rate=50_000),
@@ -33,24 +36,24 @@ def synthetic() -> dict:
             figure("latency.rate_50000.achieved_rate", "records/s", [49_000], rate=50_000),
         ]},
         "peers": {"bench": "peers", "setup": {}, "extra": {}, "figures": [
-            figure(run_all.NATS_PRODUCE, "records/s", [15_000, 20_000, 25_000]),
-            figure(run_all.NATS_CONSUME, "records/s", [40_000, 50_000, 60_000]),
-            figure(run_all.QUEUE_PUT, "records/s", [200_000, 250_000, 300_000]),
+            figure(report.NATS_PRODUCE, "records/s", [15_000, 20_000, 25_000]),
+            figure(report.NATS_CONSUME, "records/s", [40_000, 50_000, 60_000]),
+            figure(report.QUEUE_PUT, "records/s", [200_000, 250_000, 300_000]),
         ]},
         "scale": {"error": "bench/scale_bench.py does not exist"},
     }
 
 
 def test_target_table_has_exactly_the_targeted_figures_with_verdicts():
-    rows = run_all.target_table(synthetic())
+    rows = report.target_table(synthetic())
     by_label = {r["label"]: r for r in rows}
     assert set(by_label) == {
-        "controller.failover_s[partitions=10000]", run_all.RAYKA_PRODUCE, run_all.RAYKA_CONSUME,
+        "controller.failover_s[partitions=10000]", report.RAYKA_PRODUCE, report.RAYKA_CONSUME,
         "latency.e2e.p99_ms[rate=10000]", "latency.e2e.p50_ms"}
     failover = by_label["controller.failover_s[partitions=10000]"]
     assert (failover["median"], failover["min"], failover["max"]) == (6.0, 5.5, 7.0)
     assert failover["target"] == 5.0 and failover["met"] is False      # lower is better: 6 > 5
-    assert by_label[run_all.RAYKA_PRODUCE]["met"] is True               # median 1.0 M >= 1.0 M
+    assert by_label[report.RAYKA_PRODUCE]["met"] is True               # median 1.0 M >= 1.0 M
     assert by_label["latency.e2e.p99_ms[rate=10000]"]["met"] is True    # 18 <= 20
     assert all(r["bench"] != "scale" for r in rows)                     # errors carry no figures
 
@@ -58,12 +61,12 @@ def test_target_table_has_exactly_the_targeted_figures_with_verdicts():
 def test_target_table_recomputes_missing_verdict():
     f = figure("x", "s", [3.0], target=2.0, better="lower")
     del f["met"]
-    [row] = run_all.target_table({"b": {"figures": [f]}})
+    [row] = report.target_table({"b": {"figures": [f]}})
     assert row["met"] is False
 
 
 def test_ratios_from_medians_and_missing_figures():
-    ratios = {r["name"]: r for r in run_all.compute_ratios(synthetic())}
+    ratios = {r["name"]: r for r in report.compute_ratios(synthetic())}
     nats = ratios["produce_vs_nats_jetstream_r3"]
     assert nats["ratio"] == pytest.approx(1_000_000 / 20_000)          # 50x
     assert nats["ratio_worst"] == pytest.approx(900_000 / 25_000)      # rayka min / peer max
@@ -73,30 +76,31 @@ def test_ratios_from_medians_and_missing_figures():
     consume = ratios["consume_vs_nats_jetstream_r3"]
     assert consume["ratio"] == pytest.approx(60.0) and consume["met"] is True
     missing = ratios["consume_vs_ray_queue_get_batch"]
-    assert missing["ratio"] is None and missing["missing"] == [run_all.QUEUE_GET]
+    assert missing["ratio"] is None and missing["missing"] == [report.QUEUE_GET]
 
 
 def test_ratio_below_target_is_not_met_and_failed_bench_figures_are_ignored():
     benches = synthetic()
-    benches["peers"]["figures"][0] = figure(run_all.NATS_PRODUCE, "records/s", [200_000])
-    ratio = {r["name"]: r for r in run_all.compute_ratios(benches)}["produce_vs_nats_jetstream_r3"]
+    benches["peers"]["figures"][0] = figure(report.NATS_PRODUCE, "records/s", [200_000])
+    ratio = {r["name"]: r for r in report.compute_ratios(benches)}["produce_vs_nats_jetstream_r3"]
     assert ratio["ratio"] == pytest.approx(5.0) and ratio["met"] is False
     benches["produce"] = {"error": "boom", "figures": benches["produce"]["figures"]}
-    ratio = {r["name"]: r for r in run_all.compute_ratios(benches)}["produce_vs_nats_jetstream_r3"]
-    assert ratio["ratio"] is None and run_all.RAYKA_PRODUCE in ratio["missing"]
+    ratio = {r["name"]: r for r in report.compute_ratios(benches)}["produce_vs_nats_jetstream_r3"]
+    assert ratio["ratio"] is None and report.RAYKA_PRODUCE in ratio["missing"]
 
 
 def test_report_shape_failures_and_results_path(tmp_path):
     day = datetime.date(2025, 1, 2)
-    report = run_all.build_report(synthetic(), {"scale": 0.0}, 12.345, {"cpus": 2}, day, True, 1)
-    assert report["date"] == "2025-01-02" and report["total_s"] == 12.35
-    assert report["failed"] == ["scale"]
-    json.dumps(report)                                                  # serialisable as is
-    assert run_all.results_path(tmp_path, day).name == "2025-01-02.json"
+    built = report.build_report(synthetic(), {"scale": 0.0}, 12.345, {"cpus": 2}, day, True, 1,
+                                budget_s=1200)
+    assert built["date"] == "2025-01-02" and built["total_s"] == 12.35
+    assert built["failed"] == ["scale"] and built["budget_s"] == 1200
+    json.dumps(built)                                                   # serialisable as is
+    assert report.results_path(tmp_path, day).name == "2025-01-02.json"
     (tmp_path / "2025-01-02.json").write_text("{}")
-    assert run_all.results_path(tmp_path, day).name == "2025-01-02-2.json"
+    assert report.results_path(tmp_path, day).name == "2025-01-02-2.json"
     (tmp_path / "2025-01-02-2.json").write_text("{}")
-    assert run_all.results_path(tmp_path, day).name == "2025-01-02-3.json"
+    assert report.results_path(tmp_path, day).name == "2025-01-02-3.json"
 
 
 def test_validate_result():
@@ -107,18 +111,31 @@ def test_validate_result():
 
 
 def test_latency_points_group_by_percentile_and_rate():
-    points = run_all.latency_points(synthetic())
+    points = plots.latency_points(synthetic())
     assert sorted(points) == ["p50", "p99", "p99.9"]                   # achieved_rate is no latency
     assert sorted(rate for rate, _ in points["p99"]) == [10_000, 50_000]
 
 
 def test_plots_are_written(tmp_path):
-    report = run_all.build_report(synthetic(), {}, 1.0, {}, datetime.date(2025, 1, 2), True, 1)
-    pngs = run_all.write_plots(report, tmp_path / "2025-01-02.json")
+    built = report.build_report(synthetic(), {}, 1.0, {}, datetime.date(2025, 1, 2), True, 1,
+                                budget_s=1200)
+    pngs = plots.write_plots(built, tmp_path / "2025-01-02.json")
     names = sorted(p.name for p in pngs)
     assert names == ["2025-01-02-bench-controller.png", "2025-01-02-bench-peers.png",
                      "2025-01-02-bench-produce.png", "2025-01-02-latency.png", "2025-01-02-peers.png"]
     assert all(p.stat().st_size > 1000 for p in pngs)
+
+
+def test_summary_prints_every_figure_ratio_and_failure(tmp_path, capsys):
+    walls = {"controller": 1.0, "produce": 2.0, "peers": 3.0, "scale": 0.0}
+    built = report.build_report(synthetic(), walls, 1500.0, {}, datetime.date(2025, 1, 2), True, 1,
+                                budget_s=1200)
+    summary.print_summary(built, tmp_path / "2025-01-02.json", [], {"scale": 900})
+    out = capsys.readouterr().out
+    assert "controller.failover_s[partitions=10000]" in out             # labels are not markup
+    assert "produce_vs_nats_jetstream_r3" in out and "50.0" in out
+    assert "budget 20 min EXCEEDED" in out
+    assert "failed benches: scale" in out
 
 
 def _write_bench(bench_dir, name, body):
@@ -160,4 +177,4 @@ def test_child_isolation_ok_crash_missing_and_timeout(tmp_path):
     hang = run_all.run_bench("hang", False, 1, 5, bench_dir=tmp_path, echo=lines.append)
     assert "timed out after 5 s" in hang["error"]
     grandchild = int((tmp_path / "hang_bench.py.pid").read_text())
-    assert not run_all._alive(grandchild)                               # its tree was stopped
+    assert not pid_alive(grandchild)                               # its tree was stopped

@@ -14,6 +14,7 @@ import uuid
 import pytest
 
 from rayka.ops import ray_head
+from rayka.ops.procs import pid_alive
 
 pytestmark = pytest.mark.ray
 RAYKA = os.path.join(os.path.dirname(sys.executable), "rayka")
@@ -51,13 +52,13 @@ def cli(tmp_path_factory):
     finally:
         if state_of(home, name) is not None:            # a test failed before `stop`
             run(env, "stop", "--name", name)
-        if state is not None and ray_head.alive(state.pid):
+        if state is not None and pid_alive(state.pid):
             os.killpg(state.pid, signal.SIGKILL)
 
 
 def test_topics_produce_consume_status(cli):
     env, _home, name, state, start_out = cli
-    assert state.owned and ray_head.alive(state.pid)
+    assert state.owned and pid_alive(state.pid)
     assert f"rayka cluster '{name}' up: brokers [1, 2, 3]" in start_out
     assert "Ray dashboard http://127.0.0.1:" in start_out        # Ray's tools on by default
     n = ["--name", name]
@@ -139,9 +140,9 @@ def test_errors_against_a_running_cluster_are_typed_one_liners(cli):
 
 def test_stop_ends_the_cluster_and_its_private_ray_head(cli):
     env, home, name, state, _out = cli
-    assert state.owned and ray_head.alive(state.pid)
+    assert state.owned and pid_alive(state.pid)
     stopped = run(env, "stop", "--name", name)
     assert stopped.returncode == 0, stopped.stderr.decode()
-    assert not ray_head.alive(state.pid)
+    assert not pid_alive(state.pid)
     assert state_of(home, name) is None
     assert "no running rayka cluster" in one_line_error(run(env, "status", "--name", name))

@@ -9,13 +9,13 @@ from __future__ import annotations
 import os
 import signal
 import threading
-import time
 import uuid
 
 import pytest
 import ray
 
 import rayka
+from rayka.chaos.faults import FaultInjector
 from controller.requests import (LeaderAndIsrRequest, PartitionLeaderState, StopReplicaPartition,
                                  StopReplicaRequest, UpdateMetadataRequest, live_broker)
 from rayka.client.admin import wait_for
@@ -96,14 +96,51 @@ def test_leader_killed_during_production_loses_nothing(cluster):
 
 
 def test_controller_killed_then_broker_failure_handled(cluster):
+    """The active controller is killed (Ray restarts it as a plain candidate); then a broker
+    is killed for good. The NEW controller handles that failure: every partition the broker
+    led gets another leader at a higher leader epoch, in a partition state written at the new
+    controller's epoch; the broker leaves every ISR; acks=all writes go on everywhere (2
+    replicas left, min.insync.replicas 2) and are read back. The broker is revived after."""
     admin = cluster.admin()
+    topic = "ctl-then-broker"
+    admin.create_topic(topic, 3, 3, {"min.insync.replicas": 2})
+    wait_for(lambda: isr_full(admin, topic), 60, f"{topic} ISR full")
     before = admin.controller()
     killed = cluster.kill_controller(restart=True)
-    wait_for(lambda: admin.controller().epoch > before.epoch and admin.controller().id is not None,
-             30, "a new controller epoch")
     assert killed == before.id
-    admin.create_topic("after", 1, 2)
+    new = wait_for(lambda: (c := admin.controller()).epoch > before.epoch and c.id is not None
+                   and c, 60, "a new controller epoch")
+    admin.create_topic("after", 1, 2)         # wait=True: the new controller is serving
     assert admin.describe_topic("after")[0].leader in (1, 2, 3)
+
+    start = {p.partition: p for p in admin.describe_topic(topic)}
+    victim = start[0].leader
+    led = sorted(p for p, info in start.items() if info.leader == victim)
+    FaultInjector(cluster, timeout_s=120).kill_broker(victim, restart=False)   # its process gone
+    try:
+        def handled():
+            now = {p.partition: p for p in admin.describe_topic(topic)}
+            return all(victim not in p.isr and p.leader not in (-1, victim) for p in now.values()) \
+                and all(now[p].leader_epoch > start[p].leader_epoch for p in led) and now
+        now = wait_for(handled, 90, f"broker {victim}'s failure handled by the new controller")
+        for p in led:
+            state = cluster.store.get_partition_state(topic, p)
+            assert state.leader == now[p].leader != victim and victim not in state.isr
+            assert state.controller_epoch == new.epoch, (p, state, new)   # elected by it
+        assert admin.controller() == new          # and no other controller meanwhile
+        assert victim not in cluster.store.get_broker_ids()
+        producer = cluster.producer(acks="all")
+        acked = []
+        for p in start:
+            acked += produce_acked(producer, topic, [b"f%d-%d" % (p, i) for i in range(100)],
+                                   partition=p)
+        producer.close()
+        assert sorted({m.partition for m, _ in acked}) == sorted(start) and len(acked) == 300
+        check_exactly_once(acked, read_all(cluster, topic, 300))
+    finally:
+        cluster.ensure_actors()               # a new actor recovers the victim's data dir
+    wait_cluster_healthy(cluster)
+    assert all(victim in p.isr for p in admin.describe_topic(topic))
 
 
 def test_bad_input_is_typed_and_appends_nothing(cluster):
@@ -496,50 +533,70 @@ def test_admin_describe_elect_reassign_on_ray(cluster):
 # Consumers read committed data only.
 
 def test_consumer_never_sees_above_high_watermark(cluster):
+    """The HW is pinned while the leader's log runs ahead of it: both followers' replication
+    links are cut (the broker failpoint), so acks=1 writes land on the leader alone and the
+    HW cannot move until the leader drops the followers from the ISR
+    (replica.lag.time.max.ms later) or the links come back. Each poll is bracketed by two
+    reads of the leader's HW: a record at or above the later one is a read past the HW (what
+    a poll returns was fetched below the HW of its time, and the HW only grows). When both
+    reads are equal, that HW held all through the poll, so the bound is exact; polls made
+    then by a consumer sitting at the HW, with records above it in the log, are counted, and
+    must return nothing. Once the links are back every write arrives, exactly once."""
     admin = cluster.admin()
     topic, tp = "hw-only", ("hw-only", 0)
     admin.create_topic(topic, 1, 3)
-    producer = cluster.producer(acks=1, linger_ms=1, batch_size=4096)
-    acked, stop = [], threading.Event()
-
-    def produce():
-        i = 0
-        while not stop.is_set() and i < 20_000:
-            value = b"h%d-" % i + b"x" * 100
-            acked.append((producer.send(topic, value, partition=0), value))
-            i += 1
-            if i % 200 == 0:
-                producer.flush(60)
-    leader = cluster.broker_actor(admin.describe_topic(topic)[0].leader)
+    wait_for(lambda: isr_full(admin, topic), 60, f"{topic} ISR full")
+    p0 = admin.describe_topic(topic)[0]
+    leader = cluster.broker_actor(p0.leader)
+    followers = [b for b in p0.replicas if b != p0.leader]
+    injector = FaultInjector(cluster, timeout_s=60)
+    producer = cluster.producer(acks=1, linger_ms=1)
     consumer = cluster.consumer()
     consumer.assign([tp])
-    seen, polls, ahead, last_hw = [], 0, 0, 0
-    t = threading.Thread(target=produce)
-    t.start()
-    deadline = time.monotonic() + 180
-    try:
-        while t.is_alive() or len(seen) < len(acked):
-            assert time.monotonic() < deadline, f"consumer stuck at {len(seen)} of {len(acked)}"
-            got = consumer.poll(timeout_ms=50)
-            info = ray.get(leader.partition_info.remote(tp))
-            assert info["high_watermark"] >= last_hw
-            last_hw = info["high_watermark"]
-            above = [r.offset for r in got if r.offset >= last_hw]
-            assert not above, f"consumer saw offsets {above[:5]} at/above the HW {last_hw}"
-            ahead += info["log_end_offset"] > info["high_watermark"]
-            seen += got
-            polls += 1
-            if len(seen) >= 5000:
-                stop.set()
-    finally:
-        stop.set()
-        t.join(120)
-    producer.flush(60)
+    acked, seen, pinned = [], [], []
+
+    def marks():
+        info = ray.get(leader.partition_info.remote(tp), timeout=30)
+        assert info["leader"] == p0.leader                  # one leader: its HW only grows
+        return info["high_watermark"], info["log_end_offset"]
+
+    def poll_checked():
+        hw, leo = marks()
+        at_hw = consumer.position(tp) == hw
+        got = consumer.poll(timeout_ms=50)
+        hw_after, _ = marks()
+        above = [r.offset for r in got if r.offset >= hw_after]
+        assert not above, f"consumer saw offsets {above[:5]} at/above the HW {hw_after}"
+        if hw_after == hw < leo and at_hw:
+            pinned.append((hw, leo, len(got)))
+        seen.extend(got)
+        return hw_after, leo
+
+    def all_read():
+        hw, leo = poll_checked()
+        return len(seen) >= len(acked) and hw == leo == len(acked)
+
+    for episode in range(3):           # the ISR may shrink before a slow machine polled enough
+        wait_for(lambda: isr_full(admin, topic), 90, f"{topic} ISR full")
+        acked += produce_acked(producer, topic, [b"c%d-%d" % (episode, i) for i in range(300)])
+        wait_for(all_read, 60, "everything committed read: the consumer at the HW")
+        for b in followers:
+            injector.cut_replication(b, 300)
+        try:
+            acked += produce_acked(producer, topic, [b"u%d-%d" % (episode, i) for i in range(300)])
+            wait_for(lambda: (m := poll_checked())[0] == m[1] or len(pinned) >= 10, 60,
+                     "10 polls at the pinned HW, or the ISR shrunk (the HW caught up)")
+        finally:
+            for b in followers:
+                injector.restore_replication(b)
+        wait_for(all_read, 60, "the writes made while the HW was pinned, read")
+        if len(pinned) >= 10:
+            break
     producer.close()
-    results = [(f.result(), v) for f, v in acked]
-    assert polls > 10 and ahead > 0, (polls, ahead)   # uncommitted data existed while polling
-    check_exactly_once(results, seen)
-    assert len(seen) == len(results)
+    assert len(pinned) >= 10, pinned            # the check ran with records above the HW
+    check_exactly_once(acked, seen)
+    assert len(seen) == len(acked)
+    wait_for(lambda: isr_full(admin, topic), 90, f"the followers back in the ISR of {topic}")
 
 
 def test_keyed_send_batch_routes_like_send_and_answers_in_input_order(cluster):

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from click import ClickException
+from jsonschema import ValidationError
 from ray.autoscaler._private.util import prepare_config, validate_config
 
 from rayka.cli import build_parser
@@ -130,7 +132,7 @@ def test_commands_are_valid_shell(name):
 def test_local_provider_rejects_available_node_types():
     cfg = load("cluster-onprem.yaml")
     cfg["available_node_types"] = {"w": {"resources": {"rayka_broker": 1}, "node_config": {}}}
-    with pytest.raises(Exception, match="available_node_types is not supported"):
+    with pytest.raises(ClickException, match="available_node_types is not supported"):
         validated(cfg)                          # Ray's cli_logger.abort: a ClickException
 
 
@@ -142,14 +144,14 @@ def test_missing_provider_type_fails(name):
         validated(without_type)
     prepared = validated(load(name))            # and the schema itself requires it
     del prepared["provider"]["type"]
-    with pytest.raises(Exception, match="'type' is a required property"):
+    with pytest.raises(ValidationError, match="'type' is a required property"):
         validate_config(prepared)
 
 
 def test_schema_rejects_a_misspelled_key():
     cfg = load("cluster.yaml")
     cfg["available_node_types"]["rayka_broker_node"]["resourcez"] = {"rayka_broker": 1}
-    with pytest.raises(Exception, match="resourcez"):
+    with pytest.raises(ValidationError, match="resourcez"):
         validated(cfg)
 
 

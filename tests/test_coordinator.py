@@ -8,11 +8,11 @@ admin APIs, load/unload, failed appends, offset expiry. No Ray, no sockets: a fa
 
 import pytest
 
-from coordinator import error_codes as E
 from coordinator import messages as m
 from coordinator import records as R
 from coordinator.config import GroupCoordinatorConfig
 from coordinator.states import GroupState as S
+from replicas.errors import ErrorCode as E
 from tests.coordinator_sim import PROTOCOLS, Driver, subscription
 
 pytestmark = pytest.mark.unit

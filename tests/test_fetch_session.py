@@ -11,9 +11,12 @@ from dataclasses import dataclass
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from protocol.fetch_session import (FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH,
-                                    MAX_EPOCH, ChangeJournal, FetchData, FetchSessionCache,
+from protocol.fetch_session import (MAX_EPOCH, ChangeJournal, FetchData, FetchSessionCache,
                                     FetchSessionHandler)
+from replicas.errors import ErrorCode
+
+FETCH_SESSION_ID_NOT_FOUND = ErrorCode.FETCH_SESSION_ID_NOT_FOUND
+INVALID_FETCH_SESSION_EPOCH = ErrorCode.INVALID_FETCH_SESSION_EPOCH
 
 pytestmark = pytest.mark.unit
 A, B, C = ("t", 0), ("t", 1), ("u", 0)

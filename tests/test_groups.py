@@ -528,7 +528,7 @@ def test_a_member_that_stops_polling_leaves_after_max_poll_interval(cluster):
     topic, group = f"stall-{uuid.uuid4().hex[:6]}", f"g-{uuid.uuid4().hex[:6]}"
     fill(cluster, topic, 4, 40)
     lost = []
-    a = cluster.consumer(group_id=group, session_timeout_ms=10_000, heartbeat_interval_ms=300,
+    a = cluster.consumer(group_id=group, session_timeout_ms=120_000, heartbeat_interval_ms=300,
                          max_poll_interval_ms=2000)
     a.subscribe([topic], on_lost=lost.append)
     b = Member(cluster, group, [topic])
@@ -536,10 +536,10 @@ def test_a_member_that_stops_polling_leaves_after_max_poll_interval(cluster):
     wait_for(lambda: a.poll(timeout_ms=200) is not None and settled([a, b.consumer], 4),
              TIMEOUT_S, "a and b split the topic")
     owned = a.assignment()
-    stalled = time.monotonic()                   # a is not polled from here
-    wait_for(lambda: set(b.consumer.assignment()) == everything, TIMEOUT_S, "b owns everything")
-    # well before a's 10 s session could have expired: a left on its own
-    assert time.monotonic() - stalled < 8
+    # a is not polled from here. Its session (120 s) outlasts this deadline: if b gets a's
+    # partitions within it, a left on its own
+    wait_for(lambda: set(b.consumer.assignment()) == everything, 60,
+             "b owns everything, long before a's session could expire")
     assert len(cluster.admin().describe_group(group)["members"]) == 1
     wait_for(lambda: a.poll(timeout_ms=200) is not None and settled([a, b.consumer], 4),
              TIMEOUT_S, "a rejoined")

@@ -16,6 +16,9 @@ and inside functions alike) is read with `ast` and resolved to a first-party mod
 - Every package opens with a docstring saying what it holds and what it "May import";
   product modules stay at or under 1,000 lines (pylint's max-module-lines: a smoke alarm,
   not a target; modules are cut by concept, never to fit a count).
+- No module (product or bench) uses another project module's `_private` name, neither imported
+  (`from x import _y`) nor reached through an imported module (`import x` ... `x._y`):
+  what another module needs is public.
 """
 
 from __future__ import annotations
@@ -198,6 +201,50 @@ def in_room(module: str, *prefixes: str) -> bool:
     return any(module == p or module.startswith(p + ".") for p in prefixes)
 
 
+def is_private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def private_uses(mods: dict[str, Path]) -> list[str]:
+    """`module:line` for each `_private` name of another project module that a module
+    imports, or reads as an attribute of a name bound to that module."""
+    roots = {m.split(".")[0] for m in mods}
+    bad = []
+    for mod, path in mods.items():
+        for target, names, line in raw_imports(path, mod):
+            if target.split(".")[0] in roots and target != mod:
+                bad += [f"{mod}:{line} imports {target}.{n}" for n in names if is_private(n)]
+        tree = ast.parse(path.read_text(), filename=str(path))
+        package = mod if path.name == "__init__.py" else mod.rpartition(".")[0]
+        bound: dict[str, str] = {}          # local name -> the project module it names
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    name = alias.name if alias.asname else alias.name.split(".")[0]
+                    bound[alias.asname or name] = name
+            elif isinstance(node, ast.ImportFrom):
+                base = package.split(".")[:len(package.split(".")) - node.level + 1] \
+                    if node.level else []
+                target = ".".join(base + ([node.module] if node.module else []))
+                for alias in node.names:
+                    if f"{target}.{alias.name}" in mods:
+                        bound[alias.asname or alias.name] = f"{target}.{alias.name}"
+
+        def dotted(node) -> str | None:
+            if isinstance(node, ast.Name):
+                return bound.get(node.id)
+            if isinstance(node, ast.Attribute) and (owner := dotted(node.value)):
+                return f"{owner}.{node.attr}"
+            return None
+
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and is_private(node.attr):
+                owner = dotted(node.value)
+                if owner in mods and owner != mod:
+                    bad.append(f"{mod}:{node.lineno} uses {owner}.{node.attr}")
+    return bad
+
+
 # -- tests on the real tree ----------------------------------------------------------------------
 def test_every_module_has_a_room():
     assert [m for m in MODS if room_rank(m) is None] == []
@@ -267,6 +314,10 @@ def test_product_modules_stay_small():
     assert big == {}
 
 
+def test_no_module_uses_another_modules_private_names():
+    assert private_uses(MODS) == []
+
+
 # -- the checker itself sees violations ---------------------------------------------------------
 def _tree(tmp_path: Path, files: dict[str, str]) -> dict[str, Path]:
     for rel, text in files.items():
@@ -287,6 +338,21 @@ def test_the_checker_sees_an_upward_import_and_a_cycle(tmp_path):
     rooms = [("high",), ("low",)]
     assert upward_imports(edges, rooms) == ["low.a:1 imports high.b (a room above it)"]
     assert import_cycles(edges) == [["high.b", "high.c"]]
+
+
+def test_the_checker_sees_private_names_used_across_modules(tmp_path):
+    mods = _tree(tmp_path, {
+        "low/__init__.py": "", "high/__init__.py": "",
+        "low/a.py": "_hidden = 1\nshown = 2\n\n\ndef _helper():\n    pass\n",
+        "low/b.py": "from low.a import _hidden, shown\n",            # a private name
+        "low/c.py": "from . import a\nx = a._helper()\ny = a.shown\n",  # through the module
+        "high/d.py": "import low.a as alias\nz = alias._hidden\n",
+        "high/e.py": "import low.a\nw = low.a._helper\nv = low.a.__name__\n",
+        "high/f.py": "_mine = 1\nfrom os import _exit\nprint(_mine)\n",  # own / not ours
+    })
+    assert sorted(private_uses(mods)) == [
+        "high.d:2 uses low.a._hidden", "high.e:2 uses low.a._helper",
+        "low.b:1 imports low.a._hidden", "low.c:2 uses low.a._helper"]
 
 
 def test_the_checker_sees_banned_modules_and_clock_reads(tmp_path):

@@ -18,7 +18,7 @@ import uuid
 
 import pytest
 import ray
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from rayka.client.admin import wait_for
@@ -177,7 +177,7 @@ def test_confluent_admin_idempotent_producer_through_a_leader_kill_and_consumer(
     futures[topic].result(timeout=60)
     assert len(cluster.admin().describe_topic(topic)) == 3
     again = admin.create_topics([NewTopic(topic, 3, 3)])[topic]
-    with pytest.raises(Exception) as exists:
+    with pytest.raises(KafkaException) as exists:
         again.result(timeout=60)
     assert exists.value.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS
 
@@ -339,19 +339,18 @@ def test_a_long_poll_on_one_connection_does_not_block_another(cluster):
     topic = topic_name("lp")
     cluster.admin().create_topic(topic, 1, 3)
     bootstrap = cluster.bootstrap_servers()
-    slow = Consumer({"bootstrap.servers": bootstrap, "group.id": "lp", "fetch.wait.max.ms": 5000,
-                     "enable.auto.commit": False})
+    # a produce that waited out this long-poll (60 s) would miss its flush deadline (30 s)
+    slow = Consumer({"bootstrap.servers": bootstrap, "group.id": "lp", "fetch.wait.max.ms": 60_000,
+                     "socket.timeout.ms": 120_000, "enable.auto.commit": False})
     slow.assign([TopicPartition(topic, 0, 0)])
     stop = threading.Event()
     threading.Thread(target=lambda: [slow.poll(0.5) for _ in iter(stop.is_set, True)],
                      daemon=True).start()
     try:
-        t0 = time.monotonic()
         p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0})
         for i in range(20):
             p.produce(topic, b"x%d" % i)
             assert p.flush(30) == 0
-        assert (time.monotonic() - t0) / 20 < 1.0      # no produce waited out a 5 s long-poll
     finally:
         stop.set()
         slow.close()
@@ -372,7 +371,7 @@ def test_confluent_admin_apis(cluster):
         .result(timeout=60)
     admin.create_partitions([NewPartitions(topic, 4)])[topic].result(timeout=60)
     assert [p.partition for p in cluster.admin().describe_topic(topic)] == [0, 1, 2, 3]
-    with pytest.raises(Exception) as shrink:
+    with pytest.raises(KafkaException) as shrink:
         admin.create_partitions([NewPartitions(topic, 3)])[topic].result(timeout=60)
     assert shrink.value.args[0].code() == KafkaError.INVALID_PARTITIONS
 
@@ -387,14 +386,14 @@ def test_confluent_admin_apis(cluster):
     assert cluster.admin().topic_config(topic) == {"retention.ms": "3600000"}
     bad = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=[
         ConfigEntry("retention.ms", "soon", incremental_operation=AlterConfigOpType.SET)])
-    with pytest.raises(Exception) as invalid:
+    with pytest.raises(KafkaException) as invalid:
         admin.incremental_alter_configs([bad])[bad].result(timeout=60)
     assert invalid.value.args[0].code() == KafkaError.INVALID_CONFIG
     assert cluster.admin().topic_config(topic) == {"retention.ms": "3600000"}   # unchanged
 
     admin.delete_topics([topic], operation_timeout=30)[topic].result(timeout=60)
     assert topic not in cluster.admin().list_topics()
-    with pytest.raises(Exception) as unknown:
+    with pytest.raises(KafkaException) as unknown:
         admin.delete_topics([topic], operation_timeout=30)[topic].result(timeout=60)
     assert unknown.value.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART
 

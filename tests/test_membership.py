@@ -8,8 +8,10 @@ import pytest
 
 from coordinator import messages as m
 from rayka.client import membership as ms
-from rayka.client.assignors import Assignment, Subscription, encode_assignment, encode_subscription
+from rayka.client.consumer_protocol import (Assignment, Subscription, encode_assignment,
+                                            encode_subscription)
 from rayka.client.types import TopicPartition
+from replicas.errors import ErrorCode as E
 from replicas.errors import (FencedInstanceId, InconsistentGroupProtocol, InvalidSessionTimeout,
                              RebalanceInProgress)
 
@@ -123,7 +125,7 @@ def test_a_first_join_takes_the_member_id_it_is_given_then_follows_the_leader():
     first = a.one(m.JoinGroup)
     assert first.request.member_id == "" and first.request.rebalance_timeout_ms == MAX_POLL
     assert a.state is S.PREPARING_REBALANCE
-    a.answer(first, m.JoinGroupResult(ms.MEMBER_ID_REQUIRED, "given"))
+    a.answer(first, m.JoinGroupResult(E.MEMBER_ID_REQUIRED, "given"))
     again = a.one(m.JoinGroup)
     assert again.request.member_id == "given"
     a.answer(again, m.JoinGroupResult(0, "given", 4, "consumer", "range", "leader-id"))
@@ -160,15 +162,15 @@ def test_poll_returns_while_the_join_is_parked_and_never_sends_a_second_one():
 
 
 @pytest.mark.parametrize("error, member_id, resend, fatal", [
-    (ms.MEMBER_ID_REQUIRED, "given", True, None),
-    (ms.UNKNOWN_MEMBER_ID, "", True, None),
-    (ms.ILLEGAL_GENERATION, "me", True, None),
-    (ms.REBALANCE_IN_PROGRESS, "me", True, None),
-    (ms.COORDINATOR_NOT_AVAILABLE, "me", False, None),
-    (ms.NOT_COORDINATOR, "me", False, None),
+    (E.MEMBER_ID_REQUIRED, "given", True, None),
+    (E.UNKNOWN_MEMBER_ID, "", True, None),
+    (E.ILLEGAL_GENERATION, "me", True, None),
+    (E.REBALANCE_IN_PROGRESS, "me", True, None),
+    (E.COORDINATOR_NOT_AVAILABLE, "me", False, None),
+    (E.NOT_COORDINATOR, "me", False, None),
     (23, "me", False, InconsistentGroupProtocol),
     (26, "me", False, InvalidSessionTimeout),
-    (ms.FENCED_INSTANCE_ID, "me", False, FencedInstanceId),
+    (E.FENCED_INSTANCE_ID, "me", False, FencedInstanceId),
 ])
 def test_join_errors(error, member_id, resend, fatal):
     a = subscribed()
@@ -186,9 +188,9 @@ def test_join_errors(error, member_id, resend, fatal):
 
 
 @pytest.mark.parametrize("error, lost_member_id, rejoins", [
-    (ms.UNKNOWN_MEMBER_ID, True, True),
-    (ms.ILLEGAL_GENERATION, False, True),
-    (ms.REBALANCE_IN_PROGRESS, False, True),
+    (E.UNKNOWN_MEMBER_ID, True, True),
+    (E.ILLEGAL_GENERATION, False, True),
+    (E.REBALANCE_IN_PROGRESS, False, True),
 ])
 def test_sync_errors_rejoin(error, lost_member_id, rejoins):
     a = subscribed()
@@ -232,15 +234,15 @@ def test_a_heartbeat_answered_late_confirms_from_when_it_was_sent():
 
 @pytest.mark.parametrize("error, state, lost, member_id_kept, rejoin, fatal", [
     (0, S.STABLE, False, True, False, None),
-    (ms.REBALANCE_IN_PROGRESS, S.STABLE, False, True, True, None),
-    (ms.REBALANCE_IN_PROGRESS, S.COMPLETING_REBALANCE, False, True, True, None),
-    (ms.UNKNOWN_MEMBER_ID, S.STABLE, True, False, True, None),
-    (ms.ILLEGAL_GENERATION, S.STABLE, True, True, True, None),
-    (ms.FENCED_INSTANCE_ID, S.STABLE, True, False, True, FencedInstanceId),
-    (ms.COORDINATOR_NOT_AVAILABLE, S.STABLE, False, True, False, None),
+    (E.REBALANCE_IN_PROGRESS, S.STABLE, False, True, True, None),
+    (E.REBALANCE_IN_PROGRESS, S.COMPLETING_REBALANCE, False, True, True, None),
+    (E.UNKNOWN_MEMBER_ID, S.STABLE, True, False, True, None),
+    (E.ILLEGAL_GENERATION, S.STABLE, True, True, True, None),
+    (E.FENCED_INSTANCE_ID, S.STABLE, True, False, True, FencedInstanceId),
+    (E.COORDINATOR_NOT_AVAILABLE, S.STABLE, False, True, False, None),
     # sent before the JoinGroup in flight, maybe overtaken by it: the join's answer decides
-    (ms.UNKNOWN_MEMBER_ID, S.PREPARING_REBALANCE, False, True, True, None),
-    (ms.ILLEGAL_GENERATION, S.PREPARING_REBALANCE, False, True, True, None),
+    (E.UNKNOWN_MEMBER_ID, S.PREPARING_REBALANCE, False, True, True, None),
+    (E.ILLEGAL_GENERATION, S.PREPARING_REBALANCE, False, True, True, None),
 ])
 def test_heartbeat_answers(error, state, lost, member_id_kept, rejoin, fatal):
     a = subscribed()
@@ -265,7 +267,7 @@ def test_a_failed_heartbeat_is_retried_after_the_backoff():
     a = subscribed()
     a.stable(P0)
     a.at(600).feed(ms.HeartbeatDue(600))
-    a.answer(a.one(m.Heartbeat), m.HeartbeatResult(ms.NOT_COORDINATOR))
+    a.answer(a.one(m.Heartbeat), m.HeartbeatResult(E.NOT_COORDINATOR))
     assert a.next_heartbeat_ms() == 600 + a.config.retry_backoff_ms
     a.feed(ms.NoAnswer(0, 7, 600))                 # an unknown token changes nothing
 
@@ -299,7 +301,7 @@ def test_eager_prepare_commits_the_positions_then_revokes_everything_then_joins(
     a = subscribed(enable_auto_commit=True)
     a.stable(P0, P1)
     a.at(700).feed(ms.HeartbeatDue(700))
-    a.answer(a.one(m.Heartbeat), m.HeartbeatResult(ms.REBALANCE_IN_PROGRESS))
+    a.answer(a.one(m.Heartbeat), m.HeartbeatResult(E.REBALANCE_IN_PROGRESS))
     assert a.rebalancing and a.fetchable(700) == {P0, P1}
     a.feed(ms.Poll(700))
     commit = a.of(ms.SendCommit)[0]
@@ -365,10 +367,10 @@ def test_an_application_commit_outside_a_stable_generation_is_refused(state, exp
 
 @pytest.mark.parametrize("error, expected, lost", [
     (0, None, False),
-    (ms.ILLEGAL_GENERATION, ms.CommitFailed, True),
-    (ms.UNKNOWN_MEMBER_ID, ms.CommitFailed, True),
-    (ms.REBALANCE_IN_PROGRESS, RebalanceInProgress, False),
-    (ms.FENCED_INSTANCE_ID, FencedInstanceId, True),
+    (E.ILLEGAL_GENERATION, ms.CommitFailed, True),
+    (E.UNKNOWN_MEMBER_ID, ms.CommitFailed, True),
+    (E.REBALANCE_IN_PROGRESS, RebalanceInProgress, False),
+    (E.FENCED_INSTANCE_ID, FencedInstanceId, True),
     (12, "OffsetMetadataTooLarge", False),
     (28, "InvalidCommitOffsetSize", False),
 ])

@@ -1,5 +1,5 @@
 """Security end to end through protocol.handlers.answer, without Ray, ZooKeeper or sockets:
-ACL authorisation (protocol/handlers/authorized.py, a REAL protocol.security.acl.Authorizer)
+ACL authorisation (protocol/handlers/authorized.py, a REAL protocol.security.authorizer.Authorizer)
 against FakeBrokerApi (tests/fake_broker_api.py). Requests are encoded by kafka-python and answers
 decoded by it (and read whole by kio). Requests mixing allowed and denied items are in
 tests/test_protocol_authorization_mixed.py, the SASL gate and the ACL APIs in
@@ -39,8 +39,9 @@ from protocol.connection import Connection
 from protocol.handlers import HANDLERS, SESSION_HANDLERS, answer
 from protocol.security.acl import (
     CLUSTER_NAME, AccessControlEntry, AclBinding, AclOperation as Op, AclPermissionType as Perm,
-    Authorizer, PatternType as Pat, ResourcePattern, ResourceType as Res,
+    PatternType as Pat, ResourcePattern, ResourceType as Res,
 )
+from protocol.security.authorizer import Authorizer
 from protocol.security.session import Session
 from tests.fake_broker_api import FakeBrokerApi, NotAnsweredYet
 from tests.protocol_samples import ACL_ANY, ACL_READ, RESPONSES, frame_of, walk

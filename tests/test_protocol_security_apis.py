@@ -17,9 +17,9 @@ from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 from protocol.connection import Connection
 from protocol.errors import ProtocolError
 from protocol.security.acl import (
-    AclOperation as Op, AclPermissionType as Perm, Authorizer, PatternType as Pat,
-    ResourceType as Res,
+    AclOperation as Op, AclPermissionType as Perm, PatternType as Pat, ResourceType as Res,
 )
+from protocol.security.authorizer import Authorizer
 from protocol.security.credentials import make_credential
 from protocol.security.sasl import SaslServer
 from protocol.security.session import Session

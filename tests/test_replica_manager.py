@@ -16,7 +16,7 @@ from controller.requests import (LeaderAndIsrRequest, PartitionLeaderState,
                                  StopReplicaPartition, StopReplicaRequest)
 from replicas import records
 from replicas.checkpoints import replication_offset_checkpoint
-from replicas.errors import InvalidUpdateVersion
+from replicas.errors import InvalidUpdateVersion, NotLeaderOrFollower, UnknownTopicOrPartition
 from replicas.replica_manager import BrokerConfig, ProduceDone, ProposeIsr, ReplicaManager
 from tests.replication_harness import Cluster, FakeClock
 
@@ -280,6 +280,22 @@ def test_stale_controller_and_broker_epochs_apply_nothing(cluster):
         {("foreign", 0): 3}
 
 
+@pytest.mark.parametrize("known", [True, False])
+def test_a_partition_not_hosted_here_is_not_leader_if_the_topic_exists(cluster, known):
+    """Kafka's getPartitionOrError: NOT_LEADER_OR_FOLLOWER when the metadata cache has the
+    partition (the client refreshes and finds its leader), else UNKNOWN_TOPIC_OR_PARTITION."""
+    tp = cluster.create("clicks", replicas=(1, 2))
+    outsider = cluster.brokers[3]
+    if known:
+        assert cluster.update_metadata(3) == 0
+    code = 6 if known else 3
+    assert outsider.append(tp, batch(), 1, 100).error == code
+    assert outsider.fetch(tp, 0, 100).error == code
+    assert outsider.list_offset(tp, -1).error == code
+    assert outsider.offsets_for_leader_epoch(tp, -1, 0)[0] == code
+    assert outsider.delete_records(tp, 0)[0] == code
+
+
 def test_update_metadata_fills_the_cache(cluster):
     tp = cluster.create("clicks")
     rm = cluster.brokers[3]
@@ -450,7 +466,7 @@ def test_bad_partition_states_and_configs_are_refused_per_partition(cluster):
     assert outcome.error == 0
     assert outcome.partition_errors == {("a", 0): 42, ("b", 0): 42, ("c", 0): 40}
     assert rm.partitions() == [] and not any(rm.data_dir.glob("*-0"))
-    with pytest.raises(Exception) as unknown:
+    with pytest.raises(UnknownTopicOrPartition) as unknown:
         rm.follower_fetch_request(("a", 0))
     assert unknown.value.code == 3
 
@@ -460,7 +476,7 @@ def test_follower_side_calls_on_a_leader_raise_not_leader(cluster):
     for call in (lambda: cluster.brokers[1].follower_fetch_request(tp),
                  lambda: cluster.brokers[1].append_as_follower(tp, b"", 0),
                  lambda: cluster.brokers[1].follower_truncate(tp, 0, 0)):
-        with pytest.raises(Exception) as err:
+        with pytest.raises(NotLeaderOrFollower) as err:
             call()
         assert err.value.code == 6
     assert cluster.brokers[1].handle_alter_partition_response(("zz", 0), None) == []

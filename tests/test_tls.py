@@ -1,5 +1,5 @@
-"""actors/tls.py: Kafka's ssl.* configs to an SSLContext, the sans-I/O TlsSession against a
-stdlib client SSLObject in memory (TLS 1.2 and 1.3, both directions, big writes, client
+"""actors/tls_context.py and actors/tls.py: Kafka's ssl.* configs to an SSLContext, the
+sans-I/O TlsSession against a stdlib client SSLObject in memory (TLS 1.2 and 1.3, both directions, big writes, client
 certificates, plaintext and random bytes refused), and the client context a broker uses to
 reach another broker's TLS listener. The listener's own use of TlsSession over sockets is
 tests/test_listener_security.py's. No Ray, no ZooKeeper; the certificates are trustme's
@@ -13,7 +13,8 @@ import ssl
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from actors.tls import TlsError, TlsSession, ssl_context_from_config
+from actors.tls import TlsError, TlsSession
+from actors.tls_context import ssl_context_from_config
 from replicas.errors import InvalidConfig
 from tests.certs import CLIENT_NAME, make_certs
 from tests.protocol_samples import sample_frame

@@ -1,7 +1,7 @@
 """Security znodes against the real ZooKeeper 3.8 server: a secured session's ACLs (digest
 identity may write, the world may only read, SCRAM credentials unreadable), SCRAM users and
 Kafka's ACL znodes written with their change notifications (actors/security.py over
-controller/zookeeper/security_znodes.py), conditional writes, and a broker-side reload of
+controller/zookeeper/store.py), conditional writes, and a broker-side reload of
 users and ACLs driven by the notifications (BrokerSecurity, no Ray)."""
 
 from __future__ import annotations
@@ -15,9 +15,10 @@ from kazoo.exceptions import NoAuthError
 
 from actors import security
 from actors.security import BrokerSecurity, SecurityConfig
-from controller.zookeeper.security_znodes import CONFIG_CHANGES
-from controller.zookeeper.store import BadVersion
+from controller.layout import CONFIG_CHANGES
+from controller.zookeeper.store import BadVersion, ZkStoreError
 from protocol.security import acl as a
+from protocol.security import acl_znodes as znodes
 from protocol.security.credentials import decode_user_config, verify_password
 from tests.zk_helpers import wait_until
 
@@ -57,7 +58,7 @@ def test_a_secured_store_locks_its_znodes_against_other_identities(stores, outsi
         with pytest.raises(NoAuthError):
             write()
     other = stores(auth="someone:else")      # another identity sharing the ensemble
-    with pytest.raises(Exception):
+    with pytest.raises(ZkStoreError, match="NoAuth"):
         other.create_topic("u", {0: [1]})
     assert store.get_topics() == {"t"}
 
@@ -89,12 +90,12 @@ def test_users_are_kafkas_config_users_znodes_with_notifications(stores, zk_clie
 
 def test_acl_writes_are_conditional_and_merge_with_concurrent_writers(stores):
     store = stores()
-    path = a.acl_path(a.ResourcePattern(a.ResourceType.TOPIC, "t", a.PatternType.LITERAL))
+    path = znodes.acl_path(a.ResourcePattern(a.ResourceType.TOPIC, "t", a.PatternType.LITERAL))
     security.create_acls(store, [read_binding("alice", "t")])
     _data, version = store.read_znode(path)
     with pytest.raises(BadVersion):                        # a stale version never lands
-        store.write_with_notice(path, a.encode_acls([]), version - 1, a.ACL_CHANGES_LITERAL,
-                                a.CHANGE_PREFIX, b"x")
+        store.write_with_notice(path, znodes.encode_acls([]), version - 1,
+                                znodes.ACL_CHANGES_LITERAL, znodes.CHANGE_PREFIX, b"x")
     users = [f"u{i}" for i in range(8)]
     threads = [threading.Thread(target=security.create_acls,
                                 args=(stores(), [read_binding(u, "t")])) for u in users]

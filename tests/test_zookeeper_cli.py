@@ -15,6 +15,7 @@ import pytest
 from kazoo.client import KazooClient
 
 from rayka.ops import zookeeper_service as zs
+from rayka.ops.procs import pid_alive
 from controller.zookeeper.server import free_port, free_ports
 from tests.zk_helpers import wait_until
 
@@ -30,10 +31,6 @@ def one_line_error(proc, code=1) -> str:
     lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("rayka: ")]
     assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
     return lines[0]
-
-
-def alive(pid: int) -> bool:
-    return zs._alive(pid)
 
 
 def srvr_mode(port: int) -> str | None:
@@ -59,7 +56,7 @@ def pid_files(tmp_path):
             pid = int(f.read_text())
         except (OSError, ValueError):
             continue
-        if alive(pid) and zs._is_zookeeper(pid):
+        if pid_alive(pid) and zs._is_zookeeper(pid):
             os.kill(pid, signal.SIGKILL)
 
 
@@ -80,7 +77,7 @@ def test_standalone_daemon_serves_and_stops_by_pid(tmp_path, pid_files):
     assert started.returncode == 0, started.stderr
     assert time.monotonic() - t0 < 60
     pid = int(pid_file.read_text())
-    assert alive(pid) and zs._is_zookeeper(pid) and f"pid {pid}" in started.stdout
+    assert pid_alive(pid) and zs._is_zookeeper(pid) and f"pid {pid}" in started.stdout
     assert os.getsid(pid) == pid != os.getsid(0)          # its own session: detached
     assert srvr_mode(port) == "standalone"                # serving when `start` returned
     cfg = (tmp_path / "data" / "conf" / "zoo.cfg").read_text()
@@ -105,7 +102,7 @@ def test_standalone_daemon_serves_and_stops_by_pid(tmp_path, pid_files):
 
     stopped = run("zookeeper", "stop", "--pid-file", str(pid_file))
     assert stopped.returncode == 0, stopped.stderr
-    assert not alive(pid) and not pid_file.exists() and port_refuses(port)
+    assert not pid_alive(pid) and not pid_file.exists() and port_refuses(port)
     assert "no pid file" in one_line_error(run("zookeeper", "stop", "--pid-file", str(pid_file)))
     assert run("zookeeper", "status", "--zookeeper", f"127.0.0.1:{port}").returncode == 1
 
@@ -165,7 +162,7 @@ def test_three_member_ensemble_forms_a_quorum(tmp_path, pid_files):
     for i, pid in enumerate(pids, start=1):
         stopped = run("zookeeper", "stop", "--pid-file", str(tmp_path / f"zk{i}.pid"))
         assert stopped.returncode == 0, stopped.stderr
-        assert not alive(pid)
+        assert not pid_alive(pid)
     assert all(port_refuses(c) for c in clients)
 
 
@@ -181,7 +178,7 @@ def test_foreground_server_stops_on_sigterm(tmp_path, pid_files):
         wait_until(lambda: srvr_mode(port) == "standalone", 60, "the foreground server serving")
         jvm = int(wait_until(lambda: pid_file.exists() and pid_file.read_text().strip(), 10,
                              "the pid file"))
-        assert proc.poll() is None and alive(jvm)
+        assert proc.poll() is None and pid_alive(jvm)
         proc.send_signal(signal.SIGTERM)                     # the rayka process, by its pid
         out, err = proc.communicate(timeout=60)
     finally:
@@ -190,7 +187,7 @@ def test_foreground_server_stops_on_sigterm(tmp_path, pid_files):
             proc.wait()
     assert proc.returncode == 0, err
     assert "stopped" in out
-    assert not alive(jvm) and not pid_file.exists() and port_refuses(port)
+    assert not pid_alive(jvm) and not pid_file.exists() and port_refuses(port)
 
 
 # -- one-line errors -------------------------------------------------------------------------------------

@@ -19,14 +19,6 @@ from tests.zk_helpers import wait_until
 pytestmark = pytest.mark.zk
 
 
-def pid_exists(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
 def port_refuses(port):
     try:
         socket.create_connection(("127.0.0.1", port), timeout=1).close()
@@ -87,7 +79,7 @@ def test_stop_removes_pid_port_and_owned_data_dir():
     server = ZooKeeperServer().start()
     pid, port, data_dir = server.pid, server.port, server.data_dir
     try:
-        assert pid_exists(pid) and server.is_running()
+        assert pid_alive(pid) and server.is_running()
         assert (data_dir / "conf" / "zoo.cfg").read_text().count("clientPortAddress=127.0.0.1") == 1
         client = started_client(server.connect_string)
         client.create("/x", b"1")
@@ -95,7 +87,7 @@ def test_stop_removes_pid_port_and_owned_data_dir():
         closed(client)
     finally:
         server.stop()
-    assert not pid_exists(pid)
+    assert not pid_alive(pid)
     assert port_refuses(port)
     assert not data_dir.exists()
     assert server.pid is None and not server.is_running() and server.mode() is None
@@ -110,7 +102,7 @@ def test_restart_keeps_persistent_znodes_same_port_and_dir():
         client.create("/persist/me", b"kept", makepath=True)
         closed(client)
         server.restart()
-        assert server.pid != pid1 and not pid_exists(pid1)
+        assert server.pid != pid1 and not pid_alive(pid1)
         assert server.port == port and server.data_dir == data_dir
         assert server.mode() == "standalone"
         client = started_client(server.connect_string)
@@ -199,7 +191,7 @@ def test_ensemble_leader_kill_elects_new_leader_and_session_survives(zk_ensemble
         client.create(path, b"", ephemeral=True, makepath=True)
         old_pid = zk_ensemble.servers[old].pid
         zk_ensemble.kill_server(old)
-        assert not pid_exists(old_pid)
+        assert not pid_alive(old_pid)
         new = zk_ensemble.leader(timeout_s=15)
         assert new != old
 
@@ -307,7 +299,7 @@ def test_atexit_stops_a_forgotten_server():
                          timeout=60, cwd=os.path.dirname(os.path.dirname(__file__)))
     assert out.returncode == 0, out.stderr
     pid, port, data_dir = out.stdout.split()
-    assert not pid_exists(int(pid))
+    assert not pid_alive(int(pid))
     assert port_refuses(int(port))
     assert not os.path.exists(data_dir)
 

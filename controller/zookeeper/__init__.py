@@ -5,7 +5,8 @@
 - fenced: the controller election (one multi, Kafka's
   KafkaZkClient.registerControllerAndIncrementControllerEpoch) and the fenced write API;
 - store: `ZkStore`, the facade: Kafka's znodes under the chroot `/rayka/<cluster>`, broker
-  registration, admin paths, consumer offsets; `expire_session` (a REAL server-side expiry);
+  registration, admin paths, consumer offsets, SCRAM users and ACL znodes with their change
+  notifications; `expire_session` (a REAL server-side expiry);
 - server: the launcher of the real ZooKeeper server (Debian's) or a loopback ensemble, used
   by the embedded default (actors/cluster_host.py), `rayka zookeeper`, chaos and the tests.
 

@@ -1,7 +1,7 @@
 """The ZooKeeper session under the store: connection, reads, watches and the store's errors.
 
 Part of the ZooKeeper store (``controller/zookeeper/store.py`` is its facade; see there for the
-module map). Only ``controller/zk*`` modules import kazoo (tests/test_import_boundaries.py);
+module map). Only ``controller/zookeeper/`` imports kazoo (tests/test_import_boundaries.py);
 the pure half, paths + records + JSON codecs, is ``controller/layout.py``. Everything
 above the store speaks plain Python types and the store's own exceptions (defined here,
 re-exported by ``controller.zookeeper.store``); no kazoo type leaks out.
@@ -24,7 +24,7 @@ Rules:
   stops forwarding. Session state changes are forwarded as the strings "CONNECTED",
   "SUSPENDED", "LOST". A failing callback is logged, never propagated into kazoo.
 - Connection problems (connection loss, closed/expired session, start timeout) raise
-  ``ZkUnavailable`` (public methods are wrapped in ``_zk_call``); after one during a write,
+  ``ZkUnavailable`` (public methods are wrapped in ``zk_call``); after one during a write,
   the write's outcome is unknown.
 - The store's errors are picklable: all their state is in ``args``.
 - Authentication (``auth="user:password"``, ZooKeeper's digest scheme; Kafka's
@@ -64,10 +64,10 @@ __all__ = [
     "ZkSession", "ZkWatch",
     "ZkStoreError", "ZkUnavailable", "ControllerMovedError", "NodeExists", "NoNode",
     "BadVersion", "NotEmpty", "BrokerIdInUse", "AdminOperationInProgress",
-    "MAX_READS_PER_MULTI_READ", "expire_session",
+    "MAX_READS_PER_MULTI_READ", "expire_session", "zk_call", "store_error",
 ]
 
-# One logger for the whole store (its name predates the split into controller/zk_* modules).
+# One logger for the whole store: a record reads as the store's, whichever part logged it.
 log = logging.getLogger("controller.zookeeper.store")
 
 MAX_READS_PER_MULTI_READ = 500    # small znodes only (states, registrations, offsets)
@@ -78,7 +78,7 @@ MAX_READS_PER_MULTI_READ = 500    # small znodes only (states, registrations, of
 # controller.store_api, so the pure controller can recognise them.
 from controller.store_api import (  # noqa: E402
     AdminOperationInProgress, BadVersion, BrokerIdInUse, ControllerMovedError, NodeExists,
-    NoNode, NotEmpty, ZkStoreError, ZkUnavailable, _PathError)
+    NoNode, NotEmpty, ZkStoreError, ZkUnavailable)
 
 
 _OUTCOMES = {NodeExistsError: NodeExists, NoNodeError: NoNode, BadVersionError: BadVersion,
@@ -87,15 +87,17 @@ _UNAVAILABLE = (ConnectionLoss, SessionExpiredError, ConnectionClosedError, Kazo
                 OperationTimeoutError)
 
 
-def _outcome(exc: Exception, path: str) -> ZkStoreError:
+def store_error(exc: Exception, path: str) -> ZkStoreError:
+    """The store's outcome for kazoo's failure `exc` of an op on `path`."""
     for kz, ours in _OUTCOMES.items():
         if isinstance(exc, kz):
             return ours(path)
     return ZkStoreError(f"{type(exc).__name__} at {path}")
 
 
-def _zk_call(method):
-    """Translate kazoo's connection/session errors into ZkUnavailable."""
+def zk_call(method):
+    """Decorator of every public store method: kazoo's connection/session errors become
+    ZkUnavailable."""
     @functools.wraps(method)
     def wrapper(*args, **kwargs):
         try:
@@ -335,7 +337,7 @@ class ZkSession:
             if isinstance(r, NoNodeError):
                 out.append(None)
             elif isinstance(r, Exception):
-                raise _outcome(r, path)
+                raise store_error(r, path)
             else:
                 out.append(r)
         return out
@@ -374,7 +376,7 @@ class ZkSession:
         except Exception:
             log.exception("watch callback %r failed", callback)
 
-    @_zk_call
+    @zk_call
     def _data_watch(self, path: str, convert, callback) -> ZkWatch:
         w = self._remember(ZkWatch(self, path, "data"))
 
@@ -392,7 +394,7 @@ class ZkSession:
         DataWatch(self._client, self._abs(path), on_data)
         return w
 
-    @_zk_call
+    @zk_call
     def _children_watch(self, path: str, convert, callback) -> ZkWatch:
         """Children watch that survives the parent being deleted and re-created: a DataWatch
         on the parent (re)starts a kazoo ChildrenWatch for each incarnation (czxid) of it;

@@ -29,9 +29,9 @@ from typing import Callable, Iterable, Mapping, Sequence
 
 from kazoo.exceptions import BadVersionError, ConnectionLoss, NodeExistsError, NoNodeError
 
-from controller.zookeeper.client import (BadVersion, ControllerMovedError, NodeExists, NoNode, NotEmpty,
-                                         ZkStoreError, ZkWatch, _zk_call)
-from controller.zookeeper.multi import ZkMultiSession, _all_ok, _first_failure, _Op, _Unit
+from controller.zookeeper.client import (BadVersion, ControllerMovedError, NodeExists, NoNode,
+                                         NotEmpty, ZkStoreError, ZkWatch, zk_call)
+from controller.zookeeper.multi import Op, Unit, ZkMultiSession, all_ok, first_failure
 from controller.layout import (CONTROLLER, CONTROLLER_EPOCH, PREFERRED_REPLICA_ELECTION,
                                REASSIGN_PARTITIONS, LeaderIsrAndControllerEpoch,
                                TopicAssignment, TopicPartition, config_topic_path,
@@ -48,7 +48,7 @@ __all__ = ["ControllerElection", "FencedWriter", "ZkElectionSession"]
 from controller.store_api import ControllerElection  # noqa: E402  (defined kazoo-free)
 
 
-def _deleted_by_us(units: list[_Unit], res: dict) -> int:
+def _deleted_by_us(units: list[Unit], res: dict) -> int:
     """How many delete units this run deleted (a tolerated NoNode empties the unit's ops)."""
     return sum(1 for u in units if u.ops and res.get(u.key) is True)
 
@@ -58,19 +58,19 @@ def _deleted_by_us(units: list[_Unit], res: dict) -> int:
 class ZkElectionSession(ZkMultiSession):
     """``ZkMultiSession`` plus the controller election; ``fenced()`` gives the writer."""
 
-    @_zk_call
+    @zk_call
     def get_controller_epoch(self) -> tuple[int, int]:
         """(epoch, zk_version) of /controller_epoch; (0, -1) if it does not exist yet."""
         got = self._get(CONTROLLER_EPOCH)
         return (0, -1) if got is None else (decode_epoch(got[0]), got[1].version)
 
-    @_zk_call
+    @zk_call
     def get_controller(self) -> int | None:
         """The active controller's id, None when /controller is absent."""
         got = self._get(CONTROLLER)
         return None if got is None else decode_controller_id(got[0])
 
-    @_zk_call
+    @zk_call
     def elect_controller(self, controller_id: int) -> ControllerElection:
         """Kafka's registerControllerAndIncrementControllerEpoch: ONE multi creating
         EPHEMERAL /controller and bumping
@@ -91,10 +91,10 @@ class ZkElectionSession(ZkMultiSession):
         except ConnectionLoss:  # outcome unknown: our multi may have landed; verify
             results = None
         if results is not None:
-            if _all_ok(results):
+            if all_ok(results):
                 return ControllerElection(new_epoch, results[1].version, controller_id,
                                           self.session_id)
-            _, exc = _first_failure(results, 0)
+            _, exc = first_failure(results, 0)
             if not isinstance(exc, (NodeExistsError, BadVersionError, NoNodeError)):
                 raise ZkStoreError(f"controller election failed: {type(exc).__name__}")
         return self._check_controller_and_epoch(controller_id, new_epoch)
@@ -120,7 +120,7 @@ class ZkElectionSession(ZkMultiSession):
         return self._data_watch(CONTROLLER, lambda data, stat:
                                 None if stat is None else decode_controller_id(data), callback)
 
-    @_zk_call
+    @zk_call
     def delete_controller_if_ours(self) -> bool:
         """Delete /controller if THIS session owns it (resign); True if deleted."""
         return self._delete_controller_when(
@@ -128,7 +128,7 @@ class ZkElectionSession(ZkMultiSession):
 
     resign = delete_controller_if_ours
 
-    @_zk_call
+    @zk_call
     def delete_dead_incarnation_controller(self, controller_id: int) -> bool:
         """A RESTARTED candidate (Ray reruns __init__ only after the old process died)
         deletes /controller when it names this candidate's id but another session owns it:
@@ -179,23 +179,23 @@ class FencedWriter:
             f"controller epoch {self.election.epoch} (zk version {self._fence}) is fenced: "
             f"/controller_epoch is now {epoch} (version {version}), controller {current}", current)
 
-    def _run(self, units: list[_Unit], pipeline: bool = True) -> dict:
+    def _run(self, units: list[Unit], pipeline: bool = True) -> dict:
         return self.store._run_units(units, self._fence, pipeline=pipeline, on_moved=self._moved)
 
-    def _one(self, op: _Op):
+    def _one(self, op: Op):
         """A single fenced op: its result, or raise its outcome error."""
-        r = self._run([_Unit(0, [op])], pipeline=False)[0]
+        r = self._run([Unit(0, [op])], pipeline=False)[0]
         if isinstance(r, ZkStoreError):
             raise r
         return r
 
-    @_zk_call
+    @zk_call
     def verify(self) -> None:
         """Raise ControllerMovedError unless /controller_epoch still has our version."""
         if self.store.get_controller_epoch()[1] != self._fence:
             raise self._moved()
 
-    @_zk_call
+    @zk_call
     def create_partition_states(self, topic: str, states: Mapping[int, LeaderIsrAndControllerEpoch]
                                 ) -> dict[int, LeaderIsrAndControllerEpoch | NodeExists | NoNode]:
         """Create /brokers/topics/<t>/partitions[/<p>]/state with missing parents, fenced.
@@ -203,12 +203,12 @@ class FencedWriter:
         Kafka keeps the partition New), or NoNode (the topic znode is gone)."""
         children = self.store._children(partitions_path(topic))
         existing = set(children or [])
-        units = [_Unit(p, ([] if str(p) in existing else
-                           [_Op("create", partition_path(topic, p), tolerate=(NodeExistsError,))])
-                       + [_Op("create", partition_state_path(topic, p), st.to_json())])
+        units = [Unit(p, ([] if str(p) in existing else
+                           [Op("create", partition_path(topic, p), tolerate=(NodeExistsError,))])
+                       + [Op("create", partition_state_path(topic, p), st.to_json())])
                  for p, st in sorted(states.items())]
         if children is None:  # the parent of all partitions goes first, in the same multi
-            head = _Unit(None, [_Op("create", partitions_path(topic), tolerate=(NodeExistsError,))])
+            head = Unit(None, [Op("create", partitions_path(topic), tolerate=(NodeExistsError,))])
             first = self.store._chunks([head] + units, 1)[0]
             res = self._run(first, pipeline=False)
             res.update(self._run(units[len(first) - 1:]))
@@ -217,26 +217,26 @@ class FencedWriter:
         return {p: (res[p] if isinstance(res[p], ZkStoreError) else st.with_version(0))
                 for p, st in states.items()}
 
-    @_zk_call
+    @zk_call
     def update_partition_states(
             self, updates: Mapping[TopicPartition, tuple[LeaderIsrAndControllerEpoch, int]]
     ) -> dict[TopicPartition, int | BadVersion | NoNode]:
         """Conditional set of each state znode at its expected zk_version, fenced. Per
         partition: the new zk_version (partition epoch), BadVersion (kept its data) or NoNode."""
-        units = [_Unit(tp, [_Op("set", partition_state_path(tp[0], tp[1]), st.to_json(),
+        units = [Unit(tp, [Op("set", partition_state_path(tp[0], tp[1]), st.to_json(),
                                 version=int(v))])
                  for tp, (st, v) in updates.items()]
         res = self._run(units)
         return {tp: (r if isinstance(r, ZkStoreError) else r.version) for tp, r in res.items()}
 
-    @_zk_call
+    @zk_call
     def set_topic_assignment(self, assignment: TopicAssignment, expected_version: int = -1) -> int:
         """Fenced (conditional if expected_version >= 0) set of /brokers/topics/<t>; returns
         the new znode version; raises NoNode / BadVersion."""
-        return self._one(_Op("set", topic_path(assignment.topic), assignment.to_json(),
+        return self._one(Op("set", topic_path(assignment.topic), assignment.to_json(),
                              version=expected_version)).version
 
-    @_zk_call
+    @zk_call
     def delete_topic_znodes(self, topic: str) -> int:
         """Fenced recursive delete of /brokers/topics/<t>, then /config/topics/<t>, then
         /admin/delete_topics/<t> (the request marker last, only once the rest is gone, so an
@@ -245,14 +245,14 @@ class FencedWriter:
         deleted = 0
         for _ in range(5):
             tree = self._list_tree(topic_path(topic))
-            units = [_Unit(p, [_Op("delete", p, tolerate=(NoNodeError,))]) for p in reversed(tree)]
+            units = [Unit(p, [Op("delete", p, tolerate=(NoNodeError,))]) for p in reversed(tree)]
             res = self._run(units, pipeline=False)
             deleted += _deleted_by_us(units, res)
             if not any(isinstance(r, NotEmpty) for r in res.values()):
                 break  # (NotEmpty: a child appeared meanwhile; list again)
         else:
             raise ZkStoreError(f"delete_topic_znodes {topic}: children kept appearing")
-        units = [_Unit(p, [_Op("delete", p, tolerate=(NoNodeError,))])
+        units = [Unit(p, [Op("delete", p, tolerate=(NoNodeError,))])
                  for p in (config_topic_path(topic), delete_topic_path(topic))]
         res = self._run(units, pipeline=False)
         return deleted + _deleted_by_us(units, res)
@@ -270,48 +270,48 @@ class FencedWriter:
             level = nxt
         return out
 
-    @_zk_call
+    @zk_call
     def delete_topic_marker(self, topic: str) -> bool:
         """Remove /admin/delete_topics/<t> alone (a request for a topic that does not exist,
         or while deletion is disabled)."""
         return self._delete_one(delete_topic_path(topic))
 
-    @_zk_call
+    @zk_call
     def delete_reassign_partitions(self) -> bool:
         return self._delete_one(REASSIGN_PARTITIONS)
 
-    @_zk_call
+    @zk_call
     def set_reassign_partitions(self, partitions: Mapping[TopicPartition, Sequence[int]]) -> bool:
         """Kafka's removePartitionsFromZkReassignment: rewrite /admin/reassign_partitions with
         the reassignments still pending, deleting it once none is left. False if it is gone."""
         if not partitions:
             return self._delete_one(REASSIGN_PARTITIONS)
         try:
-            self._one(_Op("set", REASSIGN_PARTITIONS, encode_reassignment(partitions)))
+            self._one(Op("set", REASSIGN_PARTITIONS, encode_reassignment(partitions)))
             return True
         except NoNode:
             return False
 
-    @_zk_call
+    @zk_call
     def delete_preferred_election(self) -> bool:
         return self._delete_one(PREFERRED_REPLICA_ELECTION)
 
-    @_zk_call
+    @zk_call
     def delete_controller(self) -> bool:
         """Kafka's fenced deleteController: remove /controller so others may elect."""
         return self._delete_one(CONTROLLER)
 
     def _delete_one(self, path: str) -> bool:
         try:
-            self._one(_Op("delete", path))
+            self._one(Op("delete", path))
             return True
         except NoNode:
             return False
 
-    @_zk_call
+    @zk_call
     def delete_isr_change_notifications(self, names: Iterable[str]) -> int:
         """Fenced delete of the named notifications; returns how many were deleted by us."""
-        units = [_Unit(n, [_Op("delete", isr_change_path(n), tolerate=(NoNodeError,))])
+        units = [Unit(n, [Op("delete", isr_change_path(n), tolerate=(NoNodeError,))])
                  for n in names]
         res = self._run(units)
         return _deleted_by_us(units, res)

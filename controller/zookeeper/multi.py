@@ -8,8 +8,8 @@ Rules:
 - ``transaction.commit()`` does NOT raise on failure: it returns one item per op, and a
   failed multi has RolledBackError before the failing op, the real error at it and
   RuntimeInconsistency after it. Every result list is checked item by item
-  (``_all_ok`` / ``_first_failure``).
-- A ``_Unit`` is ops that must land together (e.g. a partition node and its state); its
+  (``all_ok`` / ``first_failure``).
+- A ``Unit`` is ops that must land together (e.g. a partition node and its state); its
   outcome is the result of its LAST op, or a ZkStoreError (``NodeExists``, ``NoNode``,
   ``BadVersion``, ``NotEmpty``) as a VALUE. An op may ``tolerate`` errors meaning "already
   so": it is dropped and the rest of its unit retried.
@@ -36,10 +36,11 @@ from typing import Callable, Iterable
 
 from kazoo.exceptions import RolledBackError
 
-from controller.zookeeper.client import ControllerMovedError, ZkSession, ZkStoreError, _outcome
+from controller.zookeeper.client import ControllerMovedError, ZkSession, ZkStoreError, store_error
 from controller.layout import CONTROLLER_EPOCH
 
-__all__ = ["ZkMultiSession", "MAX_OPS_PER_MULTI", "MAX_BYTES_PER_MULTI"]
+__all__ = ["ZkMultiSession", "Op", "Unit", "all_ok", "first_failure", "is_error",
+           "MAX_OPS_PER_MULTI", "MAX_BYTES_PER_MULTI"]
 
 MAX_OPS_PER_MULTI = 1000          # including the epoch check
 MAX_BYTES_PER_MULTI = 512 * 1024  # well under ZooKeeper's jute.maxbuffer (1 MiB)
@@ -49,7 +50,7 @@ _OP_OVERHEAD = 48                 # bytes per op besides path and data (estimate
 
 # -- the batching engine's units --------------------------------------------------------------
 @dataclass
-class _Op:
+class Op:
     kind: str                      # "create" | "set" | "delete" | "check"
     path: str                      # relative to the chroot
     data: bytes = b""
@@ -63,30 +64,30 @@ class _Op:
 
 
 @dataclass
-class _Unit:
+class Unit:
     """Ops that must land together (e.g. a partition node and its state). The unit's outcome
     is the result of its LAST op (ZnodeStat for set, path for create, True for delete or
     when every op was dropped as already done), or a ZkStoreError."""
 
     key: object
-    ops: list[_Op] = field(default_factory=list)
+    ops: list[Op] = field(default_factory=list)
 
     def size(self) -> int:
         return sum(op.size() for op in self.ops)
 
 
-def _is_error(r) -> bool:
+def is_error(r) -> bool:
     return isinstance(r, Exception)
 
 
-def _all_ok(results) -> bool:
-    return not any(_is_error(r) for r in results)
+def all_ok(results) -> bool:
+    return not any(is_error(r) for r in results)
 
 
-def _first_failure(results, start: int) -> tuple[int, Exception]:
+def first_failure(results, start: int) -> tuple[int, Exception]:
     for i in range(start, len(results)):
         r = results[i]
-        if _is_error(r) and not isinstance(r, RolledBackError):
+        if is_error(r) and not isinstance(r, RolledBackError):
             return i, r
     raise ZkStoreError(f"multi failed without a failing op: {results!r}")
 
@@ -103,7 +104,7 @@ class ZkMultiSession(ZkSession):
         """(max ops incl. the epoch check, max bytes) per multi, read at call time."""
         return MAX_OPS_PER_MULTI, MAX_BYTES_PER_MULTI
 
-    def _txn_async(self, ops: Iterable[_Op], fence: int | None):
+    def _txn_async(self, ops: Iterable[Op], fence: int | None):
         t = self._client.transaction()
         if fence is not None:
             t.check(self._abs(CONTROLLER_EPOCH), fence)
@@ -121,7 +122,7 @@ class ZkMultiSession(ZkSession):
                 raise ValueError(op.kind)
         return t.commit_async()
 
-    def _chunks(self, units: list[_Unit], reserve: int) -> list[list[_Unit]]:
+    def _chunks(self, units: list[Unit], reserve: int) -> list[list[Unit]]:
         max_ops, max_bytes = self._multi_limits()
         chunks, cur, n_ops, n_bytes = [], [], 0, 0
         for u in units:
@@ -136,7 +137,7 @@ class ZkMultiSession(ZkSession):
         return chunks
 
     @staticmethod
-    def _assign(chunk: list[_Unit], results: list, offset: int, out: dict) -> None:
+    def _assign(chunk: list[Unit], results: list, offset: int, out: dict) -> None:
         i = offset
         for u in chunk:
             n = len(u.ops)
@@ -144,9 +145,9 @@ class ZkMultiSession(ZkSession):
             i += n
 
     @staticmethod
-    def _apply_failure(units: list[_Unit], results: list, offset: int, out: dict) -> list[_Unit]:
+    def _apply_failure(units: list[Unit], results: list, offset: int, out: dict) -> list[Unit]:
         """Record the failing op of a failed multi; return the units still to commit."""
-        idx, exc = _first_failure(results, offset)
+        idx, exc = first_failure(results, offset)
         i = offset
         for u in units:
             if idx < i + len(u.ops):
@@ -156,13 +157,13 @@ class ZkMultiSession(ZkSession):
                     if not u.ops:
                         out[u.key] = True
                 else:
-                    out[u.key] = _outcome(exc, op.path)
+                    out[u.key] = store_error(exc, op.path)
                     u.ops = []
                 break
             i += len(u.ops)
         return [u for u in units if u.ops]
 
-    def _run_units(self, units: list[_Unit], fence: int | None, *, pipeline: bool = True,
+    def _run_units(self, units: list[Unit], fence: int | None, *, pipeline: bool = True,
                    on_moved: Callable[[], Exception] | None = None) -> dict:
         """Commit units in multis (see this module's docstring); return {key: outcome}.
 
@@ -175,7 +176,7 @@ class ZkMultiSession(ZkSession):
         chunks = self._chunks([u for u in units if u.ops], offset)
 
         def fenced_out(results) -> bool:
-            return (offset == 1 and _is_error(results[0])
+            return (offset == 1 and is_error(results[0])
                     and not isinstance(results[0], RolledBackError))
 
         if pipeline:
@@ -185,7 +186,7 @@ class ZkMultiSession(ZkSession):
         failed, moved = [], False
         for chunk, pending in sent:
             results = (pending or self._txn_async(self._flat(chunk), fence)).get()
-            if _all_ok(results):
+            if all_ok(results):
                 self._assign(chunk, results, offset, out)
             elif fenced_out(results):
                 moved = True
@@ -202,7 +203,7 @@ class ZkMultiSession(ZkSession):
         return out
 
     @staticmethod
-    def _flat(units: list[_Unit]) -> list[_Op]:
+    def _flat(units: list[Unit]) -> list[Op]:
         return [op for u in units for op in u.ops]
 
     def _settle(self, chunk, results, fence, offset, out, fenced_out, moved) -> None:
@@ -213,7 +214,7 @@ class ZkMultiSession(ZkSession):
             if not pending:
                 return
             results = self._txn_async(self._flat(pending), fence).get()
-            if _all_ok(results):
+            if all_ok(results):
                 self._assign(pending, results, offset, out)
                 return
             if fenced_out(results):
@@ -224,7 +225,7 @@ class ZkMultiSession(ZkSession):
             pending, was_moved = [], False
             for u, a in sent:
                 res = a.get()
-                if _all_ok(res):
+                if all_ok(res):
                     self._assign([u], res, offset, out)
                 elif fenced_out(res):
                     was_moved = True

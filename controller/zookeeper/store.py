@@ -1,22 +1,21 @@
 """The ZooKeeper store: Kafka's ZK-mode data layout, controller election and fenced writes.
 
-``ZkStore`` is the facade; its parts live in the ``controller/zk*`` modules, the only
-controller modules that import kazoo (tests/test_import_boundaries.py):
+``ZkStore`` is the facade; its parts live in ``controller/zookeeper/``, the only modules
+that import kazoo (tests/test_import_boundaries.py):
 
-- ``controller/layout.py``  pure half: paths, records, JSON codecs (no kazoo);
+- ``controller/layout.py``  the pure half: paths, records, JSON codecs (no kazoo);
 - ``controller/zookeeper/client.py`` the kazoo session: lifecycle, state listeners, reads
-  (incl. multiRead), watches (``ZkWatch``), the store's exceptions, ``_zk_call``, and
+  (incl. multiRead), watches (``ZkWatch``), the store's exceptions, ``zk_call``, and
   ``expire_session`` (a real server-side expiry of a session whose
   ``session_credentials()`` are known: fault injection);
 - ``controller/zookeeper/multi.py``  the multi-op engine: per-item result checking, batching and
   re-commit of failed multis, epoch fencing of each multi;
-- ``controller/zookeeper/security_znodes.py`` SCRAM users and ACL znodes with their change
-  notifications (``SecurityZnodes``, mixed in);
 - ``controller/zookeeper/fenced.py`` the controller election (``ControllerElection``) and the
   controller's fenced write API (``FencedWriter``);
 - this module: ``ZkStore`` = session + engine + election, plus brokers, admin writes,
-  reads, watches of the admin znodes and consumer offsets. It re-exports the public names
-  of the parts (see ``__all__``), so callers import everything from here.
+  reads, watches of the admin znodes, consumer offsets, and the security znodes (SCRAM
+  users and ACLs). It re-exports the public names of the parts (see ``__all__``), so
+  callers import everything from here.
 
 Everything above the store speaks plain Python types and the store's own exceptions; no
 kazoo type leaks out. The rules of each part are in its module docstring. Rules here:
@@ -31,10 +30,24 @@ kazoo type leaks out. The rules of each part are in its module docstring. Rules 
   (read at call time by ``ZkStore._multi_limits``).
 - Connection problems raise ``ZkUnavailable``; after one during a write, the write's
   outcome is unknown.
+Security znodes, Kafka's layout relative to the chroot; the formats of their data are not
+known here (protocol/security/ encodes them, the caller passes bytes and paths):
+- ``/config/users/<user>``: the user's SCRAM credentials (sensitive: no world READ when the
+  session is secured); a change is announced by a sequential
+  ``/config/changes/config_change_<n>`` holding ``{"version":2,"entity_path":"users/<user>"}``.
+- ACLs: one znode per resource pattern (``/kafka-acl/...``, ``/kafka-acl-extended/...``),
+  announced in the caller's change directory (``/kafka-acl-changes`` ...).
+- A write and its notification are ONE multi, conditional on the version the caller read
+  (``BadVersion`` when someone else changed the znode meanwhile: read again and retry, as
+  Kafka's AclAuthorizer does), so a watcher that sees the notification sees the write.
+- Readers watch the notification directories (children) and reload what they hold; the
+  writer purges notifications older than ``NOTICE_TTL_MS`` (Kafka's 15 minutes), so a broker
+  that was away longer than that still reloads everything on its first watch callback.
 """
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from dataclasses import replace
@@ -42,20 +55,20 @@ from typing import Callable, Iterable, Mapping, Sequence
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
-from controller.zookeeper.client import (AdminOperationInProgress, BadVersion, BrokerIdInUse,
-                                         ControllerMovedError, NodeExists, NoNode, NotEmpty,
-                                         ZkStoreError, ZkUnavailable, ZkWatch, _zk_call,
-                                         expire_session)
+from controller.zookeeper.client import (MAX_READS_PER_MULTI_READ, AdminOperationInProgress,
+                                         BadVersion, BrokerIdInUse, ControllerMovedError,
+                                         NodeExists, NoNode, NotEmpty, ZkStoreError,
+                                         ZkUnavailable, ZkWatch, expire_session, zk_call)
 from controller.zookeeper.fenced import ControllerElection, FencedWriter, ZkElectionSession
-from controller.zookeeper.security_znodes import SecurityZnodes
-from controller.zookeeper.multi import (MAX_BYTES_PER_MULTI, MAX_OPS_PER_MULTI, _all_ok,
-                                        _first_failure, _Op, _Unit)
-from controller.layout import (BROKER_IDS, BROKER_TOPICS, CLUSTER_ID, DELETE_TOPICS,
+from controller.zookeeper.multi import (MAX_BYTES_PER_MULTI, MAX_OPS_PER_MULTI, Op, all_ok,
+                                        first_failure)
+from controller.layout import (BROKER_IDS, BROKER_TOPICS, CLUSTER_ID, CONFIG_CHANGE_PREFIX,
+                               CONFIG_CHANGES, CONFIG_USERS, DELETE_TOPICS,
                                ISR_CHANGE_NOTIFICATION, ISR_CHANGE_PREFIX,
                                LATEST_PRODUCER_ID_BLOCK, PREFERRED_REPLICA_ELECTION,
                                PRODUCER_ID_BLOCK_SIZE, REASSIGN_PARTITIONS, BrokerRegistration,
                                LeaderIsrAndControllerEpoch, TopicAssignment, TopicPartition,
-                               broker_path, check_name, check_topic, config_topic_path,
+                               broker_path, check_topic, config_topic_path,
                                decode_cluster_id, decode_partition_list, decode_producer_id_block,
                                decode_reassignment, decode_topic_config, delete_topic_path,
                                encode_cluster_id, encode_partition_list, encode_producer_id_block,
@@ -64,20 +77,17 @@ from controller.layout import (BROKER_IDS, BROKER_TOPICS, CLUSTER_ID, DELETE_TOP
 from controller.topic_config import normalize_topic_config
 from replicas.errors import InvalidPartitions, TopicAlreadyExists, UnknownTopicOrPartition
 
-# Internals of the parts that were importable from here before the split stay importable.
-from controller.zookeeper.client import (_OUTCOMES, _UNAVAILABLE, MAX_READS_PER_MULTI_READ,  # noqa: F401
-                                         _MultiRead, _outcome, _PathError, log)
-from controller.zookeeper.multi import _CHUNK_RETRIES, _OP_OVERHEAD, _is_error  # noqa: F401
-
 __all__ = [
     "ZkStore", "FencedWriter", "ControllerElection", "ZkWatch",
     "ZkStoreError", "ZkUnavailable", "ControllerMovedError", "NodeExists", "NoNode",
     "BadVersion", "NotEmpty", "BrokerIdInUse", "AdminOperationInProgress",
-    "MAX_OPS_PER_MULTI", "MAX_BYTES_PER_MULTI", "expire_session",
+    "MAX_OPS_PER_MULTI", "MAX_BYTES_PER_MULTI", "MAX_READS_PER_MULTI_READ", "expire_session",
 ]
 
+NOTICE_TTL_MS = 15 * 60 * 1000
 
-class ZkStore(SecurityZnodes, ZkElectionSession):
+
+class ZkStore(ZkElectionSession):
     """Kafka's ZK layout under ``/rayka/<cluster>``; see the module docstring for the rules.
 
     ``ZkStore(hosts, cluster)`` owns its kazoo session; ``ZkStore(cluster=..., client=c)``
@@ -92,7 +102,7 @@ class ZkStore(SecurityZnodes, ZkElectionSession):
         return MAX_OPS_PER_MULTI, MAX_BYTES_PER_MULTI
 
     # -- brokers -------------------------------------------------------------------------------
-    @_zk_call
+    @zk_call
     def register_broker(self, reg: BrokerRegistration, wait_s: float = 30.0,
                         replace_dead_incarnation: bool = False) -> int:
         """Create the EPHEMERAL ``/brokers/ids/<id>``; return the broker epoch (its czxid).
@@ -139,18 +149,18 @@ class ZkStore(SecurityZnodes, ZkElectionSession):
         old = BrokerRegistration.from_json(reg.id, data, now.czxid)
         return now.czxid == stat.czxid and bool(reg.actor_name) and old.actor_name == reg.actor_name
 
-    @_zk_call
+    @zk_call
     def get_broker(self, broker_id: int) -> BrokerRegistration | None:
         got = self._get(broker_path(broker_id))
         if got is None:
             return None
         return BrokerRegistration.from_json(broker_id, got[0], got[1].czxid)
 
-    @_zk_call
+    @zk_call
     def get_broker_ids(self) -> set[int]:
         return {int(c) for c in (self._children(BROKER_IDS) or []) if c.isdigit()}
 
-    @_zk_call
+    @zk_call
     def get_brokers(self) -> dict[int, BrokerRegistration]:
         ids = sorted(self.get_broker_ids())
         out = {}
@@ -164,7 +174,7 @@ class ZkStore(SecurityZnodes, ZkElectionSession):
                                     callback)
 
     # -- topics (admin side: not fenced) --------------------------------------------------------
-    @_zk_call
+    @zk_call
     def create_topic(self, topic: str, assignment: Mapping[int, Sequence[int]] | TopicAssignment,
                      config: Mapping[str, object] | None = None,
                      topic_id: str | None = None) -> TopicAssignment:
@@ -184,11 +194,11 @@ class ZkStore(SecurityZnodes, ZkElectionSession):
             if self._client.exists(self._abs(delete_topic_path(topic))) is not None:
                 raise TopicAlreadyExists(f"Topic '{topic}' is marked for deletion.")
             cfg_op = self._config_op(cfg_path, cfg)
-            results = self._txn_async([cfg_op, _Op("create", topic_path(topic), ta.to_json())],
+            results = self._txn_async([cfg_op, Op("create", topic_path(topic), ta.to_json())],
                                       None).get()
-            if _all_ok(results):
+            if all_ok(results):
                 return ta
-            idx, exc = _first_failure(results, 0)
+            idx, exc = first_failure(results, 0)
             if idx == 1 and isinstance(exc, NodeExistsError):
                 raise TopicAlreadyExists(f"Topic '{topic}' already exists.")
             if idx == 1 and isinstance(exc, NoNodeError):
@@ -198,7 +208,7 @@ class ZkStore(SecurityZnodes, ZkElectionSession):
             # the config znode changed under us (create/set race): re-read and retry
         raise ZkStoreError(f"create_topic {topic}: config znode kept changing")
 
-    @_zk_call
+    @zk_call
     def add_partitions(self, topic: str, new: Mapping[int, Sequence[int]],
                        expected: TopicAssignment) -> TopicAssignment:
         """Kafka's AdminZkClient.addPartitions: rewrite /brokers/topics/<t> with `new`
@@ -215,61 +225,63 @@ class ZkStore(SecurityZnodes, ZkElectionSession):
         try:
             self._client.set(self._abs(topic_path(topic)), ta.to_json(), version=got[1].version)
         except BadVersionError:
-            raise InvalidPartitions(f"Topic '{topic}' changed while adding partitions; retry.") from None
+            raise InvalidPartitions(
+                f"Topic '{topic}' changed while adding partitions; retry.") from None
         return ta
 
-    @_zk_call
+    @zk_call
     def request_topic_deletion(self, topic: str) -> bool:
         """Create /admin/delete_topics/<t> (atomically with an existence check of the topic).
         UnknownTopicOrPartition if the topic does not exist; False if already requested."""
-        results = self._txn_async([_Op("check", topic_path(topic), version=-1),
-                                   _Op("create", delete_topic_path(topic))], None).get()
-        if _all_ok(results):
+        results = self._txn_async([Op("check", topic_path(topic), version=-1),
+                                   Op("create", delete_topic_path(topic))], None).get()
+        if all_ok(results):
             return True
-        idx, exc = _first_failure(results, 0)
+        idx, exc = first_failure(results, 0)
         if idx == 0 and isinstance(exc, NoNodeError):
             raise UnknownTopicOrPartition(f"Topic '{topic}' does not exist.")
         if idx == 1 and isinstance(exc, NodeExistsError):
             return False
         raise ZkStoreError(f"request_topic_deletion {topic}: {type(exc).__name__}")
 
-    @_zk_call
+    @zk_call
     def set_topic_config(self, topic: str, config: Mapping[str, object]) -> None:
         """Create-or-set /config/topics/<t> for an EXISTING topic (UnknownTopicOrPartition).
         The whole config is replaced; InvalidConfig (nothing written) for a bad key/value."""
-        cfg_path, cfg = config_topic_path(topic), encode_topic_config(normalize_topic_config(config))
+        cfg_path = config_topic_path(topic)
+        cfg = encode_topic_config(normalize_topic_config(config))
         for _ in range(10):
             cfg_op = self._config_op(cfg_path, cfg)
-            results = self._txn_async([_Op("check", topic_path(topic), version=-1), cfg_op],
+            results = self._txn_async([Op("check", topic_path(topic), version=-1), cfg_op],
                                       None).get()
-            if _all_ok(results):
+            if all_ok(results):
                 return
-            idx, exc = _first_failure(results, 0)
+            idx, exc = first_failure(results, 0)
             if idx == 0:
                 raise UnknownTopicOrPartition(f"Topic '{topic}' does not exist.")
         raise ZkStoreError(f"set_topic_config {topic}: config znode kept changing")
 
-    def _config_op(self, cfg_path: str, cfg: bytes) -> _Op:
+    def _config_op(self, cfg_path: str, cfg: bytes) -> Op:
         """Create-or-set of a config znode, conditional on the version read now."""
         cstat = self._client.exists(self._abs(cfg_path))
-        return (_Op("set", cfg_path, cfg, version=cstat.version) if cstat is not None
-                else _Op("create", cfg_path, cfg))
+        return (Op("set", cfg_path, cfg, version=cstat.version) if cstat is not None
+                else Op("create", cfg_path, cfg))
 
-    @_zk_call
+    @zk_call
     def get_topic_config(self, topic: str) -> dict[str, str] | None:
         got = self._get(config_topic_path(topic))
         return None if got is None else decode_topic_config(got[0])
 
-    @_zk_call
+    @zk_call
     def get_topics(self) -> set[str]:
         return set(self._children(BROKER_TOPICS) or [])
 
-    @_zk_call
+    @zk_call
     def get_topic_assignment(self, topic: str) -> TopicAssignment | None:
         got = self._get(topic_path(topic))
         return None if got is None else TopicAssignment.from_json(topic, got[0])
 
-    @_zk_call
+    @zk_call
     def get_all_assignments(self, topics: Iterable[str] | None = None
                             ) -> dict[str, TopicAssignment]:
         names = sorted(self.get_topics() if topics is None else set(topics))
@@ -277,14 +289,14 @@ class ZkStore(SecurityZnodes, ZkElectionSession):
                 for t, got in zip(names, self._get_many([topic_path(t) for t in names]))
                 if got is not None}
 
-    @_zk_call
+    @zk_call
     def get_partition_state(self, topic: str, partition: int) -> LeaderIsrAndControllerEpoch | None:
         got = self._get(partition_state_path(topic, partition))
         if got is None:
             return None
         return LeaderIsrAndControllerEpoch.from_json(got[0], got[1].version)
 
-    @_zk_call
+    @zk_call
     def get_partition_states(self, topics: Iterable[str] | None = None
                              ) -> dict[TopicPartition, LeaderIsrAndControllerEpoch]:
         """Every existing partition state of ``topics`` (all topics if None), pipelined:
@@ -301,12 +313,12 @@ class ZkStore(SecurityZnodes, ZkElectionSession):
                 out[tp] = LeaderIsrAndControllerEpoch.from_json(got[0], got[1].version)
         return out
 
-    @_zk_call
+    @zk_call
     def get_topic_deletions(self) -> set[str]:
         return set(self._children(DELETE_TOPICS) or [])
 
     # -- admin requests ------------------------------------------------------------------------
-    @_zk_call
+    @zk_call
     def request_reassignment(self, partitions: Mapping[TopicPartition, Sequence[int]]) -> None:
         """Create /admin/reassign_partitions; AdminOperationInProgress if one is pending."""
         try:
@@ -316,12 +328,12 @@ class ZkStore(SecurityZnodes, ZkElectionSession):
             raise AdminOperationInProgress(
                 "a partition reassignment is already in progress") from None
 
-    @_zk_call
+    @zk_call
     def get_reassignment(self) -> dict[TopicPartition, tuple[int, ...]]:
         got = self._get(REASSIGN_PARTITIONS)
         return {} if got is None else decode_reassignment(got[0])
 
-    @_zk_call
+    @zk_call
     def request_preferred_election(self, partitions: Iterable[TopicPartition]) -> None:
         """Create /admin/preferred_replica_election; AdminOperationInProgress if pending."""
         try:
@@ -331,24 +343,24 @@ class ZkStore(SecurityZnodes, ZkElectionSession):
             raise AdminOperationInProgress(
                 "a preferred replica election is already in progress") from None
 
-    @_zk_call
+    @zk_call
     def get_preferred_election(self) -> set[TopicPartition]:
         got = self._get(PREFERRED_REPLICA_ELECTION)
         return set() if got is None else decode_partition_list(got[0])
 
-    @_zk_call
+    @zk_call
     def create_isr_change_notification(self, partitions: Iterable[TopicPartition]) -> str:
         """Create /isr_change_notification/isr_change_<seq>; return its name."""
         path = self._client.create(self._abs(f"{ISR_CHANGE_NOTIFICATION}/{ISR_CHANGE_PREFIX}"),
                                    encode_partition_list(partitions), sequence=True)
         return path.rsplit("/", 1)[1]
 
-    @_zk_call
+    @zk_call
     def get_isr_change_notifications(self) -> list[str]:
         return sorted(c for c in (self._children(ISR_CHANGE_NOTIFICATION) or [])
                       if c.startswith(ISR_CHANGE_PREFIX))
 
-    @_zk_call
+    @zk_call
     def read_isr_change_notifications(self, names: Iterable[str]) -> set[TopicPartition]:
         """Union of the partitions named by these notifications (missing ones skipped)."""
         out: set[TopicPartition] = set()
@@ -391,7 +403,7 @@ class ZkStore(SecurityZnodes, ZkElectionSession):
                                 callback)
 
     # -- cluster id --------------------------------------------------------------------------------
-    @_zk_call
+    @zk_call
     def get_or_create_cluster_id(self) -> str:
         """Kafka's KafkaZkClient.getOrCreateClusterId: read /cluster/id, or create it with a
         new id; a concurrent creator wins and its id is read back."""
@@ -407,7 +419,7 @@ class ZkStore(SecurityZnodes, ZkElectionSession):
         raise ZkStoreError("get_or_create_cluster_id: /cluster/id kept changing")
 
     # -- producer ids ------------------------------------------------------------------------------
-    @_zk_call
+    @zk_call
     def allocate_producer_id_block(self, owner_id: int = -1,
                                    size: int = PRODUCER_ID_BLOCK_SIZE) -> tuple[int, int]:
         """Kafka's ProducerIdManager (ZK mode): claim the next block [start, end] of producer
@@ -421,9 +433,96 @@ class ZkStore(SecurityZnodes, ZkElectionSession):
                 if got is None:
                     self._client.create(self._abs(LATEST_PRODUCER_ID_BLOCK), data, makepath=True)
                 else:
-                    self._client.set(self._abs(LATEST_PRODUCER_ID_BLOCK), data, version=got[1].version)
+                    self._client.set(self._abs(LATEST_PRODUCER_ID_BLOCK), data,
+                                     version=got[1].version)
                 return start, start + size - 1
             except (NodeExistsError, BadVersionError):
                 continue
         raise ZkStoreError("allocate_producer_id_block: too many concurrent allocations")
 
+    # -- security znodes: SCRAM users and ACLs, with change notifications ------------------------
+    @zk_call
+    def read_tree(self, path: str, depth: int) -> dict[str, tuple[bytes, int]]:
+        """Every znode exactly `depth` levels below `path`: relative path → (data, version)."""
+        level = [path]
+        for _ in range(depth):
+            nxt = []
+            for p in level:
+                try:
+                    nxt += [f"{p}/{c}" for c in self._client.get_children(self._abs(p))]
+                except NoNodeError:
+                    pass
+            level = nxt
+        out = {}
+        for p in level:
+            try:
+                data, stat = self._client.get(self._abs(p))
+            except NoNodeError:
+                continue
+            out[p] = (data or b"", stat.version)
+        return out
+
+    @zk_call
+    def read_znode(self, path: str) -> tuple[bytes, int] | None:
+        try:
+            data, stat = self._client.get(self._abs(path))
+        except NoNodeError:
+            return None
+        return data or b"", stat.version
+
+    @zk_call
+    def watch_notices(self, path: str, callback: Callable[[list[str]], None]) -> ZkWatch:
+        """callback(sorted notification names) now and on every change (they may coalesce)."""
+        self._client.ensure_path(self._abs(path))
+        return self._children_watch(path, lambda children: sorted(children or ()), callback)
+
+    @zk_call
+    def write_with_notice(self, path: str, data: bytes | None, version: int,
+                          notice_dir: str, notice_prefix: str, notice: bytes,
+                          sensitive: bool = False) -> None:
+        """Set `path` to `data` (None: delete it) if its version is still `version` (-1: it
+        must not exist yet), and announce it in `notice_dir`, in one multi."""
+        self._client.ensure_path(self._abs(notice_dir))
+        parent = path.rpartition("/")[0]
+        if parent:
+            self._client.ensure_path(self._abs(parent),
+                                     acl=self.private_acl if sensitive else None)
+        t = self._client.transaction()
+        if data is None:
+            t.delete(self._abs(path), version=version)
+        elif version < 0:
+            t.create(self._abs(path), data, acl=self.private_acl if sensitive else None)
+        else:
+            t.set_data(self._abs(path), data, version=version)
+        t.create(self._abs(f"{notice_dir}/{notice_prefix}"), notice, sequence=True)
+        results = t.commit()
+        failure = next((r for r in results if isinstance(r, Exception)
+                        and type(r).__name__ != "RuntimeInconsistency"), None)
+        if isinstance(failure, (BadVersionError, NodeExistsError)):
+            raise BadVersion(path)
+        if isinstance(failure, NoNodeError):
+            raise NoNode(path)
+        if failure is not None:
+            raise failure
+        self._purge_notices(notice_dir)
+
+    def _purge_notices(self, notice_dir: str) -> None:
+        """Oldest first (the sequence numbers are creation order), stopping at the first one
+        still young: a write costs one read per expired notice, not one per notice."""
+        horizon_ms = time.time() * 1000 - NOTICE_TTL_MS
+        for name in sorted(self._client.get_children(self._abs(notice_dir))):
+            p = self._abs(f"{notice_dir}/{name}")
+            stat = self._client.exists(p)
+            if stat is not None and stat.ctime >= horizon_ms:
+                return
+            try:
+                self._client.delete(p)
+            except NoNodeError:
+                pass                               # another writer purged it first
+
+    def set_user_credentials(self, user: str, data: bytes | None, version: int) -> None:
+        """Kafka's /config/users/<user> (None: delete), conditional on `version`."""
+        self.write_with_notice(f"{CONFIG_USERS}/{user}", data, version, CONFIG_CHANGES,
+                               CONFIG_CHANGE_PREFIX,
+                               json.dumps({"version": 2, "entity_path": f"users/{user}"}).encode(),
+                               sensitive=True)

@@ -1,5 +1,10 @@
 """protocol/handlers/: one handler per served Kafka API, and `handle`, the dispatcher.
 
+Modules: data (Produce, Fetch, ListOffsets, OffsetForLeaderEpoch, DeleteRecords,
+InitProducerId), metadata (ApiVersions, Metadata, DescribeCluster), admin (topics,
+partitions, configs), groups (the consumer-group APIs), security (SASL and ACL APIs),
+authorized (the authorizer's view of a BrokerApi).
+
 May import: the stdlib, kio, protocol/ (codec, build, api, versions), replicas/ (errors).
 Never ray, kazoo or sockets: every effect goes through the `BrokerApi` the caller passes.
 
@@ -28,10 +33,9 @@ from protocol.errors import ProtocolError
 from protocol.handlers import admin, data, groups, metadata, security
 from protocol.handlers.authorized import AuthorizedApi
 from protocol.security.session import Session, as_session
-from replicas.errors import KafkaError
+from replicas.errors import ErrorCode, KafkaError
 
 API_VERSIONS = 18
-UNSUPPORTED_VERSION = 35
 
 Handler = Callable[[BrokerApi, object, str], object]
 
@@ -115,7 +119,7 @@ def answer(connection, api: BrokerApi, request, context: Session | str = "PLAINT
     session = as_session(context)
     _gate(session, request)
     if not request.served and request.api_key != API_VERSIONS:
-        return connection.respond_error(request, UNSUPPORTED_VERSION)
+        return connection.respond_error(request, ErrorCode.UNSUPPORTED_VERSION)
     try:
         body = _dispatch(api, request, session)
     except KafkaError as exc:

@@ -13,11 +13,8 @@ from __future__ import annotations
 import collections
 
 from protocol.api import BrokerApi, ConfigResource, TopicSpec
-from protocol.build import build
-from protocol.handlers.data import _ms
-
-INVALID_REQUEST = 42
-UNKNOWN_TOPIC_ID = 100
+from protocol.build import build, millis
+from replicas.errors import ErrorCode as E
 
 
 def _duplicates(names) -> set:
@@ -32,11 +29,12 @@ def create_topics(api: BrokerApi, request, _listener: str):
                        {a.partition_index: tuple(a.broker_ids) for a in t.assignments},
                        {c.name: c.value for c in t.configs})
              for t in body.topics if t.name not in dup]
-    outcomes = api.create_topics(specs, _ms(body.timeout), bool(getattr(body, "validate_only", False)))
+    outcomes = api.create_topics(specs, millis(body.timeout),
+                                 bool(getattr(body, "validate_only", False)))
 
     def result(name):
         if name in dup:
-            return build(key, v, "CreatableTopicResult", name=name, error_code=INVALID_REQUEST,
+            return build(key, v, "CreatableTopicResult", name=name, error_code=E.INVALID_REQUEST,
                          error_message=f"Create topics request from client contains multiple "
                                        f"entries for the topic {name}", num_partitions=-1,
                          replication_factor=-1, configs=None)
@@ -46,7 +44,7 @@ def create_topics(api: BrokerApi, request, _listener: str):
                               is_sensitive=c.sensitive) for c in o.configs) \
             if not o.error and v >= 5 else None             # configs answered from v5
         return build(key, v, "CreatableTopicResult", name=name, error_code=o.error,
-                     error_message=o.message, topic_config_error_code=0,
+                     error_message=o.message, topic_config_error_code=E.NONE,
                      num_partitions=o.partitions, replication_factor=o.replication_factor,
                      configs=configs)
 
@@ -66,17 +64,17 @@ def delete_topics(api: BrokerApi, request, _listener: str):
         [t.topic_id for t in body.topics if t.name is None]     # v6: ids are not tracked
     dup = _duplicates(names)
     outcomes = api.delete_topics([n for n in dict.fromkeys(names) if n not in dup],
-                                 _ms(body.timeout))
+                                 millis(body.timeout))
     results = []
     for name in dict.fromkeys(names):
         if name in dup:
-            code, message = INVALID_REQUEST, f"duplicate topic {name} in the request"
+            code, message = E.INVALID_REQUEST, f"duplicate topic {name} in the request"
         else:
             code, message = outcomes[name].error, outcomes[name].message
         results.append(build(key, v, "DeletableTopicResult", name=name, error_code=code,
                              error_message=message))
     results += [build(key, v, "DeletableTopicResult", name=None, topic_id=topic_id,
-                      error_code=UNKNOWN_TOPIC_ID, error_message=f"unknown topic id {topic_id}")
+                      error_code=E.UNKNOWN_TOPIC_ID, error_message=f"unknown topic id {topic_id}")
                 for topic_id in by_id]
     return build(key, v, "DeleteTopicsResponse", responses=tuple(results))
 
@@ -87,11 +85,11 @@ def create_partitions(api: BrokerApi, request, _listener: str):
     asks = [(t.name, t.count, None if t.assignments is None
              else [tuple(a.broker_ids) for a in t.assignments])
             for t in body.topics if t.name not in dup]
-    outcomes = api.create_partitions(asks, _ms(body.timeout), bool(body.validate_only))
+    outcomes = api.create_partitions(asks, millis(body.timeout), bool(body.validate_only))
     results = []
     for name in dict.fromkeys(t.name for t in body.topics):
         o = outcomes.get(name)
-        code, message = (INVALID_REQUEST, f"duplicate topic {name} in the request") \
+        code, message = (E.INVALID_REQUEST, f"duplicate topic {name} in the request") \
             if name in dup else (o.error, o.message)
         results.append(build(key, v, "CreatePartitionsTopicResult", name=name, error_code=code,
                              error_message=message))

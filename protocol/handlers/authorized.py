@@ -41,17 +41,14 @@ from coordinator import messages as m
 from protocol.api import (ClusterMetadata, ConfigsOutcome, Deferred, FetchOutcome,
                           OffsetAnswer, ProduceOutcome, TopicMetadata, TopicOutcome)
 from protocol.security.acl import CLUSTER_NAME, AclOperation as Op, ResourceType as Res
+from replicas.errors import ErrorCode as E
 
-TOPIC_AUTHORIZATION_FAILED = 29
-GROUP_AUTHORIZATION_FAILED = 30
-CLUSTER_AUTHORIZATION_FAILED = 31
-UNKNOWN_TOPIC_OR_PARTITION = 3
 DENIED = "Authorization failed."
 TOPIC_CONFIG, BROKER_CONFIG, BROKER_LOGGER, CLIENT_METRICS, GROUP_CONFIG = 2, 4, 8, 16, 32
 # Errors.<code>.message(): what DescribeConfigs (ConfigHelper) answers a denied resource with
-DEFAULT_MESSAGE = {TOPIC_AUTHORIZATION_FAILED: "Topic authorization failed.",
-                   GROUP_AUTHORIZATION_FAILED: "Group authorization failed.",
-                   CLUSTER_AUTHORIZATION_FAILED: "Cluster authorization failed."}
+DEFAULT_MESSAGE = {E.TOPIC_AUTHORIZATION_FAILED: "Topic authorization failed.",
+                   E.GROUP_AUTHORIZATION_FAILED: "Group authorization failed.",
+                   E.CLUSTER_AUTHORIZATION_FAILED: "Cluster authorization failed."}
 
 
 class AuthorizedApi:
@@ -94,16 +91,17 @@ class AuthorizedApi:
                 md = self._api.metadata(names, create, listener)
                 for t in md.topics:
                     # a missing topic this principal may not create: Kafka answers 29
-                    denied = names is plain and t.error == UNKNOWN_TOPIC_OR_PARTITION
-                    answers[t.name] = TopicMetadata(t.name, TOPIC_AUTHORIZATION_FAILED) \
+                    denied = names is plain and t.error == E.UNKNOWN_TOPIC_OR_PARTITION
+                    answers[t.name] = TopicMetadata(t.name, E.TOPIC_AUTHORIZATION_FAILED) \
                         if denied else t
-        return replace(md, topics=tuple(answers.get(t, TopicMetadata(t, TOPIC_AUTHORIZATION_FAILED))
-                                        for t in dict.fromkeys(topics)))
+        return replace(md, topics=tuple(
+            answers.get(t, TopicMetadata(t, E.TOPIC_AUTHORIZATION_FAILED))
+            for t in dict.fromkeys(topics)))
 
     # -- data ------------------------------------------------------------------------------
     def produce(self, acks, timeout_ms, partitions):
         ok, denied = self._split(partitions, Op.WRITE)
-        refused = {tp: ProduceOutcome(TOPIC_AUTHORIZATION_FAILED) for tp, _ in denied}
+        refused = {tp: ProduceOutcome(E.TOPIC_AUTHORIZATION_FAILED) for tp, _ in denied}
         got = self._api.produce(acks, timeout_ms, ok) if ok else {}
         if isinstance(got, Deferred):
             return got.then(lambda answers: {**answers, **refused})
@@ -119,7 +117,7 @@ class AuthorizedApi:
         extra = {} if reads is None else {"reads": reads}
         got = self._api.fetch(replica_id, max_wait_ms, min_bytes, max_bytes, isolation_level,
                               ok, **extra) if ok else {}
-        refused = {a.tp: FetchOutcome(TOPIC_AUTHORIZATION_FAILED) for a in denied}
+        refused = {a.tp: FetchOutcome(E.TOPIC_AUTHORIZATION_FAILED) for a in denied}
         if isinstance(got, Deferred):
             return got.then(lambda answers: {**answers, **refused})
         return {**got, **refused}
@@ -127,24 +125,24 @@ class AuthorizedApi:
     def list_offsets(self, isolation_level, asks):
         ok, denied = self._split(asks, Op.DESCRIBE)
         got = self._api.list_offsets(isolation_level, ok) if ok else {}
-        return {**got, **{a[0]: OffsetAnswer(TOPIC_AUTHORIZATION_FAILED) for a in denied}}
+        return {**got, **{a[0]: OffsetAnswer(E.TOPIC_AUTHORIZATION_FAILED) for a in denied}}
 
     def offsets_for_leader_epoch(self, asks):
         # a follower's truncation check: ClusterAction covers every topic (KafkaApis)
         ok, denied = (list(asks), []) if self._cluster(Op.CLUSTER_ACTION) \
             else self._split(asks, Op.DESCRIBE)
         got = self._api.offsets_for_leader_epoch(ok) if ok else {}
-        return {**got, **{a[0]: OffsetAnswer(TOPIC_AUTHORIZATION_FAILED) for a in denied}}
+        return {**got, **{a[0]: OffsetAnswer(E.TOPIC_AUTHORIZATION_FAILED) for a in denied}}
 
     def delete_records(self, asks, timeout_ms):
         ok, denied = self._split(asks, Op.DELETE)
         got = self._api.delete_records(ok, timeout_ms) if ok else {}
-        return {**got, **{a[0]: (TOPIC_AUTHORIZATION_FAILED, -1) for a in denied}}
+        return {**got, **{a[0]: (E.TOPIC_AUTHORIZATION_FAILED, -1) for a in denied}}
 
     def init_producer_id(self, transactional_id, producer_id, producer_epoch):
         if transactional_id is None and not (self._cluster(Op.IDEMPOTENT_WRITE)
                                              or self._may_write_some_topic()):
-            return CLUSTER_AUTHORIZATION_FAILED, -1, -1
+            return E.CLUSTER_AUTHORIZATION_FAILED, -1, -1
         return self._api.init_producer_id(transactional_id, producer_id, producer_epoch)
 
     def _may_write_some_topic(self) -> bool:
@@ -161,7 +159,7 @@ class AuthorizedApi:
         def outcome(name):
             o = got.get(name)
             if o is None:
-                return TopicOutcome(TOPIC_AUTHORIZATION_FAILED, DENIED)
+                return TopicOutcome(E.TOPIC_AUTHORIZATION_FAILED, DENIED)
             if self._topic(Op.DESCRIBE_CONFIGS, name):
                 return o
             return TopicOutcome(o.error, o.message)    # no configs, partitions, replicas
@@ -170,22 +168,22 @@ class AuthorizedApi:
     def delete_topics(self, names, timeout_ms):
         ok = [n for n in names if self._topic(Op.DELETE, n)]
         got = self._api.delete_topics(ok, timeout_ms) if ok else {}
-        return {n: got.get(n) or TopicOutcome(TOPIC_AUTHORIZATION_FAILED) for n in names}
+        return {n: got.get(n) or TopicOutcome(E.TOPIC_AUTHORIZATION_FAILED) for n in names}
 
     def create_partitions(self, asks, timeout_ms, validate_only):
         ok = [a for a in asks if self._topic(Op.ALTER, a[0])]
         got = self._api.create_partitions(ok, timeout_ms, validate_only) if ok else {}
-        return {a[0]: got.get(a[0]) or TopicOutcome(TOPIC_AUTHORIZATION_FAILED,
+        return {a[0]: got.get(a[0]) or TopicOutcome(E.TOPIC_AUTHORIZATION_FAILED,
                                                     "The topic authorization is failed.")
                 for a in asks}
 
     def _config_denial(self, resource, op) -> int:
         if resource.kind == TOPIC_CONFIG:
-            return 0 if self._topic(op, resource.name) else TOPIC_AUTHORIZATION_FAILED
+            return E.NONE if self._topic(op, resource.name) else E.TOPIC_AUTHORIZATION_FAILED
         if resource.kind == GROUP_CONFIG:
-            return 0 if self._group(op, resource.name) else GROUP_AUTHORIZATION_FAILED
+            return E.NONE if self._group(op, resource.name) else E.GROUP_AUTHORIZATION_FAILED
         if resource.kind in (BROKER_CONFIG, BROKER_LOGGER, CLIENT_METRICS):
-            return 0 if self._cluster(op) else CLUSTER_AUTHORIZATION_FAILED
+            return E.NONE if self._cluster(op) else E.CLUSTER_AUTHORIZATION_FAILED
         return 0                  # an unknown kind: the broker answers it
 
     def describe_configs(self, resources):
@@ -213,7 +211,7 @@ class AuthorizedApi:
     def find_coordinator(self, group_ids, listener):
         ok = [g for g in group_ids if self._group(Op.DESCRIBE, g)]
         got = self._api.find_coordinator(ok, listener) if ok else {}
-        return {g: got.get(g) or (GROUP_AUTHORIZATION_FAILED, -1, "", -1) for g in group_ids}
+        return {g: got.get(g) or (E.GROUP_AUTHORIZATION_FAILED, -1, "", -1) for g in group_ids}
 
     def _group(self, op, group_id: str) -> bool:
         return self._s.allowed(op, Res.GROUP, group_id)
@@ -228,19 +226,19 @@ class AuthorizedApi:
     def _membership(self, event, make_event):
         if self._group(Op.READ, event.group_id):
             return self._api.group_call(make_event)
-        denied = {m.JoinGroup: lambda: m.JoinGroupResult(GROUP_AUTHORIZATION_FAILED, ""),
-                  m.SyncGroup: lambda: m.SyncGroupResult(GROUP_AUTHORIZATION_FAILED),
-                  m.Heartbeat: lambda: m.HeartbeatResult(GROUP_AUTHORIZATION_FAILED),
-                  m.LeaveGroup: lambda: m.LeaveGroupResult(GROUP_AUTHORIZATION_FAILED)}
+        denied = {m.JoinGroup: lambda: m.JoinGroupResult(E.GROUP_AUTHORIZATION_FAILED, ""),
+                  m.SyncGroup: lambda: m.SyncGroupResult(E.GROUP_AUTHORIZATION_FAILED),
+                  m.Heartbeat: lambda: m.HeartbeatResult(E.GROUP_AUTHORIZATION_FAILED),
+                  m.LeaveGroup: lambda: m.LeaveGroupResult(E.GROUP_AUTHORIZATION_FAILED)}
         return _now(denied[type(event)]())
 
     def _offset_commit(self, event: m.OffsetCommit, make_event):
         if not self._group(Op.READ, event.group_id):
             return _now(m.OffsetCommitResult(tuple(
-                m.CommitPartitionResult(o.topic, o.partition, GROUP_AUTHORIZATION_FAILED)
+                m.CommitPartitionResult(o.topic, o.partition, E.GROUP_AUTHORIZATION_FAILED)
                 for o in event.offsets)))
         ok = tuple(o for o in event.offsets if self._topic(Op.READ, o.topic))
-        refused = tuple(m.CommitPartitionResult(o.topic, o.partition, TOPIC_AUTHORIZATION_FAILED)
+        refused = tuple(m.CommitPartitionResult(o.topic, o.partition, E.TOPIC_AUTHORIZATION_FAILED)
                         for o in event.offsets if o not in ok)
         if not refused:
             return self._api.group_call(make_event)
@@ -251,12 +249,12 @@ class AuthorizedApi:
 
     def _offset_fetch(self, event: m.OffsetFetch, make_event):
         if not self._group(Op.DESCRIBE, event.group_id):
-            return _now(m.OffsetFetchResult(GROUP_AUTHORIZATION_FAILED))
+            return _now(m.OffsetFetchResult(E.GROUP_AUTHORIZATION_FAILED))
         if event.partitions is None:
             pending = self._api.group_call(make_event)
             return pending.then(lambda r: _keep(r, lambda x: self._topic(Op.DESCRIBE, x.topic)))
         ok = tuple(tp for tp in event.partitions if self._topic(Op.DESCRIBE, tp[0]))
-        refused = tuple(m.FetchedOffset(t, p, -1, error=TOPIC_AUTHORIZATION_FAILED)
+        refused = tuple(m.FetchedOffset(t, p, -1, error=E.TOPIC_AUTHORIZATION_FAILED)
                         for t, p in event.partitions if (t, p) not in ok)
         if not refused:
             return self._api.group_call(make_event)
@@ -285,12 +283,12 @@ class AuthorizedApi:
 
     def _describe_groups(self, event, make_event):
         return self._per_group(event, make_event, Op.DESCRIBE, "group_ids",
-                               lambda g: m.DescribedGroup(GROUP_AUTHORIZATION_FAILED, g, ""),
+                               lambda g: m.DescribedGroup(E.GROUP_AUTHORIZATION_FAILED, g, ""),
                                lambda gs: m.DescribeGroupsResult(gs))
 
     def _delete_groups(self, event, make_event):
         return self._per_group(event, make_event, Op.DELETE, "group_ids",
-                               lambda g: m.DeletedGroup(g, GROUP_AUTHORIZATION_FAILED),
+                               lambda g: m.DeletedGroup(g, E.GROUP_AUTHORIZATION_FAILED),
                                lambda gs: m.DeleteGroupsResult(gs), distinct=True)
 
 

@@ -26,27 +26,19 @@ Rules (Kafka's KafkaApis, ZooKeeper mode, without transactions):
 from __future__ import annotations
 
 from protocol.api import BrokerApi, Deferred, FetchAsk
-from protocol.fetch_session import FETCH_SESSION_ID_NOT_FOUND, FetchContext, FetchData
-from protocol.build import build
+from protocol.build import build, millis
 from protocol.errors import ProtocolError
+from protocol.fetch_session import FetchContext, FetchData
+from replicas.errors import ErrorCode as E
 from replicas.records import iter_headers
 
-NONE = 0
-INVALID_RECORD = 87
-TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
 READ_COMMITTED = 1
-UNSUPPORTED_COMPRESSION_TYPE = 76
 
 
 def _has_zstd(buf) -> bool:
     """Any whole batch header of `buf` naming zstd (attributes bits 0-2 = 4); what is not a
     batch is left to the broker's validation."""
     return any(h.attributes & 0x07 == 4 for h in iter_headers(buf))
-
-
-def _ms(value) -> int:
-    """kio gives i32Timedelta fields as datetime.timedelta."""
-    return int(value.total_seconds() * 1000) if hasattr(value, "total_seconds") else int(value)
 
 
 # -- Produce ------------------------------------------------------------------------------------
@@ -57,14 +49,15 @@ def produce(api: BrokerApi, request, _listener: str):
         for p in topic.partition_data:
             tp = (topic.name, p.index)
             if body.transactional_id is not None:
-                errors[tp] = (TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactions are not supported")
+                errors[tp] = (E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                              "transactions are not supported")
             elif p.records is None:
-                errors[tp] = (INVALID_RECORD, "null records")
+                errors[tp] = (E.INVALID_RECORD, "null records")
             elif v < 7 and _has_zstd(p.records):
-                errors[tp] = (UNSUPPORTED_COMPRESSION_TYPE, "zstd needs Produce v7 or later")
+                errors[tp] = (E.UNSUPPORTED_COMPRESSION_TYPE, "zstd needs Produce v7 or later")
             else:
                 asks.append((tp, bytes(p.records)))
-    outcomes = api.produce(body.acks, _ms(body.timeout), asks) if asks else {}
+    outcomes = api.produce(body.acks, millis(body.timeout), asks) if asks else {}
     if body.acks == 0:
         got = outcomes.result() if isinstance(outcomes, Deferred) else outcomes
         failed = sorted(errors) + sorted(tp for tp, o in got.items() if o.error)
@@ -110,7 +103,7 @@ def fetch(api: BrokerApi, request, _listener: str):
     cache = getattr(api, "fetch_sessions", None)
     if cache is None or v < 7:
         if session_id:          # a session we could not have given
-            return build(key, v, "FetchResponse", error_code=FETCH_SESSION_ID_NOT_FOUND,
+            return build(key, v, "FetchResponse", error_code=E.FETCH_SESSION_ID_NOT_FOUND,
                          session_id=0, responses=())
         context = FetchContext(None, None, requested, False)
     else:
@@ -124,7 +117,7 @@ def fetch(api: BrokerApi, request, _listener: str):
                      d.max_bytes) for tp, d in context.asks()]
     journal = getattr(api, "fetch_changes", None)
     max_bytes = getattr(body, "max_bytes", 0x7FFFFFFF)
-    args = (body.replica_id, _ms(body.max_wait), body.min_bytes, max_bytes,
+    args = (body.replica_id, millis(body.max_wait), body.min_bytes, max_bytes,
             getattr(body, "isolation_level", 0), asks)
     if journal is None or context.session is None:
         outcomes = api.fetch(*args)
@@ -158,7 +151,7 @@ def _fetch_response(request, context: FetchContext, outcomes, max_bytes: int):
         by_topic.setdefault(tp[0], []).append(partition(tp, o))
     topics = tuple(build(key, v, "FetchableTopicResponse", topic=t, partitions=tuple(ps))
                    for t, ps in by_topic.items())
-    return build(key, v, "FetchResponse", error_code=NONE, session_id=context.session_id,
+    return build(key, v, "FetchResponse", error_code=E.NONE, session_id=context.session_id,
                  responses=topics)
 
 
@@ -179,7 +172,7 @@ def list_offsets(api: BrokerApi, request, _listener: str):
 def delete_records(api: BrokerApi, request, _listener: str):
     body, key, v = request.body, request.api_key, request.api_version
     answers = api.delete_records([((t.name, p.partition_index), p.offset)
-                                  for t in body.topics for p in t.partitions], _ms(body.timeout))
+                                  for t in body.topics for p in t.partitions], millis(body.timeout))
     topics = tuple(build(key, v, "DeleteRecordsTopicResult", name=t.name, partitions=tuple(
         build(key, v, "DeleteRecordsPartitionResult", partition_index=p.partition_index,
               error_code=(a := answers[(t.name, p.partition_index)])[0], low_watermark=a[1])
@@ -205,7 +198,7 @@ def init_producer_id(api: BrokerApi, request, _listener: str):
     body, key, v = request.body, request.api_key, request.api_version
     if body.transactional_id is not None:
         return build(key, v, "InitProducerIdResponse",
-                     error_code=TRANSACTIONAL_ID_AUTHORIZATION_FAILED, producer_id=-1,
+                     error_code=E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, producer_id=-1,
                      producer_epoch=-1)
     error, pid, epoch = api.init_producer_id(None, getattr(body, "producer_id", -1),
                                              getattr(body, "producer_epoch", -1))

@@ -26,12 +26,8 @@ from __future__ import annotations
 
 from coordinator import messages as m
 from protocol.api import BrokerApi, Deferred
-from protocol.build import build
-from protocol.handlers.authorized import GROUP_AUTHORIZATION_FAILED
-from protocol.handlers.data import TRANSACTIONAL_ID_AUTHORIZATION_FAILED, _ms
-
-INCONSISTENT_GROUP_PROTOCOL = 23
-INVALID_REQUEST = 42
+from protocol.build import build, millis
+from replicas.errors import ErrorCode as E
 
 
 def _later(api: BrokerApi, make_event, respond) -> Deferred:
@@ -46,13 +42,13 @@ def find_coordinator(api: BrokerApi, request, listener: str):
     if key_type == 0:
         found = api.find_coordinator(keys, listener)
     else:
-        code = TRANSACTIONAL_ID_AUTHORIZATION_FAILED if key_type == 1 else INVALID_REQUEST
+        code = E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED if key_type == 1 else E.INVALID_REQUEST
         found = {k: (code, -1, "", -1) for k in keys}
 
     def message(code):
-        if code == 0:
+        if code == E.NONE:
             return None
-        if code == GROUP_AUTHORIZATION_FAILED:     # Kafka: Errors.message() before v4 only
+        if code == E.GROUP_AUTHORIZATION_FAILED:     # Kafka: Errors.message() before v4 only
             return "Group authorization failed." if v < 4 else None
         return {0: "the group coordinator is not available yet",
                 1: "transactions are not supported"}.get(key_type, "unknown coordinator type")
@@ -69,8 +65,8 @@ def find_coordinator(api: BrokerApi, request, listener: str):
 # -- membership ------------------------------------------------------------------------------------
 def join_group(api: BrokerApi, request, _listener: str):
     body, key, v = request.body, request.api_key, request.api_version
-    session_ms = _ms(body.session_timeout)
-    rebalance_ms = _ms(body.rebalance_timeout) if v >= 1 else session_ms
+    session_ms = millis(body.session_timeout)
+    rebalance_ms = millis(body.rebalance_timeout) if v >= 1 else session_ms
 
     def respond(r: m.JoinGroupResult):
         members = tuple(build(key, v, "JoinGroupResponseMember", member_id=x.member_id,
@@ -91,7 +87,7 @@ def join_group(api: BrokerApi, request, _listener: str):
 def sync_group(api: BrokerApi, request, _listener: str):
     body, key, v = request.body, request.api_key, request.api_version
     if v >= 5 and (body.protocol_type is None or body.protocol_name is None):
-        return build(key, v, "SyncGroupResponse", error_code=INCONSISTENT_GROUP_PROTOCOL)
+        return build(key, v, "SyncGroupResponse", error_code=E.INCONSISTENT_GROUP_PROTOCOL)
 
     def respond(r: m.SyncGroupResult):
         return build(key, v, "SyncGroupResponse", error_code=r.error,
@@ -119,7 +115,7 @@ def leave_group(api: BrokerApi, request, _listener: str):
 
     def respond(r: m.LeaveGroupResult):
         if v < 3:       # one member: its own error is the answer
-            code = r.error or (r.members[0].error if r.members else 0)
+            code = r.error or (r.members[0].error if r.members else E.NONE)
             return build(key, v, "LeaveGroupResponse", error_code=code)
         return build(key, v, "LeaveGroupResponse", error_code=r.error, members=tuple(
             build(key, v, "MemberResponse", member_id=x.member_id,
@@ -139,7 +135,7 @@ def offset_commit(api: BrokerApi, request, _listener: str):
         return build(key, v, "OffsetCommitResponse", topics=tuple(
             build(key, v, "OffsetCommitResponseTopic", name=t.name, partitions=tuple(
                 build(key, v, "OffsetCommitResponsePartition", partition_index=p.partition_index,
-                      error_code=errors.get((t.name, p.partition_index), 0))
+                      error_code=errors.get((t.name, p.partition_index), E.NONE))
                 for p in t.partitions)) for t in body.topics))
     return _later(api, lambda rid: m.OffsetCommit(
         rid, body.group_id, offsets, body.generation_id_or_member_epoch, body.member_id,

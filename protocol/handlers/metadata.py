@@ -18,6 +18,7 @@ import uuid
 
 from protocol.api import BrokerApi, ClusterMetadata
 from protocol.build import build
+from replicas.errors import ErrorCode as E
 
 ZERO_UUID = uuid.UUID(int=0)
 NO_AUTHORIZED_OPERATIONS = -2147483648      # Kafka's "not requested" sentinel
@@ -66,6 +67,6 @@ def describe_cluster(api: BrokerApi, request, listener: str):
     md = api.metadata([], False, listener)
     brokers = tuple(build(key, v, "DescribeClusterBroker", broker_id=b.id, host=b.host,
                           port=b.port, rack=b.rack) for b in md.brokers)
-    return build(key, v, "DescribeClusterResponse", error_code=0, error_message=None,
+    return build(key, v, "DescribeClusterResponse", error_code=E.NONE, error_message=None,
                  endpoint_type=1, cluster_id=md.cluster_id, controller_id=md.controller_id,
                  brokers=brokers, cluster_authorized_operations=NO_AUTHORIZED_OPERATIONS)

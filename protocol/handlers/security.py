@@ -27,11 +27,8 @@ from protocol.security.acl import (CLUSTER_NAME, AccessControlEntry, AclBinding,
                                    AclBindingFilter, AclOperation as Op, AclPermissionType,
                                    PatternType, ResourcePattern, ResourceType as Res,
                                    validate_binding)
+from replicas.errors import ErrorCode as E
 
-ILLEGAL_SASL_STATE = 34
-CLUSTER_AUTHORIZATION_FAILED = 31
-SECURITY_DISABLED = 54
-INVALID_REQUEST = 42
 NO_AUTHORIZER = "No Authorizer is configured on the broker"       # AclApis.handleDescribeAcls
 NO_AUTHORIZER_ALTER = "No Authorizer is configured."               # handleCreate/DeleteAcls
 
@@ -40,7 +37,7 @@ NO_AUTHORIZER_ALTER = "No Authorizer is configured."               # handleCreat
 def sasl_handshake(_api, request, session):
     key, v = request.api_key, request.api_version
     if session.sasl is None:
-        return build(key, v, "SaslHandshakeResponse", error_code=ILLEGAL_SASL_STATE,
+        return build(key, v, "SaslHandshakeResponse", error_code=E.ILLEGAL_SASL_STATE,
                      mechanisms=())
     r = session.sasl.process_handshake(request.body.mechanism)
     session.closing = session.closing or bool(r.error_code)
@@ -51,7 +48,7 @@ def sasl_handshake(_api, request, session):
 def sasl_authenticate(_api, request, session):
     key, v = request.api_key, request.api_version
     if session.sasl is None:
-        return build(key, v, "SaslAuthenticateResponse", error_code=ILLEGAL_SASL_STATE,
+        return build(key, v, "SaslAuthenticateResponse", error_code=E.ILLEGAL_SASL_STATE,
                      error_message="SASL is not enabled on this listener", auth_bytes=b"")
     r = session.sasl.process_authenticate(bytes(request.body.auth_bytes))
     session.closing = session.closing or r.close
@@ -63,10 +60,10 @@ def sasl_authenticate(_api, request, session):
 # -- ACLs ----------------------------------------------------------------------------------------
 def _cluster_denial(session, op, disabled: str = NO_AUTHORIZER_ALTER) -> tuple[int, str | None]:
     if session.authorizer is None:
-        return SECURITY_DISABLED, disabled
+        return E.SECURITY_DISABLED, disabled
     if not session.allowed(op, Res.CLUSTER, CLUSTER_NAME):
-        return CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed."
-    return 0, None
+        return E.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed."
+    return E.NONE, None
 
 
 def _filter(f, prefix: str = "") -> AclBindingFilter | None:
@@ -85,20 +82,22 @@ def describe_acls(_api, request, session):
     code, message = _cluster_denial(session, Op.DESCRIBE, NO_AUTHORIZER)
     flt = _filter(request.body) if not code else None
     if not code and (flt is None or flt.is_unknown()):
-        code, message = INVALID_REQUEST, "invalid ACL filter"
+        code, message = E.INVALID_REQUEST, "invalid ACL filter"
     if code:
         return build(key, v, "DescribeAclsResponse", error_code=code, error_message=message,
                      resources=())
     by_pattern: dict[ResourcePattern, list[AccessControlEntry]] = {}
     for b in session.authorizer.bindings(flt):
         by_pattern.setdefault(b.pattern, []).append(b.entry)
-    return build(key, v, "DescribeAclsResponse", error_code=0, error_message=None, resources=tuple(
+    resources = tuple(
         build(key, v, "DescribeAclsResource", resource_type=int(p.resource_type),
               resource_name=p.name, pattern_type=int(p.pattern_type), acls=tuple(
                   build(key, v, "AclDescription", principal=e.principal, host=e.host,
                         operation=int(e.operation), permission_type=int(e.permission))
                   for e in entries))
-        for p, entries in by_pattern.items()))
+        for p, entries in by_pattern.items())
+    return build(key, v, "DescribeAclsResponse", error_code=E.NONE, error_message=None,
+                 resources=resources)
 
 
 def create_acls(api, request, session):
@@ -119,7 +118,7 @@ def create_acls(api, request, session):
                                        AclPermissionType(c.permission_type)))
                 problem = validate_binding(binding)
             except ValueError as exc:
-                problem = (INVALID_REQUEST, f"invalid ACL: {exc}")
+                problem = (E.INVALID_REQUEST, f"invalid ACL: {exc}")
             results.append(problem)
             if problem is None:
                 valid.append(binding)
@@ -139,12 +138,12 @@ def delete_acls(api, request, session):
         parsed = [f if f is not None and not f.is_unknown() else None
                   for f in (_filter(x) for x in filters)]
         done = iter(api.delete_acls([f for f in parsed if f is not None]))
-        outcomes = [next(done) if f is not None else (INVALID_REQUEST, "invalid ACL filter", ())
+        outcomes = [next(done) if f is not None else (E.INVALID_REQUEST, "invalid ACL filter", ())
                     for f in parsed]
     return build(key, v, "DeleteAclsResponse", filter_results=tuple(
         build(key, v, "DeleteAclsFilterResult", error_code=c, error_message=msg,
               matching_acls=tuple(
-                  build(key, v, "DeleteAclsMatchingAcl", error_code=0, error_message=None,
+                  build(key, v, "DeleteAclsMatchingAcl", error_code=E.NONE, error_message=None,
                         resource_type=int(b.pattern.resource_type), resource_name=b.pattern.name,
                         pattern_type=int(b.pattern.pattern_type), principal=b.entry.principal,
                         host=b.entry.host, operation=int(b.entry.operation),

@@ -51,12 +51,12 @@ from dataclasses import dataclass
 
 from protocol.security.credentials import (MECHANISMS, MIN_ITERATIONS, ScramCredential,
                                            verify_password)
+from replicas.errors import ErrorCode as E
 
 __all__ = ["SaslServer", "HandshakeResult", "AuthenticateResult", "PLAIN",
            "SUPPORTED_MECHANISMS"]
 
 API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 18, 17, 36
-NONE, UNSUPPORTED_SASL_MECHANISM, ILLEGAL_SASL_STATE, SASL_AUTHENTICATION_FAILED = 0, 33, 34, 58
 
 PLAIN = "PLAIN"
 SUPPORTED_MECHANISMS = (PLAIN, *MECHANISMS)
@@ -177,13 +177,14 @@ class SaslServer:
     def process_handshake(self, mechanism: str) -> HandshakeResult:
         if self.state not in ("handshake_or_versions", "handshake"):
             self._to_failed()
-            return HandshakeResult(ILLEGAL_SASL_STATE, self.enabled_mechanisms, close=True)
+            return HandshakeResult(E.ILLEGAL_SASL_STATE, self.enabled_mechanisms, close=True)
         if mechanism not in self.enabled_mechanisms:   # case-sensitive, as Kafka's contains()
             self._to_failed()
-            return HandshakeResult(UNSUPPORTED_SASL_MECHANISM, self.enabled_mechanisms, close=True)
+            return HandshakeResult(E.UNSUPPORTED_SASL_MECHANISM, self.enabled_mechanisms,
+                                   close=True)
         self.mechanism = mechanism
         self.state = "authenticate"
-        return HandshakeResult(NONE, self.enabled_mechanisms)
+        return HandshakeResult(E.NONE, self.enabled_mechanisms)
 
     # -- SaslAuthenticate --------------------------------------------------------------------------
     def process_authenticate(self, auth_bytes: bytes) -> AuthenticateResult:
@@ -191,7 +192,7 @@ class SaslServer:
             message = (AFTER_COMPLETION if self.state == "complete" else
                        f"Unexpected SaslAuthenticate request in SASL state {self.state}")
             self._to_failed()
-            return AuthenticateResult(ILLEGAL_SASL_STATE, message, close=True)
+            return AuthenticateResult(E.ILLEGAL_SASL_STATE, message, close=True)
         try:
             data = bytes(auth_bytes)
             if self.mechanism == PLAIN:
@@ -204,7 +205,7 @@ class SaslServer:
             return self._fail(e.message)
         except Exception:  # noqa: BLE001 — total: a raising lookup, bad data
             return self._fail(None)
-        return AuthenticateResult(NONE, None, out)
+        return AuthenticateResult(E.NONE, None, out)
 
     def _plain(self, data: bytes) -> bytes:
         # Java decodes with replacement characters; so do we, to read the same tokens.
@@ -295,4 +296,4 @@ class SaslServer:
         if message is None:
             message = ("Authentication failed during authentication due to invalid "
                        f"credentials with SASL mechanism {mechanism}")
-        return AuthenticateResult(SASL_AUTHENTICATION_FAILED, message, close=True)
+        return AuthenticateResult(E.SASL_AUTHENTICATION_FAILED, message, close=True)

@@ -6,7 +6,9 @@
 - workload: concurrent producers, consumers and samplers writing the history;
 - history: the append-only JSONL history;
 - checker, disk: the chaos invariants proved from the history and the brokers' files;
-- runner: `rayka chaos` (seeded schedule, the isr-of-one scenario).
+- runner: `rayka chaos` (seeded schedule, the isr-of-one scenario);
+- groups, group_checker: consumer-group members under faults and the group invariants
+  (no partition owned twice in a generation, commits only by owners, nothing skipped).
 
 May import: rayka (cluster, client, ops.procs, errors), actors/, controller/, replicas/.
 Never rayka.cli (above) nor pipeline/.

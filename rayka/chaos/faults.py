@@ -48,11 +48,6 @@ _NODE_RESOURCE_KEYS = {"CPU": "num_cpus", "GPU": "num_gpus", "memory": "memory",
                        "object_store_memory": "object_store_memory"}
 
 
-def _process_gone(pid: int) -> bool:
-    """True once ``pid`` no longer runs (absent, or a zombie waiting to be reaped)."""
-    return not pid_alive(pid)
-
-
 class FaultInjector:
     """Faults against ``cluster`` (rayka.cluster.Cluster) and, optionally, its ZooKeeper
     ``ensemble``. ``timeout_s`` bounds every wait and every actor call made here."""
@@ -154,7 +149,7 @@ class FaultInjector:
         wait_for(lambda: self.cluster.broker_actor(broker_id) is None, self.timeout_s,
                  f"broker-{broker_id}'s actor gone")
         if pid is not None:
-            wait_for(lambda: _process_gone(pid), self.timeout_s,
+            wait_for(lambda: not pid_alive(pid), self.timeout_s,
                      f"broker-{broker_id}'s process {pid} gone")
 
     # -- pauses (SIGSTOP / SIGCONT) ----------------------------------------------------------------

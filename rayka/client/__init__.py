@@ -4,7 +4,14 @@
   (Kafka's AdminClient over rayka's ZooKeeper layout);
 - producer, accumulator, partitioner: Kafka's producer (batches per partition, murmur2 keys,
   sticky keyless, idempotence, retries) — the accumulator and partitioner are pure;
-- consumer: assign/subscribe, fetch from leaders below the HW, commit offsets;
+- consumer: assign/subscribe, fetch from leaders below the HW, commit offsets; fetcher
+  (positions, buffers, long-polls per leader), group and membership (the group member's
+  shell and its pure state machine); columns and fastdecode (record batches straight to
+  Arrow columns);
+- sender, futures: the producer's pure in-flight bookkeeping (Kafka's retry rules) and
+  its per-record futures;
+- assignors, consumer_protocol: Kafka's partition assignors and the ConsumerProtocol bytes
+  (subscriptions, assignments) group members exchange — both pure;
 - metadata: which broker leads which partition, at which leader epoch;
 - types: the public record types (RecordMetadata, ConsumerRecord, TopicDescription...).
 

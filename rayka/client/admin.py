@@ -6,7 +6,8 @@ Rules:
 - Bad input raises a typed error before anything is written: InvalidTopic (17),
   InvalidPartitions (37), InvalidReplicationFactor (38) when RF < 1 or RF > live brokers,
   InvalidConfig (40), TopicAlreadyExists (36), UnknownTopicOrPartition (3),
-  InvalidReplicaAssignment (39).
+  InvalidReplicaAssignment (39). A new topic follows the brokers' own rules
+  (controller/topic_admin.py), without their defaults: -1 partitions or replicas is refused.
 - With wait=True (default) an operation returns once its effect is visible: every partition
   of a new topic led by a live broker AND known with that leader to every live broker's
   metadata cache; a deleted topic gone from ZooKeeper; a reassignment finished. A change
@@ -21,12 +22,12 @@ from typing import Callable, Mapping, Sequence
 import ray
 
 from actors import security
-from controller.assignment import validate_topic_name
 from controller.topic_admin import plan_topic
 from rayka.client.types import ControllerInfo, PartitionInfo, TopicPartition
-from replicas.errors import (InvalidConfig, InvalidPartitions, InvalidReplicaAssignment,
-                             InvalidReplicationFactor, InvalidRequest, KafkaError, NonEmptyGroup, RequestTimedOut,
-                             UnknownTopicOrPartition, error_for_code)
+from replicas.errors import RETRIABLE, ErrorCode as E
+from replicas.errors import (InvalidConfig, InvalidReplicaAssignment, InvalidRequest, KafkaError,
+                             NonEmptyGroup, RequestTimedOut, UnknownTopicOrPartition,
+                             error_for_code)
 
 POLL_S = 0.02
 
@@ -53,14 +54,8 @@ class Admin:
     def create_topic(self, name: str, partitions: int, replication_factor: int,
                      config: Mapping[str, object] | None = None, *, wait: bool = True,
                      timeout_s: float = 30.0) -> list[PartitionInfo]:
-        validate_topic_name(name)
-        if not isinstance(partitions, int) or partitions < 1:      # -1 is not "the default" here
-            raise InvalidPartitions(f"Number of partitions must be at least 1 (got {partitions!r}).")
-        if not isinstance(replication_factor, int) or replication_factor < 1:
-            raise InvalidReplicationFactor(
-                f"Replication factor must be at least 1 (got {replication_factor!r}).")
         plan = plan_topic(name, partitions, replication_factor, self.store.get_broker_ids(),
-                          config=config)
+                          config=config)      # no broker defaults: -1 is not "the default" here
         self.store.create_topic(name, plan.assignment, plan.config)
         if wait:
             self.wait_for_leaders(name, timeout_s)
@@ -123,14 +118,17 @@ class Admin:
                 actor = self.cluster.broker_actor(leader) if leader >= 0 else None
                 try:
                     answers = ray.get(actor.delete_records.remote(asks), timeout=30) \
-                        if actor is not None else {tp: (5, -1) for tp, _ in asks}
-                except ray.exceptions.RayError:
-                    answers = {tp: (8, -1) for tp, _ in asks}      # the leader is restarting
+                        if actor is not None else \
+                        {tp: (E.LEADER_NOT_AVAILABLE, -1) for tp, _ in asks}
+                except ray.exceptions.RayError:        # the leader is restarting
+                    answers = {tp: (E.BROKER_NOT_AVAILABLE, -1) for tp, _ in asks}
                 for tp, (error, low) in answers.items():
                     tp = tuple(tp)
                     exc = error_for_code(error, f"delete records of {tp[0]}-{tp[1]}") \
                         if error else None
-                    if exc is not None and (exc.retriable or error == 8) \
+                    # Retriable, and BROKER_NOT_AVAILABLE too (not retriable in Kafka): here
+                    # it stands for a Ray call that failed while the leader restarts.
+                    if exc is not None and (error in RETRIABLE or error == E.BROKER_NOT_AVAILABLE) \
                             and time.monotonic() < deadline:
                         retry[tp] = left[tp]
                     else:
@@ -205,7 +203,7 @@ class Admin:
         """State, members (client, assignment) and, per partition, the committed offset, the
         end offset and the lag, as kafka-consumer-groups --describe shows them."""
         from coordinator import messages as m
-        from rayka.client.assignors import decode_assignment
+        from rayka.client.consumer_protocol import decode_assignment
         from rayka.client.group import CoordinatorLink
         link = CoordinatorLink(self.cluster, group_id)
         described = link.call(m.DescribeGroups(0, (group_id,)), time.monotonic() + 60).groups[0]

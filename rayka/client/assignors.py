@@ -1,15 +1,8 @@
-"""Kafka's client-side partition assignors and the consumer protocol's embedded formats (pure).
+"""Kafka's client-side partition assignors (pure): who gets which partition in a group.
 
-JoinGroup ("consumer" protocol type) carries a ConsumerProtocolSubscription per assignor name;
-the leader runs the one the broker chose and answers each member a ConsumerProtocolAssignment
-in SyncGroup. The broker never reads either. Rules:
-- Wire formats are Kafka's ConsumerProtocol byte for byte: an int16 version, then the
-  non-flexible body of ConsumerProtocolSubscription v0-3 (Topics, UserData, OwnedPartitions v1+,
-  GenerationId v2+, RackId v3+) or ConsumerProtocolAssignment v0-3 (AssignedPartitions,
-  UserData). Encoding sorts topics and owned partitions (as ConsumerProtocol does), drops the
-  fields the version lacks (they are "ignorable") and writes a version above 3 as 3. Decoding
-  reads a higher version as v3 and ignores the rest (Kafka's forward compatibility rule); a
-  negative version or a short buffer raises SchemaError.
+The leader member runs the assignor the broker chose on every member's Subscription and
+answers each an Assignment (rayka/client/consumer_protocol.py, the bytes they travel in).
+Rules:
 - Assignors have Kafka's names (JoinGroup's protocol names): "range", "roundrobin",
   "cooperative-sticky". `assign(members, partitions_per_topic)` answers every member; only
   topics someone subscribes to and that have partitions are assigned (AbstractPartitionAssignor).
@@ -35,31 +28,14 @@ in SyncGroup. The broker never reads either. Rules:
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
-from typing import Callable, Mapping
+from typing import Mapping
 
+from rayka.client.consumer_protocol import (DEFAULT_GENERATION, Assignment, Subscription,
+                                            java_order, partition_order)
 from rayka.client.types import TopicPartition
 
-__all__ = ["SchemaError", "Subscription", "Assignment", "HIGHEST_VERSION", "DEFAULT_GENERATION",
-           "read_version", "encode_subscription", "decode_subscription", "encode_assignment",
-           "decode_assignment", "RangeAssignor", "RoundRobinAssignor",
-           "CooperativeStickyAssignor", "ASSIGNORS", "get_assignor"]
-
-HIGHEST_VERSION = 3      # validVersions 0-3 of ConsumerProtocolSubscription and ...Assignment
-DEFAULT_GENERATION = -1  # AbstractStickyAssignor.DEFAULT_GENERATION: "no generation"
-
-
-class SchemaError(ValueError):
-    """Kafka's SchemaException: bytes that are not a consumer-protocol message."""
-
-
-def _jkey(s: str) -> bytes:
-    # Java's String.compareTo compares UTF-16 code units; big-endian UTF-16 bytes sort the same.
-    return s.encode("utf-16-be", "surrogatepass")
-
-
-def _tp_key(tp: TopicPartition):
-    return (_jkey(tp.topic), tp.partition)
+__all__ = ["RangeAssignor", "RoundRobinAssignor", "CooperativeStickyAssignor", "ASSIGNORS",
+           "get_assignor"]
 
 
 def _gen(g: int | None) -> int:
@@ -76,165 +52,10 @@ def _hashmap_order(keys: list[str]) -> list[str]:
 
     def bucket(key: str) -> int:
         h = 0
-        for (unit,) in struct.iter_unpack(">H", _jkey(key)):
+        for (unit,) in struct.iter_unpack(">H", java_order(key)):
             h = (31 * h + unit) & 0xFFFFFFFF
         return (h ^ (h >> 16)) & (cap - 1)
     return sorted(keys, key=bucket)  # stable: insertion order within a bucket
-
-
-@dataclass(frozen=True)
-class Subscription:
-    """ConsumerPartitionAssignor.Subscription. `generation` None means "none" (a negative id on
-    the wire); `group_instance_id` is not in these bytes: JoinGroup's member entry carries it."""
-    topics: tuple[str, ...]
-    owned_partitions: tuple[TopicPartition, ...] = ()
-    generation: int | None = None
-    group_instance_id: str | None = None
-    rack: str | None = None
-    user_data: bytes | None = None
-
-    def __post_init__(self):
-        object.__setattr__(self, "topics", tuple(self.topics))
-        object.__setattr__(self, "owned_partitions",
-                           tuple(TopicPartition(t, p) for t, p in self.owned_partitions))
-        if self.generation is not None and self.generation < 0:
-            object.__setattr__(self, "generation", None)  # Java: generationId < 0 -> empty
-
-
-@dataclass(frozen=True)
-class Assignment:
-    """ConsumerPartitionAssignor.Assignment: partitions in the assignor's order."""
-    partitions: tuple[TopicPartition, ...] = ()
-    user_data: bytes | None = None
-
-    def __post_init__(self):
-        object.__setattr__(self, "partitions",
-                           tuple(TopicPartition(t, p) for t, p in self.partitions))
-
-
-# -- wire format ------------------------------------------------------------------------------
-def _check_version(version: int, what: str) -> int:
-    # ConsumerProtocol.check*Version: below 0 is an error, above 3 is read (or written) as 3.
-    if version < 0:
-        raise SchemaError(f"Unsupported {what} version: {version}")
-    return min(version, HIGHEST_VERSION)
-
-
-def _string(s: str | None, what: str) -> bytes:
-    if s is None:
-        return b"\xff\xff"  # nullable string: length -1
-    data = s.encode("utf-8", "replace")  # Java writes a lone surrogate as '?', so does "replace"
-    if len(data) > 0x7FFF:
-        raise SchemaError(f"'{what}' field is too long to be serialized")
-    return struct.pack(">h", len(data)) + data
-
-
-def _nbytes(b: bytes | None) -> bytes:
-    return b"\xff\xff\xff\xff" if b is None else struct.pack(">i", len(b)) + bytes(b)
-
-
-def _topic_partitions(groups: list[tuple[str, list[int]]]) -> bytes:
-    out = [struct.pack(">i", len(groups))]
-    for topic, partitions in groups:
-        out.append(_string(topic, "topic"))
-        out.append(struct.pack(f">i{len(partitions)}i", len(partitions), *partitions))
-    return b"".join(out)
-
-
-def encode_subscription(sub: Subscription, version: int = HIGHEST_VERSION) -> bytes:
-    """ConsumerProtocol.serializeSubscription(sub, version), version prefix included."""
-    version = _check_version(version, "subscription")
-    topics = sorted(sub.topics, key=_jkey)
-    out = [struct.pack(">hi", version, len(topics)), *(_string(t, "topics") for t in topics),
-           _nbytes(sub.user_data)]
-    if version >= 1:  # OwnedPartitions, sorted by topic then partition, one entry per topic
-        groups: list[tuple[str, list[int]]] = []
-        for tp in sorted(sub.owned_partitions, key=_tp_key):
-            if not groups or groups[-1][0] != tp.topic:
-                groups.append((tp.topic, []))
-            groups[-1][1].append(tp.partition)
-        out.append(_topic_partitions(groups))
-    if version >= 2:
-        out.append(struct.pack(">i", _gen(sub.generation)))
-    if version >= 3:
-        out.append(_string(sub.rack, "rackId"))
-    return b"".join(out)
-
-
-def encode_assignment(assignment: Assignment, version: int = HIGHEST_VERSION) -> bytes:
-    """ConsumerProtocol.serializeAssignment: one entry per topic in order of first appearance
-    (AssignedPartitions is keyed by topic), partitions in the given order."""
-    version = _check_version(version, "assignment")
-    groups: dict[str, list[int]] = {}
-    for tp in assignment.partitions:
-        groups.setdefault(tp.topic, []).append(tp.partition)
-    return (struct.pack(">h", version) + _topic_partitions(list(groups.items()))
-            + _nbytes(assignment.user_data))
-
-
-class _Reader:
-    def __init__(self, data: bytes):
-        self.data, self.pos = bytes(data), 0
-
-    def take(self, n: int) -> bytes:
-        if n > len(self.data) - self.pos:
-            raise SchemaError("Buffer underflow while parsing consumer protocol's message")
-        self.pos += n
-        return self.data[self.pos - n:self.pos]
-
-    def i16(self) -> int:
-        return struct.unpack(">h", self.take(2))[0]
-
-    def i32(self) -> int:
-        return struct.unpack(">i", self.take(4))[0]
-
-    def string(self, nullable: bool = False) -> str | None:
-        if (n := self.i16()) >= 0:
-            return self.take(n).decode("utf-8", "replace")  # Java's new String(bytes, UTF_8)
-        if nullable:
-            return None
-        raise SchemaError("non-nullable string field was serialized as null")
-
-    def nbytes(self) -> bytes | None:
-        return None if (n := self.i32()) < 0 else self.take(n)
-
-    def array(self, item: Callable[[], object]) -> list:
-        if (n := self.i32()) < 0:
-            raise SchemaError("non-nullable array field was serialized as null")
-        if n > len(self.data) - self.pos:  # the generated code's guard against huge counts
-            raise SchemaError(f"Tried to allocate a collection of size {n}, but there are only "
-                              f"{len(self.data) - self.pos} bytes remaining.")
-        return [item() for _ in range(n)]
-
-    def topic_partitions(self) -> list[TopicPartition]:
-        groups = self.array(lambda: (self.string(), self.array(self.i32)))
-        return [TopicPartition(t, p) for t, ps in groups for p in ps]
-
-
-def read_version(data: bytes) -> int:
-    """ConsumerProtocol.deserializeVersion: the leading int16."""
-    return _Reader(data).i16()
-
-
-def decode_subscription(data: bytes, group_instance_id: str | None = None) -> Subscription:
-    """ConsumerProtocol.deserializeSubscription: topics in wire order, owned partitions flattened,
-    generation -1 -> None, an empty rack -> None."""
-    r = _Reader(data)
-    version = _check_version(r.i16(), "subscription")
-    topics, user_data = r.array(r.string), r.nbytes()
-    owned = r.topic_partitions() if version >= 1 else []
-    generation = r.i32() if version >= 2 else DEFAULT_GENERATION
-    rack = r.string(nullable=True) if version >= 3 else None
-    return Subscription(topics=tuple(topics), owned_partitions=tuple(owned),
-                        generation=generation, group_instance_id=group_instance_id,
-                        rack=rack or None, user_data=user_data)
-
-
-def decode_assignment(data: bytes) -> Assignment:
-    """ConsumerProtocol.deserializeAssignment: partitions flattened in wire order."""
-    r = _Reader(data)
-    _check_version(r.i16(), "assignment")  # every version 0-3 has the same body
-    return Assignment(tuple(r.topic_partitions()), r.nbytes())
 
 
 # -- range and roundrobin ---------------------------------------------------------------------
@@ -242,8 +63,8 @@ def _member_key(member_id: str, sub: Subscription):
     # AbstractPartitionAssignor.MemberInfo.compareTo; the member id breaks ties between two
     # members claiming one instance id (Java leaves them in HashMap order).
     if sub.group_instance_id is not None:
-        return (0, _jkey(sub.group_instance_id), _jkey(member_id))
-    return (1, _jkey(member_id), b"")
+        return (0, java_order(sub.group_instance_id), java_order(member_id))
+    return (1, java_order(member_id), b"")
 
 
 def _subscribed_counts(members, partitions_per_topic: Mapping[str, int]) -> dict[str, int]:
@@ -266,7 +87,7 @@ class RangeAssignor:
                partitions_per_topic: Mapping[str, int]) -> dict[str, Assignment]:
         counts = _subscribed_counts(members, partitions_per_topic)
         out: dict[str, list[TopicPartition]] = {m: [] for m in members}
-        for topic in sorted(counts, key=_jkey):
+        for topic in sorted(counts, key=java_order):
             consumers = sorted((m for m, s in members.items() if topic in s.topics),
                                key=lambda m: _member_key(m, members[m]))
             per, extra = divmod(counts[topic], len(consumers))
@@ -290,7 +111,7 @@ class RoundRobinAssignor:
         out: dict[str, list[TopicPartition]] = {m: [] for m in members}
         ring = sorted(members, key=lambda m: _member_key(m, members[m]))
         at = 0  # Kafka's CircularIterator
-        for topic in sorted(counts, key=_jkey):
+        for topic in sorted(counts, key=java_order):
             for p in range(counts[topic]):
                 while topic not in members[ring[at]].topics:
                     at = (at + 1) % len(ring)
@@ -391,7 +212,7 @@ def _constrained(counts, owned, doubly_claimed, order, transferring):
     exactly: list[str] = []  # unfilledMembersWithExactlyMinQuotaPartitions
     assigned: set[TopicPartition] = set()
     for m in order:  # assignOwnedPartitions: keep owned partitions up to the quota
-        mine = sorted(owned[m], key=lambda tp: (tp.partition, _jkey(tp.topic)))
+        mine = sorted(owned[m], key=lambda tp: (tp.partition, java_order(tp.topic)))
         mine = [tp for tp in mine if tp not in doubly_claimed]
         if len(mine) < min_quota:  # keep all, fill later
             keep = mine
@@ -408,10 +229,10 @@ def _constrained(counts, owned, doubly_claimed, order, transferring):
         maybe_revoked.update((tp, m) for tp in mine[len(keep):])
         assignment[m] += keep
         assigned.update(keep)
-    unassigned = [TopicPartition(t, p) for t in sorted(counts, key=_jkey)
+    unassigned = [TopicPartition(t, p) for t in sorted(counts, key=java_order)
                   for p in range(counts[t]) if TopicPartition(t, p) not in assigned]
-    under.sort(key=_jkey)
-    exactly.sort(key=_jkey)
+    under.sort(key=java_order)
+    exactly.sort(key=java_order)
     # assignRoundRobin, with Java's iterator over `under` as (next index, last returned index).
     nxt, last = 0, None
     for tp in unassigned:
@@ -453,7 +274,7 @@ class _General:
                 self.topic_consumers[t].append(m)
         self.current: dict[str, list[TopicPartition]] = {m: list(owned[m]) for m in order}
         self.owner = {tp: m for m, tps in self.current.items() for tp in tps}
-        topics = sorted(counts, key=lambda t: (len(self.topic_consumers[t]), _jkey(t)))
+        topics = sorted(counts, key=lambda t: (len(self.topic_consumers[t]), java_order(t)))
         self.all_partitions = [TopicPartition(t, p) for t in topics for p in range(counts[t])]
         self.active: set[str] = set()  # the members in Java's sortedCurrentSubscriptions
         # PartitionMovements: topic -> (from, to) -> partitions moved so, and each move's pair
@@ -463,7 +284,7 @@ class _General:
 
     def sorted_members(self) -> list[str]:
         # TreeSet ordered by (assignment size, member id); Java re-inserts on every change.
-        return sorted(self.active, key=lambda m: (len(self.current[m]), _jkey(m)))
+        return sorted(self.active, key=lambda m: (len(self.current[m]), java_order(m)))
 
     def build(self) -> dict[str, list[TopicPartition]]:
         prev: dict[TopicPartition, tuple[str, int]] = {}  # owners below the max generation
@@ -562,7 +383,7 @@ class _General:
         # move one of those back instead (the smallest; Java: a HashSet's first).
         src = self.moves[tp][0] if tp in self.moves else self.owner[tp]
         back = self.moves_by_topic.get(tp.topic, {}).get((new, src))
-        tp = min(back, key=_tp_key) if back else tp
+        tp = min(back, key=partition_order) if back else tp
         old = self.owner[tp]
         if tp in self.moves:  # movePartition: fold a second move into the first
             pair = self.moves.pop(tp)

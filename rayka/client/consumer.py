@@ -47,8 +47,9 @@ from rayka.client.group import GroupMember
 from rayka.client.membership import MemberConfig, Subscribe, Poll
 from rayka.client.metadata import Metadata
 from rayka.client.types import ConsumerRecord, OffsetAndTimestamp
-from replicas.errors import (InvalidConfig, InvalidRequest, KafkaError, UnknownTopicOrPartition,
-                             error_for_code)
+from replicas.errors import RETRIABLE, ErrorCode as E
+from replicas.errors import (InvalidConfig, InvalidRequest, KafkaError, LeaderNotAvailable,
+                             UnknownTopicOrPartition, error_for_code)
 
 log = logging.getLogger(__name__)
 
@@ -252,13 +253,13 @@ class Consumer:
                 try:
                     r = ray.get(self.cluster.broker_actor(leader[0]).fetch_many.remote(
                         -1, [(tp, 0, leader[1], -1)], 0, 0, 1), timeout=30)[tp]
-                    if not r["error"] or r["error"] == 1:
+                    if r["error"] in (E.NONE, E.OFFSET_OUT_OF_RANGE):
                         return r["log_start_offset"], r["high_watermark"]
                 except Exception:  # the leader is moving: refresh and retry
                     pass
             self.metadata.refresh()
             time.sleep(0.05)  # poll interval while the leader moves
-        raise error_for_code(5, f"no leader for {tp}")
+        raise LeaderNotAvailable(f"no leader for {tp}")
 
     def beginning_offsets(self, partitions) -> dict[tuple, int]:
         """Each partition's log start offset (moved by retention), from its leader."""
@@ -285,12 +286,12 @@ class Consumer:
                     out[tp] = None if answer.offset < 0 else \
                         OffsetAndTimestamp(answer.offset, answer.timestamp)
                     break
-                if answer is not None and not error_for_code(answer.error).retriable:
+                if answer is not None and answer.error not in RETRIABLE:
                     raise error_for_code(answer.error, f"offsets for times of {tp}")
                 self.metadata.refresh()
                 time.sleep(0.05)  # poll interval while the leader moves
             else:
-                raise error_for_code(5, f"no leader for {tp}")
+                raise LeaderNotAvailable(f"no leader for {tp}")
         return out
 
     def end_offsets(self, partitions) -> dict[tuple, int]:

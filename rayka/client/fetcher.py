@@ -17,9 +17,10 @@ Rules:
 - Records below the fetch position (a batch starts earlier) are skipped, so every offset is
   returned once, in order. An answer for a partition whose fetch position moved meanwhile
   (seek, reassignment, reset) is dropped: it only read.
-- NOT_LEADER / FENCED / UNKNOWN_LEADER_EPOCH / a dead broker: refresh metadata and fetch
-  from the new leader (buffered records stay valid: they are below the HW). A fetch
-  unanswered for max_wait + ABANDON_S (a paused broker) is abandoned the same way.
+- A retriable answer (`REFETCH`: NOT_LEADER / FENCED / UNKNOWN_LEADER_EPOCH ...) or a dead
+  broker: refresh metadata and fetch from the new leader (buffered records stay valid: they
+  are below the HW). A fetch unanswered for max_wait + ABANDON_S (a paused broker) is
+  abandoned the same way.
   OFFSET_OUT_OF_RANGE resets by auto_offset_reset.
 - Fetch answers are decoded on arrival for poll(); once poll_batch() was called they are
   buffered undecoded and decoded when taken (either way): poll() goes straight from
@@ -37,11 +38,14 @@ import ray
 from aiokafka.record.default_records import DefaultRecordBatch
 
 from rayka.client.types import ConsumerRecord
-from replicas.errors import error_for_code
+from replicas.errors import RETRIABLE, ErrorCode, error_for_code
 from replicas.records import iter_headers
 
-REFRESH = {3, 5, 6, 74, 75}
-OFFSET_OUT_OF_RANGE = 1
+NONE = ErrorCode.NONE.value
+OFFSET_OUT_OF_RANGE = ErrorCode.OFFSET_OUT_OF_RANGE.value
+# A fetch answer a metadata refresh and a new fetch can cure: Kafka's retriable codes but
+# CORRUPT_MESSAGE, which every read of that batch meets again (Kafka's consumer raises it).
+REFETCH = RETRIABLE - {ErrorCode.CORRUPT_MESSAGE.value}
 FETCH_MAX_WAIT_MS = 500          # a fetch's long-poll; it outlives a shorter poll() in flight
 ABANDON_S = 30                   # past max_wait: the broker is paused or gone
 _new = tuple.__new__
@@ -168,7 +172,7 @@ class Fetcher:
     def _on_fetched(self, tp, offset: int, r: dict) -> None:
         if tp not in self.positions or self._fetch_pos.get(tp) != offset:
             return                                 # seek / reassignment / reset since: drop it
-        if r["error"] in REFRESH:
+        if r["error"] in REFETCH:
             self.metadata.refresh()
         elif r["error"] == OFFSET_OUT_OF_RANGE:
             self.forget_fetched(tp)
@@ -179,9 +183,9 @@ class Fetcher:
             self._decode(tp, r["records"], offset)
 
     def _on_reset(self, tp, _offset: int, r: dict) -> None:
-        if r["error"] in REFRESH:
+        if r["error"] in REFETCH:
             self.metadata.refresh()
-        elif r["error"] in (0, OFFSET_OUT_OF_RANGE):
+        elif r["error"] in (NONE, OFFSET_OUT_OF_RANGE):
             if tp in self.positions and self.positions[tp] is None and tp not in self.awaiting_committed:
                 self.positions[tp] = (r["log_start_offset"] if self.auto_offset_reset == "earliest"
                                       else r["high_watermark"])

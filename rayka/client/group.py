@@ -46,6 +46,7 @@ import ray
 from coordinator import messages as m
 from rayka.client import membership as ms
 from rayka.client.membership import CommitFailed, MemberConfig, Membership
+from replicas.errors import ErrorCode as E
 from replicas.errors import KafkaError, RequestTimedOut, error_for_code
 
 __all__ = ["CommitFailed", "CoordinatorLink", "GroupMember", "MemberConfig"]
@@ -55,7 +56,7 @@ log = logging.getLogger(__name__)
 RETRY_BACKOFF_S = 0.1
 REQUEST_TIMEOUT_S = 30.0            # Kafka's request.timeout.ms
 JOIN_EXTRA_S = 5.0                  # a JoinGroup may wait the rebalance timeout, and then this
-REDISCOVER = {ms.NOT_COORDINATOR, ms.COORDINATOR_NOT_AVAILABLE, ms.COORDINATOR_LOAD_IN_PROGRESS}
+REDISCOVER = {E.NOT_COORDINATOR, E.COORDINATOR_NOT_AVAILABLE, E.COORDINATOR_LOAD_IN_PROGRESS}
 
 
 def _ms(t: float) -> int:
@@ -133,7 +134,7 @@ class CoordinatorLink:
         while True:
             found = self.wait_found(deadline)
             if found is None:
-                raise error_for_code(ms.COORDINATOR_NOT_AVAILABLE,
+                raise error_for_code(E.COORDINATOR_NOT_AVAILABLE,
                                      f"group {self.group_id}: no coordinator found")
             actor, epoch = found
             try:
@@ -144,7 +145,7 @@ class CoordinatorLink:
                                       f"{type(request).__name__}") from None
             except ray.exceptions.RayError:          # the coordinator's broker died or restarts
                 result = None
-            error = ms.COORDINATOR_NOT_AVAILABLE if result is None else _coordinator_error(result)
+            error = E.COORDINATOR_NOT_AVAILABLE if result is None else _coordinator_error(result)
             if error is None:
                 return result
             self.forget(epoch)
@@ -382,8 +383,8 @@ class GroupMember:
             elif call.ref is not None and call.epoch != epoch:
                 call.ref = None                      # the link moved on (the heartbeat thread)
             if now >= call.deadline:
-                self._finish(call, None, ms.REQUEST_TIMED_OUT if call.ref is not None
-                             else ms.COORDINATOR_NOT_AVAILABLE)
+                self._finish(call, None, E.REQUEST_TIMED_OUT if call.ref is not None
+                             else E.COORDINATOR_NOT_AVAILABLE)
                 continue
             self._maybe_send(call, now)
 
@@ -483,7 +484,7 @@ class GroupMember:
         found = self.link.wait_found(_now() + timeout)
         sent = _now()
         if found is None:
-            self.process(ms.NoAnswer(token, ms.COORDINATOR_NOT_AVAILABLE, _ms(_now())))
+            self.process(ms.NoAnswer(token, E.COORDINATOR_NOT_AVAILABLE, _ms(_now())))
             return
         actor, epoch = found
         try:
@@ -494,7 +495,7 @@ class GroupMember:
             result = None
         if result is None or _coordinator_error(result) is not None:
             self.link.forget(epoch)
-            self.process(ms.NoAnswer(token, ms.COORDINATOR_NOT_AVAILABLE, _ms(_now())))
+            self.process(ms.NoAnswer(token, E.COORDINATOR_NOT_AVAILABLE, _ms(_now())))
             return
         self.process(ms.Answered(token, result, _ms(sent), _ms(_now())))
 

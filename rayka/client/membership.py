@@ -79,22 +79,18 @@ import itertools
 from dataclasses import dataclass
 
 from coordinator import messages as m
-from coordinator.coordinator import handler_name
-from rayka.client.assignors import (Assignment, Subscription, decode_assignment,
-                                    decode_subscription, encode_assignment, encode_subscription,
-                                    get_assignor)
+from rayka.client.assignors import get_assignor
+from rayka.client.consumer_protocol import (Assignment, Subscription, decode_assignment,
+                                            decode_subscription, encode_assignment,
+                                            encode_subscription)
+from replicas.dispatch import handler_name
+from replicas.errors import ErrorCode as E
 from replicas.errors import (FencedInstanceId, IllegalGeneration, KafkaError, RebalanceInProgress,
                              error_for_code)
 
-NONE = 0
-UNKNOWN_TOPIC_OR_PARTITION = 3
-REQUEST_TIMED_OUT = 7
-COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR = 14, 15, 16
-ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, REBALANCE_IN_PROGRESS = 22, 25, 27
-MEMBER_ID_REQUIRED, FENCED_INSTANCE_ID = 79, 82
-COORDINATOR_ERRORS = frozenset({COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE,
-                                NOT_COORDINATOR, REQUEST_TIMED_OUT})
-LOST_ERRORS = frozenset({ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID})
+COORDINATOR_ERRORS = frozenset({E.COORDINATOR_LOAD_IN_PROGRESS, E.COORDINATOR_NOT_AVAILABLE,
+                                E.NOT_COORDINATOR, E.REQUEST_TIMED_OUT})
+LOST_ERRORS = frozenset({E.ILLEGAL_GENERATION, E.UNKNOWN_MEMBER_ID, E.FENCED_INSTANCE_ID})
 
 
 class CommitFailed(IllegalGeneration):
@@ -304,7 +300,7 @@ class Membership:
     # -- the entry point --------------------------------------------------------------------
     def process(self, event) -> list:
         self._effects = []
-        getattr(self, handler_name(event))(event)
+        getattr(self, handler_name(type(event)))(event)
         out, self._effects = self._effects, []
         return out
 
@@ -450,7 +446,7 @@ class Membership:
         if token != self._rebalance_token:
             return                      # the member reset or left meanwhile: a stale answer
         self._rebalance_token = None
-        if r.error == NONE:
+        if r.error == E.NONE:
             self._transition(State.COMPLETING_REBALANCE)
             self.member_id, self.generation = r.member_id, r.generation_id
             self.protocol, self.leader = r.protocol_name, r.leader
@@ -464,13 +460,13 @@ class Membership:
                     0, self.config.group_id, r.generation_id, r.member_id,
                     self.config.group_instance_id, "consumer", r.protocol_name, ()))
             return
-        if r.error == MEMBER_ID_REQUIRED:
+        if r.error == E.MEMBER_ID_REQUIRED:
             self.member_id = r.member_id
             self._send_join(now_ms)
-        elif r.error == UNKNOWN_MEMBER_ID:
+        elif r.error == E.UNKNOWN_MEMBER_ID:
             self._reset_generation(reset_member_id=True)
             self._send_join(now_ms)
-        elif r.error in (ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS):
+        elif r.error in (E.ILLEGAL_GENERATION, E.REBALANCE_IN_PROGRESS):
             self._send_join(now_ms)
         elif r.error in COORDINATOR_ERRORS:
             self._retry_join(now_ms)
@@ -481,14 +477,14 @@ class Membership:
         if token != self._rebalance_token:
             return
         self._rebalance_token = None
-        if r.error == NONE:
+        if r.error == E.NONE:
             self._transition(State.STABLE)
             self._confirm(sent_ms, stable=True)
             self._on_assignment(decode_assignment(r.assignment) if r.assignment else None, now_ms)
-        elif r.error in (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION):
-            self._reset_generation(reset_member_id=r.error == UNKNOWN_MEMBER_ID)
+        elif r.error in (E.UNKNOWN_MEMBER_ID, E.ILLEGAL_GENERATION):
+            self._reset_generation(reset_member_id=r.error == E.UNKNOWN_MEMBER_ID)
             self._send_join(now_ms)
-        elif r.error == REBALANCE_IN_PROGRESS:
+        elif r.error == E.REBALANCE_IN_PROGRESS:
             self._send_join(now_ms)
         elif r.error in COORDINATOR_ERRORS:
             self._retry_join(now_ms)
@@ -524,19 +520,19 @@ class Membership:
         if token == self._heartbeat_token:
             self._heartbeat_token = None
         current = out.generation == self.generation and out.member_id == self.member_id
-        if r.error in (NONE, REBALANCE_IN_PROGRESS):
+        if r.error in (E.NONE, E.REBALANCE_IN_PROGRESS):
             if current:
-                self._confirm(sent_ms, stable=r.error == NONE)
+                self._confirm(sent_ms, stable=r.error == E.NONE)
                 self._next_heartbeat_ms = sent_ms + self.config.heartbeat_interval_ms
-            if r.error == REBALANCE_IN_PROGRESS and current and self.state is State.STABLE:
+            if r.error == E.REBALANCE_IN_PROGRESS and current and self.state is State.STABLE:
                 self._request_rejoin()
             return
         self._next_heartbeat_ms = now_ms + self.config.retry_backoff_ms
         if self._joining():
             return          # the JoinGroup in flight (maybe done already) answers for membership
         if r.error in LOST_ERRORS and current:
-            self._reset_generation(reset_member_id=r.error != ILLEGAL_GENERATION)
-            if r.error == FENCED_INSTANCE_ID:
+            self._reset_generation(reset_member_id=r.error != E.ILLEGAL_GENERATION)
+            if r.error == E.FENCED_INSTANCE_ID:
                 self._fail(r.error, "heartbeat", now_ms)
 
     def _on_commit(self, token, out, r: m.OffsetCommitResult, sent_ms, now_ms) -> None:
@@ -558,7 +554,7 @@ class Membership:
         current = out.generation == self.generation and out.member_id == self.member_id
         if out.generation == m.NO_GENERATION and out.purpose == "app" and code not in LOST_ERRORS:
             return error_for_code(code, f"commit to group {group}")
-        if code == REBALANCE_IN_PROGRESS:
+        if code == E.REBALANCE_IN_PROGRESS:
             self._request_rejoin()
             return RebalanceInProgress(f"group {group} is rebalancing: poll() to complete it, "
                                        "then commit again")
@@ -567,8 +563,8 @@ class Membership:
                 return RebalanceInProgress(f"group {group}: this member's generation "
                                            f"{out.generation} is stale and it is rejoining")
             if current:
-                self._reset_generation(reset_member_id=code != ILLEGAL_GENERATION)
-            if code == FENCED_INSTANCE_ID and current:
+                self._reset_generation(reset_member_id=code != E.ILLEGAL_GENERATION)
+            if code == E.FENCED_INSTANCE_ID and current:
                 return FencedInstanceId(f"group {group}: group.instance.id "
                                         f"{self.config.group_instance_id} is used by another member")
             return CommitFailed(f"group {group} rebalanced: commit of generation "

@@ -48,9 +48,9 @@ from rayka.client.futures import MetadataRun, RecordFuture, on_delivery_callback
 from rayka.client.metadata import Metadata
 from rayka.client.partitioner import StickyPartitioner, partition_for_key
 from replicas.compression import producer_codec
-from rayka.client.sender import RETRIABLE, SendQueues
-from replicas.errors import (InvalidConfig, InvalidRequiredAcks, KafkaError, RequestTimedOut,
-                             UnknownTopicOrPartition, error_for_code)
+from rayka.client.sender import RESENT, SendQueues
+from replicas.errors import (InvalidConfig, InvalidRequiredAcks, KafkaError, NotLeaderOrFollower,
+                             RequestTimedOut, UnknownTopicOrPartition, error_for_code)
 
 log = logging.getLogger(__name__)
 REQUEST_GRACE_MS = 5_000      # the broker's own timeout answers first when it can
@@ -405,12 +405,12 @@ class Producer:
         for i, batch in enumerate(batches):
             answer = None if answers is None else answers[i]
             if answer is None:
-                code = RequestTimedOut.code if timed_out else 6
+                code = RequestTimedOut.code if timed_out else NotLeaderOrFollower.code
             else:
                 code = answer["error"]
             outcome = self.queues.on_answer(batch, code, now)
             if outcome.kind == "retry":
-                refresh = refresh or code in RETRIABLE
+                refresh = refresh or code in RESENT
                 continue
             if outcome.kind == "done":
                 batch.base_offset = answer["base_offset"]

@@ -41,8 +41,16 @@ import itertools
 from collections import deque
 from dataclasses import dataclass
 
-OUT_OF_ORDER_SEQUENCE = 45
-RETRIABLE = frozenset({3, 5, 6, 7, 19, 20, 74, 75})
+from replicas.errors import RETRIABLE, ErrorCode
+
+NONE = ErrorCode.NONE.value
+OUT_OF_ORDER_SEQUENCE = ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER.value
+# Kafka's producer resends every retriable answer; this one fails two of them at once:
+# CORRUPT_MESSAGE (Ray hands the leader the very bytes this producer encoded, so every
+# resend is refused alike) and KAFKA_STORAGE_ERROR (rayka has no log-directory failover:
+# nothing moves the partition off the log that failed).
+FAILED_AT_ONCE = frozenset({ErrorCode.CORRUPT_MESSAGE.value, ErrorCode.KAFKA_STORAGE_ERROR.value})
+RESENT = RETRIABLE - FAILED_AT_ONCE
 _INT32_MAX = 0x7FFFFFFF
 
 
@@ -51,7 +59,7 @@ class Outcome:
     """What became of one answered batch: "done" (base_offset set), "retry" or "failed"
     (code: the error); `rewind` = records whose sequences later batches took back."""
     kind: str
-    code: int = 0
+    code: int = NONE
     rewind: int = 0
 
 
@@ -144,7 +152,7 @@ class SendQueues:
         """The leader's answer for one batch (code 0: written; the caller sets base_offset)."""
         self._answered(batch)
         tp, queue = batch.tp, self.queues[batch.tp]
-        if code == 0:
+        if code == NONE:
             self._confirmed.add(tp)
             if queue[0] is batch:    # the oldest unfinished one: retries are over
                 self.retrying.discard(tp)
@@ -156,7 +164,7 @@ class SendQueues:
                 or self.sent_sequence.get(id(batch)) != batch.base_sequence):
             retriable = True     # an earlier batch was unresolved when sent, or we renumbered
         else:
-            retriable = code in RETRIABLE
+            retriable = code in RESENT
         if retriable and not expired and batch.attempts < self.retries:
             batch.attempts += 1
             self.retrying.add(tp)

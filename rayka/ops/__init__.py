@@ -4,7 +4,10 @@
   `ray start --head --block` it owns and stops by pid; the per-cluster state file;
 - zookeeper_service: `rayka zookeeper start|stop|status`, one ensemble member of a deployment
   (the server itself is controller.zookeeper.server);
-- procs: `pid_alive`, the one answer to "is this pid still running";
+- zookeeper_cli, groups_cli, security_cli: the `rayka zookeeper`, `rayka groups` and
+  `rayka users|acls` subcommands;
+- procs: processes by pid: `pid_alive`, the one answer to "is this pid still running",
+  `family` (a pid's process tree) and `stop_pids` (SIGTERM, grace, SIGKILL);
 - demo: the log demo (`rayka demo --log-only`) and `local_cluster`, shared with the Spark demo;
   `main_job()` finds the main demo through the `rayka.demos` entry point.
 

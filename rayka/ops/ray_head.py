@@ -79,10 +79,6 @@ def remove_state(name: str) -> None:
         pass
 
 
-def alive(pid: int | None) -> bool:
-    return pid_alive(pid)
-
-
 def start_head(name: str, num_cpus: int | None = None, dashboard: bool = True) -> ClusterState:
     """Start a private Ray head for cluster `name` and return its state (saved); with Ray's
     dashboard on 127.0.0.1 (8265, or the next free port) unless `dashboard` is False."""
@@ -116,13 +112,13 @@ def start_head(name: str, num_cpus: int | None = None, dashboard: bool = True) -
 
 def stop_head(state: ClusterState) -> None:
     """Stop a Ray head rayka owns, by its pid: SIGTERM, then SIGKILL to its process group."""
-    if not state.owned or not alive(state.pid):
+    if not state.owned or not pid_alive(state.pid):
         return
     os.kill(state.pid, signal.SIGTERM)
     deadline = time.monotonic() + RAY_STOP_TIMEOUT_S
-    while alive(state.pid) and time.monotonic() < deadline:
+    while pid_alive(state.pid) and time.monotonic() < deadline:
         time.sleep(POLL_S)  # poll interval of a deadline loop
-    if alive(state.pid):
+    if pid_alive(state.pid):
         try:
             os.killpg(state.pid, signal.SIGKILL)   # the head's own session (start_new_session)
         except ProcessLookupError:

@@ -87,11 +87,6 @@ def parse_servers(text: str, peer_port: int = DEFAULT_PEER_PORT,
 
 
 # -- pids ----------------------------------------------------------------------------------------------
-def _alive(pid: int) -> bool:
-    """The process exists and is not a zombie."""
-    return pid_alive(pid)
-
-
 def _is_zookeeper(pid: int) -> bool:
     try:
         return b"QuorumPeerMain" in Path(f"/proc/{pid}/cmdline").read_bytes()
@@ -193,7 +188,7 @@ def start(*, data_dir, client_port: int | None = None, bind: str = "127.0.0.1",
     pid_file = Path(pid_file).expanduser().absolute() if pid_file else None
     if pid_file is not None and pid_file.exists():
         old = _read_pid(pid_file)
-        if _alive(old) and _is_zookeeper(old):
+        if pid_alive(old) and _is_zookeeper(old):
             if daemon:
                 say(f"ZooKeeper already running (pid {old}, pid file {pid_file})")
                 return 0
@@ -283,7 +278,7 @@ def stop(pid_file, timeout_s: float = 30.0, say=print) -> int:
     """Stop the ZooKeeper whose pid the pid file holds (that pid only)."""
     pid_file = Path(pid_file).expanduser().absolute()
     pid = _read_pid(pid_file)
-    if not _alive(pid):
+    if not pid_alive(pid):
         _remove_pid_file(pid_file, pid)
         say(f"ZooKeeper pid {pid} was not running; removed {pid_file}")
         return 0
@@ -310,7 +305,7 @@ def stop(pid_file, timeout_s: float = 30.0, say=print) -> int:
 
 def _wait_gone(pid: int, timeout_s: float) -> bool:
     deadline = time.monotonic() + timeout_s
-    while _alive(pid):
+    while pid_alive(pid):
         if time.monotonic() >= deadline:
             return False
         time.sleep(_POLL_S)
