@@ -635,6 +635,7 @@ class Broker:
         self.stopped.set()
         self._alter.put(None)
         self.groups.stop()
+        self.security.stop()
         for listener in self.listeners:
             listener.stop()
         for f in self.fetchers.values():
