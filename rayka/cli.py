@@ -222,10 +222,17 @@ def cmd_start(args) -> None:
     if args.address:
         state = ray_head.ClusterState(args.name, args.address, owned=False)
     elif state is None or (state.owned and not pid_alive(state.pid)):
+        other = ray_head.recorded_head_alive()
         state = ray_head.start_head(args.name, args.num_cpus, dashboard=not args.no_dashboard)
         started_head = True
+        if other:
+            print(f"rayka: a Ray is already running at {other}: left alone; cluster "
+                  f"{args.name!r} gets its own private Ray head at {state.ray_address} "
+                  f"(`--address auto` joins that Ray instead)")
     try:
         ray_head.connect_ray(state.ray_address, state.owned)
+        if not state.owned:                     # "auto" or a ray:// alias: keep what it is
+            state.ray_address = ray_head.connected_address() or state.ray_address
         placement = _placement(args)
         cluster = rayka.start_local(name=args.name, brokers=args.brokers,
                                     controllers=args.controllers, zookeeper=args.zookeeper,
@@ -235,15 +242,15 @@ def cmd_start(args) -> None:
             ray_head.stop_head(state)
             ray_head.remove_state(args.name)
         raise
+    from rayka.cluster import dashboard_url
+    state.dashboard = dashboard_url() or state.dashboard
     ray_head.save_state(state)
     ctl = cluster.controller()
-    from rayka.cluster import dashboard_url
-    dashboard = dashboard_url()
     print(f"rayka cluster {args.name!r} up: brokers {[b.id for b in cluster.brokers() if b.alive]}, "
           f"controller {ctl.id} (epoch {ctl.epoch}), ZooKeeper {cluster.zookeeper}, "
           f"Ray {state.ray_address}{' (private head)' if state.owned else ''}, "
           f"data {cluster.facts['data_dir']}"
-          f"{f', Ray dashboard {dashboard}' if dashboard else ''}")
+          f"{f', Ray dashboard {state.dashboard}' if state.dashboard else ''}")
     print(f"Kafka bootstrap servers: {cluster.bootstrap_servers() or '(none)'}")
 
 
@@ -301,6 +308,9 @@ def status_of(cluster) -> dict:
 
 def cmd_status(args) -> None:
     s = status_of(_attach(args))
+    state = ray_head.load_state(args.name)
+    if not s["ray_dashboard"] and state is not None:
+        s["ray_dashboard"] = state.dashboard
     if args.json:
         print(json.dumps(s, indent=2))
         return

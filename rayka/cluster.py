@@ -26,7 +26,8 @@ Rules:
   out). Never the head recorded in Ray's `ray_current_cluster` file unless asked ("auto"): a
   killed `ray start` or test run leaves it naming a dead address, and a plain `ray.init()`
   then waits on it for minutes. A non-local address is probed first and fails fast with
-  RayUnavailable naming it. `connect` defaults to "auto" (the recorded head), probed too.
+  RayUnavailable naming it. `connect(name)` finds the Ray that `rayka start --name <name>`
+  used (its state file, rayka/cluster_state.py), else "auto" (the recorded head), probed too.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from controller.controller import ControllerConfig
 from controller.zookeeper.store import ZkStore
 from rayka.client.admin import Admin, wait_for
 from rayka.client.types import BrokerInfo, ControllerInfo
+from rayka.cluster_state import load_state, ray_address_file
 from rayka.errors import RayUnavailable
 from replicas.errors import BrokerNotAvailable, NotController
 
@@ -55,17 +57,6 @@ _SHARED_KEYS = {"metrics_interval_s", "zookeeper_auth"}
 
 
 RAY_PROBE_TIMEOUT_S = 5.0
-
-
-def ray_address_file() -> str:
-    """Where `ray start` (and ray.cluster_utils) record the latest head: Ray's own rule."""
-    if os.environ.get("RAY_TMPDIR"):
-        tmp = os.environ["RAY_TMPDIR"]
-    elif sys.platform.startswith("linux") and os.environ.get("TMPDIR"):
-        tmp = os.environ["TMPDIR"]
-    else:
-        tmp = "/tmp"
-    return os.path.join(tmp, "ray", "ray_current_cluster")
 
 
 def _recorded_head() -> str:
@@ -193,6 +184,13 @@ def start_local(name: str = "default", brokers: int = 3, controllers: int = 2,
 
 def connect(name: str = "default", zookeeper: str | None = None,
             ray_address: str | None = None) -> "Cluster":
+    """Attach to the named cluster: in `ray_address`, else RAY_ADDRESS, else the Ray that
+    `rayka start --name <name>` recorded (rayka/cluster_state.py), else the head Ray
+    recorded last ("auto")."""
+    if not (ray_address or os.environ.get("RAY_ADDRESS")):
+        state = load_state(name)
+        if state is not None:
+            ray_address = state.ray_address
     ensure_ray(ray_address or os.environ.get("RAY_ADDRESS") or "auto")
     try:
         host = ray.get_actor(HOST_NAME, namespace=namespace_for(name))

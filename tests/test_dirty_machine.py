@@ -7,7 +7,10 @@ switch for where that record lives) so the machine's real /tmp/ray is never touc
 runs rayka in a subprocess as a user would: `rayka.start_local()` and `rayka demo` start
 within their usual time, `connect` and the CLI fail fast naming the dead address. The
 start_local run also shows Ray's own tools working on the cluster: the dashboard is on
-and `ray.util.state.list_actors()` lists the brokers."""
+and `ray.util.state.list_actors()` lists the brokers. And machines where Ray already
+runs: a user's own `ray start --head` on Ray's default ports, and another rayka cluster
+with its private head, beside which a second cluster and a driver's `start_local` start,
+serve and stop without touching the others."""
 
 from __future__ import annotations
 
@@ -15,6 +18,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -23,6 +27,8 @@ import time
 import pytest
 
 from controller.zookeeper.server import free_port
+from rayka.ops import ray_head
+from rayka.ops.procs import pid_alive
 
 pytestmark = pytest.mark.ray
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -106,3 +112,148 @@ def test_rayka_demo_starts_within_its_usual_time(stale_env):
     up = re.search(r"cluster up in ([\d.]+) s", output)
     assert up and float(up.group(1)) < 90, output[-3000:]
     assert "Ray dashboard: http://127.0.0.1:" in output
+
+
+# -- a machine where Ray already runs -----------------------------------------------------------
+RAY = os.path.join(os.path.dirname(sys.executable), "ray")
+KCAT = "/usr/bin/kcat"
+
+
+def _cli(env, *args, timeout=240, stdin=None):
+    proc = subprocess.run([RAYKA, *args], env=env, capture_output=True, text=True,
+                          timeout=timeout, input=stdin)
+    assert proc.returncode == 0, f"rayka {' '.join(args)}: {proc.stderr[-3000:]}"
+    return proc
+
+
+@pytest.fixture
+def foreign_ray(stale_env):
+    """A Ray the user runs: `ray start --head` on Ray's default ports (6379 and 8265) in the
+    test's RAY_TMPDIR, recorded in its `ray_current_cluster`, stopped by pid afterwards. On a
+    machine where something else holds those ports already, that something is the foreign
+    occupant (the condition under test is the same: the defaults are busy)."""
+    env, _dead = stale_env
+    env = dict(env, RAY_AUTH_MODE="token")
+    holder = None
+    if ray_head.port_is_free(6379) and ray_head.port_is_free(8265):
+        log = open(os.path.join(env["RAY_TMPDIR"], "foreign.log"), "w")
+        holder = subprocess.Popen([RAY, "start", "--head", "--block", "--port=6379",
+                                   "--dashboard-port=8265", "--include-dashboard=true",
+                                   "--disable-usage-stats", "--num-cpus=1"],
+                                  env=env, stdout=log, stderr=subprocess.STDOUT,
+                                  start_new_session=True)
+        deadline = time.monotonic() + 90
+        while "block forever" not in open(log.name).read():
+            assert holder.poll() is None and time.monotonic() < deadline, open(log.name).read()
+            time.sleep(0.2)     # poll interval of a deadline loop
+    try:
+        assert not ray_head.port_is_free(6379) and not ray_head.port_is_free(8265)
+        yield env, (holder.pid if holder else None)
+    finally:
+        if holder is not None:
+            stop_by_pid(holder.pid)
+
+
+def stop_by_pid(pid: int) -> None:
+    """`ray start --block` stops what it started on SIGTERM; SIGKILL its group after 30 s."""
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + 30
+    while pid_alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)         # poll interval of a deadline loop
+    if pid_alive(pid):
+        os.killpg(pid, signal.SIGKILL)
+
+
+SECOND_CLUSTER = """
+import json, rayka
+c = rayka.start_local(name="driver", brokers=1, controllers=1)
+admin = c.admin()
+admin.create_topic("local", 1, 1)
+p = c.producer(acks="all")
+futures = [p.send("local", b"v%d" % i) for i in range(100)]
+p.flush(60)
+consumer = c.consumer()
+consumer.assign([("local", 0)])
+got = []
+while len(got) < 100:
+    got += consumer.poll(timeout_ms=1000)
+print(json.dumps({"read": [r.value.decode() for r in got][:3], "count": len(got)}), flush=True)
+c.shutdown()
+"""
+CONNECT_A = """
+import json, rayka
+a = rayka.connect("a")             # a's private head, found through its state file
+print(json.dumps([b.id for b in a.brokers() if b.alive]), flush=True)
+"""
+
+
+def test_a_second_cluster_and_a_foreign_ray_share_the_machine(foreign_ray):
+    """With a user's `ray start --head` holding 6379 and 8265 and cluster A up, a second
+    `rayka start --name b` starts on its own private head (free ports), serves the native
+    API and kcat, and stops without touching A or the user's Ray; `start_local` likewise;
+    `--address auto` joins the user's Ray and `rayka stop` leaves that Ray running."""
+    env, foreign_pid = foreign_ray
+    recorded = open(os.path.join(env["RAY_TMPDIR"], "ray", "ray_current_cluster")).read()
+    one = ["--brokers", "1", "--controllers", "1"]
+    started = {}
+    try:
+        out_a = _cli(env, "start", "--name", "a", *one).stdout
+        assert "already running" in out_a and "own private Ray head" in out_a, out_a
+        out_b = _cli(env, "start", "--name", "b", *one).stdout
+        started = {n: json.load(open(os.path.join(env["RAYKA_HOME"], "clusters", f"{n}.json")))
+                   for n in ("a", "b")}
+        assert started["a"]["owned"] and started["b"]["owned"]
+        assert started["a"]["ray_address"] != started["b"]["ray_address"]
+        assert started["b"]["dashboard"] and "8265" not in started["b"]["dashboard"], out_b
+        assert f"Ray dashboard {started['b']['dashboard']}" in out_b
+        status = _cli(env, "status", "--name", "b").stdout
+        assert f"Ray dashboard {started['b']['dashboard']}" in status
+        # the user's Ray stays the one a plain ray.init() finds
+        assert open(os.path.join(env["RAY_TMPDIR"], "ray", "ray_current_cluster")).read() \
+            == recorded
+
+        _cli(env, "topics", "create", "t", "--partitions", "1", "--replication-factor", "1",
+             "--name", "b")
+        _cli(env, "produce", "t", "--count", "50", "--size", "10", "--no-progress",
+             "--name", "b")
+        native = _cli(env, "consume", "t", "--max-records", "50", "--name", "b").stdout
+        assert len(native.splitlines()) == 50
+        bootstrap = _cli(env, "bootstrap-servers", "--name", "b").stdout.strip()
+        subprocess.run([KCAT, "-b", bootstrap, "-P", "-t", "t"], input="from-kcat\n",
+                       text=True, check=True, timeout=60)
+        read = subprocess.run([KCAT, "-b", bootstrap, "-C", "-t", "t", "-o", "beginning",
+                               "-e", "-q"], capture_output=True, text=True, timeout=60)
+        assert read.stdout.splitlines()[-1] == "from-kcat" and len(read.stdout.splitlines()) == 51
+
+        _cli(env, "stop", "--name", "b")
+        assert not pid_alive(started["b"]["pid"]) and pid_alive(started["a"]["pid"])
+        assert "broker 1  alive" in _cli(env, "status", "--name", "a").stdout
+        assert foreign_pid is None or pid_alive(foreign_pid)
+
+        driver = subprocess.run([sys.executable, "-c", SECOND_CLUSTER], env=env, cwd=ROOT,
+                                capture_output=True, text=True, timeout=300)
+        assert driver.returncode == 0, driver.stderr[-3000:]
+        got = json.loads(driver.stdout.strip().splitlines()[-1])
+        assert got["count"] == 100 and got["read"] == ["v0", "v1", "v2"]
+        other = subprocess.run([sys.executable, "-c", CONNECT_A], env=env, cwd=ROOT,
+                               capture_output=True, text=True, timeout=120)
+        assert other.returncode == 0 and json.loads(other.stdout.splitlines()[-1]) == [1], \
+            other.stderr[-3000:]
+
+        if foreign_pid is not None:        # join the user's Ray; stopping leaves it running
+            out_d = _cli(env, "start", "--name", "d", "--address", "auto", *one).stdout
+            state_d = json.load(open(os.path.join(env["RAYKA_HOME"], "clusters", "d.json")))
+            assert not state_d["owned"] and state_d["ray_address"].endswith(":6379"), out_d
+            _cli(env, "stop", "--name", "d")
+            assert pid_alive(foreign_pid)
+    finally:
+        for name in ("b", "a"):
+            if os.path.exists(os.path.join(env["RAYKA_HOME"], "clusters", f"{name}.json")):
+                subprocess.run([RAYKA, "stop", "--name", name], env=env, capture_output=True,
+                               timeout=120)
+        for state in started.values():
+            if pid_alive(state["pid"]):
+                os.killpg(state["pid"], signal.SIGKILL)

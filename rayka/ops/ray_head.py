@@ -8,9 +8,19 @@ Rules:
   state file. `ray start --block` stops every Ray process it started when it gets SIGTERM,
   so `rayka stop` ends that head by its pid (and process group, if SIGTERM is not enough):
   never by name, never `ray stop`.
+- Ports: a private head never fails because a port it did not ask for is taken. The GCS,
+  Ray client server, dashboard agents, runtime-env agent and metrics export get free
+  ports; the dashboard gets Ray's 8265 when it is free, else a free port. So a second
+  cluster (`rayka start --name B`) gets its own private head beside A's, and a Ray the
+  user runs (`ray start --head` on 6379 and 8265) is left alone.
+- `ray start` records its head in Ray's `ray_current_cluster` file, which a plain
+  `ray.init()` (or `address="auto"`) of the user's then joins. A private head puts back
+  what that file held before it started (the user's own head stays the one they join);
+  rayka finds its heads through its state files, never through that file.
 - One state file per cluster name, `$RAYKA_HOME/clusters/<name>.json` (default
-  ~/.rayka): the Ray address, whether rayka owns that head, its pid. Every other command
-  reads it to know where to connect; `--address` overrides it.
+  ~/.rayka, rayka/cluster_state.py): the Ray address, whether rayka owns that head, its pid and
+  dashboard. Every other command (and `rayka.connect(name)`) reads it to know where to
+  connect; `--address` overrides it.
 - Ray 2.60's `ray start` turns token authentication on (token in ~/.ray/auth_token); a
   driver must then run with RAY_AUTH_MODE=token, which `connect_ray` sets for heads rayka
   owns.
@@ -18,15 +28,16 @@ Rules:
 
 from __future__ import annotations
 
-import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass
 
-from controller.zookeeper.server import free_port
+from controller.zookeeper.server import free_ports
+from rayka.cluster_state import (ClusterState, home_dir, load_state, ray_address_file,
+                                 remove_state, save_state, state_path)
 from rayka.errors import RayUnavailable
 from rayka.ops.procs import pid_alive
 
@@ -39,75 +50,88 @@ class RayHeadError(RayUnavailable):
     """Ray could not be started, reached or stopped (a one-line CLI error)."""
 
 
-@dataclass
-class ClusterState:
-    name: str
-    ray_address: str
-    owned: bool = False
-    pid: int | None = None
-    log_file: str | None = None
+__all__ = ["ClusterState", "RayHeadError", "start_head", "stop_head", "connect_ray",
+           "load_state", "save_state", "remove_state", "state_path", "home_dir"]
+DEFAULT_DASHBOARD_PORT = 8265
 
 
-def home_dir() -> str:
-    return os.environ.get("RAYKA_HOME") or os.path.join(os.path.expanduser("~"), ".rayka")
+def port_is_free(port: int) -> bool:
+    """Nobody listens on `port` (any address): a server's bind (SO_REUSEADDR) would work."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("0.0.0.0", port))
+        except OSError:
+            return False
+    return True
 
 
-def state_path(name: str) -> str:
-    return os.path.join(home_dir(), "clusters", f"{name}.json")
-
-
-def load_state(name: str) -> ClusterState | None:
-    try:
-        with open(state_path(name)) as f:
-            return ClusterState(**json.load(f))
-    except FileNotFoundError:
-        return None
-
-
-def save_state(state: ClusterState) -> None:
-    path = state_path(state.name)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path + ".tmp", "w") as f:
-        json.dump(asdict(state), f)
-    os.replace(path + ".tmp", path)
-
-
-def remove_state(name: str) -> None:
-    try:
-        os.remove(state_path(name))
-    except FileNotFoundError:
-        pass
+def head_ports(dashboard: bool) -> dict[str, int]:
+    """The ports a private head asks for: every one free, the dashboard on 8265 if it is."""
+    names = ("port", "ray-client-server-port", "dashboard-agent-listen-port",
+             "dashboard-agent-grpc-port", "runtime-env-agent-port", "metrics-export-port",
+             "dashboard-port")
+    ports = dict(zip(names, free_ports(len(names))))
+    if not dashboard:
+        del ports["dashboard-port"]
+    elif port_is_free(DEFAULT_DASHBOARD_PORT):
+        ports["dashboard-port"] = DEFAULT_DASHBOARD_PORT
+    return ports
 
 
 def start_head(name: str, num_cpus: int | None = None, dashboard: bool = True) -> ClusterState:
     """Start a private Ray head for cluster `name` and return its state (saved); with Ray's
-    dashboard on 127.0.0.1 (8265, or the next free port) unless `dashboard` is False."""
-    port = free_port()
+    dashboard on 127.0.0.1 (8265, or a free port) unless `dashboard` is False."""
+    ports = head_ports(dashboard)
     log_file = os.path.join(home_dir(), "clusters", f"{name}-ray.log")
     os.makedirs(os.path.dirname(log_file), exist_ok=True)
     ray_bin = os.path.join(os.path.dirname(sys.executable), "ray")
-    cmd = [ray_bin, "start", "--head", "--block", f"--port={port}", "--node-ip-address=127.0.0.1",
+    cmd = [ray_bin, "start", "--head", "--block", "--node-ip-address=127.0.0.1",
            f"--include-dashboard={'true' if dashboard else 'false'}", "--dashboard-host=127.0.0.1",
-           "--disable-usage-stats"]
+           "--disable-usage-stats"] + [f"--{k}={v}" for k, v in ports.items()]
     if num_cpus is not None:
         cmd.append(f"--num-cpus={num_cpus}")
     env = dict(os.environ, RAY_AUTH_MODE="token")
+    recorded = _read(ray_address_file())
     with open(log_file, "w") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 env=env, start_new_session=True)
-    state = ClusterState(name, f"127.0.0.1:{port}", owned=True, pid=proc.pid, log_file=log_file)
+    state = ClusterState(name, f"127.0.0.1:{ports['port']}", owned=True, pid=proc.pid,
+                         log_file=log_file,
+                         dashboard=f"http://127.0.0.1:{ports['dashboard-port']}"
+                         if dashboard else None)
     deadline = time.monotonic() + RAY_START_TIMEOUT_S
     while True:
         if proc.poll() is not None:
+            _restore_current_cluster(recorded, state.ray_address)
             raise RayHeadError(f"ray start exited with {proc.returncode}: {_tail(log_file)}")
         if "block forever" in _read(log_file):  # `ray start --block` prints this once up
             break
         if time.monotonic() > deadline:
             stop_head(state)
+            _restore_current_cluster(recorded, state.ray_address)
             raise RayHeadError(f"Ray head not up after {RAY_START_TIMEOUT_S:.0f} s; see {log_file}")
         time.sleep(POLL_S)  # poll interval of a deadline loop
+    _restore_current_cluster(recorded, state.ray_address)
     save_state(state)
     return state
+
+
+def _restore_current_cluster(recorded: str, ours: str) -> None:
+    """Put back what Ray's `ray_current_cluster` held before our `ray start` wrote our head
+    there (nothing: remove ours), so the user's `ray.init()` keeps finding their own Ray."""
+    path = ray_address_file()
+    if _read(path).strip().rsplit(":", 1)[-1] != ours.rsplit(":", 1)[-1]:
+        return                                  # not ours (yet, or any more): leave it
+    try:
+        if recorded.strip():
+            with open(path + ".rayka-tmp", "w") as f:
+                f.write(recorded)
+            os.replace(path + ".rayka-tmp", path)
+        else:
+            os.remove(path)
+    except OSError:
+        pass
 
 
 def stop_head(state: ClusterState) -> None:
@@ -129,7 +153,6 @@ def stop_head(state: ClusterState) -> None:
 def _forget_current_cluster(address: str) -> None:
     """`ray start` leaves /tmp/ray/ray_current_cluster behind; a later plain `ray.init()`
     would try to join the dead head. Remove it only if it names our head's port."""
-    from rayka.cluster import ray_address_file
     path = ray_address_file()
     try:
         with open(path) as f:
@@ -138,6 +161,29 @@ def _forget_current_cluster(address: str) -> None:
             os.remove(path)
     except (FileNotFoundError, PermissionError):
         pass
+
+
+def recorded_head_alive() -> str | None:
+    """The head Ray's `ray_current_cluster` names when something answers there (a Ray the
+    user runs, or another cluster's private head), else None."""
+    address = _read(ray_address_file()).strip()
+    host, _, port = address.rpartition(":")
+    if not port.isdigit():
+        return None
+    try:
+        with socket.create_connection((host or "127.0.0.1", int(port)), 1.0):
+            return address
+    except OSError:
+        return None
+
+
+def connected_address() -> str | None:
+    """The GCS address of the Ray this process joined."""
+    import ray
+    try:
+        return ray.get_runtime_context().gcs_address
+    except Exception:      # not connected, or a Ray client connection
+        return None
 
 
 def connect_ray(address: str, owned: bool, namespace: str | None = None) -> None:
