@@ -2,7 +2,8 @@
 
 What lives here: the per-group state machine (Empty, PreparingRebalance, CompletingRebalance,
 Stable, Dead; valid previous states as data), JoinGroup/SyncGroup/Heartbeat/LeaveGroup,
-static membership, generation-checked offset commits, and the `__consumer_offsets` key/value
+static membership, generation-checked offset commits, transactional offset commits (KIP-98,
+KIP-447: pending until their producer's marker), and the `__consumer_offsets` key/value
 records (Kafka's schemas) with load/unload on partition leadership. Kafka keeps its
 coordinator in a module of its own too (group-coordinator).
 - coordinator: `GroupCoordinator`, the entry (`process(event)`): every request, the
@@ -10,6 +11,7 @@ coordinator in a module of its own too (group-coordinator).
 - storage: `GroupMetadataManager`, the cache of groups, the owned offsets partitions,
   offsets and appends (Kafka's GroupMetadataManager);
 - group, states: one group's members and offsets, the group states and their transitions;
+- txn_offsets: one group's pending transactional offsets per producer, until the marker;
 - records, messages: the `__consumer_offsets` records, the events, results and effects;
 - config, error_codes: Kafka's coordinator configs, how failed appends are answered.
 

@@ -37,6 +37,19 @@ Rules (Kafka's GroupCoordinator.scala, trunk 1eb7644):
   → UNKNOWN_MEMBER_ID. Then by state: Empty stores; Stable and PreparingRebalance re-arm the
   member's session timer (a commit counts as a heartbeat) and store; CompletingRebalance →
   REBALANCE_IN_PROGRESS. Storing and answering: storage.py.
+- TxnOffsetCommit (KIP-98; handleTxnCommitOffsets, doTxnCommitOffsets): "" → INVALID_GROUP_ID,
+  then the group status; an unknown group is created Empty whatever the generation (and is
+  cleaned up later if nothing is stored). Then validateOffsetCommit with isTransactional:
+  Dead → COORDINATOR_NOT_AVAILABLE; generation < 0 on an Empty group → accepted; generation
+  ≥ 0, a member id or an instance id (v3+, KIP-447; v0-2 carry none) → FENCED_INSTANCE_ID /
+  UNKNOWN_MEMBER_ID / ILLEGAL_GENERATION as above; otherwise accepted in ANY state (older
+  producers know no member). No state check and no heartbeat: a producer is not a member.
+  Stored as the producer's pending offsets (storage.py, txn_offsets.py). v0/v1 answers read
+  COORDINATOR_NOT_AVAILABLE for COORDINATOR_LOAD_IN_PROGRESS (error_codes.py). Left to the
+  API layer and the shell (KafkaApis.handleTxnOffsetCommitRequest): the TRANSACTIONAL_ID and
+  GROUP authorization, unknown or unauthorized topics, and KIP-890 verification, which comes
+  BEFORE this event (its error answered through error_codes.commit_append_error).
+- CompleteTxn (onTransactionCompleted → handleTxnCompletion): storage.py. No answer.
 - ListGroups: every cached group (filtered by state name, any case); the error is
   COORDINATOR_LOAD_IN_PROGRESS while any partition loads. DescribeGroups: unknown → "Dead"
   with NONE; member metadata and assignments only when Stable.
@@ -94,7 +107,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from coordinator import messages as m
-from coordinator.error_codes import group_append_error
+from coordinator.error_codes import group_append_error, txn_commit_answer
 from coordinator.config import NEW_MEMBER_JOIN_TIMEOUT_MS, GroupCoordinatorConfig
 from coordinator.group import GroupMetadata, JoinTimer, MemberMetadata, SyncTimer
 from coordinator.states import GroupState
@@ -502,7 +515,8 @@ class GroupCoordinator:
                 else:
                     error = E.ILLEGAL_GENERATION
         if error is None:
-            error = self._validate_offset_commit(group, e)
+            error = self._validate_offset_commit(group, e.generation_id, e.member_id,
+                                                 e.group_instance_id)
         if error is None:
             if group.is_(G.COMPLETING_REBALANCE):
                 error = E.REBALANCE_IN_PROGRESS
@@ -514,18 +528,44 @@ class GroupCoordinator:
                 m.CommitPartitionResult(t, p, error) for t, p in tps)))
         self._storage.store_offsets(group, e, self._now())
 
-    def _validate_offset_commit(self, group: GroupMetadata, e: m.OffsetCommit) -> int | None:
+    def _validate_offset_commit(self, group: GroupMetadata, generation_id: int, member_id: str,
+                                instance_id: str | None, transactional: bool = False
+                                ) -> int | None:
         if group.is_(G.DEAD):
             return E.COORDINATOR_NOT_AVAILABLE
-        if e.generation_id < 0 and group.is_(G.EMPTY):
+        if generation_id < 0 and group.is_(G.EMPTY):
             return None
-        if e.generation_id >= 0 or e.member_id != m.UNKNOWN_MEMBER \
-                or e.group_instance_id is not None:
-            error = self._validate_current_member(group, e.member_id, e.group_instance_id)
-            if error is None and e.generation_id != group.generation_id:
+        if generation_id >= 0 or member_id != m.UNKNOWN_MEMBER or instance_id is not None:
+            error = self._validate_current_member(group, member_id, instance_id)
+            if error is None and generation_id != group.generation_id:
                 error = E.ILLEGAL_GENERATION
             return error
-        return None if group.is_(G.EMPTY) else E.UNKNOWN_MEMBER_ID
+        # only members commit to a non-empty group; a producer without group metadata may
+        return None if transactional or group.is_(G.EMPTY) else E.UNKNOWN_MEMBER_ID
+
+    def process_txn_offset_commit(self, e: m.TxnOffsetCommit) -> None:
+        error = self._validate_group_status(e.group_id)
+        group = None
+        if error is None:
+            group = self._storage.groups.get(e.group_id)
+            if group is None:
+                group = GroupMetadata(e.group_id, G.EMPTY, self._now())
+                self._storage.groups[e.group_id] = group
+            if e.version >= 3:
+                error = self._validate_offset_commit(group, e.generation_id, e.member_id,
+                                                     e.group_instance_id, transactional=True)
+            else:
+                error = self._validate_offset_commit(group, m.NO_GENERATION, m.UNKNOWN_MEMBER,
+                                                     None, transactional=True)
+        if error is not None:
+            error = txn_commit_answer(error, e.version)
+            tps = dict.fromkeys((o.topic, o.partition) for o in e.offsets)
+            return self._respond(e.request_id, m.OffsetCommitResult(tuple(
+                m.CommitPartitionResult(t, p, error) for t, p in tps)))
+        self._storage.store_offsets(group, e, self._now())
+
+    def process_complete_txn(self, e: m.CompleteTxn) -> None:
+        self._storage.complete_txn(e.producer_id, e.partitions, e.committed)
 
     def process_offset_fetch(self, e: m.OffsetFetch) -> None:
         error = self._validate_group_status(e.group_id, empty_id_ok=True)

@@ -19,19 +19,28 @@ Rules (Kafka's GroupMetadata.scala and MemberMetadata.scala):
 - Heartbeat liveness (MemberMetadata.hasSatisfiedHeartbeat): at its deadline a NEW member (its
   first join not completed) has failed; any other member has failed unless it has a parked
   JoinGroup or SyncGroup.
-- Offsets: committed values per (topic, partition) with the order of their append
-  (`append_seq`, -1 when loaded). A commit is staged in `pending_offset_commits` with its
-  append and enters the cache only when that append succeeds, is still staged (removing a
-  partition's offsets drops what is staged, so a late append cannot resurrect them) and is
-  newer than what the cache holds (Kafka compares log offsets; appends to one partition land
-  in the order issued). Decision: every staged commit is tracked by its append, where Kafka
+- Offsets: committed values per (topic, partition) with their POSITION in the log (Kafka's
+  CommitRecordMetadataAndOffset): `loaded_position(log offset)` for a record read at load,
+  `appended_position(token)` for one this coordinator appended since. Appends to one
+  partition land in the order issued, after everything the load read, so the two orders
+  are the log's. A commit is staged in `pending_offset_commits` with its append and enters
+  the cache only when that append succeeds, is still staged (removing a partition's offsets
+  drops what is staged, so a late append cannot resurrect them) and is later in the log than
+  what the cache holds. Decision: every staged commit is tracked by its append, where Kafka
   keeps only the latest per partition: there, when a later commit's append fails before an
   earlier one's succeeds, the earlier ACKNOWLEDGED commit never reaches the cache (OffsetFetch
   goes back until a reload); the seeded simulation found this.
+- Transactional offsets (KIP-98) wait in `txn_offsets` (coordinator/txn_offsets.py) for their
+  producer's marker; a COMMIT makes each one committed only if it is later in the log than the
+  committed offset (a plain commit appended after it wins), an ABORT drops them. A partition
+  with a pending commit of either kind is unstable (hasPendingOffsetCommitsForTopicPartition),
+  and pending offsets of either kind keep an Empty group alive (hasOffsets).
 - Offset expiry (removeExpiredOffsets): Empty group with a protocol type → every offset once
   retention passed since the group became Empty (or since its commit if that time is
   unknown); Stable "consumer" group with known subscriptions → offsets of unsubscribed topics
-  by commit time; group without protocol type (simple) → by commit time; pending ones never.
+  by commit time; group without protocol type (simple) → by commit time; a partition with a
+  plain commit in flight never; a pending TRANSACTIONAL offset neither spares the committed
+  one nor expires itself (Kafka: only pendingOffsetCommits are checked).
 """
 
 from __future__ import annotations
@@ -44,6 +53,7 @@ from typing import Iterable
 from coordinator import records as rec
 from coordinator.messages import DescribedMember, JoinGroupMember
 from coordinator.states import GroupState, can_rebalance, transition
+from coordinator.txn_offsets import PendingTxnOffsets
 
 G = GroupState
 TopicPartition = tuple[str, int]
@@ -59,10 +69,21 @@ class OffsetAndMetadata:
     expire_timestamp: int = -1  # only from v1 records; -1 = broker retention applies
 
 
+Position = tuple[int, int]
+
+
+def loaded_position(log_offset: int) -> Position:
+    return (0, log_offset)
+
+
+def appended_position(token: int) -> Position:
+    return (1, token)
+
+
 @dataclass(slots=True)
 class CommittedOffset:
     value: OffsetAndMetadata
-    append_seq: int  # issue order of the append that wrote it; -1 = loaded from the log
+    position: Position  # where its record is in the log (see the rules above)
 
 
 @dataclass(slots=True)
@@ -151,6 +172,7 @@ class GroupMetadata:
         self.offsets: dict[TopicPartition, CommittedOffset] = {}
         # staged commits: (topic, partition) → {append token: value}
         self.pending_offset_commits: dict[TopicPartition, dict[int, OffsetAndMetadata]] = {}
+        self.txn_offsets = PendingTxnOffsets()
         self.new_member_added = False
         self.join_timer: JoinTimer | None = None
         self.sync_timer: SyncTimer | None = None
@@ -361,7 +383,10 @@ class GroupMetadata:
 
     # -- offsets --------------------------------------------------------------------------
     def has_offsets(self) -> bool:
-        return bool(self.offsets) or bool(self.pending_offset_commits)
+        return bool(self.offsets) or bool(self.pending_offset_commits) or bool(self.txn_offsets)
+
+    def has_pending_offset_commits(self, tp: TopicPartition) -> bool:
+        return tp in self.pending_offset_commits or self.txn_offsets.has_pending(tp)
 
     def offset(self, tp: TopicPartition) -> OffsetAndMetadata | None:
         committed = self.offsets.get(tp)
@@ -382,16 +407,45 @@ class GroupMetadata:
 
     def on_offset_commit_append(self, tp: TopicPartition, value: OffsetAndMetadata, seq: int) -> None:
         if self._unstage(tp, seq):
-            current = self.offsets.get(tp)
-            if current is None or current.append_seq < seq:
-                self.offsets[tp] = CommittedOffset(value, seq)
+            self.commit_offset(tp, value, appended_position(seq))
+
+    def commit_offset(self, tp: TopicPartition, value: OffsetAndMetadata,
+                      position: Position) -> bool:
+        """Make `value` the committed offset unless the cache holds a later one of the log."""
+        current = self.offsets.get(tp)
+        if current is not None and current.position >= position:
+            return False
+        self.offsets[tp] = CommittedOffset(value, position)
+        return True
+
+    # -- transactional offsets (coordinator/txn_offsets.py) -------------------------------------
+    def prepare_txn_offset_commit(self, producer_id: int, offsets: dict, token: int) -> None:
+        self.txn_offsets.prepare(producer_id, offsets, token)
+
+    def on_txn_offset_commit_append(self, producer_id: int, offsets: dict, token: int) -> None:
+        position = appended_position(token)
+        for tp, (pos, value) in self.txn_offsets.acknowledge(producer_id, token, offsets,
+                                                             position).items():
+            self.commit_offset(tp, value, pos)
+
+    def fail_pending_txn_offset_commit(self, producer_id: int, offsets: dict, token: int) -> None:
+        self.txn_offsets.fail(producer_id, token, offsets)
+
+    def complete_pending_txn_offset_commit(self, producer_id: int, committed: bool) -> None:
+        for tp, (position, value) in self.txn_offsets.complete(producer_id, committed).items():
+            self.commit_offset(tp, value, position)
+
+    def has_pending_offset_commits_from(self, producer_id: int) -> bool:
+        return self.txn_offsets.has_producer(producer_id)
 
     def fail_pending_offset_write(self, tp: TopicPartition, seq: int) -> None:
         self._unstage(tp, seq)
 
     def remove_offsets(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, OffsetAndMetadata]:
         removed = {}
-        for tp in list(tps):
+        tps = list(tps)
+        self.txn_offsets.remove(tps)
+        for tp in tps:
             self.pending_offset_commits.pop(tp, None)
             committed = self.offsets.pop(tp, None)
             if committed is not None:

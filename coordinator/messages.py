@@ -4,17 +4,24 @@ Rules:
 - Every event is a frozen dataclass handled by `GroupCoordinator.process_<snake name>`.
 - Every request event carries a `request_id`; its answer is the effect
   `Respond(request_id, result)`, exactly once, maybe in a later `process` call (JoinGroup and
-  SyncGroup are parked; OffsetCommit and a leader's SyncGroup wait for their append).
+  SyncGroup are parked; OffsetCommit, TxnOffsetCommit and a leader's SyncGroup wait for
+  their append).
 - `Append(partition, records, token)`: records to append to `__consumer_offsets`-`partition`
-  with acks=-1, in effect order. The broker reports the outcome with `AppendDone(token,
-  error)`; an answer that depends on the append is only sent after it (the coordinator's cache
-  changes only once the append succeeded). Some appends have no answer waiting (the empty
-  group record, the tombstones of DeleteGroups and of offset expiry: Kafka does not wait for
-  them either); their AppendDone is still expected and simply ignored, as is any AppendDone
-  for a partition unloaded meanwhile.
+  with acks=-1, in effect order. A TxnOffsetCommit's Append is `transactional`: ONE
+  transactional batch of (`producer_id`, `producer_epoch`) (Kafka's generateOffsetRecords);
+  every other Append keeps producer id and epoch -1. The broker reports the outcome with
+  `AppendDone(token, error)`; an answer that depends on the append is only sent after it
+  (the coordinator's cache changes only once the append succeeded). Some appends have no
+  answer waiting (the empty group record, the tombstones of DeleteGroups and of offset
+  expiry: Kafka does not wait for them either); their AppendDone is still expected and
+  simply ignored, as is any AppendDone for a partition unloaded meanwhile.
 - `BeginLoad(p)` (optional) marks partition p as loading (COORDINATOR_LOAD_IN_PROGRESS) while
   the broker reads its log; `LoadPartition(p, records)` hands the log over and makes the
-  coordinator own p; `UnloadPartition(p)` gives it up.
+  coordinator own p; `UnloadPartition(p)` gives it up. The records are in log order: every
+  key/value as an `OffsetsRecord` (with its batch's producer id, whether that batch is
+  transactional, and its log offset) and every control batch as a `TxnMarkerRecord`.
+- `CompleteTxn(producer_id, partitions, committed)`: the producer's COMMIT or ABORT marker was
+  appended to these offsets partitions (Kafka's onTransactionCompleted); no answer.
 - Result fields are Kafka's response fields (JoinGroupResponse, SyncGroupResponse, ...) in the
   coordinator's terms: error codes are Kafka's ints (replicas/errors.py's table), "no protocol" is
   None, "no leader" is "", "no generation" is -1, "no leader epoch" / "no offset" is -1.
@@ -26,7 +33,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from coordinator.records import OffsetsRecord
+from coordinator.records import OffsetsRecord, TxnMarkerRecord
 from replicas.errors import ErrorCode as E
 
 NO_GENERATION = -1
@@ -106,6 +113,22 @@ class OffsetCommit:
 
 
 @dataclass(frozen=True, slots=True)
+class TxnOffsetCommit:
+    """A transactional producer's commit of a group's offsets (KIP-98); v3+ carries the
+    consumer's group metadata (KIP-447), which older versions do not have on the wire."""
+    request_id: int
+    transactional_id: str
+    group_id: str
+    producer_id: int
+    producer_epoch: int
+    offsets: tuple[CommitOffset, ...]
+    generation_id: int = NO_GENERATION
+    member_id: str = UNKNOWN_MEMBER
+    group_instance_id: str | None = None
+    version: int = 3
+
+
+@dataclass(frozen=True, slots=True)
 class OffsetFetch:
     request_id: int
     group_id: str
@@ -144,6 +167,13 @@ class AppendDone:
 
 
 @dataclass(frozen=True, slots=True)
+class CompleteTxn:
+    producer_id: int
+    partitions: tuple[int, ...]  # the offsets partitions the marker was appended to
+    committed: bool
+
+
+@dataclass(frozen=True, slots=True)
 class BeginLoad:
     """This broker became leader of offsets partition `partition` and started reading it:
     its groups answer COORDINATOR_LOAD_IN_PROGRESS until LoadPartition."""
@@ -153,7 +183,7 @@ class BeginLoad:
 @dataclass(frozen=True, slots=True)
 class LoadPartition:
     partition: int
-    records: tuple[OffsetsRecord, ...]  # the partition's log, start to end
+    records: tuple[OffsetsRecord | TxnMarkerRecord, ...]  # the partition's log, start to end
 
 
 @dataclass(frozen=True, slots=True)
@@ -297,3 +327,6 @@ class Append:
     partition: int
     records: tuple[OffsetsRecord, ...]
     token: int
+    producer_id: int = -1
+    producer_epoch: int = -1
+    transactional: bool = False

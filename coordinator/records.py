@@ -20,6 +20,9 @@ Rules (Kafka's group-coordinator/src/main/resources/common/message/*.json, read 
 - v4 (flexible, KIP-915) is not written by Kafka until a tagged field exists; reading it
   raises RecordFormatError, as does any malformed or trailing byte.
 - A null value is a tombstone: the key is deleted when the partition is replayed.
+- A TxnOffsetCommit's records are one transactional batch of its producer id and epoch; a
+  control batch (`TxnMarkerRecord`) later in the log commits or aborts that producer's
+  records before it (GroupMetadataManager.scala doLoadGroupsAndOffsets).
 - `partition_for(group_id, n)` = Utils.abs(String.hashCode(group_id)) % n, where hashCode runs
   over UTF-16 code units (s[0]*31^(k-1) + ... in 32-bit two's complement) and
   Utils.abs(Integer.MIN_VALUE) = 0.
@@ -47,9 +50,22 @@ class RecordFormatError(ValueError):
 
 
 class OffsetsRecord(NamedTuple):
-    """One key/value of `__consumer_offsets`; value None is a tombstone."""
+    """One key/value of `__consumer_offsets`; value None is a tombstone. Read from the log it
+    also says its batch's producer id, whether that batch is transactional (a TxnOffsetCommit's:
+    pending until its producer's marker) and its own log offset (-1: not given)."""
     key: bytes
     value: bytes | None
+    producer_id: int = -1
+    transactional: bool = False
+    offset: int = -1
+
+
+class TxnMarkerRecord(NamedTuple):
+    """A control batch of `__consumer_offsets`: producer `producer_id`'s COMMIT (committed)
+    or ABORT marker, at log offset `offset`."""
+    producer_id: int
+    committed: bool
+    offset: int = -1
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,7 +7,10 @@ What lives here (one module each):
   offsets: ListOffsets (by time, earliest, latest) and OffsetForLeaderEpoch answers;
 - checkpoints, epoch_cache: Kafka's checkpoint files and the leader-epoch cache (KIP-101/279);
 - partition_state, producer_state: one replica's leader/follower state (ISR, HW, fencing) and
-  idempotent-producer state;
+  producer state (idempotence, transactions, KIP-890 verification guards);
+- transactions, the log side: control (end-transaction marker batches), txn_index
+  (`.txnindex`, the aborted transactions of a segment), producer_log (the producer state
+  kept in step with the log: markers, the last stable offset, read_committed answers);
 - replica_manager (+ replica_types, metadata_cache): Kafka's ReplicaManager for one broker —
   LeaderAndIsr/StopReplica, produce (acks 0/1/all), fetch (KIP-320), ISR proposals, and the
   follower side (fetch positions, epoch-based truncation, appends of the leader's batches);

@@ -40,7 +40,10 @@ __all__ = [
     "CoordinatorNotAvailable", "NotCoordinator", "IllegalGeneration",
     "InconsistentGroupProtocol", "InvalidGroupId", "UnknownMemberId", "InvalidSessionTimeout",
     "RebalanceInProgress", "InvalidCommitOffsetSize", "NonEmptyGroup", "GroupIdNotFound",
-    "MemberIdRequired", "GroupMaxSizeReached",
+    "MemberIdRequired", "GroupMaxSizeReached", "InvalidTxnState", "InvalidProducerIdMapping",
+    "TransactionCoordinatorFenced", "InvalidTransactionTimeout", "ConcurrentTransactions",
+    "TransactionalIdAuthorizationFailed", "ProducerFenced", "TransactionalIdNotFound",
+    "TransactionAbortable", "UnstableOffsetCommit",
 ]
 
 
@@ -281,6 +284,21 @@ NonEmptyGroup = _error("NonEmptyGroup", C.NON_EMPTY_GROUP)
 GroupIdNotFound = _error("GroupIdNotFound", C.GROUP_ID_NOT_FOUND)
 MemberIdRequired = _error("MemberIdRequired", C.MEMBER_ID_REQUIRED)
 GroupMaxSizeReached = _error("GroupMaxSizeReached", C.GROUP_MAX_SIZE_REACHED)
+# transactions (the log side: replicas/producer_state.py, replicas/producer_log.py)
+InvalidTxnState = _error("InvalidTxnState", C.INVALID_TXN_STATE)
+InvalidProducerIdMapping = _error("InvalidProducerIdMapping", C.INVALID_PRODUCER_ID_MAPPING)
+TransactionCoordinatorFenced = _error("TransactionCoordinatorFenced",
+                                      C.TRANSACTION_COORDINATOR_FENCED)
+# transactions (the coordinator, transactions/; the clients)
+InvalidTransactionTimeout = _error("InvalidTransactionTimeout", C.INVALID_TRANSACTION_TIMEOUT)
+ConcurrentTransactions = _error("ConcurrentTransactions", C.CONCURRENT_TRANSACTIONS)
+TransactionalIdAuthorizationFailed = _error("TransactionalIdAuthorizationFailed",
+                                            C.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+ProducerFenced = _error("ProducerFenced", C.PRODUCER_FENCED,
+                        doc="Another producer with the same transactional id has a newer epoch.")
+TransactionalIdNotFound = _error("TransactionalIdNotFound", C.TRANSACTIONAL_ID_NOT_FOUND)
+TransactionAbortable = _error("TransactionAbortable", C.TRANSACTION_ABORTABLE)
+UnstableOffsetCommit = _error("UnstableOffsetCommit", C.UNSTABLE_OFFSET_COMMIT)
 del C
 
 ERRORS_BY_CODE: dict[int, type[KafkaError]] = {cls.code: cls for cls in _NAMES}

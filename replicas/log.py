@@ -29,6 +29,15 @@ Rules:
   flush, Kafka's LogSegment.recover does the same).
 - Flush policy is Kafka's flush.messages / flush.ms (None = leave it to the OS); flush
   advances the recovery point. Time comes from the injected `clock_ms`, never `time`.
+- Transaction indexes (`.txnindex`, replicas/txn_index.py; Kafka's LogSegment.recover,
+  LocalLog.collectAbortedTransactions): a trusted segment's is loaded and sanity-checked; a
+  recovered segment's is emptied. Either is STALE when it may miss entries: a trusted one
+  that failed its check, a recovered one holding a control batch. `txn_index_stale_from`
+  is then the first such segment's base; the producer state's rebuild rewrites every index
+  from there (`rewrite_txn_indexes`), and until then the recovery point never passes it, so
+  a crash before the rebuild recovers those segments again. `collect_aborted` searches the
+  segment holding the fetch offset and the later ones until an entry's last stable offset
+  reaches the upper bound; `append_aborted` writes to the segment holding the marker.
 """
 
 from __future__ import annotations
@@ -43,14 +52,16 @@ from typing import Callable
 
 from replicas import records
 from replicas.checkpoints import leader_epoch_checkpoint
-from replicas.cleaner import (CleanerPolicy, CleanPlan, CleanStats, SegmentView,
-                              finish_interrupted_swaps, require_keys, swap_in)
+from replicas.cleaner import (CleanerPolicy, CleanPlan, CleanStats, SegmentView, discard_cleaned,
+                              finish_interrupted_swaps, require_keys, swap_in, swap_in_txn_index)
 from replicas.compression import needs_recompression, recompress
+from replicas.control import ABORT, COMMIT, control_type, end_txn_marker
 from replicas.epoch_cache import LeaderEpochCache
 from replicas.errors import CorruptRecord, KafkaStorageError, OffsetOutOfRange
 from replicas.open_files import UNBOUNDED, OpenFiles
 from replicas.retention import RetentionPolicy, plan_retention, time_to_roll
 from replicas.segment import Segment
+from replicas.txn_index import AbortedTxn
 
 _SEGMENT_FILE = re.compile(r"^(\d{20})\.log$")
 
@@ -122,6 +133,7 @@ class Log:
         self._segments: list[Segment] = []
         self._bases: list[int] = []
         self._flush = _FlushState(last_flush_ms=clock_ms() if clock_ms else 0)
+        self.txn_index_stale_from: int | None = None
         self.recovery = self._load(recovery_point)
         self.log_start_offset = self._segments[0].base_offset
         self.epoch_cache.truncate_from_end(self.log_end_offset)
@@ -139,7 +151,8 @@ class Log:
         finish_interrupted_swaps(self.dir)
         bases = sorted(int(m.group(1)) for p in self.dir.iterdir()
                        if (m := _SEGMENT_FILE.match(p.name)))
-        for index in [*self.dir.glob("*.index"), *self.dir.glob("*.timeindex")]:
+        for index in [*self.dir.glob("*.index"), *self.dir.glob("*.timeindex"),
+                      *self.dir.glob("*.txnindex")]:
             if int(index.stem) not in bases:
                 index.unlink()
         if not bases:
@@ -161,10 +174,14 @@ class Log:
             self._bases.append(base)
             trusted = i + 1 < len(bases) and bases[i + 1] <= recovery_point
             if trusted:
-                segment.load_trusted(bases[i + 1])
+                if not segment.load_trusted(bases[i + 1]):
+                    self._txn_index_stale(base)
                 continue
             size_before = segment.size
             result = segment.recover(self.config.max_message_bytes)
+            segment.txn_index.reset()
+            if result.control_batches:
+                self._txn_index_stale(base)
             for epoch, start in result.epochs:      # assignments the checkpoint may lack
                 if epoch > self.epoch_cache.latest_epoch:
                     self.epoch_cache.assign(epoch, start)
@@ -173,6 +190,10 @@ class Log:
                 truncated += size_before - result.valid_bytes
                 reason = result.error
         return RecoveryReport(scanned, truncated, tuple(deleted), reason)
+
+    def _txn_index_stale(self, base_offset: int) -> None:
+        if self.txn_index_stale_from is None or base_offset < self.txn_index_stale_from:
+            self.txn_index_stale_from = base_offset
 
     def _add_segment(self, base_offset: int) -> Segment:
         if self._segments:
@@ -270,7 +291,8 @@ class Log:
         self._flush.messages_since_flush = 0
         if self._clock_ms is not None:
             self._flush.last_flush_ms = self._clock_ms()
-        self._recovery_point = self.log_end_offset
+        self._recovery_point = self.log_end_offset if self.txn_index_stale_from is None \
+            else min(self.log_end_offset, self.txn_index_stale_from)
 
     # -- reads ---------------------------------------------------------------------------
     def read(self, offset: int, max_bytes: int = 1 << 20, max_offset: int | None = None) -> bytes:
@@ -302,6 +324,55 @@ class Log:
             yield data
             offset = last.next_offset
 
+    def segment_for(self, offset: int) -> Segment:
+        """The segment that holds (or would hold) `offset`: the last one based at or below it."""
+        return self._segments[max(bisect.bisect_right(self._bases, offset) - 1, 0)]
+
+    def headers(self):
+        """Every batch header of the log, oldest first, reading headers only; `position` is
+        within the header's segment (see `read_marker`)."""
+        for segment in self._segments:
+            yield from segment.headers_from(0)
+
+    def read_marker(self, header: records.BatchHeader) -> tuple[int, int] | None:
+        """(control type, coordinator epoch) of the end-transaction marker `header` (from
+        `headers`) names; None for a control batch without records or of another type."""
+        raw = self.segment_for(header.base_offset).read_bytes(header.position, header.size)
+        if control_type(raw) not in (ABORT, COMMIT):
+            return None
+        return end_txn_marker(raw)
+
+    # -- transaction indexes ---------------------------------------------------------------
+    def append_aborted(self, txn: AbortedTxn) -> None:
+        """Index an aborted transaction in the segment holding its marker."""
+        self.segment_for(txn.last_offset).txn_index.append(txn)
+
+    def collect_aborted(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        """Kafka's collectAbortedTransactions over [fetch_offset, upper_bound)."""
+        out: list[AbortedTxn] = []
+        i = max(bisect.bisect_right(self._bases, fetch_offset) - 1, 0)
+        for segment in self._segments[i:]:
+            found, complete = segment.txn_index.collect_aborted(fetch_offset, upper_bound)
+            out.extend(found)
+            if complete:
+                break
+        return out
+
+    def rewrite_txn_indexes(self, aborted: list[AbortedTxn]) -> None:
+        """After the producer state was rebuilt from the whole log: the stale indexes get
+        the entries of `aborted` (every aborted transaction, marker order) they hold."""
+        stale = self.txn_index_stale_from
+        if stale is None:
+            return
+        by_segment: dict[int, list[AbortedTxn]] = {}
+        for txn in aborted:
+            by_segment.setdefault(self.segment_for(txn.last_offset).base_offset, []).append(txn)
+        first = self.segment_for(stale).base_offset
+        for segment in self._segments:
+            if segment.base_offset >= first:
+                segment.txn_index.replace(by_segment.get(segment.base_offset, []))
+        self.txn_index_stale_from = None
+
     # -- truncation and deletion ---------------------------------------------------------
     def truncate_to(self, offset: int) -> int:
         """Remove every batch whose last offset ≥ `offset`; returns bytes removed. The
@@ -332,6 +403,7 @@ class Log:
         self._bases.clear()
         self._add_segment(offset)
         self.log_start_offset = offset
+        self.txn_index_stale_from = None
         self.epoch_cache.clear()
         self._recovery_point = offset
         return removed
@@ -380,22 +452,25 @@ class Log:
 
     def swap_cleaned(self, plan: CleanPlan, stats: CleanStats) -> bool:
         """Put the cleaned segments in place of theirs; False (the `.cleaned` files dropped,
-        nothing changed) if any of them changed meanwhile (deleted, truncated, or active)."""
+        nothing changed) if any of them changed meanwhile (deleted, truncated, or active).
+        Each segment's cleaned `.txnindex` goes in before its `.log` (replicas/cleaner.py)."""
         by_base = {s.base_offset: i for i, s in enumerate(self._segments[:-1])}
         unchanged = all(v.base_offset in by_base and
                         self._segments[by_base[v.base_offset]].size == v.size
                         for v in plan.segments)
         if not unchanged:
-            for _, cleaned in stats.cleaned:
-                cleaned.unlink(missing_ok=True)
+            discard_cleaned(stats)
             return False
         for base, cleaned in stats.cleaned:
             i = by_base[base]
             old = self._segments[i]
             old.close()
+            swap_in_txn_index(cleaned, old.txn_index.path)
             swap_in(cleaned, old.log_path)
             new = Segment(self.dir, base, self.config.index_interval_bytes, self._files)
             new.recover()
+            if not new.txn_index.load(new.next_offset):
+                self._txn_index_stale(base)
             self._segments[i] = new
         return True
 

@@ -5,10 +5,12 @@ Rules:
 - Checked in Kafka's order: the partition is hosted (else UNKNOWN_TOPIC_OR_PARTITION), the
   current leader epoch fences (FENCED_LEADER_EPOCH 74 older / UNKNOWN_LEADER_EPOCH 75 newer),
   then this replica leads (else NOT_LEADER_OR_FOLLOWER).
-- ListOffsets: EARLIEST (-2) is the log start offset; LATEST (-1) the high watermark (the
-  last stable offset equals it: no transactions); MAX_TIMESTAMP (-3) the offset of the
-  record with the largest timestamp below the HW (the first such record); a timestamp t >= 0
-  the first record at or after t whose offset is below the HW, else offset -1 / timestamp -1.
+- ListOffsets answers nothing at or past the last fetchable offset: the high watermark, or
+  the last stable offset for a read_committed consumer (Kafka's Partition.
+  fetchOffsetForTimestamp; the caller passes that `bound`). EARLIEST (-2) is the log start
+  offset; LATEST (-1) the bound itself; MAX_TIMESTAMP (-3) the offset of the record with
+  the largest timestamp below the bound (the first such record); a timestamp t >= 0 the
+  first record at or after t whose offset is below the bound, else offset -1 / timestamp -1.
   The leader epoch answered is the epoch of the batch holding that offset (the epoch cache's
   for EARLIEST/LATEST), as KIP-279 wants.
 - Timestamp lookups skip whole segments by their max timestamp (kept by the segment), start
@@ -54,11 +56,14 @@ def offsets_for_leader_epoch(part, current_leader_epoch: int,
     return NONE, epoch, end
 
 
-def list_offset(part, timestamp: int, current_leader_epoch: int = -1) -> OffsetLookup:
+def list_offset(part, timestamp: int, current_leader_epoch: int = -1,
+                bound: int | None = None) -> OffsetLookup:
+    """`bound`: the last fetchable offset (None: the high watermark)."""
     code = _check(part, current_leader_epoch)
     if code:
         return OffsetLookup(code)
-    log, hw = part.log, part.state.high_watermark
+    log = part.log
+    hw = part.state.high_watermark if bound is None else bound
     if timestamp == EARLIEST:
         start = log.log_start_offset
         return OffsetLookup(NONE, -1, start, log.epoch_cache.epoch_for_offset(start))

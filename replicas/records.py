@@ -8,8 +8,10 @@ Rules (Kafka's record and log formats):
 - The CRC is CRC-32C over Attributes..end. It EXCLUDES BaseOffset, Length and the
   PartitionLeaderEpoch, so a broker assigns offsets and stamps the leader epoch by
   rewriting those header fields in place, never re-encoding or re-checksumming records.
-- Brokers never decode single records: validation is header + CRC only. Building and
-  decoding records (producers, consumers, tests) go through aiokafka's C codec.
+- Brokers never decode single records: validation is header + CRC only (the one
+  exception: the record of an end-transaction marker, replicas/control.py). Attributes
+  bit 4 marks a transactional batch, bit 5 a control batch. Building and decoding records
+  (producers, consumers, tests) go through aiokafka's C codec.
 - Anything malformed raises CorruptRecord (Kafka code 2); a batch bigger than the
   configured maximum raises RecordTooLarge (10). Validation of a buffer is all-or-nothing:
   the caller appends only after every batch in it passed.
@@ -38,6 +40,7 @@ ATTRIBUTES_OFFSET = 21
 NO_PARTITION_LEADER_EPOCH = -1
 NO_PRODUCER_ID = -1
 NO_SEQUENCE = -1
+NO_TIMESTAMP = -1
 _BASE_OFFSET = struct.Struct(">q")
 _INT32 = struct.Struct(">i")
 _UINT32 = struct.Struct(">I")
@@ -203,12 +206,12 @@ def build_batch(values: Sequence[bytes | None], keys: Sequence[bytes | None] | N
                 producer_id: int = NO_PRODUCER_ID, producer_epoch: int = -1,
                 base_sequence: int = NO_SEQUENCE, base_offset: int = 0,
                 partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
-                compression_type: int = 0) -> bytearray:
+                compression_type: int = 0, transactional: bool = False) -> bytearray:
     """Encode one RecordBatch v2 with aiokafka's codec (client side)."""
     if not values:
         raise ValueError("a batch needs at least one record")
     builder = DefaultRecordBatchBuilder(
-        magic=MAGIC, compression_type=compression_type, is_transactional=0,
+        magic=MAGIC, compression_type=compression_type, is_transactional=int(transactional),
         producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=base_sequence,
         batch_size=1 << 62)
     if timestamps_ms is None or isinstance(timestamps_ms, int):

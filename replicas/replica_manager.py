@@ -38,7 +38,10 @@ Produce (`appendRecordsToLeader`), every rejection appends NOTHING:
   NOT_ENOUGH_REPLICAS (19); bad magic/length/CRC → CORRUPT_MESSAGE (2); a batch over
   max.message.bytes → MESSAGE_TOO_LARGE (10); then idempotence (replicas/producer_state.py):
   INVALID_PRODUCER_EPOCH (47), OUT_OF_ORDER_SEQUENCE_NUMBER (45), or a duplicate answered with
-  the ORIGINAL offsets (duplicate=True). Corruption is reported before producer errors.
+  the ORIGINAL offsets (duplicate=True); transactions (replicas/producer_log.py): a control
+  batch from a client → INVALID_RECORD (87), a transactional batch without a valid KIP-890
+  guard or an idempotent one inside an open transaction → INVALID_TXN_STATE (48).
+  Corruption is reported before producer errors.
   acks=0/1 are answered at once. acks=-1 waits until HW >= last offset + 1 (a duplicate
   too): `pending_id` is returned and the answer comes later as ProduceDone, unless it is
   already satisfied (then answered at once, pending_id None).
@@ -53,6 +56,16 @@ Fetch (`fetchRecords`), KIP-320 fencing by current_leader_epoch first (74 older 
   end), no records, follower state untouched; else reads up to the LEO and records
   FollowerFetched (HW, ISR expansion, acks=-1 completions). The returned HW is the one AFTER
   that update.
+Transactions, the log side (Kafka's UnifiedLog / ReplicaManager / Partition; the rules in
+  replicas/producer_log.py and producer_state.py): `needs_verification` and
+  `maybe_start_verification` (KIP-890, the shell's sequence in the latter's docstring), the
+  guard carried by `append`; `append_markers`, WriteTxnMarkers' leader side (acks=-1
+  semantics); `last_stable_offset` = min(first unstable offset, HW), in every leader fetch
+  answer; READ_COMMITTED (isolation level 1) fetches read below the LSO and carry the
+  aborted transactions of what they return, `fetch_ready`, `leader_marks` and `list_offset`
+  (LATEST = the LSO) bound read_committed consumers by the LSO. Verification guards end on
+  leadership changes, StopReplica and truncation. `partition_info`'s last_stable_offset is
+  None on a follower whose producer state was not needed since its log was opened.
 Follower side (Kafka's AbstractFetcherThread calling into Partition/UnifiedLog):
 - `follower_fetch_request` gives (LEO, latest epoch of the epoch cache, current leader
   epoch); the shell MUST send all three. Truncation: either ask `offsets_for_leader_epoch`
@@ -72,8 +85,12 @@ Follower side (Kafka's AbstractFetcherThread calling into Partition/UnifiedLog):
 - OFFSET_OUT_OF_RANGE with our LEO below the leader's log start: the log restarts empty at
   that start (`follower_start_at_leader_log_start`); the HW follows the leader's.
 Producer state is derived from the log: marked stale on open (unless the log is empty) and
-  after any truncation that removed data; rebuilt from batch headers when the partition
-  becomes leader (or at its first idempotent append), so startup scans nothing.
+  after any truncation that removed data; rebuilt from batch headers (and the record of
+  each marker) when the partition becomes leader, at its first producer append or marker,
+  a follower's first marker, an LSO question, or the cleaner's look at a compacted log, so
+  startup scans nothing; the rebuild repairs the `.txnindex` files recovery left stale.
+Retention never passes the HW (not the LSO: Kafka 3.8's deleteOldSegments); the cleaner
+  never passes the LSO (`hosted_logs`).
 Retention: `apply_retention(now_ms, topic_configs)`, called by the shell every
   log.retention.check.interval.ms, runs replicas/retention.py on every replica (leader or
   follower, each below its own HW).
@@ -105,7 +122,7 @@ import itertools
 import re
 import shutil
 from pathlib import Path
-from typing import Callable, Iterator, Mapping
+from typing import Callable, Mapping
 
 from replicas import offsets
 from replicas import partition_state as ps
@@ -122,16 +139,19 @@ from replicas.metadata_cache import MetadataCache, TopicPartition
 from replicas.partition_state import (ACKS_ALL, FENCED_LEADER_EPOCH, INVALID_REQUIRED_ACKS,
                                      NO_EPOCH, NONE, NOT_LEADER_OR_FOLLOWER, OFFSET_OUT_OF_RANGE)
 from replicas.open_files import OpenFiles
-from replicas.producer_state import ProducerStateManager
-from replicas.replica_types import (AppendResult, BrokerConfig, Effect, FetchPosition,
-                                    FetchResult, HighWatermarkChanged, LeaderAndIsrOutcome,
+from replicas.producer_log import ProducerLog, TxnProducer, needs_verification
+from replicas.producer_state import CLIENT, COORDINATOR, BatchMetadata, VerificationGuard
+from replicas.replica_types import (READ_COMMITTED, READ_UNCOMMITTED, AppendResult,
+                                    BrokerConfig, Effect, FetchPosition, FetchResult,
+                                    HighWatermarkChanged, LeaderAndIsrOutcome, LeaderMarks,
                                     ProduceDone, ProposeIsr, StopReplicaOutcome,
                                     TruncationResult, partition_configs)
 
 __all__ = ["BrokerConfig", "ReplicaManager", "TopicPartition", "HighWatermarkChanged",
            "ProposeIsr", "ProduceDone", "Effect", "AppendResult", "FetchResult",
            "FetchPosition", "TruncationResult", "LeaderAndIsrOutcome", "StopReplicaOutcome",
-           "partition_configs"]
+           "LeaderMarks", "VerificationGuard", "TxnProducer", "READ_UNCOMMITTED",
+           "READ_COMMITTED", "CLIENT", "COORDINATOR", "partition_configs"]
 
 # Kafka error codes: partition_state's int constants, the others from the typed errors.
 UNKNOWN_TOPIC_OR_PARTITION = UnknownTopicOrPartition.code
@@ -149,16 +169,14 @@ _PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
 class _Partition:
     __slots__ = ("tp", "log", "state", "producers", "configured")
 
-    def __init__(self, tp: TopicPartition, log: Log, state: ps.PartitionState):
+    def __init__(self, tp: TopicPartition, log: Log, state: ps.PartitionState,
+                 verification: bool = True):
         self.tp, self.log, self.state = tp, log, state
-        self.producers = ProducerStateManager()
+        self.producers = ProducerLog(log, verification)
         self.configured = False
 
-
-def _log_headers(log: Log) -> Iterator[records.BatchHeader]:
-    """Every batch header of the log, oldest first, reading headers only."""
-    for segment in log.segments:
-        yield from segment.headers_from(0)
+    def last_stable_offset(self) -> int:
+        return self.producers.last_stable_offset(self.state.high_watermark)
 
 
 # ---------------------------------------------------------------- the replica manager
@@ -222,9 +240,8 @@ class ReplicaManager:
         state = ps.PartitionState(tp.topic, tp.partition, self.broker_id, partition_config)
         state.log_end_offset = log.log_end_offset
         state.high_watermark = min(state.high_watermark, log.log_end_offset)
-        part = self._partitions[tp] = _Partition(tp, log, state)
-        if log.size_bytes == 0:
-            part.producers.loaded = True    # nothing to scan: follower appends keep it current
+        part = self._partitions[tp] = _Partition(
+            tp, log, state, self.config.transaction_partition_verification_enable)
         return part
 
     def checkpoint_high_watermarks(self) -> None:
@@ -275,6 +292,8 @@ class ReplicaManager:
         return {"role": s.role.value, "leader": s.leader_id, "leader_epoch": s.leader_epoch,
                 "partition_epoch": s.partition_epoch, "replicas": s.replicas, "isr": s.isr,
                 "proposed_isr": s.proposed_isr, "high_watermark": s.high_watermark,
+                "last_stable_offset": part.last_stable_offset()
+                if part.producers.loaded else None,
                 "log_end_offset": log.log_end_offset, "log_start_offset": log.log_start_offset,
                 "size_bytes": log.size_bytes, "latest_epoch": log.latest_epoch,
                 "truncation_pending": s.truncation_pending,
@@ -388,14 +407,15 @@ class ReplicaManager:
 
     def _make_leader(self, part: _Partition, st, replicas, isr, now: int) -> list:
         log = part.log
-        if not part.producers.loaded:
-            part.producers.rebuild(_log_headers(log))
+        part.producers.ensure_loaded()
+        part.producers.clear_verifications()
         log.epoch_cache.assign(st.leader_epoch, log.log_end_offset)
         return self._process(part, ps.BecomeLeader(
             replicas, isr, st.leader_epoch, st.zk_version, log.log_end_offset,
             part.state.high_watermark, now))
 
     def _make_follower(self, part: _Partition, st, replicas, isr, now: int) -> list:
+        part.producers.clear_verifications()
         return self._process(part, ps.BecomeFollower(
             st.leader, st.leader_epoch, st.zk_version, replicas, isr, part.log.log_end_offset,
             part.state.high_watermark, now))
@@ -421,6 +441,7 @@ class ReplicaManager:
                 out.partition_errors[tp] = FENCED_LEADER_EPOCH
                 continue
             if part is not None:
+                part.producers.clear_verifications()
                 out.effects.extend(self._process(part, ps.StopReplica()))
             if p.delete:
                 self._delete(tp)
@@ -443,7 +464,13 @@ class ReplicaManager:
                       ignore_errors=True)
 
     # ---- produce -----------------------------------------------------------------------
-    def append(self, tp, batches, acks: int, timeout_ms: int) -> AppendResult:
+    def append(self, tp, batches, acks: int, timeout_ms: int,
+               verification_guard: VerificationGuard | None = None,
+               origin: str = CLIENT) -> AppendResult:
+        """Kafka's appendRecordsToLeader for one partition (module docstring, "Produce");
+        `verification_guard`: what `maybe_start_verification` returned for this producer
+        (KIP-890); `origin` COORDINATOR for a coordinator's own transactional writes (no
+        duplicate or sequence checks)."""
         if acks not in (0, 1, ACKS_ALL):
             return AppendResult(INVALID_REQUIRED_ACKS,
                                 message=f"acks must be 0, 1 or -1, not {acks}")
@@ -455,36 +482,115 @@ class ReplicaManager:
         if code:
             return AppendResult(code, message=f"{tp[0]}-{tp[1]}: cannot append with acks={acks} "
                                 f"(role {part.state.role.value}, ISR {list(part.state.isr)})")
-        log = part.log
         try:
-            headers = list(records.iter_headers(batches))
-            producer_append = None
-            if any(h.producer_id >= 0 for h in headers):
-                if not part.producers.loaded:
-                    part.producers.rebuild(_log_headers(log))
-                try:
-                    producer_append = part.producers.prepare(headers, log.log_end_offset)
-                except KafkaError:
-                    records.validate_batches(batches, log.config.max_message_bytes)
-                    raise
-                if producer_append.duplicate is not None:
-                    records.validate_batches(batches, log.config.max_message_bytes)
-                    dup = producer_append.duplicate
-                    return self._answer(part, dup.first_offset, dup.last_offset, acks, timeout_ms,
-                                        [], duplicate=True)
-            info = log.append_as_leader(batches, part.state.leader_epoch)
+            info = part.producers.append_as_leader(batches, part.state.leader_epoch, origin,
+                                                   verification_guard)
         except KafkaError as exc:
             return AppendResult(exc.code, message=str(exc))
-        if producer_append is not None:
-            part.producers.commit(producer_append)
-        effects = self._process(part, ps.LeaderAppended(log.log_end_offset, self._clock()))
+        if isinstance(info, BatchMetadata):
+            return self._answer(part, info.first_offset, info.last_offset, acks, timeout_ms,
+                                [], duplicate=True)
+        effects = self._process(part, ps.LeaderAppended(part.log.log_end_offset, self._clock()))
         return self._answer(part, info.first_offset, info.last_offset, acks, timeout_ms, effects)
 
     def sequence_ahead(self, tp, batches) -> bool:
         """ProducerStateManager.ahead for a hosted partition with loaded state."""
         part = self._partitions.get(TopicPartition(*tp))
         return bool(part and part.producers.loaded
-                    and part.producers.ahead(records.iter_headers(batches)))
+                    and part.producers.state.ahead(records.iter_headers(batches)))
+
+    # ---- transactions (the log side; replicas/producer_log.py) ------------------------------
+    def needs_verification(self, tp, batches) -> TxnProducer | None:
+        """(producer id, epoch) of the transactional batches of a produce buffer for `tp`,
+        None when it has none (the shell then appends without verifying); raises
+        InvalidProducerIdMapping (49) when they name more than one. Header-only."""
+        return needs_verification(records.iter_headers(batches))
+
+    def maybe_start_verification(self, tp, producer_id: int, producer_epoch: int | None = None,
+                                 base_sequence: int | None = None) -> VerificationGuard | None:
+        """KIP-890 part 1, Kafka's Partition/UnifiedLog.maybeStartTransactionVerification. The
+        shell's sequence for a transactional produce (ReplicaManager.handleProduceAppend):
+        1. `needs_verification(tp, batches)` → (producer id, epoch), or None: append at once;
+        2. this call, under the broker lock, BEFORE asking the coordinator (pass the epoch
+           and the first batch's base sequence): None means the producer already has a
+           transaction open here, no verification needed: append with no guard; a guard
+           means the transaction coordinator must confirm the partition is in the
+           transaction (AddPartitionsToTxn, verify only);
+        3. the coordinator's error answers the produce (Kafka maps CONCURRENT_TRANSACTIONS,
+           NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS and
+           NETWORK_EXCEPTION to NOT_ENOUGH_REPLICAS for the client), else
+        4. `append(..., verification_guard=guard)`. The guard is the same for every call
+           until a transactional batch or a marker of that producer is appended, a
+           truncation, or a leadership change here; an append with a stale or no guard fails
+           INVALID_TXN_STATE (48), as Kafka's analyzeAndValidateProducerState.
+        Raises NotLeaderOrFollower / UnknownTopicOrPartition when this broker does not lead."""
+        part = self._get(tp)
+        if not part.state.is_leader:
+            raise NotLeaderOrFollower(f"{tp[0]}-{tp[1]} is {part.state.role.value} on broker "
+                                      f"{self.broker_id}")
+        return part.producers.maybe_start_verification(producer_id, producer_epoch, base_sequence)
+
+    def verification_guard_for(self, tp, batches) -> VerificationGuard | None:
+        """The verification guard in force for the transactional producer of `batches` on
+        `tp` (a coordinator's own transactional append, verified by its host), or None."""
+        part = self._partitions.get(TopicPartition(*tp))
+        if part is None:
+            return None
+        who = needs_verification(records.iter_headers(batches))
+        return None if who is None else \
+            part.producers.state.verification_guard(who.producer_id)
+
+    def append_markers(self, tp, producer_id: int, producer_epoch: int, committed: bool,
+                       coordinator_epoch: int, timeout_ms: int,
+                       timestamp_ms: int = records.NO_TIMESTAMP) -> AppendResult:
+        """The leader side of WriteTxnMarkers for one partition (origin COORDINATOR): append
+        a COMMIT or ABORT marker, answered like an acks=-1 produce (a `pending_id` and a
+        later ProduceDone, or at once when the HW already passed it). No replica here →
+        UNKNOWN_TOPIC_OR_PARTITION (3) whatever the metadata says (KafkaApis.
+        handleWriteTxnMarkersRequest asks getMagic; the coordinator treats 3 as done); not
+        leader → NOT_LEADER_OR_FOLLOWER (6); min ISR → 19; INVALID_PRODUCER_EPOCH (47);
+        TRANSACTION_COORDINATOR_FENCED (52). `timestamp_ms`: the marker's timestamp,
+        wall-clock ms (Kafka stamps its time.milliseconds(); replicas/ never reads the clock)."""
+        part = self._partitions.get(TopicPartition(*tp))
+        if part is None:
+            return AppendResult(UNKNOWN_TOPIC_OR_PARTITION,
+                                message=f"{tp[0]}-{tp[1]} is not hosted on broker {self.broker_id}")
+        code = part.state.check_append(ACKS_ALL)
+        if code:
+            return AppendResult(code, message=f"{tp[0]}-{tp[1]}: cannot write a marker (role "
+                                f"{part.state.role.value}, ISR {list(part.state.isr)})")
+        try:
+            info = part.producers.append_marker(producer_id, producer_epoch, committed,
+                                                coordinator_epoch, part.state.leader_epoch,
+                                                timestamp_ms)
+        except KafkaError as exc:
+            return AppendResult(exc.code, message=str(exc))
+        effects = self._process(part, ps.LeaderAppended(part.log.log_end_offset, self._clock()))
+        return self._answer(part, info.first_offset, info.last_offset, ACKS_ALL, timeout_ms,
+                            effects)
+
+    def describe_producers(self, tp) -> tuple[int, list[tuple]]:
+        """DescribeProducers (KIP-664) of a partition this broker leads: (error, [(producer
+        id, epoch, last sequence, last timestamp (-1: not kept), coordinator epoch, current
+        transaction's first offset or -1)]), by producer id."""
+        part = self._partitions.get(TopicPartition(*tp))
+        if part is None:
+            return self._not_hosted(tp), []
+        if not part.state.is_leader:
+            return NOT_LEADER_OR_FOLLOWER, []
+        part.producers.ensure_loaded()
+        state = part.producers.state
+        out = []
+        for pid in state.producer_ids:
+            e = state.entry(pid)
+            first = e.current_txn_first_offset
+            out.append((pid, e.epoch, e.last_seq, -1, e.coordinator_epoch,
+                        -1 if first is None else first))
+        return NONE, out
+
+    def last_stable_offset(self, tp) -> int:
+        """Kafka's UnifiedLog.lastStableOffset: min(first unstable offset, HW)."""
+        return self._get(tp).last_stable_offset()
 
     def _answer(self, part: _Partition, base: int, last: int, acks: int, timeout_ms: int,
                 effects: list, duplicate: bool = False) -> AppendResult:
@@ -504,7 +610,8 @@ class ReplicaManager:
 
     # ---- fetch (leader side) ---------------------------------------------------------------
     def fetch(self, tp, offset: int, max_bytes: int, replica_id: int = -1,
-              current_leader_epoch: int = -1, last_fetched_epoch: int = -1) -> FetchResult:
+              current_leader_epoch: int = -1, last_fetched_epoch: int = -1,
+              isolation_level: int = READ_UNCOMMITTED) -> FetchResult:
         part = self._partitions.get(TopicPartition(*tp))
         if part is None:
             return FetchResult(self._not_hosted(tp),
@@ -521,47 +628,66 @@ class ReplicaManager:
                                f"{state.role.value}, leader epoch {state.leader_epoch}, asked "
                                f"{current_leader_epoch} by replica {replica_id}")
         start, end, hw = log.log_start_offset, log.log_end_offset, state.high_watermark
+        lso = part.last_stable_offset()
         if replica_id >= 0 and last_fetched_epoch >= 0 and offset >= start:
             # Kafka's validateFetchOffsetAndMaybeGetDivergingEpoch: below the log start is
             # out of range whatever the epochs say (the follower restarts at our start)
             epoch, epoch_end = log.epoch_cache.end_offset_for(last_fetched_epoch, end)
             if epoch_end < offset or epoch < last_fetched_epoch:
-                return FetchResult(NONE, b"", hw, start, end, (epoch, epoch_end))
+                return FetchResult(NONE, b"", hw, start, end, lso,
+                                   diverging_epoch=(epoch, epoch_end))
         if not start <= offset <= end:
-            return FetchResult(OFFSET_OUT_OF_RANGE, b"", hw, start, end,
+            return FetchResult(OFFSET_OUT_OF_RANGE, b"", hw, start, end, lso,
                                message=f"offset {offset} outside [{start}, {end}]")
         limit = min(max_bytes, self.config.max_fetch_bytes) if max_bytes > 0 \
             else self.config.max_fetch_bytes
         if replica_id < 0:
-            return FetchResult(NONE, log.read(offset, limit, max_offset=hw), hw, start, end)
+            if isolation_level != READ_COMMITTED:
+                return FetchResult(NONE, log.read(offset, limit, max_offset=hw), hw, start, end,
+                                   lso)
+            data = log.read(offset, limit, max_offset=lso)
+            return FetchResult(NONE, data, hw, start, end, lso,
+                               part.producers.aborted_transactions(offset, data))
         data = log.read(offset, limit)
         effects = self._process(part, ps.FollowerFetched(replica_id, offset, self._clock()))
         self._persist()
-        return FetchResult(NONE, data, state.high_watermark, start, end, None, effects)
+        return FetchResult(NONE, data, state.high_watermark, start, end,
+                           part.last_stable_offset(), effects=effects)
 
     def fetch_ready(self, tp, offset: int, replica_id: int = -1,
-                    current_leader_epoch: int = -1) -> bool:
+                    current_leader_epoch: int = -1,
+                    isolation_level: int = READ_UNCOMMITTED) -> bool:
         """Whether a fetch parked at `offset` may have something to answer now: records past
-        it within what that replica may read (a follower: the log end; a consumer: the HW),
-        or an error (unknown, not leader, another leader epoch, out of range). The
-        purgatory's cheap check before it reads again."""
+        it within what that replica may read (a follower: the log end; a consumer: the HW,
+        the LSO for read_committed), or an error (unknown, not leader, another leader epoch,
+        out of range). The purgatory's cheap check before it reads again."""
         part = self._partitions.get(TopicPartition(*tp))
         if part is None or not part.state.is_leader or \
                 ps.check_leader_epoch(part.state.leader_epoch, current_leader_epoch) != NONE:
             return True
         end = part.log.log_end_offset
-        limit = end if replica_id >= 0 else part.state.high_watermark
+        if replica_id >= 0:
+            limit = end
+        elif isolation_level == READ_COMMITTED:
+            limit = part.last_stable_offset()
+        else:
+            limit = part.state.high_watermark
         return offset < limit or offset > end or offset < part.log.log_start_offset
 
-    def leader_marks(self, tp, current_leader_epoch: int = -1) -> tuple[int, int, int] | None:
-        """(high watermark, log start, log end) while this broker leads `tp` at that epoch,
-        else None: what a quiet partition's fetch answer carries, without a read."""
+    def leader_marks(self, tp, current_leader_epoch: int = -1,
+                     isolation_level: int = READ_UNCOMMITTED) -> LeaderMarks | None:
+        """What a quiet partition's fetch answer carries, without a read, while this broker
+        leads `tp` at that epoch, else None: (high watermark, log start, log end, last
+        stable offset, aborted transactions: () for read_committed, None otherwise), in
+        FetchResult's order after `records` (`FetchResult(0, b"", *marks)`)."""
         part = self._partitions.get(TopicPartition(*tp))
         if part is None or not part.state.is_leader or \
                 ps.check_leader_epoch(part.state.leader_epoch, current_leader_epoch) != NONE:
             return None
         log = part.log
-        return part.state.high_watermark, log.log_start_offset, log.log_end_offset
+        return LeaderMarks(part.state.high_watermark, log.log_start_offset, log.log_end_offset,
+                           part.last_stable_offset(),
+                           () if isolation_level == READ_COMMITTED else None)
 
     def offsets_for_leader_epoch(self, tp, current_leader_epoch: int,
                                  leader_epoch: int) -> tuple[int, int, int]:
@@ -571,13 +697,17 @@ class ReplicaManager:
             return self._not_hosted(tp), NO_EPOCH, -1
         return offsets.offsets_for_leader_epoch(part, current_leader_epoch, leader_epoch)
 
-    def list_offset(self, tp, timestamp: int, current_leader_epoch: int = -1
-                    ) -> offsets.OffsetLookup:
-        """ListOffsets for one partition (replicas/offsets.py)."""
+    def list_offset(self, tp, timestamp: int, current_leader_epoch: int = -1,
+                    isolation_level: int = READ_UNCOMMITTED) -> offsets.OffsetLookup:
+        """ListOffsets for one partition (replicas/offsets.py): nothing at or past the HW is
+        answered, nothing at or past the LSO for read_committed (Kafka's
+        fetchOffsetForTimestamp: LATEST is then the LSO)."""
         part = self._partitions.get(TopicPartition(*tp))
         if part is None:
             return offsets.OffsetLookup(self._not_hosted(tp))
-        return offsets.list_offset(part, timestamp, current_leader_epoch)
+        bound = part.last_stable_offset() if isolation_level == READ_COMMITTED and \
+            part.state.is_leader else None
+        return offsets.list_offset(part, timestamp, current_leader_epoch, bound)
 
     # ---- fetch (follower side) --------------------------------------------------------------
     def follower_fetch_request(self, tp) -> FetchPosition:
@@ -634,9 +764,7 @@ class ReplicaManager:
         if state.truncation_pending:
             effects += self._process(part, ps.TruncationCompleted(log.log_end_offset))
         if records_buf:
-            log.append_as_follower(records_buf)
-            if part.producers.loaded:
-                part.producers.update_all(records.iter_headers(records_buf))
+            part.producers.append_as_follower(records_buf)
         effects += self._process(part, ps.FollowerFetchResponse(log.log_end_offset,
                                                                 leader_high_watermark))
         # Kafka's maybeIncrementLogStartOffset(LeaderOffsetIncremented): never past our HW
@@ -675,8 +803,11 @@ class ReplicaManager:
         return {tp.topic for tp in self._partitions}
 
     def hosted_logs(self) -> list[tuple]:
-        """(tp, Log, high watermark) of every hosted replica (the cleaner's view)."""
-        return [(tp, p.log, p.state.high_watermark) for tp, p in self._partitions.items()]
+        """(tp, Log, cleanable bound) of every hosted replica (the cleaner's view): the
+        bound is the last stable offset for a compacted log (Kafka never cleans past it),
+        the high watermark otherwise."""
+        return [(tp, p.log, p.last_stable_offset() if p.log.config.cleaner.compact
+                 else p.state.high_watermark) for tp, p in self._partitions.items()]
 
     def apply_retention(self, now_ms: int, topic_configs: Mapping[str, Mapping] | None = None
                         ) -> dict:

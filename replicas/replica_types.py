@@ -9,7 +9,11 @@ Effects (plain frozen dataclasses; the shell carries them out in list order):
 - ProduceDone(pending_id, error, base_offset, last_offset): answer the acks=-1 produce
   `pending_id` (error 0, 7 timed out, 6 leadership lost, 20 ISR shrank below min).
 Results are frozen dataclasses answered per call (error codes are Kafka's); a result's
-`effects` list is carried out like any other effect list.
+`effects` list is carried out like any other effect list. A FetchResult carries the last
+stable offset (every leader answer; the HW when no transaction is open) and, for a
+read_committed consumer (isolation level 1, READ_COMMITTED), the aborted transactions
+overlapping the records returned as (producer id, first offset) pairs (None for
+read_uncommitted); `LeaderMarks` is the same answer without records, for a quiet partition.
 Topic config (`partition_configs`): the topic's keys over the broker defaults; missing keys
 take LogConfig's / PartitionConfig's defaults; a value that is not an integer, or a
 min.insync.replicas below 1, raises InvalidConfig (40). Broker-level defaults may use
@@ -71,6 +75,9 @@ class AppendResult:
     message: str = ""
 
 
+READ_UNCOMMITTED, READ_COMMITTED = 0, 1      # Kafka's IsolationLevel ids
+
+
 @dataclass(slots=True)      # not frozen: built per partition per fetch, 5x cheaper
 class FetchResult:
     error: int
@@ -78,9 +85,19 @@ class FetchResult:
     high_watermark: int = -1
     log_start_offset: int = -1
     log_end_offset: int = -1
+    last_stable_offset: int = -1
+    aborted_transactions: tuple[tuple[int, int], ...] | None = None
     diverging_epoch: tuple[int, int] | None = None
     effects: list = field(default_factory=list)
     message: str = ""
+
+
+class LeaderMarks(NamedTuple):
+    high_watermark: int
+    log_start_offset: int
+    log_end_offset: int
+    last_stable_offset: int
+    aborted_transactions: tuple[tuple[int, int], ...] | None
 
 
 class FetchPosition(NamedTuple):
@@ -128,6 +145,7 @@ class BrokerConfig:
     log_cleaner_enable: bool = True                  # log.cleaner.enable
     log_cleaner_backoff_ms: int = 15_000             # log.cleaner.backoff.ms
     log_max_open_files: int | None = None            # open .log files (LRU); None: no cap
+    transaction_partition_verification_enable: bool = True   # KIP-890 part 1 (Kafka's)
 
 
 # Kafka's broker-level names of topic-config defaults (KafkaConfig / LogConfig synonyms).

@@ -1,5 +1,5 @@
-"""One log segment: a `.log` file of whole record batches, its sparse `.index` and its
-`.timeindex` (replicas/time_index.py).
+"""One log segment: a `.log` file of whole record batches, its sparse `.index`, its
+`.timeindex` (replicas/time_index.py) and its `.txnindex` (replicas/txn_index.py).
 
 Rules (Kafka's record and log formats, Kafka's LogSegment/OffsetIndex):
 - Files are named by the segment's base offset, zero-padded to 20 digits.
@@ -20,6 +20,9 @@ Rules (Kafka's record and log formats, Kafka's LogSegment/OffsetIndex):
 - The time index gets an entry whenever the offset index does, and a last one when the
   segment is rolled (`on_become_inactive`) or recovered. A segment with no timestamp (all -1) counts
   as old as its file's modification time, as Kafka's largestTimestamp.
+- The `.txnindex` cannot be rebuilt from the segment alone (it needs the producer state
+  at the segment's start): the segment loads it, truncates it with the log and deletes it
+  with the log; the log decides when it is stale and rebuilds it (replicas/log.py).
 - At most one open file per segment, the `.log`, and only while the broker's LRU of open
   files (replicas/open_files.py) keeps it. The indexes live in memory and their files are
   opened only to be read at load, written (one pwrite per appended batch set that adds
@@ -42,7 +45,9 @@ from pathlib import Path
 from replicas import records
 from replicas.errors import CorruptRecord, KafkaStorageError
 from replicas.open_files import UNBOUNDED, OpenFiles, briefly_open
+from replicas.control import CONTROL_FLAG
 from replicas.time_index import TimeIndex
+from replicas.txn_index import TransactionIndex
 
 INDEX_ENTRY = struct.Struct(">ii")
 BOUNDARY_HINTS = 32
@@ -61,6 +66,7 @@ class ScanResult:
     next_offset: int        # offset after the last valid batch
     error: str | None       # why the scan stopped early, None if the file was clean
     epochs: tuple[tuple[int, int], ...] = ()   # (leader epoch, base offset) where one begins
+    control_batches: int = 0                   # control batches among the valid ones
 
 
 class Segment:
@@ -76,6 +82,8 @@ class Segment:
             pass                                # the .index exists from the start
         self.time_index = TimeIndex(directory / segment_name(base_offset, ".timeindex"),
                                     base_offset)
+        self.txn_index = TransactionIndex(directory / segment_name(base_offset, ".txnindex"),
+                                          base_offset)
         self.size = os.fstat(self._fd).st_size
         self.next_offset = base_offset
         self._index_offsets: list[int] = []     # relative last offsets
@@ -90,9 +98,11 @@ class Segment:
             (None, -1, -1) if self.size == 0 else None
 
     # -- loading ---------------------------------------------------------------------
-    def load_trusted(self, next_offset: int) -> None:
-        """Open a segment below the recovery point: trust the .log, reuse a sane .index."""
+    def load_trusted(self, next_offset: int) -> bool:
+        """Open a segment below the recovery point: trust the .log, reuse a sane .index and
+        .timeindex; False when its .txnindex is not sane (the log rebuilds it)."""
         self.next_offset = next_offset
+        txn_ok = self.txn_index.load(next_offset)
         with self._index_file() as fd:
             raw = os.pread(fd, os.fstat(fd).st_size, 0)
         usable = len(raw) - len(raw) % INDEX_ENTRY.size
@@ -101,17 +111,19 @@ class Segment:
             if (offsets and (rel <= offsets[-1] or pos <= positions[-1])) or pos >= self.size \
                     or rel < 0 or self.base_offset + rel >= next_offset:
                 self.rebuild_index()
-                return
+                return txn_ok
             offsets.append(rel)
             positions.append(pos)
         if usable != len(raw) or not self.time_index.load(next_offset):
             self.rebuild_index()
-            return
+            return txn_ok
         self._index_offsets, self._index_positions = offsets, positions
         self._bytes_since_index = self.size - (positions[-1] if positions else 0)
+        return txn_ok
 
     def recover(self, max_batch_bytes: int | None = None) -> ScanResult:
-        """Validate every batch (header, CRC, rising offsets); cut the file at the first bad one."""
+        """Validate every batch (header, CRC, rising offsets); cut the file at the first bad
+        one; rebuild the offset and time indexes (the log sees to the `.txnindex`)."""
         result = self.scan(max_batch_bytes)
         if result.valid_bytes < self.size:
             os.ftruncate(self._fd, result.valid_bytes)
@@ -122,7 +134,7 @@ class Segment:
         return result
 
     def scan(self, max_batch_bytes: int | None = None) -> ScanResult:
-        position, expected = 0, self.base_offset
+        position, expected, controls = 0, self.base_offset, 0
         epochs: list[tuple[int, int]] = []
         while position < self.size:
             head = os.pread(self._fd, records.HEADER_SIZE, position)
@@ -138,13 +150,14 @@ class Segment:
                         f"batch base offset {header.base_offset}, expected >= {expected}")
             except CorruptRecord as exc:
                 return ScanResult(position, expected, f"{self.log_path.name}: {exc.message}",
-                                  tuple(epochs))
+                                  tuple(epochs), controls)
             if header.partition_leader_epoch >= 0 and (
                     not epochs or header.partition_leader_epoch > epochs[-1][0]):
                 epochs.append((header.partition_leader_epoch, header.base_offset))
+            controls += bool(header.attributes & CONTROL_FLAG)
             position += header.size
             expected = header.next_offset
-        return ScanResult(position, expected, None, tuple(epochs))
+        return ScanResult(position, expected, None, tuple(epochs), controls)
 
     def rebuild_index(self) -> None:
         """Both indexes and the timestamps from the `.log` (Kafka's LogSegment.recover)."""
@@ -329,6 +342,7 @@ class Segment:
         self._bytes_since_index = position - (self._index_positions[-1] if keep else 0)
         self.dirty = True
         self.time_index.truncate_to(self.next_offset)
+        self.txn_index.truncate_to(self.next_offset)
         self._timestamps = None
         self._known_timestamps()
         return removed
@@ -340,6 +354,7 @@ class Segment:
                 os.fsync(fd)
             self.time_index.fsync()
             self.dirty = False
+        self.txn_index.fsync()
 
     def _index_file(self):
         return briefly_open(self.index_path)
@@ -359,6 +374,7 @@ class Segment:
         for path in (self.log_path, self.index_path):
             path.unlink(missing_ok=True)
         self.time_index.delete()
+        self.txn_index.delete()
 
 
 def _write_all(fd: int, data, position: int) -> None:

@@ -4,7 +4,10 @@ and a seeded simulation of consumers against it.
 - `Driver` feeds events to one GroupCoordinator with a fake clock, records every Respond
   (asserting each request is answered at most once) and plays the broker's log: an Append is
   either acknowledged at once (`auto_ack`) or held until `ack(token, error)`; what was written
-  is kept per offsets partition so `load(partition)` can replay it.
+  is kept per offsets partition as the shell reads it back (records with their batch's
+  producer id, transactional flag and log offset; `marker` appends a producer's COMMIT or
+  ABORT control batch and tells the coordinator, as actors/group_host.py does) so
+  `load(partition)` can replay it.
 - `World` is the simulation: consumers join, heartbeat, commit, leave, die and restart
   (static ones), with appends failing at random (written or not) and offsets partitions
   unloaded and reloaded from what was written. `check()` states the invariants.
@@ -21,6 +24,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from coordinator import messages as m
+from coordinator import records as R
 from coordinator.config import GroupCoordinatorConfig
 from coordinator.coordinator import GroupCoordinator
 from coordinator.states import GroupState
@@ -89,8 +93,24 @@ class Driver:
         if written is None:
             written = error == E.NONE
         if written:
-            self.logs[append.partition].extend(append.records)
+            self.write(append)
         return self.send(m.AppendDone(token, error))
+
+    def write(self, append: m.Append) -> None:
+        """The append's records into its partition's log, as a load reads them back."""
+        log = self.logs[append.partition]
+        for r in append.records:
+            log.append(R.OffsetsRecord(r.key, r.value, append.producer_id, append.transactional,
+                                       len(log)))
+
+    def marker(self, producer_id: int, partitions, committed: bool, complete: bool = True) -> list:
+        """The producer's COMMIT/ABORT marker into each partition's log, then (`complete`)
+        CompleteTxn, as the shell does after WriteTxnMarkers."""
+        for p in partitions:
+            self.logs[p].append(R.TxnMarkerRecord(producer_id, committed, len(self.logs[p])))
+        if not complete:
+            return []
+        return self.send(m.CompleteTxn(producer_id, tuple(partitions), committed))
 
     def request(self, cls, **fields) -> int:
         rid = next(self._rid)
@@ -160,6 +180,16 @@ class Driver:
         return self.request(m.OffsetCommit, group_id=group, generation_id=generation, member_id=member_id,
                             group_instance_id=instance, offsets=tuple(
                                 m.CommitOffset(t, p, o, metadata=metadata) for (t, p), o in offsets.items()))
+
+    def txn_commit(self, group: str, offsets: dict, producer_id: int = 1000, epoch: int = 0,
+                   member_id: str = "", generation: int = -1, instance=None, version: int = 3,
+                   metadata: str = "") -> int:
+        return self.request(m.TxnOffsetCommit, transactional_id=f"tx-{producer_id}",
+                            group_id=group, producer_id=producer_id, producer_epoch=epoch,
+                            generation_id=generation, member_id=member_id,
+                            group_instance_id=instance, version=version, offsets=tuple(
+                                m.CommitOffset(t, p, o, metadata=metadata)
+                                for (t, p), o in offsets.items()))
 
     def fetch(self, group: str, partitions=None, require_stable=False):
         return self.call(m.OffsetFetch, group_id=group, partitions=partitions, require_stable=require_stable)
@@ -269,7 +299,7 @@ class World:
             error, written = E.NONE, True
         self.outcome[append.token] = error
         if written:
-            self.d.logs[append.partition].extend(append.records)
+            self.d.write(append)
 
     def deliver(self, token: int) -> None:
         self.d.inflight.pop(token)

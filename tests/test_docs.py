@@ -18,7 +18,8 @@ pytestmark = pytest.mark.unit
 
 ROOT = Path(__file__).resolve().parent.parent
 PATH_TOKEN = re.compile(r"`([\w./-]+/(?:[\w.-]+\.py)?|[\w./-]+\.py)`")
-PACKAGES = ("replicas", "controller", "coordinator", "protocol", "actors", "rayka", "pipeline")
+PACKAGES = ("replicas", "controller", "coordinator", "transactions", "protocol", "actors", "rayka",
+            "pipeline")
 
 
 def load(path: Path):
@@ -169,8 +170,8 @@ def test_the_docstring_check_sees_an_unnamed_module(tmp_path):
     assert package_docstring_gaps(tmp_path, ("pkg",)) == {"pkg": ["storage"]}
 
 
-NAMED_PATH = re.compile(r"((?:actors|replicas|controller|coordinator|protocol|rayka|pipeline|"
-                        r"bench|tests|docs)/[\w/]*\w\.(?:py|md))")
+NAMED_PATH = re.compile(r"((?:actors|replicas|controller|coordinator|transactions|protocol|rayka|"
+                        r"pipeline|bench|tests|docs)/[\w/]*\w\.(?:py|md))")
 
 
 def test_every_file_a_docstring_or_doc_names_exists():

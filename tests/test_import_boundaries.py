@@ -10,9 +10,10 @@ and inside functions alike) is read with `ast` and resolved to a first-party mod
 - No import cycle between modules (strongly connected components of the module graph).
 - Third-party rules: replicas/ imports only the stdlib and the record codec; the pure
   rooms never import ray, pyspark or raydp; kazoo only inside controller/zookeeper/; the
-  protocol and coordinator rooms open no sockets (sans-I/O).
-- The core (replicas/, controller/ minus its ZooKeeper subpackage, protocol/, coordinator/)
-  never reads or sleeps on the real clock: time is passed in.
+  protocol and both coordinator rooms open no sockets (sans-I/O); the transaction
+  coordinator shares the group coordinator's rank but imports only replicas/.
+- The core (replicas/, controller/ minus its ZooKeeper subpackage, protocol/, coordinator/,
+  transactions/) never reads or sleeps on the real clock: time is passed in.
 - Every package opens with a docstring saying what it holds and what it "May import";
   product modules stay at or under 1,000 lines (pylint's max-module-lines: a smoke alarm,
   not a target; modules are cut by concept, never to fit a count).
@@ -34,7 +35,8 @@ pytestmark = pytest.mark.unit
 ROOT = Path(__file__).resolve().parent.parent
 STDLIB = set(sys.stdlib_module_names)
 CODEC = {"aiokafka", "crc32c", "cramjam"}
-PRODUCT = ("replicas", "controller", "coordinator", "protocol", "actors", "rayka", "pipeline")
+PRODUCT = ("replicas", "controller", "coordinator", "transactions", "protocol", "actors", "rayka",
+           "pipeline")
 
 # Top to bottom. A module's room is the longest prefix naming it; it may import its own
 # room and the rooms after it. Prefixes on one line share a rank.
@@ -49,12 +51,12 @@ ROOMS: list[tuple[str, ...]] = [
     ("rayka.errors",),
     ("actors",),
     ("protocol",),
-    ("coordinator",),
+    ("coordinator", "transactions"),
     ("controller.zookeeper",),
     ("controller",),
     ("replicas",),
 ]
-CORE = ("replicas", "controller", "protocol", "coordinator")
+CORE = ("replicas", "controller", "protocol", "coordinator", "transactions")
 NOT_IN_CORE = {"ray", "pyspark", "raydp"}
 SANS_IO = {"socket", "socketserver", "selectors", "asyncio", "ssl", "ray", "kazoo"}
 MAX_LINES = 1000
@@ -287,8 +289,20 @@ def test_the_clients_pure_parts_import_no_ray():
 
 def test_protocol_and_coordinator_are_sans_io():
     offenders = {m: sorted(third_party(p, m) & SANS_IO) for m, p in MODS.items()
-                 if in_room(m, "protocol", "coordinator")}
+                 if in_room(m, "protocol", "coordinator", "transactions")}
     assert {m: x for m, x in offenders.items() if x} == {}
+
+
+def test_the_two_coordinators_share_a_rank_but_not_each_other():
+    """transactions/ imports the stdlib (no threads) and replicas/ only; coordinator/ never
+    imports it."""
+    threads = {"threading", "_thread", "concurrent", "multiprocessing"}
+    offenders = {m: sorted((third_party(p, m) - STDLIB - {"replicas", "transactions"})
+                           | (third_party(p, m) & threads))
+                 for m, p in MODS.items() if in_room(m, "transactions")}
+    assert {m: x for m, x in offenders.items() if x} == {}
+    assert not [(m, t) for m, targets in EDGES.items() if in_room(m, "coordinator")
+                for t, _ in targets if in_room(t, "transactions")]
 
 
 def test_core_takes_a_clock():
