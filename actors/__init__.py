@@ -20,7 +20,12 @@ Ray actors that carry them.
 - security: users and ACLs from ZooKeeper, the broker's security configs, the sessions of
   its listeners; tls_context: Kafka's ssl.* configs to an SSLContext; tls: TLS over memory
   BIOs for the listener;
-- group_host: runs coordinator/ for the __consumer_offsets partitions this broker leads;
+- coordinator_host: the shell around a pure coordinator (lock, waiters, appends, ticker,
+  load/unload); group_host runs coordinator/ for the __consumer_offsets partitions this
+  broker leads, txn_host runs transactions/ for its __transaction_state partitions;
+- txn_markers: the transaction coordinator's WriteTxnMarkers to partition leaders;
+  txn_verification: a leader's KIP-890 check with the coordinator before a transactional
+  producer's first append; peer_links: connections to other brokers for both;
 - log_cleaner: the compaction thread (replicas/cleaner_manager.py decides);
 - controller_actor, channel: ControllerActor — one controller candidate and its per-broker
   request senders (Kafka's ControllerChannelManager over Ray calls);
@@ -29,7 +34,7 @@ Ray actors that carry them.
 - metrics: rayka's Ray metrics (gauges; names listed in docs/grafana/).
 
 May import: ray, replicas/, controller/ (kazoo only through controller.zookeeper), protocol/,
-coordinator/. Never rayka/ or pipeline/ (they sit above).
+coordinator/, transactions/. Never rayka/ or pipeline/ (they sit above).
 
 Rules: shells perform the effects the core returns, persist before send; leadership is
 fenced by ZooKeeper epochs, never inferred from Ray liveness; a restarted actor recovers

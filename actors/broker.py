@@ -64,8 +64,10 @@ from actors.group_host import OFFSETS_TOPIC, GroupHost
 from actors.broker_config import BrokerSettings
 from actors.kafka_api import KafkaBrokerApi
 from actors.listener import EventLoop, KafkaListener
-from actors.produce import REORDER_WAIT_S, PendingProduce
+from actors.produce import REORDER_WAIT_S, PendingProduce, markers_begin
 from actors.produce import produce_begin as begin_produce
+from actors.txn_host import TXN_TOPIC, TxnHost
+from actors.txn_verification import TxnVerifier
 from actors.purgatory import DelayedFetch, FetchPurgatory
 from actors.timers import Timers
 from actors.security import BrokerSecurity
@@ -73,7 +75,7 @@ from actors.log_cleaner import LogCleaner
 from controller.requests import LeaderAndIsrRequest, StopReplicaRequest, UpdateMetadataRequest
 from controller.layout import BrokerRegistration, LeaderIsrAndControllerEpoch
 from replicas.errors import BrokerNotAvailable, KafkaError, NotController, RequestTimedOut
-from replicas.replica_manager import (BrokerConfig, FetchResult, HighWatermarkChanged,
+from replicas.replica_manager import (CLIENT, BrokerConfig, FetchResult, HighWatermarkChanged,
                                       ProduceDone, ProposeIsr, ReplicaManager)
 
 log = logging.getLogger(__name__)
@@ -151,6 +153,9 @@ class Broker:
         self._session_lost = False
         self.store.add_state_listener(self._on_zk_state)
         self.groups = GroupHost(self, settings.group)
+        self._verifying: dict = {}          # (tp, producer id) → buffers awaiting verification
+        self.txns = TxnHost(self, settings.txn, lambda: self.kafka_api.new_producer_id())
+        self.verifier = TxnVerifier(self)
         self.security = BrokerSecurity(self.store, settings.security,
                                        self.kafka_config.bind_endpoints()).start()
         self.kafka_api = KafkaBrokerApi(self, self.kafka_config,
@@ -326,14 +331,20 @@ class Broker:
         raise TypeError(f"not a controller request: {type(request).__name__}")
 
     def _offsets_leadership(self, led, not_led) -> None:
-        """Tell the group coordinator which `__consumer_offsets` partitions it now loads or
-        unloads (queued: it reads logs on its own thread, never under this lock)."""
+        """Tell the coordinators which `__consumer_offsets` / `__transaction_state`
+        partitions they now load (with the leader epoch: the transaction coordinator's
+        epoch) or unload (queued: they read logs on their own thread, never under this
+        lock); caller holds the lock."""
         for tp in led:
             if tp[0] == OFFSETS_TOPIC:
                 self.groups.became_leader(tp[1])
+            elif tp[0] == TXN_TOPIC:
+                self.txns.became_leader(tp[1], self.rm.partition_info(tp)["leader_epoch"])
         for tp in not_led:
             if tp[0] == OFFSETS_TOPIC:
                 self.groups.lost(tp[1])
+            elif tp[0] == TXN_TOPIC:
+                self.txns.lost(tp[1])
 
     # -- consumer groups (the native client's door; Kafka clients come through the listener) --
     def group(self, event):
@@ -341,9 +352,21 @@ class Broker:
         replaced): its result, once the coordinator answers (a JoinGroup parks)."""
         return self.groups.call(lambda rid: dataclasses.replace(event, request_id=rid)).result()
 
-    def find_coordinator(self, group_id: str) -> tuple[int, int]:
-        """(error, broker id of the group's coordinator): Kafka's FindCoordinator."""
-        return self.kafka_api.coordinator_of(group_id)
+    def find_coordinator(self, group_id: str, key_type: int = 0) -> tuple[int, int]:
+        """(error, broker id of the coordinator): Kafka's FindCoordinator, of a group (key
+        type 0) or a transactional id (1)."""
+        return self.kafka_api.coordinator_of(group_id, key_type)
+
+    # -- transactions (the native client's door) --------------------------------------------------
+    def txn(self, event):
+        """One transaction coordinator request (a transactions.messages event; its
+        request_id is replaced): its result, once the coordinator answers."""
+        return self.txns.call(lambda rid: dataclasses.replace(event, request_id=rid)).result()
+
+    def write_txn_markers_begin(self, markers, timeout_ms: int) -> PendingProduce:
+        """WriteTxnMarkers' leader side: [(producer id, epoch, committed, coordinator epoch,
+        partitions)] → a PendingProduce whose markers_result() is {tp: error} per marker."""
+        return markers_begin(self, markers, timeout_ms)
 
     def cut_replication(self, duration_s: float, leader_id: int | None = None) -> list[int]:
         """Failpoint (chaos): this broker's replication links (to `leader_id`, or to every
@@ -391,42 +414,50 @@ class Broker:
         answers = self.produce_begin(requests, acks, timeout_ms, REORDER_WAIT_S).result()
         return {tp: answers[i] for i, (tp, _) in enumerate(requests)}
 
-    def produce_batches(self, requests, acks: int = -1, timeout_ms: int = 30_000) -> list:
+    def produce_batches(self, requests, acks: int = -1, timeout_ms: int = 30_000,
+                        transactional_id: str | None = None) -> list:
         """requests: [(tp, batch)], a partition possibly more than once (its batches in
-        sequence order: the native producer's pipeline) → [result], in request order."""
+        sequence order: the native producer's pipeline) → [result], in request order.
+        A transactional producer names its transactional id (KIP-890 verification)."""
         requests = [(tuple(tp), data) for tp, data in requests]
-        answers = self.produce_begin(requests, acks, timeout_ms, REORDER_WAIT_S).result()
+        answers = self.produce_begin(requests, acks, timeout_ms, REORDER_WAIT_S,
+                                     transactional_id=transactional_id).result()
         return [answers[i] for i in range(len(requests))]
 
     def _produce(self, requests, acks: int, timeout_ms: int) -> dict:
         answers = self.produce_begin(requests, acks, timeout_ms).result()
         return {tp: answers[i] for i, (tp, _) in enumerate(requests)}
 
-    def produce_begin(self, requests, acks: int, timeout_ms: int,
-                       reorder_wait_s: float = 0.0) -> PendingProduce:
-        return begin_produce(self, requests, acks, timeout_ms, reorder_wait_s)
+    def produce_begin(self, requests, acks: int, timeout_ms: int, reorder_wait_s: float = 0.0,
+                      origin: str = CLIENT, transactional_id: str | None = None
+                      ) -> PendingProduce:
+        return begin_produce(self, requests, acks, timeout_ms, reorder_wait_s, origin,
+                             transactional_id)
 
     # -- fetch ---------------------------------------------------------------------------------------
     def fetch_many(self, replica_id: int, requests, max_wait_ms: int = 0, min_bytes: int = 1,
-                   max_bytes: int = 4 << 20) -> dict:
+                   max_bytes: int = 4 << 20, isolation_level: int = 0) -> dict:
         """requests: [(tp, offset, current_leader_epoch, last_fetched_epoch)] → {tp: result};
         `max_bytes` per partition, no cap on the whole answer (the fetchers' Ray call)."""
         asks = [(tuple(tp), offset, ce, le, max_bytes) for tp, offset, ce, le in requests]
         return {tp: {"error": r.error, "records": r.records, "high_watermark": r.high_watermark,
                      "log_start_offset": r.log_start_offset, "log_end_offset": r.log_end_offset,
+                     "last_stable_offset": r.last_stable_offset,
+                     "aborted_transactions": r.aborted_transactions,
                      "diverging_epoch": r.diverging_epoch}
                 for tp, r in self.fetch_partitions(replica_id, asks, max_wait_ms, min_bytes,
-                                                   None).items()}
+                                                   None, isolation_level).items()}
 
     def fetch_partitions(self, replica_id: int, asks, max_wait_ms: int, min_bytes: int,
-                         max_bytes: int | None) -> dict:
+                         max_bytes: int | None, isolation_level: int = 0) -> dict:
         """fetch_begin, waited for (the Ray calls' way)."""
         asks = [(tuple(a[0]),) + tuple(a[1:]) for a in asks]   # lists after serialisation
-        got = self.fetch_begin(replica_id, asks, max_wait_ms, min_bytes, max_bytes)
+        got = self.fetch_begin(replica_id, asks, max_wait_ms, min_bytes, max_bytes,
+                               isolation_level=isolation_level)
         return got.result() if isinstance(got, DelayedFetch) else got
 
     def fetch_begin(self, replica_id: int, asks, max_wait_ms: int, min_bytes: int,
-                    max_bytes: int | None, reads=None):
+                    max_bytes: int | None, reads=None, isolation_level: int = 0):
         """Kafka's fetch: asks [(tp, offset, current_epoch, last_epoch, partition_max_bytes)]
         → {tp: replicas FetchResult} when at least `min_bytes` (an error counts) are there
         or max_wait_ms <= 0; else a DelayedFetch (actors/purgatory.py) completed by the
@@ -436,7 +467,9 @@ class Broker:
         records). Used by the followers, Kafka clients and the native consumers alike.
         Each ask is a tuple whose tp is a tuple (fetch_partitions makes them so). `reads`
         (a fetch session's, protocol/fetch_session.py): called under the lock, it names the
-        asks to read at once, the others only watched (None: read them all)."""
+        asks to read at once, the others only watched (None: read them all).
+        `isolation_level` 1 (read_committed): consumers read below the last stable offset
+        and the answers carry the aborted transactions of what they return."""
         by_tp = {a[0]: a for a in asks}
 
         def read(only=None, previous=None):
@@ -447,24 +480,26 @@ class Broker:
                     if r is None:                  # watched, never read: not answered
                         continue
                     if not (r.error or r.records or r.diverging_epoch):
-                        marks = self.rm.leader_marks(tp, current_epoch)
+                        marks = self.rm.leader_marks(tp, current_epoch, isolation_level)
                         if marks is not None:      # still quiet: refresh HW and log start
                             out[tp] = FetchResult(0, b"", *marks)
                             continue
                 budget = part_max if max_bytes is None else min(part_max, max_bytes - total)
                 r = self.rm.fetch(tp, offset, max(budget, 1), replica_id=replica_id,
-                                  current_leader_epoch=current_epoch, last_fetched_epoch=last_epoch)
+                                  current_leader_epoch=current_epoch, last_fetched_epoch=last_epoch,
+                                  isolation_level=isolation_level)
                 if r.effects:
                     self.apply_effects(r.effects)
                 if budget <= 0 and r.records:     # the answer is full: HW only
-                    r = dataclasses.replace(r, records=b"")
+                    r = dataclasses.replace(r, records=b"", aborted_transactions=(
+                        () if r.aborted_transactions is not None else None))
                 out[tp] = r
                 total += len(r.records) + (1 if r.error or r.diverging_epoch else 0)
             return out, total >= min_bytes
 
         def ready(tp) -> bool:
             _, offset, current_epoch, _, _ = by_tp[tp]
-            return self.rm.fetch_ready(tp, offset, replica_id, current_epoch)
+            return self.rm.fetch_ready(tp, offset, replica_id, current_epoch, isolation_level)
 
         with self.lock:
             out, enough = read(reads() if reads is not None else None, {})
@@ -635,6 +670,8 @@ class Broker:
         self.stopped.set()
         self._alter.put(None)
         self.groups.stop()
+        self.txns.stop()
+        self.verifier.stop()
         self.security.stop()
         for listener in self.listeners:
             listener.stop()

@@ -7,7 +7,9 @@ Rules:
 - Listener settings go to KafkaConfig (actors/kafka_api.py); security settings (ssl.*, sasl.*,
   listener.name.*, authorizer.class.name, super.users, ...) to SecurityConfig
   (actors/security.py); group.*, offsets.*, offset.*
-  to the group coordinator's config; replica-manager settings (`replica.lag.time.max.ms`,
+  to the group coordinator's config; transaction.*, transactional.id.expiration.ms to the
+  transaction coordinator's; `transaction.partition.verification.enable` (KIP-890, true)
+  and replica-manager settings (`replica.lag.time.max.ms`,
   `max.fetch.bytes`, `hw.checkpoint.interval.ms`, `log.retention.check.interval.ms`,
   `log.cleaner.enable`, `log.cleaner.backoff.ms`, `log.max.open.files`: the LRU of open
   segment files, half the process's descriptor limit by default) to BrokerConfig.
@@ -26,6 +28,7 @@ from actors import metrics
 from actors.kafka_api import KafkaConfig
 from actors.security import SecurityConfig
 from coordinator.config import GroupCoordinatorConfig
+from transactions.config import TransactionCoordinatorConfig
 from replicas.config_keys import dotted_key, dotted_keys, underscored_key, underscored_keys
 from replicas.errors import InvalidConfig
 from replicas.replica_types import topic_defaults_from_broker_config
@@ -44,6 +47,7 @@ class BrokerSettings:
     replica_manager: dict            # BrokerConfig keyword arguments
     topic_defaults: dict
     security: SecurityConfig = SecurityConfig()
+    txn: TransactionCoordinatorConfig = TransactionCoordinatorConfig()
 
 
 def pop_group_config(config: dict) -> GroupCoordinatorConfig:
@@ -59,6 +63,23 @@ def pop_group_config(config: dict) -> GroupCoordinatorConfig:
         return GroupCoordinatorConfig.from_properties(props)
     except (TypeError, ValueError) as exc:
         raise InvalidConfig(f"group coordinator config: {exc}") from None
+
+
+def pop_txn_config(config: dict, group: GroupCoordinatorConfig) -> TransactionCoordinatorConfig:
+    """The transaction coordinator's broker configs (transaction.*, transactional.id.*),
+    dotted or underscored, taken out of `config`; offsets.topic.num.partitions is the
+    group coordinator's (AddOffsetsToTxn finds a group's partition with it)."""
+    names = {f.name for f in dataclasses.fields(TransactionCoordinatorConfig)}
+    props = {}
+    for key in list(config):
+        name = underscored_key(key)
+        if name in names and name != "offsets_topic_num_partitions":
+            props[dotted_key(name)] = config.pop(key)
+    props["offsets.topic.num.partitions"] = group.offsets_topic_num_partitions
+    try:
+        return TransactionCoordinatorConfig.from_properties(props)
+    except (TypeError, ValueError) as exc:
+        raise InvalidConfig(f"transaction coordinator config: {exc}") from None
 
 
 def default_max_open_files() -> int:
@@ -77,12 +98,13 @@ def split_broker_config(config: dict | None) -> BrokerSettings:
     security = SecurityConfig.pop_from(config)
     kafka = KafkaConfig.pop_from(config)
     group = pop_group_config(config)
+    txn = pop_txn_config(config, group)
     config = underscored_keys(config)
     replica_manager = {k: int(config.pop(k)) for k in list(config) if k in BROKER_KEYS}
     replica_manager.setdefault("log_max_open_files", default_max_open_files())
-    if "log_cleaner_enable" in config:
-        replica_manager["log_cleaner_enable"] = \
-            str(config.pop("log_cleaner_enable")).strip().lower() in ("true", "1")
+    for flag in ("log_cleaner_enable", "transaction_partition_verification_enable"):
+        if flag in config:
+            replica_manager[flag] = str(config.pop(flag)).strip().lower() in ("true", "1")
     topic_defaults = topic_defaults_from_broker_config(dotted_keys(config))
     return BrokerSettings(tick_ms, metrics_interval_s, session_ms, kafka, group,
-                          replica_manager, topic_defaults, security)
+                          replica_manager, topic_defaults, security, txn)

@@ -1,220 +1,136 @@
-"""GroupHost: the broker's shell around the pure group coordinator (coordinator/).
+"""GroupHost: the broker's shell around the pure group coordinator (coordinator/), a
+CoordinatorHost (actors/coordinator_host.py) of `__consumer_offsets`.
 
 Rules:
-- One lock serialises `GroupCoordinator.process`; effects are carried out before the lock
-  is released, in effect order: `Respond` wakes the caller waiting on that request id,
-  `Append` is appended to `__consumer_offsets`-<partition> at once (acks=-1, through the
-  broker's own produce path, so appends land in token order) and its acknowledgement is
-  awaited by a small pool, which reports `AppendDone(token, error)`.
-- `call(event)` gives the event a request id and returns a Deferred of its result: a
-  JoinGroup or SyncGroup stays parked until the coordinator answers (the Kafka listener is
-  called back when it is; a native member's Ray call blocks in the "group" concurrency
-  group). Callbacks run after the group lock is released.
-- Time: a ticker thread sends `Tick` at the coordinator's next deadline (at least every
-  TICK_MS) with the broker's monotonic clock.
-- Leadership: the broker reports, in order, every `__consumer_offsets` partition it starts
-  or stops leading (`became_leader`, `lost`); one worker thread loads a partition (reads its
-  log from the log start to the end, decodes the key/value records, `LoadPartition`) or
-  unloads it (`UnloadPartition`: parked calls answer NOT_COORDINATOR). Never called with the
-  broker's lock held, and never holds the group lock while waiting for an append.
-- `__consumer_offsets` is created on first use by `ensure_offsets_topic` (FindCoordinator):
-  offsets.topic.num.partitions partitions, replication factor min(3, live brokers) (Kafka's
-  offsets.topic.replication.factor, capped so a small cluster works), cleanup.policy compact.
+- Appends: a plain Append is one batch of key/value records; a TxnOffsetCommit's Append is
+  a TRANSACTIONAL batch of its producer id and epoch (Kafka's GroupMetadataManager
+  storeOffsets), pending in the coordinator until that producer's marker.
+- A TxnOffsetCommit is verified first (KIP-890, as Kafka's GroupCoordinator does before
+  doTxnCommitOffsets): unless the producer already has a transaction open on the group's
+  `__consumer_offsets` partition, the transaction coordinator must confirm the partition
+  is in the transaction (actors/txn_verification.py); its error answers every partition
+  (coordinator/error_codes.py), else the event goes to the coordinator and its append
+  carries the verification's guard. Verifying before the event keeps appends in token
+  order.
+- Load: every batch of the partition's log from the log start, in order: key/value records
+  (with their producer id, whether transactional, and log offset) and, for each control
+  batch, a TxnMarkerRecord (the producer's COMMIT or ABORT); the coordinator replays them
+  (pending transactional offsets become committed or are dropped at their marker).
+- Transaction completion: after the leader appended a producer's COMMIT/ABORT marker to
+  `__consumer_offsets` partitions (WriteTxnMarkers), `complete_txn` hands CompleteTxn to
+  the coordinator (Kafka's onTransactionCompleted).
+- `__consumer_offsets` is created on first use: offsets.topic.num.partitions partitions,
+  replication factor min(3, live brokers) (Kafka's offsets.topic.replication.factor,
+  capped so a small cluster works), cleanup.policy compact.
 """
 
 from __future__ import annotations
 
-import itertools
 import logging
-import queue
-import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 
-from actors.completion import Completion
+from actors.coordinator_host import CoordinatorHost, Waiter, clock_ms
 from coordinator import messages as m
+from coordinator.error_codes import commit_append_error, txn_commit_answer
 from coordinator.config import GroupCoordinatorConfig
 from coordinator.coordinator import GroupCoordinator
 from coordinator.records import OffsetsRecord
-from protocol.api import Deferred
 from replicas import records
 from replicas.errors import ErrorCode as E
-from replicas.errors import KafkaError, RequestTimedOut, TopicAlreadyExists
+from replicas.errors import KafkaError
+from replicas.control import CONTROL_FLAG, TRANSACTIONAL_FLAG, control_type
+from replicas.control import COMMIT
 
 log = logging.getLogger(__name__)
 
 OFFSETS_TOPIC = "__consumer_offsets"
 OFFSETS_REPLICATION_FACTOR = 3
-APPEND_TIMEOUT_MS = 5000             # Kafka's offsets.commit.timeout.ms
-TICK_MS = 100
-CALL_TIMEOUT_S = 30 * 60             # a parked JoinGroup may wait out a long rebalance timeout
 
 
-def _clock_ms() -> int:
-    return int(time.monotonic() * 1000)
+def _commit_result(event, code: int) -> m.OffsetCommitResult:
+    """Every partition of a TxnOffsetCommit answered `code` (a failed verification)."""
+    answer = txn_commit_answer(commit_append_error(code), event.version)
+    return m.OffsetCommitResult(tuple(m.CommitPartitionResult(o.topic, o.partition, answer)
+                                      for o in event.offsets))
 
 
-class _Waiter(Completion):
-    __slots__ = ("result",)
+class GroupHost(CoordinatorHost):
+    topic = OFFSETS_TOPIC
+    messages = m
 
-    def __init__(self):
-        super().__init__()
-        self.result = None
-
-    def answer_when_ready(self):
-        if not self.wait(CALL_TIMEOUT_S):
-            raise RequestTimedOut("the group coordinator did not answer")
-        return self.result
-
-    def answer(self, result) -> list:
-        """Store the answer; the callbacks to run (outside the group lock)."""
-        def store():
-            self.result = result
-        return self.settle_later(store) or []
-
-
-class GroupHost:
     def __init__(self, broker, config: GroupCoordinatorConfig):
-        self.broker, self.config = broker, config
-        self.coordinator = GroupCoordinator(broker.id, _clock_ms, config)
-        self._lock = threading.Lock()
-        self._ids = itertools.count(1)
-        self._waiters: dict[int, _Waiter] = {}
-        self._acks = ThreadPoolExecutor(max_workers=8, thread_name_prefix=f"broker-{broker.id}-group-ack")
-        self._leadership: queue.Queue = queue.Queue()
-        self._stopped = threading.Event()
-        self._wake = threading.Event()
-        threading.Thread(target=self._tick, daemon=True, name=f"broker-{broker.id}-group-tick").start()
-        threading.Thread(target=self._load_unload, daemon=True,
-                         name=f"broker-{broker.id}-group-load").start()
+        self.config = config
+        super().__init__(broker, GroupCoordinator(broker.id, clock_ms, config), "group")
 
-    # -- requests ---------------------------------------------------------------------------------
-    def call(self, make_event) -> Deferred:
-        """`make_event(request_id)` → a request event; a Deferred of the coordinator's result."""
+    def call(self, make_event):
+        from protocol.api import Deferred
         rid = next(self._ids)
-        waiter = self._waiters[rid] = _Waiter()
-        self._process(make_event(rid))
+        event = make_event(rid)
+        if not isinstance(event, m.TxnOffsetCommit):
+            return super().call(lambda _rid: event, rid)
+        tp = (self.topic, self.partition_for(event.group_id))
+        try:
+            with self.broker.lock:
+                guard = self.broker.rm.maybe_start_verification(
+                    tp, event.producer_id, event.producer_epoch)
+        except KafkaError as exc:                  # not the offsets partition's leader
+            return Deferred.done(_commit_result(event, exc.code))
+        if guard is None:
+            return super().call(lambda _rid: event, rid)
+        waiter = self._waiters[rid] = Waiter()
+        asked = self.broker.verifier.verify(event.transactional_id, event.producer_id,
+                                            event.producer_epoch, [tp])
+
+        def verified():
+            error = asked.errors.get(tp, E.NONE)
+            if error:
+                self._waiters.pop(rid, None)
+                for callback in waiter.answer(_commit_result(event, error)):
+                    callback()
+            else:
+                self.process(event)
+        asked.when_ready(lambda: self._acks.submit(verified))
         return Deferred(waiter.answer_when_ready, waiter.when_ready)
 
-    def partition_for(self, group_id: str) -> int:
-        return self.coordinator.partition_for(group_id)
+    def batch_of(self, effect) -> bytes:
+        if not getattr(effect, "transactional", False):
+            return super().batch_of(effect)
+        return bytes(records.build_batch(
+            [r.value for r in effect.records], [r.key for r in effect.records],
+            timestamps_ms=int(time.time() * 1000), producer_id=effect.producer_id,
+            producer_epoch=effect.producer_epoch, base_sequence=0, transactional=True))
 
-    # -- the coordinator ----------------------------------------------------------------------------
-    def _process(self, event) -> None:
-        ready = []
-        with self._lock:
-            effects = self.coordinator.process(event)
-            for effect in effects:
-                if isinstance(effect, m.Respond):
-                    waiter = self._waiters.pop(effect.request_id, None)
-                    if waiter is not None:
-                        ready += waiter.answer(effect.result)
-                elif isinstance(effect, m.Append):
-                    self._append(effect)
-        self._wake.set()                         # deadlines may have moved
-        for callback in ready:
-            callback()
+    def complete_txn(self, producer_id: int, partitions, committed: bool) -> None:
+        self.process(m.CompleteTxn(producer_id, tuple(sorted(partitions)), committed))
 
-    def _append(self, effect: m.Append) -> None:
-        """Append now (token order = log order), await the acks off the lock."""
-        tp = (OFFSETS_TOPIC, effect.partition)
-        batch = records.build_batch([r.value for r in effect.records],
-                                    [r.key for r in effect.records],
-                                    timestamps_ms=int(time.time() * 1000))
-        try:
-            pending = self.broker.produce_begin([(tp, bytes(batch))], -1, APPEND_TIMEOUT_MS)
-        except Exception as exc:                  # a disk error: the append failed
-            log.warning("group coordinator append to %s failed: %s", tp, exc)
-            self._acks.submit(self._process,
-                              m.AppendDone(effect.token, E.UNKNOWN_SERVER_ERROR))
-            return
+    # -- load / unload ---------------------------------------------------------------------------
+    def load_events(self, partition: int, leader_epoch: int):
+        yield m.BeginLoad(partition)
+        loaded = tuple(self._records(partition))
+        yield m.LoadPartition(partition, loaded)
+        # Kafka logs every load; Ray forwards actor logs to drivers: only real ones
+        (log.info if loaded else log.debug)("broker %s: loaded %d records of %s-%s",
+                                            self.broker.id, len(loaded), self.topic, partition)
 
-        def acknowledged():
-            try:
-                error = pending.result()[0]["error"]
-            except Exception as exc:
-                log.warning("group coordinator append to %s failed: %s", tp, exc)
-                error = E.UNKNOWN_SERVER_ERROR
-            self._process(m.AppendDone(effect.token, error))
-        self._acks.submit(acknowledged)
+    def unload_event(self, partition: int, leader_epoch: int):
+        return m.UnloadPartition(partition)
 
-    def _tick(self) -> None:
-        while not self._stopped.is_set():
-            with self._lock:
-                deadline = self.coordinator.next_deadline_ms()
-            wait_ms = TICK_MS if deadline is None else max(0, min(TICK_MS, deadline - _clock_ms()))
-            self._wake.wait(wait_ms / 1000)
-            self._wake.clear()
-            if deadline is not None and _clock_ms() >= deadline:
-                self._process(m.Tick())
-
-    # -- leadership of __consumer_offsets partitions ---------------------------------------------------
-    def became_leader(self, partition: int) -> None:
-        self._leadership.put(("load", partition))
-
-    def lost(self, partition: int) -> None:
-        self._leadership.put(("unload", partition))
-
-    def _load_unload(self) -> None:
-        while not self._stopped.is_set():
-            item = self._leadership.get()
-            if item is None:
-                return
-            kind, partition = item
-            try:
-                if kind == "load":
-                    self._process(m.BeginLoad(partition))
-                    records = tuple(self._read(partition))
-                    self._process(m.LoadPartition(partition, records))
-                    # Kafka logs every load; Ray forwards actor logs to drivers: only real ones
-                    (log.info if records else log.debug)(
-                        "broker %s: loaded %d records of %s-%s", self.broker.id, len(records),
-                        OFFSETS_TOPIC, partition)
-                else:
-                    self._process(m.UnloadPartition(partition))
-            except Exception:
-                log.exception("group coordinator %s of partition %s failed", kind, partition)
-
-    def _read(self, partition: int):
-        """Every key/value of the partition's log, oldest first (a follower turned leader
-        reads what it replicated; the last value per key wins in the coordinator)."""
-        tp = (OFFSETS_TOPIC, partition)
-        with self.broker.lock:
-            try:
-                log_ = self.broker.rm.log(tp)
-            except KafkaError:
-                return
-            start = log_.log_start_offset
-            chunks = list(log_.iter_reads(start))
-        for chunk in chunks:
-            for r in records.decode_records(chunk):
+    def _records(self, partition: int):
+        for h, raw in self.read_batches(partition):
+            if h.attributes & CONTROL_FLAG:
+                if h.producer_id >= 0:
+                    yield m.TxnMarkerRecord(h.producer_id, control_type(raw) == COMMIT,
+                                            h.base_offset)
+                continue
+            transactional = bool(h.attributes & TRANSACTIONAL_FLAG)
+            for r in records.decode_records(raw):
                 if r.key is not None:
-                    yield OffsetsRecord(r.key, r.value)
+                    yield OffsetsRecord(r.key, r.value, h.producer_id, transactional, r.offset)
 
     # -- the topic --------------------------------------------------------------------------------
-    def ensure_offsets_topic(self) -> bool:
-        """True when `__consumer_offsets` exists; else create it (FindCoordinator answers
-        COORDINATOR_NOT_AVAILABLE meanwhile, as Kafka does)."""
-        from controller.topic_admin import plan_topic
-        store = self.broker.store
-        if OFFSETS_TOPIC in store.get_topics():
-            return True
-        live = sorted(store.get_broker_ids())
-        if not live:
-            return False
-        plan = plan_topic(OFFSETS_TOPIC, self.config.offsets_topic_num_partitions,
-                          min(OFFSETS_REPLICATION_FACTOR, len(live)), live,
-                          config={"cleanup.policy": "compact"})
-        try:
-            store.create_topic(OFFSETS_TOPIC, plan.assignment, plan.config)
-            log.info("broker %s: created %s (%d partitions, RF %d)", self.broker.id,
-                     OFFSETS_TOPIC, plan.partitions, plan.replication_factor)
-        except TopicAlreadyExists:
-            pass
-        return False
+    def topic_plan(self) -> tuple[int, int, dict]:
+        return (self.config.offsets_topic_num_partitions, OFFSETS_REPLICATION_FACTOR,
+                {"cleanup.policy": "compact"})
 
-    def stop(self) -> None:
-        self._stopped.set()
-        self._wake.set()
-        self._leadership.put(None)
-        self._acks.shutdown(wait=False, cancel_futures=True)
+    def ensure_offsets_topic(self) -> bool:
+        return self.ensure_topic()

@@ -57,7 +57,6 @@ from replicas.errors import (InvalidConfig, InvalidRequest, KafkaError, LeaderNo
 
 log = logging.getLogger(__name__)
 
-OFFSETS_TOPIC = "__consumer_offsets"
 TOPIC, BROKER = 2, 4                                  # Kafka's ConfigResource.Type
 SOURCE_TOPIC, SOURCE_STATIC_BROKER, SOURCE_DEFAULT = 1, 4, 5
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
@@ -218,10 +217,13 @@ class KafkaBrokerApi:
         return LeaderNotAvailable.code
 
     # -- data -----------------------------------------------------------------------------------------
-    def produce(self, acks: int, timeout_ms: int, partitions) -> "Deferred":
-        """Appends now; the acknowledgements come from the returned Deferred's result()."""
+    def produce(self, acks: int, timeout_ms: int, partitions,
+                transactional_id: str | None = None) -> "Deferred":
+        """Appends now (a transactional buffer after its verification, actors/produce.py);
+        the acknowledgements come from the returned Deferred's result()."""
         requests = [(tuple(tp), data) for tp, data in partitions]
-        pending = self.broker.produce_begin(requests, acks, timeout_ms)
+        pending = self.broker.produce_begin(requests, acks, timeout_ms,
+                                            transactional_id=transactional_id)
 
         def outcomes() -> dict:
             answers = pending.result()
@@ -249,7 +251,7 @@ class KafkaBrokerApi:
         raw = self.broker.fetch_begin(
             replica_id, [(a.tp, a.offset, a.current_leader_epoch, a.last_fetched_epoch,
                           a.max_bytes) for a in asks], max_wait_ms, min_bytes, max_bytes,
-            reads)
+            reads, isolation_level if replica_id < 0 else 0)
         if isinstance(raw, DelayedFetch):      # parked: answered when the purgatory says
             return Deferred(raw.result, raw.when_ready).then(self._fetch_outcomes)
         return self._fetch_outcomes(raw)
@@ -259,14 +261,17 @@ class KafkaBrokerApi:
             md = self.broker.rm.metadata
             leaders = {tp: (md.partitions[tp].leader, md.partitions[tp].leader_epoch)
                        for tp, r in raw.items() if r.error and tp in md.partitions}
-        return {tp: FetchOutcome(r.error, r.records, r.high_watermark, r.high_watermark,
+        return {tp: FetchOutcome(r.error, r.records, r.high_watermark,
+                                 r.last_stable_offset if r.last_stable_offset >= 0
+                                 else r.high_watermark,
                                  r.log_start_offset, r.diverging_epoch,
-                                 leaders.get(tp, (-1, -1)))
+                                 leaders.get(tp, (-1, -1)), r.aborted_transactions)
                 for tp, r in raw.items()}
 
     def list_offsets(self, isolation_level, asks) -> dict:
         with self.broker.lock:
-            return {tuple(tp): OffsetAnswer(*self.broker.rm.list_offset(tp, ts, epoch))
+            return {tuple(tp): OffsetAnswer(*self.broker.rm.list_offset(tp, ts, epoch,
+                                                                        isolation_level))
                     for tp, ts, epoch in asks}
 
     def delete_records(self, asks, timeout_ms: int = 0) -> dict:
@@ -292,15 +297,41 @@ class KafkaBrokerApi:
                 out[tuple(tp)] = OffsetAnswer(error, -1, end, got_epoch)
         return out
 
-    def init_producer_id(self, transactional_id, producer_id, producer_epoch):
+    def new_producer_id(self) -> int:
         """A fresh id from this broker's block of /latest_producer_id_block (Kafka's
-        ProducerIdManager); a new block when it runs out."""
+        ProducerIdManager); a new block when it runs out. Idempotent producers and the
+        transaction coordinator draw from it."""
         with self._pid_lock:
             start, end = self._pid_block
             if start > end:
                 start, end = self.broker.store.allocate_producer_id_block(owner_id=self.broker_id)
             self._pid_block = (start + 1, end)
-        return E.NONE, start, 0
+        return start
+
+    def init_producer_id(self, transactional_id, producer_id, producer_epoch):
+        """An idempotent producer's id: fresh, at epoch 0 (a transactional id goes to the
+        transaction coordinator through `txn_call`)."""
+        return E.NONE, self.new_producer_id(), 0
+
+    # -- transactions -----------------------------------------------------------------------------------
+    def txn_call(self, make_event) -> Deferred:
+        return self.broker.txns.call(make_event)
+
+    def write_txn_markers(self, markers, timeout_ms: int) -> Deferred:
+        """WriteTxnMarkers: [(producer id, epoch, committed, coordinator epoch, [tp])] →
+        Deferred of [{tp: error}] per marker, once each marker is replicated."""
+        pending = self.broker.write_txn_markers_begin(markers, timeout_ms)
+        return Deferred(lambda: (pending.result(), pending.markers_result())[1],
+                        pending.when_ready)
+
+    def describe_producers(self, tps) -> dict:
+        """DescribeProducers (KIP-664): {tp: (error, [ProducerState])} of the partitions this
+        broker leads."""
+        out = {}
+        with self.broker.lock:
+            for tp in tps:
+                out[tuple(tp)] = self.broker.rm.describe_producers(tuple(tp))
+        return out
 
     # -- ACLs (ZooKeeper writes; every broker's authorizer reloads from the notification) ---------
     def create_acls(self, bindings) -> list:
@@ -310,29 +341,30 @@ class KafkaBrokerApi:
         return security.delete_acls(self.broker.store, filters)
 
     # -- consumer groups ----------------------------------------------------------------------------
-    def coordinator_of(self, group_id: str) -> tuple[int, int]:
-        """(error, broker id): the leader of the group's `__consumer_offsets` partition;
+    def coordinator_of(self, key: str, key_type: int = 0) -> tuple[int, int]:
+        """(error, broker id): the leader of the group's `__consumer_offsets` partition (key
+        type 0) or the transactional id's `__transaction_state` partition (1);
         COORDINATOR_NOT_AVAILABLE while the topic is created or the partition has no leader."""
-        groups = self.broker.groups
+        host = self.broker.groups if key_type == 0 else self.broker.txns
         with self.broker.lock:
-            known = OFFSETS_TOPIC in self.broker.rm.metadata.topics()
-        if not known and not groups.ensure_offsets_topic():
+            known = host.topic in self.broker.rm.metadata.topics()
+        if not known and not host.ensure_topic():
             return E.COORDINATOR_NOT_AVAILABLE, -1
         with self.broker.lock:
-            leader = self.broker.rm.metadata.leader((OFFSETS_TOPIC, groups.partition_for(group_id)))
+            leader = self.broker.rm.metadata.leader((host.topic, host.partition_for(key)))
         return (E.NONE, leader) if leader is not None else (E.COORDINATOR_NOT_AVAILABLE, -1)
 
-    def find_coordinator(self, group_ids, listener: str) -> dict:
+    def find_coordinator(self, keys, listener: str, key_type: int = 0) -> dict:
         out = {}
-        for g in group_ids:
-            error, node = self.coordinator_of(g)
+        for k in keys:
+            error, node = self.coordinator_of(k, key_type)
             with self.broker.lock:
                 lb = self.broker.rm.metadata.live_brokers.get(node)
             ep = next((e for e in getattr(lb, "endpoints", ()) if e.listener == listener), None)
             if error or ep is None:
-                out[g] = (error or E.COORDINATOR_NOT_AVAILABLE, -1, "", -1)
+                out[k] = (error or E.COORDINATOR_NOT_AVAILABLE, -1, "", -1)
             else:
-                out[g] = (E.NONE, node, ep.host, ep.port)
+                out[k] = (E.NONE, node, ep.host, ep.port)
         return out
 
     def group_call(self, make_event) -> Deferred:

@@ -15,7 +15,9 @@ Rules:
   a slot in the connection's queue, and answers leave from the head of the queue as they
   are ready: strictly in request order, pipelining kept.
 - The hot APIs are answered on the loop, never blocking it (INLINE: Produce, Fetch,
-  ListOffsets, OffsetForLeaderEpoch, ApiVersions, the group APIs). A request that has to
+  ListOffsets, OffsetForLeaderEpoch, ApiVersions, the group APIs, the transaction APIs of
+  a running transaction: AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, WriteTxnMarkers,
+  TxnOffsetCommit). A request that has to
   wait answers a Deferred (protocol/api.py) and its slot is filled when the Deferred says it
   is ready: a produce waiting for acks=all (the connection's next requests go on meanwhile,
   so a pipelining client's appends follow each other), a parked fetch or a parked group
@@ -75,7 +77,7 @@ SASL_MAX_RECEIVE_BYTES = 512 * 1024   # Kafka's sasl.server.max.receive.size def
 WORKERS = 8               # threads for the requests that may block
 PRODUCE = 0
 # answered on the loop: they never block (a wait is a Deferred)
-INLINE = frozenset({0, 1, 2, 18, 23, 8, 9, 11, 12, 13, 14, 15, 16, 42})
+INLINE = frozenset({0, 1, 2, 18, 23, 8, 9, 11, 12, 13, 14, 15, 16, 42, 24, 25, 26, 27, 28})
 
 
 class EventLoop:

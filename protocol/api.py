@@ -123,6 +123,8 @@ class FetchOutcome:
     log_start_offset: int = -1
     diverging_epoch: tuple[int, int] | None = None     # (epoch, end offset)
     leader: tuple[int, int] = (-1, -1)                   # current (leader id, leader epoch)
+    # read_committed: (producer id, first offset) of the aborted transactions in `records`
+    aborted_transactions: tuple[tuple[int, int], ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,8 +187,11 @@ class BrokerApi(Protocol):
                  listener: str) -> ClusterMetadata:
         """Brokers (their `listener` endpoint), controller, and the topics asked (None: all)."""
 
-    def produce(self, acks: int, timeout_ms: int, partitions: Sequence[tuple[TP, bytes]]
-                ) -> "dict[TP, ProduceOutcome] | Deferred": ...
+    def produce(self, acks: int, timeout_ms: int, partitions: Sequence[tuple[TP, bytes]],
+                transactional_id: str | None = None
+                ) -> "dict[TP, ProduceOutcome] | Deferred":
+        """A transactional producer's buffers are verified with the transaction coordinator
+        before they are appended (KIP-890)."""
 
     def fetch(self, replica_id: int, max_wait_ms: int, min_bytes: int, max_bytes: int,
               isolation_level: int, asks: Sequence[FetchAsk], reads=None
@@ -212,7 +217,20 @@ class BrokerApi(Protocol):
 
     def init_producer_id(self, transactional_id: str | None, producer_id: int,
                          producer_epoch: int) -> tuple[int, int, int]:
-        """(error, producer id, epoch)."""
+        """(error, producer id, epoch) of an idempotent producer (no transactional id)."""
+
+    def txn_call(self, make_event) -> Deferred:
+        """`make_event(request_id)` → a transactions.messages request event; a Deferred of
+        the transaction coordinator's result (it answers once its state is written)."""
+
+    def write_txn_markers(self, markers: Sequence[tuple[int, int, bool, int, Sequence[TP]]],
+                          timeout_ms: int) -> Deferred:
+        """WriteTxnMarkers: (producer id, epoch, committed, coordinator epoch, partitions)
+        → Deferred of [{tp: error}], one per marker, once each is replicated."""
+
+    def describe_producers(self, tps: Sequence[TP]) -> dict[TP, tuple[int, list]]:
+        """DescribeProducers: {tp: (error, [(producer id, epoch, last sequence, last
+        timestamp, coordinator epoch, current transaction start offset)])}."""
 
     def create_topics(self, specs: Sequence[TopicSpec], timeout_ms: int,
                       validate_only: bool) -> dict[str, TopicOutcome]: ...
@@ -225,9 +243,10 @@ class BrokerApi(Protocol):
     def describe_configs(self, resources: Sequence[tuple[ConfigResource, Sequence[str] | None]]
                          ) -> dict[ConfigResource, ConfigsOutcome]: ...
 
-    def find_coordinator(self, group_ids: Sequence[str], listener: str
+    def find_coordinator(self, keys: Sequence[str], listener: str, key_type: int = 0
                          ) -> dict[str, tuple[int, int, str, int]]:
-        """group id → (error, node id, host, port) of its coordinator on `listener`."""
+        """key (a group id, or a transactional id for key type 1) → (error, node id, host,
+        port) of its coordinator on `listener`."""
 
     def group_call(self, make_event) -> Deferred:
         """`make_event(request_id)` → a coordinator.messages request event; a Deferred of

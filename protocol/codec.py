@@ -217,7 +217,7 @@ def _api_versions_error(code: int, supported=SUPPORTED):
 # -- error answers ---------------------------------------------------------------------------
 # One level of "echo what was asked": (request list field, response list field, response
 # item class, {response field: request field, None = the item itself}, constant fields,
-# the next level down or None). The first level whose request field exists is used, which
+# the next level down or None[, the field the error code goes in: error_code]). The first level whose request field exists is used, which
 # is how DeleteTopics v1-5 (topic_names) and v6 (topics) share an entry.
 _MIRRORS: dict[int, tuple] = {
     ApiKey.PRODUCE: (("topic_data", "responses", "TopicProduceResponse", {"name": "name"}, {},
@@ -279,6 +279,30 @@ _MIRRORS: dict[int, tuple] = {
                               {}, None),),
     ApiKey.DELETE_GROUPS: (("groups_names", "results", "DeletableGroupResult",
                             {"group_id": None}, {}, None),),
+    # transactions: partitions, markers and transactional ids asked (AddPartitionsToTxn v4,
+    # AddOffsetsToTxn, EndTxn and ListTransactions answer only their top-level error)
+    ApiKey.ADD_PARTITIONS_TO_TXN: (
+        ("v3_and_below_topics", "results_by_topic_v3_and_below",
+         "AddPartitionsToTxnTopicResult", {"name": "name"}, {},
+         ("partitions", "results_by_partition", "AddPartitionsToTxnPartitionResult",
+          {"partition_index": None}, {}, None, "partition_error_code")),),
+    ApiKey.TXN_OFFSET_COMMIT: (("topics", "topics", "TxnOffsetCommitResponseTopic",
+                                {"name": "name"}, {},
+                                ("partitions", "partitions", "TxnOffsetCommitResponsePartition",
+                                 {"partition_index": "partition_index"}, {}, None)),),
+    ApiKey.WRITE_TXN_MARKERS: (("markers", "markers", "WritableTxnMarkerResult",
+                                {"producer_id": "producer_id"}, {},
+                                ("topics", "topics", "WritableTxnMarkerTopicResult",
+                                 {"name": "name"}, {},
+                                 ("partition_indexes", "partitions",
+                                  "WritableTxnMarkerPartitionResult", {"partition_index": None},
+                                  {}, None))),),
+    ApiKey.DESCRIBE_PRODUCERS: (("topics", "topics", "TopicResponse", {"name": "name"}, {},
+                                 ("partition_indexes", "partitions", "PartitionResponse",
+                                  {"partition_index": None}, {}, None)),),
+    ApiKey.DESCRIBE_TRANSACTIONS: (("transactional_ids", "transaction_states",
+                                    "TransactionState", {"transactional_id": None}, {},
+                                    None),),
 }
 # Top-level fields Kafka's getErrorResponse sets to something other than zero.
 _ERROR_TOP_LEVEL: dict[int, dict] = {
@@ -289,10 +313,11 @@ _ABSENT = object()
 
 
 def _mirror(api_key: int, version: int, level: tuple, items, code) -> tuple:
-    _, _, class_name, keys, constants, child = level
+    _, _, class_name, keys, constants, child = level[:6]
+    error_field = level[6] if len(level) > 6 else "error_code"   # where the code goes
     out = []
     for item in items or ():
-        fields = dict(constants, error_code=code)
+        fields = dict(constants, **{error_field: code})
         for response_field, request_field in keys.items():
             value = item if request_field is None else getattr(item, request_field, _ABSENT)
             if value is not _ABSENT:

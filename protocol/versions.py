@@ -12,7 +12,8 @@ Rules:
   raised only with that table in hand.
 - To serve a new API, add one line here (and its handler); nothing else reads a list of
   APIs. The group APIs (FindCoordinator 10, JoinGroup 11, Heartbeat 12, LeaveGroup 13,
-  SyncGroup 14, OffsetCommit 8, OffsetFetch 9) and the security APIs are served too.
+  SyncGroup 14, OffsetCommit 8, OffsetFetch 9), the transaction APIs (22, 24-28, 61, 65,
+  66) and the security APIs are served too.
 """
 
 from __future__ import annotations
@@ -43,6 +44,11 @@ class ApiKey(IntEnum):
     DELETE_RECORDS = 21
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
+    ADD_PARTITIONS_TO_TXN = 24
+    ADD_OFFSETS_TO_TXN = 25
+    END_TXN = 26
+    WRITE_TXN_MARKERS = 27
+    TXN_OFFSET_COMMIT = 28
     DESCRIBE_ACLS = 29
     CREATE_ACLS = 30
     DELETE_ACLS = 31
@@ -52,6 +58,9 @@ class ApiKey(IntEnum):
     DELETE_GROUPS = 42
     INCREMENTAL_ALTER_CONFIGS = 44
     DESCRIBE_CLUSTER = 60
+    DESCRIBE_PRODUCERS = 61
+    DESCRIBE_TRANSACTIONS = 65
+    LIST_TRANSACTIONS = 66
 
 
 SUPPORTED: dict[int, tuple[int, int]] = {
@@ -61,7 +70,17 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     ApiKey.FETCH: (4, 12),                     # v13+ addresses topics by id
     ApiKey.LIST_OFFSETS: (1, 7),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4),
-    ApiKey.INIT_PRODUCER_ID: (0, 4),
+    ApiKey.INIT_PRODUCER_ID: (0, 5),
+    # transactions (Kafka 3.8's ranges; WriteTxnMarkers v0 has no kio schema: brokers here
+    # send v1 to each other)
+    ApiKey.ADD_PARTITIONS_TO_TXN: (0, 4),     # v4: partition leaders verify (KIP-890)
+    ApiKey.ADD_OFFSETS_TO_TXN: (0, 4),
+    ApiKey.END_TXN: (0, 4),
+    ApiKey.WRITE_TXN_MARKERS: (1, 1),
+    ApiKey.TXN_OFFSET_COMMIT: (0, 4),
+    ApiKey.DESCRIBE_PRODUCERS: (0, 0),
+    ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
+    ApiKey.LIST_TRANSACTIONS: (0, 1),
     ApiKey.CREATE_TOPICS: (2, 7),
     ApiKey.DELETE_TOPICS: (1, 6),
     ApiKey.DELETE_RECORDS: (0, 2),

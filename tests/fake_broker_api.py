@@ -33,6 +33,11 @@ What it is:
   (client id + "-" + UUID(int=1), UUID(int=2), ...). `group_events` lists every event given.
 - Fetch sessions: a real protocol.fetch_session.FetchSessionCache (`fetch_sessions`, seeded
   ids, `fetch_session_slots` of them).
+- Transactions: `txn_call` drives a REAL pure `transactions.coordinator.
+  TransactionCoordinator` (`txn_coordinator`, same fake clock) owning the
+  `__transaction_state` partitions `own_txns()` loads; its appends are acknowledged at
+  once with `append_error`, its WriteMarkers recorded in `markers` and reported written at
+  once. `write_txn_markers` and `describe_producers` answer each partition's error.
 """
 
 from __future__ import annotations
@@ -47,6 +52,8 @@ from coordinator import messages as gm
 from coordinator.config import GroupCoordinatorConfig
 from coordinator.coordinator import GroupCoordinator
 from protocol.fetch_session import ChangeJournal, FetchSessionCache
+from transactions import messages as tm
+from transactions.coordinator import TransactionCoordinator
 from protocol.api import (
     BrokerNode, Deferred, ClusterMetadata, ConfigEntry, ConfigResource, ConfigsOutcome, FetchAsk,
     FetchOutcome, OffsetAnswer, PartitionMetadata, ProduceOutcome, TopicMetadata,
@@ -186,6 +193,9 @@ class FakeBrokerApi:
         self.hold_appends = False
         self.append_error = NONE
         self._next_request_id = 1
+        self.txn_coordinator = TransactionCoordinator(broker_id, lambda: self.clock_ms,
+                                                      self._new_producer_id)
+        self.markers: list = []                    # WriteMarkers the coordinator asked for
 
     # -- setup ----------------------------------------------------------------------------------
     def add_broker(self, broker_id: int, rack: str | None = None, **endpoints):
@@ -284,9 +294,11 @@ class FakeBrokerApi:
                                  tuple(r for r in part.replicas if r not in self.brokers))
 
     # -- BrokerApi: data -----------------------------------------------------------------------
-    def produce(self, acks: int, timeout_ms: int, partitions) -> dict[TP, ProduceOutcome]:
+    def produce(self, acks: int, timeout_ms: int, partitions,
+                transactional_id: str | None = None) -> dict[TP, ProduceOutcome]:
         partitions = [(tp, bytes(data)) for tp, data in partitions]
-        self._record("produce", acks=acks, timeout_ms=timeout_ms, partitions=partitions)
+        self._record("produce", acks=acks, timeout_ms=timeout_ms, partitions=partitions,
+                     **({"transactional_id": transactional_id} if transactional_id else {}))
         out = {}
         for tp, data in partitions:
             error = INVALID_REQUIRED_ACKS if acks not in (-1, 0, 1) else self._partition_error(tp)
@@ -604,9 +616,10 @@ class FakeBrokerApi:
             self._group_process(gm.AppendDone(append.token, self.append_error))
 
     # -- BrokerApi: consumer groups ---------------------------------------------------------------
-    def find_coordinator(self, group_ids, listener: str):
-        group_ids = list(group_ids)
-        self._record("find_coordinator", group_ids=group_ids, listener=listener)
+    def find_coordinator(self, keys, listener: str, key_type: int = 0):
+        group_ids = list(keys)
+        self._record("find_coordinator", group_ids=group_ids, listener=listener,
+                     **({"key_type": key_type} if key_type else {}))
         out = {}
         for g in group_ids:
             if g in self.coordinator_errors:
@@ -630,6 +643,54 @@ class FakeBrokerApi:
                 raise NotAnsweredYet(f"request {rid} ({type(event).__name__}) is parked")
             return self.answers[rid]
         return Deferred(result)
+
+    # -- transactions: a real transaction coordinator owning every partition ------------------
+    def own_txns(self):
+        """Load every `__transaction_state` partition (empty) at coordinator epoch 0."""
+        for p in range(self.txn_coordinator.config.transaction_state_log_num_partitions):
+            self._txn_process(tm.LoadPartition(p, 0, ()))
+        return self
+
+    def _txn_process(self, event) -> None:
+        follow = []
+        for effect in self.txn_coordinator.process(event):
+            if isinstance(effect, tm.Respond):
+                assert effect.request_id not in self.answers, "answered twice"
+                self.answers[effect.request_id] = effect.result
+            elif isinstance(effect, tm.Append):
+                follow.append(tm.AppendDone(effect.token, self.append_error))
+            elif isinstance(effect, tm.WriteMarkers):
+                self.markers.append(effect)
+                follow.append(tm.MarkersWritten(effect.transactional_id, effect.producer_id,
+                                                effect.producer_epoch, effect.committed,
+                                                effect.coordinator_epoch))
+        for event in follow:        # acknowledged after this event's effects, in order
+            self._txn_process(event)
+
+    def _new_producer_id(self) -> int:
+        pid, self.next_producer_id = self.next_producer_id, self.next_producer_id + 1
+        return pid
+
+    def txn_call(self, make_event) -> Deferred:
+        rid, self._next_request_id = self._next_request_id, self._next_request_id + 1
+        event = make_event(rid)
+        self._record("txn_call", event=event)
+        self._txn_process(event)
+
+        def result():
+            if rid not in self.answers:
+                raise NotAnsweredYet(f"request {rid} ({type(event).__name__}) is parked")
+            return self.answers[rid]
+        return Deferred(result)
+
+    def write_txn_markers(self, markers, timeout_ms: int) -> Deferred:
+        self._record("write_txn_markers", markers=list(markers), timeout_ms=timeout_ms)
+        return Deferred.done([{tuple(tp): self._partition_error(tuple(tp)) for tp in mk[4]}
+                              for mk in markers])
+
+    def describe_producers(self, tps):
+        self._record("describe_producers", tps=list(tps))
+        return {tuple(tp): (self._partition_error(tuple(tp)), []) for tp in tps}
 
     # -- ACLs: `acls` holds the bindings (an authorizer loads them, as a broker's does) ---------
     def create_acls(self, bindings):

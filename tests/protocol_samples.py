@@ -39,7 +39,14 @@ from kafka.protocol.metadata import (
     MetadataRequest, MetadataResponse,
 )
 from kafka.protocol.producer import (
-    InitProducerIdRequest, InitProducerIdResponse, ProduceRequest, ProduceResponse,
+    AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, AddPartitionsToTxnRequest,
+    AddPartitionsToTxnResponse, EndTxnRequest, EndTxnResponse, InitProducerIdRequest,
+    InitProducerIdResponse, ProduceRequest, ProduceResponse, TxnOffsetCommitRequest,
+    TxnOffsetCommitResponse, WriteTxnMarkersRequest, WriteTxnMarkersResponse,
+)
+from kafka.protocol.admin import (
+    DescribeProducersRequest, DescribeProducersResponse, DescribeTransactionsRequest,
+    DescribeTransactionsResponse, ListTransactionsRequest, ListTransactionsResponse,
 )
 
 TOPIC_ID = uuid.UUID("0123456789abcdef0123456789abcdef")
@@ -54,7 +61,10 @@ RESPONSES = {0: ProduceResponse, 1: FetchResponse, 2: ListOffsetsResponse,
              13: LeaveGroupResponse, 14: SyncGroupResponse, 15: DescribeGroupsResponse,
              16: ListGroupsResponse, 42: DeleteGroupsResponse, 17: SaslHandshakeResponse,
              36: SaslAuthenticateResponse, 29: DescribeAclsResponse, 30: CreateAclsResponse,
-             31: DeleteAclsResponse}
+             31: DeleteAclsResponse, 24: AddPartitionsToTxnResponse,
+             25: AddOffsetsToTxnResponse, 26: EndTxnResponse, 27: WriteTxnMarkersResponse,
+             28: TxnOffsetCommitResponse, 61: DescribeProducersResponse,
+             65: DescribeTransactionsResponse, 66: ListTransactionsResponse}
 
 # an ACL filter matching everything (resource type ANY 1, pattern ANY 1, operation ANY 1,
 # permission ANY 1), and one literal Read allow for User:alice on topic orders
@@ -203,6 +213,37 @@ def _offset_fetch(v):
         t(name="orders", partition_indexes=[0, 2]), t(name="audit", partition_indexes=[1])])
 
 
+def _add_partitions_to_txn(v):
+    topics = [AddPartitionsToTxnRequest.AddPartitionsToTxnTopic(name=t, partitions=ps)
+              for t, ps in ASKED.items()]
+    if v >= 4:
+        return AddPartitionsToTxnRequest[v](transactions=[
+            AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction(
+                transactional_id="t1", producer_id=5, producer_epoch=0, verify_only=True,
+                topics=topics)])
+    return AddPartitionsToTxnRequest[v](
+        v3_and_below_transactional_id="t1", v3_and_below_producer_id=5,
+        v3_and_below_producer_epoch=0, v3_and_below_topics=topics)
+
+
+def _write_txn_markers(v):
+    marker = WriteTxnMarkersRequest.WritableTxnMarker
+    return WriteTxnMarkersRequest[v](markers=[marker(
+        producer_id=5, producer_epoch=0, transaction_result=True, coordinator_epoch=0,
+        topics=[marker.WritableTxnMarkerTopic(name=t, partition_indexes=ps)
+                for t, ps in ASKED.items()])])
+
+
+def _txn_offset_commit(v):
+    topic = TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic
+    return TxnOffsetCommitRequest[v](
+        transactional_id="t1", group_id="g1", producer_id=5, producer_epoch=0,
+        generation_id=-1, member_id="", group_instance_id=None,
+        topics=[topic(name=t, partitions=[topic.TxnOffsetCommitRequestPartition(
+            partition_index=p, committed_offset=10, committed_leader_epoch=-1,
+            committed_metadata="") for p in ps]) for t, ps in ASKED.items()])
+
+
 SAMPLES = {
     8: _offset_commit,
     9: _offset_fetch,
@@ -237,6 +278,19 @@ SAMPLES = {
     29: lambda v: DescribeAclsRequest[v](**ACL_ANY),
     30: lambda v: CreateAclsRequest[v](creations=[CreateAclsRequest.AclCreation(**ACL_READ)]),
     31: lambda v: DeleteAclsRequest[v](filters=[DeleteAclsRequest.DeleteAclsFilter(**ACL_ANY)]),
+    24: _add_partitions_to_txn,
+    25: lambda v: AddOffsetsToTxnRequest[v](transactional_id="t1", producer_id=5,
+                                            producer_epoch=0, group_id="g1"),
+    26: lambda v: EndTxnRequest[v](transactional_id="t1", producer_id=5, producer_epoch=0,
+                                   committed=True),
+    27: _write_txn_markers,
+    28: _txn_offset_commit,
+    61: lambda v: DescribeProducersRequest[v](topics=[
+        DescribeProducersRequest.TopicRequest(name=t, partition_indexes=ps)
+        for t, ps in ASKED.items()]),
+    65: lambda v: DescribeTransactionsRequest[v](transactional_ids=["t1", "t2"]),
+    66: lambda v: ListTransactionsRequest[v](state_filters=[], producer_id_filters=[],
+                                             duration_filter=-1),
 }
 
 # (topic, partitions) every sample with topics asks about, in order.

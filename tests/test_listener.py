@@ -35,7 +35,7 @@ class SlowAcks(FakeBrokerApi):
         super().__init__()
         self.release = threading.Event()
 
-    def produce(self, acks, timeout_ms, partitions):
+    def produce(self, acks, timeout_ms, partitions, transactional_id=None):
         got = super().produce(acks, timeout_ms, partitions)     # appended now, in order
         return Deferred(lambda: self.release.wait(10) and got)
 

@@ -43,7 +43,6 @@ UNKNOWN_MEMBER_ID = 25
 INVALID_SESSION_TIMEOUT = 26
 REBALANCE_IN_PROGRESS = 27
 INVALID_REQUEST = 42
-TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
 NON_EMPTY_GROUP = 68
 GROUP_ID_NOT_FOUND = 69
 MEMBER_ID_REQUIRED = 79
@@ -257,17 +256,19 @@ def test_find_coordinator_answers_the_groups_coordinator_on_the_listener_asked(v
 
 
 @pytest.mark.parametrize("version", versions(10, 1))
-def test_find_coordinator_for_a_transaction_is_refused(version):
+def test_find_coordinator_of_a_transactional_id_asks_for_its_coordinator(version):
     fake = cluster()
+    fake.coordinator_nodes["tx-2"] = 2
     keys = ["tx-1", "tx-2"] if version >= 4 else ["tx-1"]
     resp = ask(fake, FindCoordinatorRequest[version](key=keys[0], key_type=1,
                                                      coordinator_keys=keys))
-    got = [(c.key, c.error_code, c.node_id, c.host, c.port, c.error_message)
+    got = [(c.key, c.error_code, c.node_id, c.host, c.port)
            for c in resp.coordinators] if version >= 4 else \
-        [(keys[0], resp.error_code, resp.node_id, resp.host, resp.port, resp.error_message)]
-    assert got == [(k, TRANSACTIONAL_ID_AUTHORIZATION_FAILED, -1, "", -1,
-                    "transactions are not supported") for k in keys]
-    assert fake.calls_of("find_coordinator") == []
+        [(keys[0], resp.error_code, resp.node_id, resp.host, resp.port)]
+    assert got == [("tx-1", 0, 1, "10.0.0.1", 9092), ("tx-2", 0, 2, "10.0.0.2", 9092)
+                   ][:len(keys)]
+    assert fake.calls_of("find_coordinator") == [
+        {"group_ids": keys, "listener": "PLAINTEXT", "key_type": 1}]
 
 
 @pytest.mark.parametrize("key_type", [2, 7])

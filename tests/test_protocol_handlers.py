@@ -22,13 +22,14 @@ from kafka.protocol.producer import InitProducerIdRequest, ProduceRequest
 from kio.index import load_response_schema
 from kio.serial import entity_reader
 
-from protocol.api import BrokerApi, ConfigResource, FetchAsk
+from protocol.api import Deferred, BrokerApi, ConfigResource, FetchAsk
 from protocol.codec import has_request_schema
 from protocol.connection import Connection
 from protocol.handlers import HANDLERS, answer
 from protocol.versions import REJECTED_VERSIONS, SUPPORTED
 from protocol.errors import ProtocolError
 from replicas.errors import KafkaStorageError, NotController
+from replicas.records import build_batch
 from tests.fake_broker_api import FakeBrokerApi, Partition
 from tests.protocol_samples import ASKED, RESPONSES, frame_of, sample_request, walk
 
@@ -38,8 +39,10 @@ pytestmark = pytest.mark.unit
 METHOD = {0: "produce", 1: "fetch", 2: "list_offsets", 3: "metadata", 19: "create_topics",
           20: "delete_topics", 21: "delete_records", 22: "init_producer_id", 23: "offsets_for_leader_epoch",
           32: "describe_configs", 37: "create_partitions", 44: "alter_configs",
-          60: "metadata", 10: "find_coordinator",
-          **dict.fromkeys((8, 9, 11, 12, 13, 14, 15, 16, 42), "group_call")}
+          60: "metadata", 10: "find_coordinator", 27: "write_txn_markers",
+          61: "describe_producers",
+          **dict.fromkeys((8, 9, 11, 12, 13, 14, 15, 16, 42, 28), "group_call"),
+          **dict.fromkeys((24, 25, 26, 65, 66), "txn_call")}
 SERVED = [(k, v) for k, (lo, hi) in SUPPORTED.items() if k in HANDLERS
           for v in range(lo, hi + 1) if v not in REJECTED_VERSIONS.get(k, ())]
 
@@ -74,6 +77,8 @@ def ask(fake, msg, listener="PLAINTEXT", conn=None):
     kafka-python's decoding of the answer."""
     api_key, version = msg.API_KEY, msg.API_VERSION
     _, out = send(fake, msg, listener, 4242, conn)
+    if isinstance(out, Deferred):            # a coordinator's answer: the fake's is ready
+        out = out.result()
     assert out is not None
     assert struct.unpack_from(">ii", out) == (len(out) - 4, 4242)
     if not (api_key == 0 and version < 3):                  # kio has no Produce v0-2
@@ -286,13 +291,25 @@ def test_zstd_needs_produce_v7(version):
 
 
 @pytest.mark.parametrize("version", versions(0))
-def test_produce_with_a_transactional_id_is_refused_and_never_reaches_the_broker(version):
+def test_produce_with_a_transactional_id_reaches_the_broker_with_it(version):
     fake = cluster()
-    resp = ask(fake, produce_request(version, {"orders": [(0, b"x"), (1, b"y")],
-                                               "audit": [(0, None)]}, transactional_id="tx-1"))
-    assert [(t.name, p.index, p.error_code, p.base_offset) for t in resp.responses
-            for p in t.partition_responses] == [
-        ("orders", 0, 53, -1), ("orders", 1, 53, -1), ("audit", 0, 53, -1)]
+    txn = bytes(build_batch([b"x"], timestamps_ms=1, producer_id=7, producer_epoch=0,
+                            base_sequence=0, transactional=True))
+    resp = ask(fake, produce_request(version, {"orders": [(0, txn)]}, transactional_id="tx-1"))
+    assert [(t.name, p.index, p.error_code) for t in resp.responses
+            for p in t.partition_responses] == [("orders", 0, 0)]
+    assert fake.calls_of("produce")[0]["transactional_id"] == "tx-1"
+
+
+@pytest.mark.parametrize("version", versions(0))
+def test_transactional_records_without_a_transactional_id_are_refused_everywhere(version):
+    """KafkaApis: only a named transactional id can be authorised to write them (53)."""
+    fake = cluster()
+    txn = bytes(build_batch([b"x"], timestamps_ms=1, producer_id=7, producer_epoch=0,
+                            base_sequence=0, transactional=True))
+    resp = ask(fake, produce_request(version, {"orders": [(0, txn), (1, b"y")]}))
+    assert {(t.name, p.index, p.error_code) for t in resp.responses
+            for p in t.partition_responses} == {("orders", 0, 53), ("orders", 1, 53)}
     assert fake.calls_of("produce") == []
 
 
@@ -603,13 +620,21 @@ def test_init_producer_id_returns_the_brokers_producer(version):
 
 
 @pytest.mark.parametrize("version", versions(22))
-def test_init_producer_id_with_a_transactional_id_is_refused(version):
+def test_init_producer_id_with_a_transactional_id_goes_to_the_transaction_coordinator(version):
     fake = cluster()
-    resp = ask(fake, InitProducerIdRequest[version](
+    ask_init = lambda: ask(fake, InitProducerIdRequest[version](  # noqa: E731
         transactional_id="tx-1", transaction_timeout_ms=60000, producer_id=-1,
         producer_epoch=-1))
-    assert (resp.error_code, resp.producer_id, resp.producer_epoch) == (53, -1, -1)
+    resp = ask_init()                    # its __transaction_state partition is not ours
+    assert (resp.error_code, resp.producer_id, resp.producer_epoch) == (16, -1, -1)
+    fake.own_txns()
+    first, second = ask_init(), ask_init()
+    assert (first.error_code, first.producer_epoch) == (0, 0) and first.producer_id >= 0
+    assert (second.error_code, second.producer_id, second.producer_epoch) == (
+        0, first.producer_id, 1)                     # the same id, fenced by a new epoch
     assert fake.calls_of("init_producer_id") == []
+    assert [type(c["event"]).__name__ for c in fake.calls_of("txn_call")] == \
+        ["InitProducerId"] * 3
 
 
 # -- CreateTopics, DeleteTopics, CreatePartitions ------------------------------------------
@@ -800,9 +825,10 @@ def test_a_kafka_error_raised_by_the_broker_is_answered_everywhere(api_key, vers
     resp = ask(fake, sample_request(api_key, version))
     assert len(fake.calls_of(METHOD[api_key])) == 1       # the call was made, and raised
     tree = resp.to_dict()
-    codes = list(walk(tree, "error_code"))
+    codes = list(walk(tree, "error_code")) + list(walk(tree, "partition_error_code"))
     assert codes and set(codes) == {41}
-    if api_key in (0, 1, 2, 3, 8, 9, 19, 20, 23, 37):      # topics asked are echoed
+    if api_key in (0, 1, 2, 3, 8, 9, 19, 20, 23, 37, 27, 28, 61) or \
+            (api_key, version) < (24, 4) and api_key == 24:     # topics asked are echoed
         assert set(walk(tree, "name")) | set(walk(tree, "topic")) == set(ASKED)
     if api_key in (15, 42) or (api_key, version) == (10, 4):  # and groups asked
         assert set(walk(tree, "group_id")) | set(walk(tree, "key")) == (
@@ -816,7 +842,7 @@ def test_any_other_exception_propagates_to_the_caller():
         send(fake, sample_request(1, 12))
 
 
-@pytest.mark.parametrize("api_key,version", [(3, 13), (1, 13), (2, 8), (22, 5), (60, 2)])
+@pytest.mark.parametrize("api_key,version", [(3, 13), (1, 13), (2, 8), (22, 6), (60, 2)])
 def test_a_version_not_served_is_answered_unsupported_version(api_key, version):
     assert has_request_schema(api_key, version)           # decodable, just not served
     fake = cluster()

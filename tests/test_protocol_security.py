@@ -31,6 +31,7 @@ from kafka.protocol.consumer import (
 )
 from kafka.protocol.metadata import FindCoordinatorRequest
 from kafka.protocol.producer import InitProducerIdRequest
+from transactions import messages as tm
 from kio.index import load_response_schema
 
 from coordinator import messages as gm
@@ -44,7 +45,7 @@ from protocol.security.acl import (
 from protocol.security.authorizer import Authorizer
 from protocol.security.session import Session
 from tests.fake_broker_api import FakeBrokerApi, NotAnsweredYet
-from tests.protocol_samples import ACL_ANY, ACL_READ, RESPONSES, frame_of, walk
+from tests.protocol_samples import ACL_ANY, ACL_READ, RESPONSES, frame_of, sample_request, walk
 from tests.test_protocol_group_handlers import groups_cluster
 from tests.test_protocol_handlers import (
     delete_topics_request, fetch_request, kio_read, metadata_request, produce_request,
@@ -132,10 +133,18 @@ def fresh_fake() -> FakeBrokerApi:
     assert done.result().partitions[0].error == 0
     fake.append(("orders", 0), b"one")
     fake.append(("audit", 0), b"two")
+    fake.own_txns()
     fake.calls.clear()
     fake.group_events.clear()
     return fake
 
+
+def txn_seen(kind):
+    return lambda fake: [c["event"] for c in fake.calls_of("txn_call")
+                         if isinstance(c["event"], kind)]
+
+
+TXN_DENIED = 53
 
 def groups_seen(fake, kind) -> list:
     return [e for e in fake.group_events if isinstance(e, kind)]
@@ -502,6 +511,74 @@ CASES = [
          == [("g1", 30), ("g2", 30)] and f.coordinator.group("g1") is not None,
          lambda r, f, v: [(g.group_id, g.error_code) for g in r.results]
          == [("g1", 0), ("g2", 69)]),
+    Case("InitProducerId (transactional)", 22, lambda v: InitProducerIdRequest[v](
+        transactional_id="t1", transaction_timeout_ms=60000, producer_id=-1,
+        producer_epoch=-1),
+         [acl(Res.TRANSACTIONAL_ID, "t1", Op.WRITE)],
+         txn_seen(tm.InitProducerId),
+         lambda r, f, v: (r.error_code, r.producer_id) == (TXN_DENIED, -1),
+         lambda r, f, v: r.error_code == 0 and r.producer_id >= 0,
+         held=[acl(Res.TRANSACTIONAL_ID, "t1", Op.DESCRIBE)]),
+    Case("FindCoordinator (transactional id)", 10, lambda v: FindCoordinatorRequest[v](
+        key="t1", key_type=1, coordinator_keys=["t1"]),
+         [acl(Res.TRANSACTIONAL_ID, "t1", Op.DESCRIBE)],
+         lambda fake: [g for c in fake.calls_of("find_coordinator") for g in c["group_ids"]],
+         lambda r, f, v: codes_of(r) == {TXN_DENIED},
+         lambda r, f, v: codes_of(r) == {0} and set(walk(r.to_dict(), "node_id")) == {1},
+         versions=(1, 4)),
+    Case("AddPartitionsToTxn", 24, lambda v: sample_request(24, v),
+         [acl(Res.TRANSACTIONAL_ID, "t1", Op.WRITE), acl(Res.TOPIC, "orders", Op.WRITE),
+          acl(Res.TOPIC, "audit", Op.WRITE)],
+         txn_seen(tm.AddPartitionsToTxn),
+         lambda r, f, v: set(walk(r.to_dict(), "partition_error_code")) == {TXN_DENIED},
+         lambda r, f, v: set(walk(r.to_dict(), "partition_error_code")) == {49},
+         held=[acl(Res.TOPIC, "orders", Op.WRITE), acl(Res.TOPIC, "audit", Op.WRITE)],
+         versions=(0, 3)),
+    Case("AddPartitionsToTxn (a leader's verification)", 24, lambda v: sample_request(24, v),
+         [cluster_acl(Op.CLUSTER_ACTION), acl(Res.TRANSACTIONAL_ID, "t1", Op.WRITE)],
+         txn_seen(tm.AddPartitionsToTxn),
+         lambda r, f, v: set(walk(r.to_dict(), "partition_error_code")) == {31},
+         lambda r, f, v: set(walk(r.to_dict(), "partition_error_code")) == {49},
+         held=[acl(Res.TRANSACTIONAL_ID, "t1", Op.WRITE)], versions=(4, 4)),
+    Case("AddOffsetsToTxn", 25, lambda v: sample_request(25, v),
+         [acl(Res.TRANSACTIONAL_ID, "t1", Op.WRITE), acl(Res.GROUP, "g1", Op.READ)],
+         txn_seen(tm.AddOffsetsToTxn),
+         lambda r, f, v: r.error_code == 30,
+         lambda r, f, v: r.error_code == 49,
+         held=[acl(Res.TRANSACTIONAL_ID, "t1", Op.WRITE)]),
+    Case("EndTxn", 26, lambda v: sample_request(26, v),
+         [acl(Res.TRANSACTIONAL_ID, "t1", Op.WRITE)],
+         txn_seen(tm.EndTxn),
+         lambda r, f, v: r.error_code == TXN_DENIED,
+         lambda r, f, v: r.error_code == 49),
+    Case("WriteTxnMarkers", 27, lambda v: sample_request(27, v),
+         [cluster_acl(Op.CLUSTER_ACTION)],
+         lambda fake: fake.calls_of("write_txn_markers"),
+         _all_codes(31),
+         lambda r, f, v: codes_of(r) <= {0, 3, 6}),
+    Case("TxnOffsetCommit", 28, lambda v: sample_request(28, v),
+         [acl(Res.TRANSACTIONAL_ID, "t1", Op.WRITE), acl(Res.GROUP, "g1", Op.READ),
+          acl(Res.TOPIC, "orders", Op.READ), acl(Res.TOPIC, "audit", Op.READ)],
+         lambda fake: groups_seen(fake, gm.TxnOffsetCommit),
+         lambda r, f, v: codes_of(r) == {TXN_DENIED},
+         lambda r, f, v: TXN_DENIED not in codes_of(r) and 30 not in codes_of(r)),
+    Case("DescribeProducers", 61, lambda v: sample_request(61, v),
+         [acl(Res.TOPIC, "orders", Op.READ), acl(Res.TOPIC, "audit", Op.READ)],
+         lambda fake: [tp for c in fake.calls_of("describe_producers") for tp in c["tps"]],
+         lambda r, f, v: codes_of(r) == {29},
+         lambda r, f, v: 29 not in codes_of(r)),
+    Case("DescribeTransactions", 65, lambda v: sample_request(65, v),
+         [acl(Res.TRANSACTIONAL_ID, "t1", Op.DESCRIBE),
+          acl(Res.TRANSACTIONAL_ID, "t2", Op.DESCRIBE)],
+         lambda fake: [t for e in txn_seen(tm.DescribeTransactions)(fake)
+                       for t in e.transactional_ids],
+         lambda r, f, v: codes_of(r) == {TXN_DENIED},
+         lambda r, f, v: codes_of(r) == {105}),
+    Case("ListTransactions", 66, lambda v: sample_request(66, v),
+         [cluster_acl(Op.DESCRIBE)],
+         lambda fake: [],              # the coordinator lists; the answer is filtered
+         lambda r, f, v: r.error_code == 0 and r.transaction_states == [],
+         lambda r, f, v: r.error_code == 0),
     Case("CreateAcls", 30, _create_acls, [cluster_acl(Op.ALTER)],
          lambda fake: fake.calls_of("create_acls") + fake.acls,
          lambda r, f, v: [(x.error_code, x.error_message) for x in r.results]
@@ -556,7 +633,7 @@ def test_the_acl_kafka_requires_is_enough(case, version):
     resp = ask(fake, case.build(version), session_for(case.grant))
     assert resp is PARKED or case.allowed(resp, fake, version), resp.to_dict()
     if case.name not in ("Metadata (all topics)", "ListGroups", "DescribeAcls",
-                         "DescribeCluster"):
+                         "DescribeCluster", "ListTransactions"):
         assert case.seen(fake), "the request never reached the broker"
 
 

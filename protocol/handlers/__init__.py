@@ -1,9 +1,9 @@
 """protocol/handlers/: one handler per served Kafka API, and `handle`, the dispatcher.
 
-Modules: data (Produce, Fetch, ListOffsets, OffsetForLeaderEpoch, DeleteRecords,
-InitProducerId), metadata (ApiVersions, Metadata, DescribeCluster), admin (topics,
-partitions, configs), groups (the consumer-group APIs), security (SASL and ACL APIs),
-authorized (the authorizer's view of a BrokerApi).
+Modules: data (Produce, Fetch, ListOffsets, OffsetForLeaderEpoch, DeleteRecords),
+metadata (ApiVersions, Metadata, DescribeCluster), admin (topics, partitions, configs),
+groups (the consumer-group APIs), txn (InitProducerId and the transaction APIs), security
+(SASL and ACL APIs), authorized (the authorizer's view of a BrokerApi).
 
 May import: the stdlib, kio, protocol/ (codec, build, api, versions), replicas/ (errors).
 Never ray, kazoo or sockets: every effect goes through the `BrokerApi` the caller passes.
@@ -30,7 +30,7 @@ from typing import Callable
 from protocol.api import BrokerApi, Deferred
 from protocol.codec import api_versions_response
 from protocol.errors import ProtocolError
-from protocol.handlers import admin, data, groups, metadata, security
+from protocol.handlers import admin, data, groups, metadata, security, txn
 from protocol.handlers.authorized import AuthorizedApi
 from protocol.security.session import Session, as_session
 from replicas.errors import ErrorCode, KafkaError
@@ -47,7 +47,15 @@ HANDLERS: dict[int, Handler] = {
     19: admin.create_topics,
     20: admin.delete_topics,
     21: data.delete_records,
-    22: data.init_producer_id,
+    22: txn.init_producer_id,
+    24: txn.add_partitions_to_txn,
+    25: txn.add_offsets_to_txn,
+    26: txn.end_txn,
+    27: txn.write_txn_markers,
+    28: txn.txn_offset_commit,
+    61: txn.describe_producers,
+    65: txn.describe_transactions,
+    66: txn.list_transactions,
     23: data.offset_for_leader_epoch,
     32: admin.describe_configs,
     37: admin.create_partitions,

@@ -31,6 +31,16 @@ unknown topic is TOPIC_AUTHORIZATION_FAILED, not UNKNOWN_TOPIC_OR_PARTITION):
   out; the coordinator is asked even when no topic is left, and its group error is then the
   whole answer). ListGroups: Describe on the cluster lists all, else the groups one may
   describe.
+- Transactions: FindCoordinator of a transactional id and DescribeTransactions need
+  Describe on the transactional id; InitProducerId with one, AddPartitionsToTxn,
+  AddOffsetsToTxn, EndTxn, TxnOffsetCommit and a transactional Produce need Write on it
+  (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED, 53: a Produce's whole answer).
+  AddPartitionsToTxn also needs Write on each topic (denied ones 29, the others
+  OPERATION_NOT_ATTEMPTED); AddOffsetsToTxn and TxnOffsetCommit Read on the group (30),
+  TxnOffsetCommit Read on each topic (29). A partition leader's verification
+  (AddPartitionsToTxn v4) and WriteTxnMarkers need ClusterAction on the cluster (31).
+  ListTransactions lists the transactional ids one may describe; DescribeProducers needs
+  Read on the topic (29).
 """
 
 from __future__ import annotations
@@ -38,10 +48,12 @@ from __future__ import annotations
 from dataclasses import replace
 
 from coordinator import messages as m
+from transactions import messages as tm
 from protocol.api import (ClusterMetadata, ConfigsOutcome, Deferred, FetchOutcome,
                           OffsetAnswer, ProduceOutcome, TopicMetadata, TopicOutcome)
 from protocol.security.acl import CLUSTER_NAME, AclOperation as Op, ResourceType as Res
 from replicas.errors import ErrorCode as E
+from replicas.errors import TransactionalIdAuthorizationFailed
 
 DENIED = "Authorization failed."
 TOPIC_CONFIG, BROKER_CONFIG, BROKER_LOGGER, CLIENT_METRICS, GROUP_CONFIG = 2, 4, 8, 16, 32
@@ -99,10 +111,13 @@ class AuthorizedApi:
             for t in dict.fromkeys(topics)))
 
     # -- data ------------------------------------------------------------------------------
-    def produce(self, acks, timeout_ms, partitions):
+    def produce(self, acks, timeout_ms, partitions, transactional_id=None):
+        if transactional_id is not None and not self._txn(Op.WRITE, transactional_id):
+            raise TransactionalIdAuthorizationFailed("Transactional Id authorization failed.")
         ok, denied = self._split(partitions, Op.WRITE)
         refused = {tp: ProduceOutcome(E.TOPIC_AUTHORIZATION_FAILED) for tp, _ in denied}
-        got = self._api.produce(acks, timeout_ms, ok) if ok else {}
+        got = self._api.produce(acks, timeout_ms, ok, transactional_id=transactional_id) \
+            if ok else {}
         if isinstance(got, Deferred):
             return got.then(lambda answers: {**answers, **refused})
         return {**got, **refused}
@@ -208,13 +223,21 @@ class AuthorizedApi:
                 for r in resources}
 
     # -- groups ----------------------------------------------------------------------------
-    def find_coordinator(self, group_ids, listener):
-        ok = [g for g in group_ids if self._group(Op.DESCRIBE, g)]
-        got = self._api.find_coordinator(ok, listener) if ok else {}
-        return {g: got.get(g) or (E.GROUP_AUTHORIZATION_FAILED, -1, "", -1) for g in group_ids}
+    def find_coordinator(self, keys, listener, key_type: int = 0):
+        if key_type == 1:
+            ok = [k for k in keys if self._txn(Op.DESCRIBE, k)]
+            denied = E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        else:
+            ok = [k for k in keys if self._group(Op.DESCRIBE, k)]
+            denied = E.GROUP_AUTHORIZATION_FAILED
+        got = self._api.find_coordinator(ok, listener, key_type) if ok else {}
+        return {k: got.get(k) or (denied, -1, "", -1) for k in keys}
 
     def _group(self, op, group_id: str) -> bool:
         return self._s.allowed(op, Res.GROUP, group_id)
+
+    def _txn(self, op, transactional_id: str) -> bool:
+        return self._s.allowed(op, Res.TRANSACTIONAL_ID, transactional_id)
 
     def group_call(self, make_event) -> Deferred:
         event = make_event(-1)             # only looked at: the real one gets its request id
@@ -286,10 +309,82 @@ class AuthorizedApi:
                                lambda g: m.DescribedGroup(E.GROUP_AUTHORIZATION_FAILED, g, ""),
                                lambda gs: m.DescribeGroupsResult(gs))
 
+    def _txn_offset_commit(self, event, make_event):
+        def all_of(code):
+            return _now(m.OffsetCommitResult(tuple(
+                m.CommitPartitionResult(o.topic, o.partition, code) for o in event.offsets)))
+        if not self._txn(Op.WRITE, event.transactional_id):
+            return all_of(E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        if not self._group(Op.READ, event.group_id):
+            return all_of(E.GROUP_AUTHORIZATION_FAILED)
+        return self._offset_commit(event, make_event)
+
+    # -- transactions ----------------------------------------------------------------------
+    def txn_call(self, make_event) -> Deferred:
+        event = make_event(-1)             # only looked at: the real one gets its request id
+        if isinstance(event, tm.DescribeTransactions):
+            return self._describe_transactions(event, make_event)
+        if isinstance(event, tm.ListTransactions):
+            return self._api.txn_call(make_event).then(lambda r: replace(r, transactions=tuple(
+                x for x in r.transactions if self._txn(Op.DESCRIBE, x.transactional_id))))
+        denied = _txn_checks(self, event, make_event)
+        return denied if denied is not None else self._api.txn_call(make_event)
+
+    def _describe_transactions(self, event, make_event):
+        ids = event.transactional_ids
+        ok = tuple(t for t in ids if self._txn(Op.DESCRIBE, t))
+        pending = self._api.txn_call(lambda rid: replace(make_event(rid), transactional_ids=ok)) \
+            if ok else _now(tm.DescribeTransactionsResult(()))
+
+        def merged(r):
+            got = {d.transactional_id: d for d in r.transactions}
+            return tm.DescribeTransactionsResult(tuple(
+                got[t] if t in got else
+                tm.TransactionDescription(E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, t)
+                for t in ids))
+        return pending.then(merged)
+
+    def write_txn_markers(self, markers, timeout_ms):
+        if not self._cluster(Op.CLUSTER_ACTION):
+            return _now([{tuple(tp): E.CLUSTER_AUTHORIZATION_FAILED for tp in mk[4]}
+                         for mk in markers])
+        return self._api.write_txn_markers(markers, timeout_ms)
+
+    def describe_producers(self, tps):
+        ok, denied = self._split([(tuple(tp), None) for tp in tps], Op.READ)
+        got = self._api.describe_producers([tp for tp, _ in ok]) if ok else {}
+        return {**got, **{tp: (E.TOPIC_AUTHORIZATION_FAILED, []) for tp, _ in denied}}
+
     def _delete_groups(self, event, make_event):
         return self._per_group(event, make_event, Op.DELETE, "group_ids",
                                lambda g: m.DeletedGroup(g, E.GROUP_AUTHORIZATION_FAILED),
                                lambda gs: m.DeleteGroupsResult(gs), distinct=True)
+
+
+def _txn_checks(api: "AuthorizedApi", event, make_event) -> Deferred | None:
+    """None: allowed as asked; else the Deferred answer of a denied (part of a) request."""
+    if isinstance(event, tm.InitProducerId):
+        if event.transactional_id is not None and not api._txn(Op.WRITE, event.transactional_id):
+            return _now(tm.InitProducerIdResult(E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
+    elif isinstance(event, tm.AddPartitionsToTxn):
+        if event.version >= 4 and not api._cluster(Op.CLUSTER_ACTION):
+            return _now(tm.AddPartitionsResult(E.CLUSTER_AUTHORIZATION_FAILED))
+        if not api._txn(Op.WRITE, event.transactional_id):
+            return _now(tm.AddPartitionsResult(E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
+        denied = {tp for tp in event.partitions if not api._topic(Op.WRITE, tp[0])}
+        if denied and not event.verify_only:
+            return _now(tm.AddPartitionsResult(E.OPERATION_NOT_ATTEMPTED, {
+                tp: E.TOPIC_AUTHORIZATION_FAILED if tp in denied else E.OPERATION_NOT_ATTEMPTED
+                for tp in event.partitions}))
+    elif isinstance(event, tm.AddOffsetsToTxn):
+        if not api._txn(Op.WRITE, event.transactional_id):
+            return _now(tm.AddOffsetsResult(E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
+        if not api._group(Op.READ, event.group_id):
+            return _now(tm.AddOffsetsResult(E.GROUP_AUTHORIZATION_FAILED))
+    elif isinstance(event, tm.EndTxn):
+        if not api._txn(Op.WRITE, event.transactional_id):
+            return _now(tm.EndTxnResult(E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
+    return None
 
 
 _GROUP_CHECKS = {m.JoinGroup: AuthorizedApi._membership, m.SyncGroup: AuthorizedApi._membership,
@@ -298,7 +393,8 @@ _GROUP_CHECKS = {m.JoinGroup: AuthorizedApi._membership, m.SyncGroup: Authorized
                  m.OffsetFetch: AuthorizedApi._offset_fetch,
                  m.ListGroups: AuthorizedApi._list_groups,
                  m.DescribeGroups: AuthorizedApi._describe_groups,
-                 m.DeleteGroups: AuthorizedApi._delete_groups}
+                 m.DeleteGroups: AuthorizedApi._delete_groups,
+                 m.TxnOffsetCommit: AuthorizedApi._txn_offset_commit}
 
 
 def _now(result) -> Deferred:

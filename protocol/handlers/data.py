@@ -1,11 +1,14 @@
 """The data APIs: Produce (0), Fetch (1), ListOffsets (2), OffsetForLeaderEpoch (23),
-InitProducerId (22).
+DeleteRecords (21).
 
-Rules (Kafka's KafkaApis, ZooKeeper mode, without transactions):
-- Produce: a transactional_id is refused (TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as a
-  broker without transactions does); null records are INVALID_RECORD; a zstd batch in
-  Produce below v7 is UNSUPPORTED_COMPRESSION_TYPE (76), as Kafka; everything else is
-  the replica manager's answer per partition (acks, sizes, CRC, idempotent sequences).
+Rules (Kafka's KafkaApis, ZooKeeper mode):
+- Produce: transactional batches without a transactional_id answer the whole request
+  TRANSACTIONAL_ID_AUTHORIZATION_FAILED (KafkaApis: only a named transactional id can be
+  authorised to write them); null records are INVALID_RECORD; a zstd batch in Produce
+  below v7 is UNSUPPORTED_COMPRESSION_TYPE (76), as Kafka; everything else is the broker's
+  answer per partition (acks, sizes, CRC, idempotent sequences, transactions: a
+  transactional producer's first batch on a partition is verified with its coordinator,
+  KIP-890).
   acks=0 gets no answer at all (Kafka sends none), and a failed acks=0 produce closes the
   connection (Kafka's way of telling the client). A Deferred from the broker (appended,
   acknowledgements pending) becomes a Deferred response.
@@ -15,12 +18,11 @@ Rules (Kafka's KafkaApis, ZooKeeper mode, without transactions):
   answer lists every partition asked, an incremental one only those with something new.
   Without a cache (or below v7) sessions are declined: session_id 0 in every answer, and
   an incremental fetch (session_id != 0) is FETCH_SESSION_ID_NOT_FOUND.
-  last_stable_offset is the HW (no transactions); aborted_transactions is empty for
-  read_committed and null otherwise; preferred_read_replica -1.
-- ListOffsets: -2 earliest, -1 latest (the HW), -3 the max timestamp, else the first offset
-  whose timestamp is at or after the one asked.
-- InitProducerId: a fresh producer id at epoch 0 from the broker's ZooKeeper block
-  (Kafka's ProducerIdManager); transactional ids are refused as above.
+  isolation_level 1 (read_committed) reads below the last stable offset and carries the
+  aborted transactions of the data returned (producer id, first offset); null for
+  read_uncommitted; preferred_read_replica -1.
+- ListOffsets: -2 earliest, -1 latest (the HW; the LSO for read_committed), -3 the max
+  timestamp, else the first offset whose timestamp is at or after the one asked.
 """
 
 from __future__ import annotations
@@ -30,9 +32,14 @@ from protocol.build import build, millis
 from protocol.errors import ProtocolError
 from protocol.fetch_session import FetchContext, FetchData
 from replicas.errors import ErrorCode as E
+from replicas.errors import TransactionalIdAuthorizationFailed
 from replicas.records import iter_headers
 
 READ_COMMITTED = 1
+
+
+def _has_transactional(buf) -> bool:
+    return any(h.attributes & 0x10 for h in iter_headers(buf))
 
 
 def _has_zstd(buf) -> bool:
@@ -45,19 +52,22 @@ def _has_zstd(buf) -> bool:
 def produce(api: BrokerApi, request, _listener: str):
     body, key, v = request.body, request.api_key, request.api_version
     asks, errors = [], {}
+    if body.transactional_id is None and any(
+            p.records is not None and _has_transactional(p.records)
+            for t in body.topic_data for p in t.partition_data):
+        raise TransactionalIdAuthorizationFailed(
+            "transactional records need a transactional id")
     for topic in body.topic_data:
         for p in topic.partition_data:
             tp = (topic.name, p.index)
-            if body.transactional_id is not None:
-                errors[tp] = (E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                              "transactions are not supported")
-            elif p.records is None:
+            if p.records is None:
                 errors[tp] = (E.INVALID_RECORD, "null records")
             elif v < 7 and _has_zstd(p.records):
                 errors[tp] = (E.UNSUPPORTED_COMPRESSION_TYPE, "zstd needs Produce v7 or later")
             else:
                 asks.append((tp, bytes(p.records)))
-    outcomes = api.produce(body.acks, millis(body.timeout), asks) if asks else {}
+    outcomes = api.produce(body.acks, millis(body.timeout), asks,
+                           transactional_id=body.transactional_id) if asks else {}
     if body.acks == 0:
         got = outcomes.result() if isinstance(outcomes, Deferred) else outcomes
         failed = sorted(errors) + sorted(tp for tp, o in got.items() if o.error)
@@ -130,7 +140,13 @@ def fetch(api: BrokerApi, request, _listener: str):
 
 def _fetch_response(request, context: FetchContext, outcomes, max_bytes: int):
     body, key, v = request.body, request.api_key, request.api_version
-    aborted = () if getattr(body, "isolation_level", 0) == READ_COMMITTED else None
+    committed = getattr(body, "isolation_level", 0) == READ_COMMITTED
+
+    def aborted(o):
+        if not committed:
+            return None
+        return tuple(build(key, v, "AbortedTransaction", producer_id=pid, first_offset=first)
+                     for pid, first in (o.aborted_transactions or ()))
 
     def partition(tp, o):
         div = o.diverging_epoch or (-1, -1)
@@ -143,7 +159,7 @@ def _fetch_response(request, context: FetchContext, outcomes, max_bytes: int):
                                           leader_epoch=o.leader[1]) if v >= 12 else None,
                      snapshot_id=build(key, v, "SnapshotId", end_offset=-1, epoch=-1)
                      if v >= 12 else None,
-                     aborted_transactions=aborted, preferred_read_replica=-1,
+                     aborted_transactions=aborted(o), preferred_read_replica=-1,
                      records=o.records)
 
     by_topic: dict[str, list] = {}
@@ -191,16 +207,3 @@ def offset_for_leader_epoch(api: BrokerApi, request, _listener: str):
               leader_epoch=a.leader_epoch, end_offset=a.offset)
         for p in t.partitions)) for t in body.topics)
     return build(key, v, "OffsetForLeaderEpochResponse", topics=topics)
-
-
-# -- InitProducerId -----------------------------------------------------------------------------
-def init_producer_id(api: BrokerApi, request, _listener: str):
-    body, key, v = request.body, request.api_key, request.api_version
-    if body.transactional_id is not None:
-        return build(key, v, "InitProducerIdResponse",
-                     error_code=E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, producer_id=-1,
-                     producer_epoch=-1)
-    error, pid, epoch = api.init_producer_id(None, getattr(body, "producer_id", -1),
-                                             getattr(body, "producer_epoch", -1))
-    return build(key, v, "InitProducerIdResponse", error_code=error, producer_id=pid,
-                 producer_epoch=epoch)

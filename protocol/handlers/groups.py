@@ -10,9 +10,9 @@ Rules:
   checks, their order, the error codes); these handlers only translate versions.
 - FindCoordinator: key type 0 (group) → the leader of the group's `__consumer_offsets`
   partition, by the endpoint of the listener asked on; COORDINATOR_NOT_AVAILABLE while the
-  topic is being created or has no leader. Key type 1 (transaction) is refused as
-  InitProducerId refuses transactional ids; any other key type is INVALID_REQUEST (Kafka:
-  share keys need v6, other types are unknown).
+  topic is being created or has no leader. Key type 1 (transaction): the leader of the
+  transactional id's `__transaction_state` partition, likewise. Any other key type is
+  INVALID_REQUEST (Kafka: share keys need v6, other types are unknown).
 - JoinGroup v0 has no rebalance timeout: Kafka uses the session timeout. Member client ids
   come from the request header.
 - SyncGroup v5+ without protocol type or name is INCONSISTENT_GROUP_PROTOCOL before the
@@ -39,19 +39,21 @@ def find_coordinator(api: BrokerApi, request, listener: str):
     body, key, v = request.body, request.api_key, request.api_version
     key_type = getattr(body, "key_type", 0)
     keys = list(body.coordinator_keys) if v >= 4 else [body.key]
-    if key_type == 0:
-        found = api.find_coordinator(keys, listener)
+    if key_type in (0, 1):
+        found = api.find_coordinator(keys, listener, key_type)
     else:
-        code = E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED if key_type == 1 else E.INVALID_REQUEST
-        found = {k: (code, -1, "", -1) for k in keys}
+        found = {k: (E.INVALID_REQUEST, -1, "", -1) for k in keys}
 
     def message(code):
         if code == E.NONE:
             return None
         if code == E.GROUP_AUTHORIZATION_FAILED:     # Kafka: Errors.message() before v4 only
             return "Group authorization failed." if v < 4 else None
+        if code == E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
+            return "Transactional Id authorization failed." if v < 4 else None
         return {0: "the group coordinator is not available yet",
-                1: "transactions are not supported"}.get(key_type, "unknown coordinator type")
+                1: "the transaction coordinator is not available yet"}.get(
+            key_type, "unknown coordinator type")
     if v >= 4:
         return build(key, v, "FindCoordinatorResponse", coordinators=tuple(
             build(key, v, "Coordinator", key=k, node_id=found[k][1], host=found[k][2],

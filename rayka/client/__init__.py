@@ -9,7 +9,9 @@
   shell and its pure state machine); columns and fastdecode (record batches straight to
   Arrow columns);
 - sender, futures: the producer's pure in-flight bookkeeping (Kafka's retry rules) and
-  its per-record futures;
+  its per-record futures; transaction_manager: a transactional producer's pure state
+  (Kafka's TransactionManager); visible: which fetched batches a consumer returns
+  (no markers; read_committed drops aborted transactions);
 - assignors, consumer_protocol: Kafka's partition assignors and the ConsumerProtocol bytes
   (subscriptions, assignments) group members exchange — both pure;
 - metadata: which broker leads which partition, at which leader epoch;

@@ -20,7 +20,9 @@ Rules:
 - Idempotence (producer_id >= 0): sequence numbers are assigned at DRAIN time, per
   partition, starting at 0 and increasing by each batch's record count (int32, wrapping
   to 0 like Kafka). A drained batch is sealed: nothing more is appended to it.
-  Without a producer id every batch carries base_sequence -1 (NO_SEQUENCE).
+  Without a producer id every batch carries base_sequence -1 (NO_SEQUENCE). A
+  transactional producer's batches carry the transactional bit; `reset_producer` (a new
+  id or epoch) starts every sequence again at 0.
 - `reenqueue(batch)` puts a drained batch (a retry) back at the FRONT of its queue, in
   drain order among other retried batches, keeping its base_sequence; it is ready at
   once (backoff is the caller's business). Draining it again assigns nothing new.
@@ -65,7 +67,8 @@ class ProducerBatch:
     __slots__ = ("tp", "values", "keys", "timestamps_ms", "headers", "created_ms",
                  "estimated_bytes", "sealed", "base_sequence", "producer_id",
                  "producer_epoch", "attempts", "done", "base_offset", "error", "_order",
-                 "_has_keys", "_has_headers", "_encoded", "compression_type", "watchers")
+                 "_has_keys", "_has_headers", "_encoded", "compression_type", "watchers",
+                 "transactional")
 
     def __init__(self, tp: TopicPartition, created_ms: int, compression_type: int = 0):
         self.tp = tp
@@ -80,6 +83,7 @@ class ProducerBatch:
         self.base_sequence: int | None = None  # set at first drain
         self.producer_id = -1
         self.producer_epoch = -1
+        self.transactional = False             # set at first drain, with the producer id
         self.attempts = 0                      # times reenqueued
         self.done = False
         self.base_offset: int | None = None
@@ -116,7 +120,8 @@ class ProducerBatch:
                            self.timestamps_ms, self.headers if self._has_headers else None,
                            producer_id=self.producer_id, producer_epoch=self.producer_epoch,
                            base_sequence=NO_SEQUENCE if self.base_sequence is None
-                           else self.base_sequence, compression_type=self.compression_type)
+                           else self.base_sequence, compression_type=self.compression_type,
+                           transactional=self.transactional)
 
     def encoded(self) -> bytes:
         """The batch's bytes, built once: a drained (sealed, sequenced) batch never changes,
@@ -169,6 +174,7 @@ class RecordAccumulator:
         self.linger_ms = linger_ms
         self.producer_id = producer_id
         self.producer_epoch = producer_epoch
+        self.transactional = False
         self._clock = clock_ms
         # record timestamps (CreateTime) are wall-clock epoch ms; linger uses the monotonic
         # clock_ms, which may be any origin
@@ -263,6 +269,7 @@ class RecordAccumulator:
                 if batch._order is None:
                     batch._order = next(self._drain_order)
                     batch.producer_id, batch.producer_epoch = self.producer_id, self.producer_epoch
+                    batch.transactional = self.transactional
                     if self.producer_id >= 0:
                         batch.base_sequence = self._next_sequence.get(tp, 0)
                         self._next_sequence[tp] = (batch.base_sequence + len(batch.values)) \
@@ -299,6 +306,12 @@ class RecordAccumulator:
         next sequence moves back by it (the sender renumbers the later drained ones)."""
         if self.producer_id >= 0:
             self._next_sequence[tp] = (self._next_sequence.get(tp, 0) - count) & _INT32_MAX
+
+    def reset_producer(self, producer_id: int, producer_epoch: int) -> None:
+        """A new producer id or epoch (a transactional producer's InitProducerId): every
+        partition's sequence starts again at 0."""
+        self.producer_id, self.producer_epoch = producer_id, producer_epoch
+        self._next_sequence.clear()
 
     def next_sequence(self, tp: TopicPartition) -> int:
         return self._next_sequence.get(tp, 0)

@@ -21,6 +21,9 @@ Rules:
   again at the instant poll returns: records taken from a partition whose ownership changed
   during the poll are given back (its position goes back to them). Buffered fetches of lost
   partitions are discarded.
+- `isolation_level` "read_committed" returns only committed transactional records (the
+  leader answers up to the last stable offset; aborted transactions are dropped, Kafka's
+  rules in rayka/client/visible.py); transaction markers are never returned.
 - Offsets are committed to the group's coordinator (`__consumer_offsets`, Kafka's store).
   enable_auto_commit (default, as Kafka's) commits the positions every
   auto_commit_interval_ms from poll, before partitions are revoked, and on close();
@@ -73,7 +76,10 @@ class Consumer:
                  session_timeout_ms: int = 45_000, heartbeat_interval_ms: int = 3_000,
                  group_instance_id: str | None = None, enable_auto_commit: bool = True,
                  auto_commit_interval_ms: int = 5_000, max_poll_interval_ms: int = 300_000,
-                 client_id: str = "rayka"):
+                 client_id: str = "rayka", isolation_level: str = "read_uncommitted"):
+        if isolation_level not in ("read_uncommitted", "read_committed"):
+            raise InvalidConfig(f"isolation_level must be read_uncommitted or read_committed, "
+                                f"not {isolation_level!r}")
         if auto_offset_reset not in ("earliest", "latest"):
             raise InvalidConfig(f"auto_offset_reset must be earliest or latest, not "
                                 f"{auto_offset_reset!r}")
@@ -99,8 +105,10 @@ class Consumer:
         self.auto_offset_reset = auto_offset_reset
         self.max_poll_records = max_poll_records
         self.metadata = Metadata(cluster)
+        self.isolation_level = isolation_level
         self.fetcher = Fetcher(cluster, self.metadata, auto_offset_reset=auto_offset_reset,
-                               max_poll_records=max_poll_records, fetch_max_bytes=fetch_max_bytes)
+                               max_poll_records=max_poll_records, fetch_max_bytes=fetch_max_bytes,
+                               read_committed=isolation_level == "read_committed")
 
     # -- the group ------------------------------------------------------------------------------
     @property
@@ -246,15 +254,19 @@ class Consumer:
         return self.fetcher.positions[tp]
 
     def _list_offsets(self, tp) -> tuple[int, int]:
-        """(log start offset, high watermark) from the partition's leader."""
+        """(log start offset, end offset) from the partition's leader: the end is the high
+        watermark, the last stable offset for read_committed (Kafka's endOffsets)."""
+        committed = self.isolation_level == "read_committed"
         for _ in range(100):
             leader = self.metadata.leader(tp)
             if leader is not None:
                 try:
                     r = ray.get(self.cluster.broker_actor(leader[0]).fetch_many.remote(
-                        -1, [(tp, 0, leader[1], -1)], 0, 0, 1), timeout=30)[tp]
+                        -1, [(tp, 0, leader[1], -1)], 0, 0, 1, 1 if committed else 0),
+                        timeout=30)[tp]
                     if r["error"] in (E.NONE, E.OFFSET_OUT_OF_RANGE):
-                        return r["log_start_offset"], r["high_watermark"]
+                        end = r.get("last_stable_offset", -1) if committed else -1
+                        return r["log_start_offset"], end if end >= 0 else r["high_watermark"]
                 except Exception:  # the leader is moving: refresh and retry
                     pass
             self.metadata.refresh()

@@ -22,6 +22,11 @@ Rules:
   are below the HW). A fetch unanswered for max_wait + ABANDON_S (a paused broker) is
   abandoned the same way.
   OFFSET_OUT_OF_RANGE resets by auto_offset_reset.
+- Control batches (transaction markers) are never returned; with read_committed the
+  broker answers up to the last stable offset and the batches of aborted transactions are
+  dropped too (rayka/client/visible.py). A partition whose buffer is empty stands at its
+  fetch position, past what was skipped (Kafka's consumer does the same), and a reset to
+  "latest" is the last stable offset.
 - Fetch answers are decoded on arrival for poll(); once poll_batch() was called they are
   buffered undecoded and decoded when taken (either way): poll() goes straight from
   aiokafka's C record batch to ConsumerRecord tuples (NamedTuple built by tuple.__new__:
@@ -38,6 +43,7 @@ import ray
 from aiokafka.record.default_records import DefaultRecordBatch
 
 from rayka.client.types import ConsumerRecord
+from rayka.client.visible import visible_batches
 from replicas.errors import RETRIABLE, ErrorCode, error_for_code
 from replicas.records import iter_headers
 
@@ -53,8 +59,9 @@ _new = tuple.__new__
 
 class Fetcher:
     def __init__(self, cluster, metadata, *, auto_offset_reset: str, max_poll_records: int,
-                 fetch_max_bytes: int):
+                 fetch_max_bytes: int, read_committed: bool = False):
         self.cluster, self.metadata = cluster, metadata
+        self.read_committed = read_committed
         self.auto_offset_reset = auto_offset_reset
         self.max_poll_records, self.fetch_max_bytes = max_poll_records, fetch_max_bytes
         self.positions: dict[tuple, int | None] = {}    # next offset poll() returns
@@ -143,7 +150,8 @@ class Fetcher:
                 if actor is None:     # the leader's actor is gone for good: find the new leader
                     self.metadata.refresh()
                     continue
-                ref = actor.fetch_many.remote(-1, reqs, wait_ms, 1 if wait_ms else 0, max_bytes)
+                ref = actor.fetch_many.remote(-1, reqs, wait_ms, 1 if wait_ms else 0, max_bytes,
+                                              1 if self.read_committed else 0)
                 table[broker] = (reqs, ref, time.monotonic())
 
     def advance(self, ready: set) -> None:
@@ -180,15 +188,22 @@ class Fetcher:
         elif r["error"]:
             raise error_for_code(r["error"], f"fetch {tp}")
         elif r["records"]:
-            self._decode(tp, r["records"], offset)
+            data = r["records"]
+            end = max([offset] + [h.next_offset for h in iter_headers(data)])
+            self._decode(tp, visible_batches(
+                data, (r.get("aborted_transactions") or ()) if self.read_committed else None),
+                offset)
+            self._fetch_pos[tp] = max(self._fetch_pos.get(tp, offset), end)
+            self._caught_up(tp)
 
     def _on_reset(self, tp, _offset: int, r: dict) -> None:
         if r["error"] in REFETCH:
             self.metadata.refresh()
         elif r["error"] in (NONE, OFFSET_OUT_OF_RANGE):
             if tp in self.positions and self.positions[tp] is None and tp not in self.awaiting_committed:
+                latest = r.get("last_stable_offset", -1) if self.read_committed else -1
                 self.positions[tp] = (r["log_start_offset"] if self.auto_offset_reset == "earliest"
-                                      else r["high_watermark"])
+                                      else latest if latest >= 0 else r["high_watermark"])
         else:
             raise error_for_code(r["error"], f"offsets of {tp}")
 
@@ -214,9 +229,16 @@ class Fetcher:
                     buf[0] = chunk[room:]
             if got and got[-1][0] == tp[0] and got[-1][1] == tp[1]:
                 self.positions[tp] = got[-1][2] + 1
+            self._caught_up(tp)
             if len(got) >= limit:
                 break
         return got
+
+    def _caught_up(self, tp) -> None:
+        """Nothing buffered: the position is the fetch position (past skipped batches)."""
+        if not self._buffers.get(tp) and tp in self._fetch_pos and \
+                self.positions.get(tp) is not None:
+            self.positions[tp] = max(self.positions[tp], self._fetch_pos[tp])
 
     def take_columns(self, limit: int, fetchable) -> list:
         """take() as Arrow record batches (a chunk's rest stays buffered as a slice)."""
@@ -234,6 +256,8 @@ class Fetcher:
                     out.append(batch)
                     n += batch.num_rows
                     self.positions[tp] = batch.column(4)[-1].as_py() + 1
+            if not buf and tp in self._fetch_pos and self.positions.get(tp) is not None:
+                self.positions[tp] = max(self.positions[tp], self._fetch_pos[tp])
             if n >= limit:
                 break
         return out

@@ -77,11 +77,14 @@ def _coordinator_error(result) -> int | None:
 
 
 class CoordinatorLink:
-    """Which broker coordinates the group, found without blocking (`find_refs`, `on_ready`)
-    or, for the heartbeat thread, by waiting (`wait_found`)."""
+    """Which broker coordinates the group (or, key type 1, the transactional id), found
+    without blocking (`find_refs`, `on_ready`) or, for the heartbeat thread, by waiting
+    (`wait_found`); `call` sends the coordinator requests through the broker's `method`
+    (`group`, or `txn` for the transaction coordinator)."""
 
-    def __init__(self, cluster, group_id: str):
+    def __init__(self, cluster, group_id: str, key_type: int = 0, method: str = "group"):
         self.cluster, self.group_id = cluster, group_id
+        self.key_type, self.method = key_type, method
         self._lock = threading.Lock()
         self._actor = None
         self.epoch = 0
@@ -105,7 +108,8 @@ class CoordinatorLink:
         with self._lock:
             if self._actor is not None or self._finding or _now() < self._retry_at:
                 return list(self._finding)
-        refs = [b.find_coordinator.remote(self.group_id) for b in self.cluster.broker_actors()]
+        refs = [b.find_coordinator.remote(self.group_id, self.key_type)
+                for b in self.cluster.broker_actors()]
         with self._lock:
             if self._actor is None and not self._finding:
                 self._finding = set(refs)
@@ -138,7 +142,7 @@ class CoordinatorLink:
                                      f"group {self.group_id}: no coordinator found")
             actor, epoch = found
             try:
-                result = ray.get(actor.group.remote(request),
+                result = ray.get(getattr(actor, self.method).remote(request),
                                  timeout=max(1.0, deadline - _now()))
             except ray.exceptions.GetTimeoutError:
                 raise RequestTimedOut(f"group {self.group_id}: no answer to "

@@ -29,6 +29,16 @@ Rules:
 - acks ∈ {"all", -1, 1, 0}; anything else raises InvalidRequiredAcks (21) at once.
 - compression_type ∈ {none, gzip, snappy, lz4, zstd} (replicas/compression.py): each batch is
   built compressed once and resent as built; anything else raises InvalidConfig (40).
+- Transactions (`transactional_id`; Kafka's transactional producer, the state machine in
+  rayka/client/transaction_manager.py): idempotence and acks=all are implied.
+  `init_transactions` gets the producer id and epoch from the transaction coordinator
+  (fencing an older producer of the same id); `begin_transaction`, then `send` (the
+  sender adds each partition to the transaction, AddPartitionsToTxn, before its first
+  batch goes out, and names the transactional id on every produce: the leader verifies
+  it, KIP-890), `send_offsets_to_transaction` (AddOffsetsToTxn, then TxnOffsetCommit to
+  the group's coordinator), `commit_transaction` (flush, then EndTxn) or
+  `abort_transaction`. A failed batch inside a transaction makes it abortable (commit
+  raises); a fenced producer raises ProducerFenced from then on.
 """
 
 from __future__ import annotations
@@ -49,6 +59,9 @@ from rayka.client.metadata import Metadata
 from rayka.client.partitioner import StickyPartitioner, partition_for_key
 from replicas.compression import producer_codec
 from rayka.client.sender import RESENT, SendQueues
+from rayka.client.transaction_manager import (REDISCOVER, RETRY, TransactionManager, TxnState,
+                                              classify)
+from replicas.errors import ErrorCode as E
 from replicas.errors import (InvalidConfig, InvalidRequiredAcks, KafkaError, NotLeaderOrFollower,
                              RequestTimedOut, UnknownTopicOrPartition, error_for_code)
 
@@ -64,6 +77,15 @@ def _clock_ms() -> int:
     return int(time.monotonic() * 1000)
 
 
+def _first_error(result, partitions) -> int:
+    """AddPartitionsToTxn's answer: the first partition's error, else the top-level one."""
+    for tp in partitions:
+        code = result.partition_errors.get(tuple(tp), result.error)
+        if code:
+            return code
+    return result.error
+
+
 def _wall_ms() -> int:
     """Record timestamps: epoch milliseconds (Kafka's CreateTime)."""
     return int(time.time() * 1000)
@@ -75,7 +97,12 @@ class Producer:
                  delivery_timeout_ms: int = 120_000, request_timeout_ms: int = 30_000,
                  retry_backoff_ms: int = 100, seed: int | None = None,
                  compression_type: str = "none",
-                 max_in_flight_requests_per_connection: int | None = None):
+                 max_in_flight_requests_per_connection: int | None = None,
+                 transactional_id: str | None = None, transaction_timeout_ms: int = 60_000):
+        if transactional_id is not None:
+            if not enable_idempotence or _ACKS.get(acks) != -1:
+                raise InvalidConfig("a transactional producer needs enable_idempotence=True "
+                                    "and acks='all'")
         if acks not in _ACKS:
             raise InvalidRequiredAcks(f"acks must be 'all', -1, 1 or 0 (got {acks!r})")
         codec = producer_codec(compression_type)
@@ -87,11 +114,17 @@ class Producer:
         self.acks = _ACKS[acks]
         self.request_timeout_ms, self.retry_backoff_ms = request_timeout_ms, retry_backoff_ms
         self.retries, self.delivery_timeout_ms = retries, delivery_timeout_ms
+        self.transactional_id = transactional_id
+        self.txn = TransactionManager(transactional_id, transaction_timeout_ms) \
+            if transactional_id is not None else None
         self.producer_id = (cluster.store.allocate_producer_id_block(size=1)[0]
-                            if enable_idempotence else -1)
+                            if enable_idempotence and self.txn is None else -1)
         self.acc = RecordAccumulator(batch_size, linger_ms, _clock_ms, self.producer_id,
                                      0 if enable_idempotence else -1, wall_clock_ms=_wall_ms,
                                      compression_type=codec)
+        self.acc.transactional = self.txn is not None
+        self._txn_coordinator = None         # CoordinatorLink of the transactional id
+        self._txn_failed: list = []          # batches of the current transaction that failed
         self.metadata = Metadata(cluster)
         self.sticky = StickyPartitioner(random.Random(seed))
         self.lock = threading.Lock()
@@ -133,6 +166,8 @@ class Producer:
         error). `on_delivery(error, metadata)` is called in the producer's thread once the
         record is acknowledged or failed (librdkafka's delivery report), error None on
         success: keep it short, it delays the next answers."""
+        if self.txn is not None:
+            self.txn.require(TxnState.IN_TRANSACTION)
         n = self._partition_count(topic)
         sticky = partition is None and key is None
         if partition is None:
@@ -161,6 +196,8 @@ class Producer:
         """Bulk: one Future resolving to the list of RecordMetadata, in input order. Without
         an explicit partition, keyed records go to murmur2(key) as send() puts them (order
         kept per key) and the null-keyed ones to one sticky partition."""
+        if self.txn is not None:
+            self.txn.require(TxnState.IN_TRANSACTION)
         n = self._partition_count(topic)
         if partition is not None and not 0 <= partition < n:
             raise UnknownTopicOrPartition(f"{topic}-{partition} does not exist ({n} partitions)")
@@ -248,6 +285,168 @@ class Producer:
         if self.closed:
             raise KafkaError("the producer is closed")
 
+    # -- transactions -----------------------------------------------------------------------------
+    def _txn_link(self):
+        from rayka.client.group import CoordinatorLink
+        if self._txn_coordinator is None:
+            self._txn_coordinator = CoordinatorLink(self.cluster, self.transactional_id,
+                                                    key_type=1, method="txn")
+        return self._txn_coordinator
+
+    def _txn_call(self, make, what: str, timeout_s: float, error_of=lambda r: r.error):
+        """One transaction coordinator request until it is answered for good: retried on
+        the retriable codes, the coordinator found again when it moved; the final result
+        (its error decided by the caller) or RequestTimedOut at the deadline."""
+        deadline = time.monotonic() + timeout_s
+        link = self._txn_link()
+        while True:
+            result = link.call(make(), deadline)
+            kind = classify(error_of(result))
+            if kind not in (RETRY, REDISCOVER) or time.monotonic() > deadline:
+                return result
+            if kind == REDISCOVER:
+                link.forget(link.epoch)
+            time.sleep(self.retry_backoff_ms / 1000)   # back-off before the retry
+
+    def _require_txn(self):
+        if self.txn is None:
+            raise InvalidConfig("not a transactional producer (give transactional_id)")
+        return self.txn
+
+    def init_transactions(self, timeout_s: float = 60.0) -> None:
+        """Get this transactional id's producer id and epoch (fencing any older producer of
+        it; an open transaction of theirs is aborted by the coordinator)."""
+        from transactions import messages as tm
+        txn = self._require_txn()
+        with self.lock:
+            txn.transition(TxnState.INITIALIZING)
+            pid, epoch = (txn.producer_id, txn.producer_epoch) if txn.needs_epoch_bump \
+                else (-1, -1)
+        r = self._txn_call(lambda: tm.InitProducerId(0, self.transactional_id,
+                                                      txn.transaction_timeout_ms, pid, epoch),
+                           "init_transactions", timeout_s)
+        with self.lock:
+            if r.error:
+                raise txn.fail(r.error, "InitProducerId")
+            txn.initialized(r.producer_id, r.producer_epoch)
+            self.acc.reset_producer(r.producer_id, r.producer_epoch)
+            self.producer_id = r.producer_id
+
+    def begin_transaction(self) -> None:
+        txn = self._require_txn()
+        with self.lock:
+            txn.transition(TxnState.IN_TRANSACTION)
+            self._txn_failed = []
+
+    def _join_transaction(self, drained: list) -> list:
+        """Add the drained batches' new partitions to the transaction (AddPartitionsToTxn)
+        before they are sent; the batches of partitions that could not join fail."""
+        from transactions import messages as tm
+        txn = self.txn
+        with self.lock:
+            new = txn.to_add(b.tp for b in drained)
+            pid, epoch = txn.producer_id, txn.producer_epoch
+        if not new:
+            return drained
+        r = self._txn_call(lambda: tm.AddPartitionsToTxn(0, self.transactional_id, pid, epoch,
+                                                          tuple(new)),
+                           "AddPartitionsToTxn", self.request_timeout_ms / 1000,
+                           error_of=lambda r: _first_error(r, new))
+        error = _first_error(r, new)
+        with self.lock:
+            if not error:
+                txn.added(new)
+                return drained
+            exc = txn.fail(error, f"AddPartitionsToTxn {new}")
+        failed = [b for b in drained if b.tp in set(new)]
+        for batch in failed:
+            batch.error = exc
+        futures.complete(failed)
+        with self.lock:
+            self.unfinished -= len(failed)
+            self.cond.notify_all()
+        return [b for b in drained if b.tp not in set(new)]
+
+    def send_offsets_to_transaction(self, offsets: dict, group_metadata,
+                                    timeout_s: float = 60.0) -> None:
+        """Commit the consumer's `offsets` ({(topic, partition): next offset}) with the
+        transaction: AddOffsetsToTxn, then TxnOffsetCommit to the group's coordinator.
+        `group_metadata`: the consumer's group_metadata() (KIP-447 fencing) or a group id."""
+        from coordinator import messages as gm
+        from rayka.client.group import CoordinatorLink
+        from transactions import messages as tm
+        txn = self._require_txn()
+        with self.lock:
+            txn.require(TxnState.IN_TRANSACTION)
+            pid, epoch = txn.producer_id, txn.producer_epoch
+        if isinstance(group_metadata, str):
+            group_id, generation, member, instance = group_metadata, -1, "", None
+        else:
+            group_id, generation, member, instance = group_metadata
+        r = self._txn_call(lambda: tm.AddOffsetsToTxn(0, self.transactional_id, pid, epoch,
+                                                       group_id), "AddOffsetsToTxn", timeout_s)
+        if r.error:
+            with self.lock:
+                raise txn.fail(r.error, "AddOffsetsToTxn")
+        with self.lock:
+            txn.offsets_added = True
+        commit = tuple(gm.CommitOffset(tp[0], tp[1], int(o)) for tp, o in offsets.items())
+        link = CoordinatorLink(self.cluster, group_id)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            result = link.call(gm.TxnOffsetCommit(0, self.transactional_id, group_id, pid, epoch,
+                                                  commit, generation, member, instance),
+                               deadline)
+            codes = {p.error for p in result.partitions}
+            error = next((c for c in sorted(codes) if c), E.NONE)
+            if classify(error) not in (RETRY, REDISCOVER) or time.monotonic() > deadline:
+                break
+            time.sleep(self.retry_backoff_ms / 1000)   # back-off before the retry
+        if error:
+            with self.lock:
+                raise txn.fail(error, f"TxnOffsetCommit to {group_id}")
+
+    def commit_transaction(self, timeout_s: float = 60.0) -> None:
+        """Flush, then commit: every record sent in the transaction becomes visible to
+        read_committed consumers at once, with the offsets sent to it. Raises the error of a
+        failed batch (the transaction must then be aborted)."""
+        self._end_transaction(True, timeout_s)
+
+    def abort_transaction(self, timeout_s: float = 60.0) -> None:
+        """Flush what is in flight, then abort: nothing of the transaction is ever visible
+        to read_committed consumers."""
+        self._end_transaction(False, timeout_s)
+
+    def _end_transaction(self, commit: bool, timeout_s: float) -> None:
+        from transactions import messages as tm
+        txn = self._require_txn()
+        with self.lock:
+            txn.transition(TxnState.COMMITTING if commit else TxnState.ABORTING)
+        try:
+            self.flush(timeout_s)
+        except RequestTimedOut:
+            if commit:
+                with self.lock:
+                    txn.fail(E.REQUEST_TIMED_OUT, "commit_transaction: flush")
+                raise
+        with self.lock:
+            if commit and txn.state is TxnState.ABORTABLE_ERROR:
+                raise txn.error
+            pid, epoch = txn.producer_id, txn.producer_epoch
+            started = txn.started
+        if started:
+            r = self._txn_call(lambda: tm.EndTxn(0, self.transactional_id, pid, epoch, commit),
+                               "EndTxn", timeout_s)
+            if r.error:
+                with self.lock:
+                    raise txn.fail(r.error, "commit_transaction" if commit
+                                   else "abort_transaction")
+        with self.lock:
+            txn.completed()
+            bump = txn.needs_epoch_bump
+        if bump:                          # KIP-360: a new epoch, sequences from 0
+            self.init_transactions(timeout_s)
+
     # -- the sender ----------------------------------------------------------------------------------
     def _run(self) -> None:
         while True:
@@ -268,6 +467,8 @@ class Producer:
                 return True
             drained = self.acc.drain(ready_only=not self.flushing, skip=self.queues.full(),
                                      busy=self.queues.busy())
+        if self.txn is not None and drained:
+            drained = self._join_transaction(drained)
         now = _clock_ms()
         for batch in drained:
             self.queues.add(batch, now)
@@ -385,7 +586,8 @@ class Producer:
                     self.queues.unsend(batch, now)
                 continue
             ref = actor.produce_batches.remote([(b.tp, b.encoded()) for b in batches],
-                                               self.acks, self.request_timeout_ms)
+                                               self.acks, self.request_timeout_ms,
+                                               self.transactional_id)
             self.in_flight[ref] = (broker, now, batches)
             ref.future().add_done_callback(self._wake)
         if refresh:
@@ -418,6 +620,9 @@ class Producer:
                 batch.error = error_for_code(code, f"produce to {batch.tp[0]}-{batch.tp[1]} failed")
                 if outcome.rewind:
                     rewinds.append((batch.tp, outcome.rewind))
+                if self.txn is not None:
+                    with self.lock:
+                        self.txn.fail(code, f"produce to {batch.tp[0]}-{batch.tp[1]}")
             finished.append(batch)
         if rewinds:
             with self.lock:
