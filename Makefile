@@ -13,7 +13,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PYTEST_ARGS ?=
 BENCH_ARGS ?=
 
-.PHONY: install demo test test-unit chaos bench check-clean clean-venv
+.PHONY: install demo test test-unit chaos bench compat check-clean clean-venv
 
 install: $(ZK_JAR) $(KCAT) $(STAMP)
 
@@ -61,6 +61,37 @@ $(NATS_SERVER):
 # bench/results/<date>.json + PNGs; e.g. make bench BENCH_ARGS="--quick --runs 1 --only log,peers"
 bench: install $(NATS_SERVER)
 	$(PY) bench/run_all.py $(BENCH_ARGS)
+
+# Peer suites (not part of `make test`: minutes): librdkafka's own integration tests, built
+# from the pinned snapshot in compat/, and a quixstreams exactly-once app in a venv of its
+# own (quixstreams pins an older confluent-kafka). e.g. make compat COMPAT_ARGS="--quick"
+RDK_VERSION := 2.15.0
+RDK_DIR := compat/build/librdkafka-$(RDK_VERSION)
+RDK_RUNNER := $(RDK_DIR)/tests/test-runner
+QUIX_VENV := compat/.venv-quix
+COMPAT_ARGS ?=
+
+/usr/include/rapidjson/document.h:
+	@echo "== installing Debian package rapidjson-dev (librdkafka's tests use it)"
+	$(SUDO) apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends \
+		rapidjson-dev libssl-dev zlib1g-dev >/dev/null
+
+$(RDK_RUNNER): compat/librdkafka-v$(RDK_VERSION).tar.gz /usr/include/rapidjson/document.h
+	@echo "== building librdkafka $(RDK_VERSION)'s test suite (about 2 minutes)"
+	mkdir -p compat/build && tar xzf $< -C compat/build
+	cd $(RDK_DIR) && ./configure --disable-gssapi --disable-curl --disable-zstd \
+		--disable-lz4-ext >/dev/null && $(MAKE) -j2 libs >/dev/null && \
+		$(MAKE) -C tests -j2 build >/dev/null
+
+$(QUIX_VENV)/.installed: compat/quix-requirements.txt
+	@test -x $(QUIX_VENV)/bin/python || $(PYTHON) -m venv $(QUIX_VENV)
+	$(QUIX_VENV)/bin/python -m pip install -q -r compat/quix-requirements.txt
+	@touch $@
+
+compat: install $(RDK_RUNNER) $(QUIX_VENV)/.installed
+	$(PY) compat/run.py --librdkafka-tests $(RDK_DIR)/tests \
+		--quix-python $(QUIX_VENV)/bin/python $(COMPAT_ARGS)
 
 # Before merging: the committed HEAD, cloned into a fresh directory, passes `make test`.
 check-clean:

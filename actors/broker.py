@@ -363,6 +363,16 @@ class Broker:
         request_id is replaced): its result, once the coordinator answers."""
         return self.txns.call(lambda rid: dataclasses.replace(event, request_id=rid)).result()
 
+    def write_txn_markers(self, markers, timeout_ms: int = 30_000) -> list[dict]:
+        """write_txn_markers_begin, waited for (the Ray call's way: Admin.abort_transaction)."""
+        pending = self.write_txn_markers_begin(markers, timeout_ms)
+        pending.result()
+        return pending.markers_result()
+
+    def describe_producers(self, tps) -> dict:
+        """DescribeProducers (KIP-664) of partitions this broker leads (KafkaBrokerApi)."""
+        return self.kafka_api.describe_producers([tuple(tp) for tp in tps])
+
     def write_txn_markers_begin(self, markers, timeout_ms: int) -> PendingProduce:
         """WriteTxnMarkers' leader side: [(producer id, epoch, committed, coordinator epoch,
         partitions)] → a PendingProduce whose markers_result() is {tp: error} per marker."""

@@ -8,7 +8,8 @@ The benches: log_bench (the segmented log alone), controller_bench (the controll
 real ZooKeeper), produce_bench (native produce and consume, throughput and latency),
 wire_bench (Kafka clients on the sockets: librdkafka, kafka-python), failover_bench
 (leader kill, controller failover, controlled shutdown), scale_bench (thousands of
-partitions), rolling_restart_bench, group_bench (consumer-group rebalances and commits),
+partitions), rolling_restart_bench, group_bench (consumer-group rebalances and commits), txn_bench
+(transactions per second, commit latency, visibility after commit),
 lifecycle_bench (retention, the cleaner, codecs), security_bench (TLS and SASL costs),
 pipeline_bench (Spark on Ray reads and writes), peers_bench (NATS JetStream and
 ray.util.queue beside rayka).

@@ -49,11 +49,11 @@ from bench.summary import print_summary  # noqa: E402
 from rayka.ops.procs import family, stop_pids  # noqa: E402
 
 BENCH_DIR = ROOT / "bench"
-SUITE = ["log", "controller", "produce", "wire", "security", "group", "failover", "scale", "peers",
-         "pipeline"]
+SUITE = ["log", "controller", "produce", "wire", "security", "group", "txn", "failover", "scale",
+         "peers", "pipeline"]
 # Caps, not expectations: a bench past its cap is stopped and reported as an error.
 TIMEOUT_S = {"log": 300, "controller": 300, "produce": 600, "wire": 600, "security": 600,
-             "group": 600, "failover": 600, "scale": 900, "peers": 360, "pipeline": 600}
+             "group": 600, "txn": 300, "failover": 600, "scale": 900, "peers": 360, "pipeline": 600}
 DEFAULT_TIMEOUT_S = 300
 BUDGET_S = 20 * 60
 

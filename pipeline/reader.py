@@ -14,6 +14,9 @@ Rules:
   reaches that offset until the driver releases it (pipeline.tasklog).
 - Gives up with REQUEST_TIMED_OUT when the range cannot be completed within
   `read_timeout_s` (no leader for that long).
+- Transaction markers are skipped; with ctx["read_committed"] the fetch reads below the
+  last stable offset and aborted transactions are dropped (rayka/client/visible.py). The
+  position moves past skipped batches.
 - Yields Arrow batches (one per fetch answer) whenever `rows_per_batch` rows have
   accumulated, and the rest at the end; reports where it ran to the
   TaskLog at the end (after the last batch was handed to Spark).
@@ -30,9 +33,11 @@ from actors.cluster_host import broker_actor_name
 from rayka.client.columns import Columns
 from rayka.client.fetcher import REFETCH
 from rayka.client.metadata import first_answers
+from rayka.client.visible import visible_batches
 from pipeline.spark import ensure_ray, node_of_process
 from pipeline.tasklog import NAME as TASKLOG
 from replicas.errors import RequestTimedOut, error_for_code
+from replicas.records import iter_headers
 
 ROWS_PER_BATCH = 200_000
 POLL_MS = 200                    # long-poll while a new leader's HW catches up
@@ -62,7 +67,8 @@ def read_range(desc: dict, ctx: dict, read_timeout_s: float = 120.0,
         if time.monotonic() - t0 > read_timeout_s:
             raise RequestTimedOut(f"{tp}: read stopped at {pos} of [{start}, {end}): "
                                   f"no leader served it within {read_timeout_s} s")
-        answer = _fetch(ns, leader, tp, pos, epoch, ctx["fetch_max_bytes"]) \
+        committed = bool(ctx.get("read_committed"))
+        answer = _fetch(ns, leader, tp, pos, epoch, ctx["fetch_max_bytes"], committed) \
             if leader is not None and leader >= 0 else None
         if answer is None or answer["error"] in REFETCH:
             before = (leader, epoch)
@@ -74,7 +80,11 @@ def read_range(desc: dict, ctx: dict, read_timeout_s: float = 120.0,
         if answer["error"]:
             raise error_for_code(answer["error"], f"read {tp[0]}-{tp[1]} at offset {pos}")
         if answer["records"]:
-            pos = max(pos, cols.add(answer["records"], pos, end))
+            data = answer["records"]
+            passed = max([pos] + [h.next_offset for h in iter_headers(data)])
+            data = visible_batches(data, (answer.get("aborted_transactions") or ())
+                                   if committed else None)
+            pos = max(pos, cols.add(data, pos, end) if data else pos, min(passed, end))
             if hold_at is not None and pos >= hold_at:   # crossed it in one fetch: park now
                 _hold(tasklog, ctx["read_id"], tp[1], pos)
                 hold_at = None
@@ -99,10 +109,10 @@ def _actor(ns: str, broker_id: int):
     return _handles[key]
 
 
-def _fetch(ns, leader, tp, pos, epoch, max_bytes) -> dict | None:
+def _fetch(ns, leader, tp, pos, epoch, max_bytes, committed: bool = False) -> dict | None:
     try:
         ref = _actor(ns, leader).fetch_many.remote(-1, [(tp, pos, epoch, -1)], POLL_MS, 1,
-                                                   max_bytes)
+                                                   max_bytes, 1 if committed else 0)
         return ray.get(ref, timeout=POLL_MS / 1000 + 30)[tp]
     except Exception:   # dead, restarting, unreachable or unknown broker: re-resolve
         _handles.pop((ns, leader), None)

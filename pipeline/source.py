@@ -21,6 +21,10 @@ Rules:
   plan time and at the end, and how often it re-resolved. `placements(df)` returns those
   reports (from the TaskLog actor) after an action ran.
 - Output rows are Arrow batches (mapInArrow): the Python worker never builds Row objects.
+- Transaction markers are never rows. `isolation_level="read_committed"` reads only
+  committed transactional records: "latest" is then the last stable offset, and the
+  tasks drop aborted transactions as a read_committed consumer does
+  (rayka/client/visible.py).
 """
 
 from __future__ import annotations
@@ -72,10 +76,12 @@ class ReadPlan:
 
 
 def plan_read(cluster, topic: str, starting_offsets="earliest",
-              ending_offsets="latest") -> list[PartitionRange]:
-    """Per partition: [start, end) and the leader now (ZooKeeper's partition state)."""
+              ending_offsets="latest", isolation_level: str = "read_uncommitted"
+              ) -> list[PartitionRange]:
+    """Per partition: [start, end) and the leader now (ZooKeeper's partition state); the
+    end bound is the high watermark, the last stable offset for read_committed."""
     infos = cluster.admin().describe_topic(topic)     # raises UnknownTopicOrPartition
-    consumer = cluster.consumer()
+    consumer = cluster.consumer(isolation_level=isolation_level)
     tps = [(topic, p.partition) for p in infos]
     bounds = consumer.offset_bounds(tps)                      # (log start, HW)
     committed = {}
@@ -113,11 +119,12 @@ def _resolve(spec, partition: int, log_start: int, hw: int, committed, ending=Fa
 
 def read_topic(spark, cluster, topic: str, starting_offsets="earliest",
                ending_offsets="latest", pin: bool = True,
-               fetch_max_bytes: int = FETCH_MAX_BYTES, hold_at: dict | None = None):
+               fetch_max_bytes: int = FETCH_MAX_BYTES, hold_at: dict | None = None,
+               isolation_level: str = "read_uncommitted"):
     """The DataFrame of [start, end) of every partition, Kafka-source schema.
     `hold_at` {partition: offset} is a failpoint (pipeline.tasklog): those tasks park at
     that offset until `release(df, partition)`."""
-    ranges = plan_read(cluster, topic, starting_offsets, ending_offsets)
+    ranges = plan_read(cluster, topic, starting_offsets, ending_offsets, isolation_level)
     execs = executors_of(spark)
     by_node: dict[str, list] = {}
     for e in sorted(execs.values(), key=lambda e: int(e.executor_id)):
@@ -136,7 +143,8 @@ def read_topic(spark, cluster, topic: str, starting_offsets="earliest",
     ctx = {"address": ray.get_runtime_context().gcs_address, "namespace": cluster.namespace,
            "read_id": plan.read_id, "brokers": sorted(b.id for b in cluster.brokers()),
            "pids": {e.pid: e.node_id for e in execs.values()},
-           "fetch_max_bytes": fetch_max_bytes, "holds": dict(hold_at or {})}
+           "fetch_max_bytes": fetch_max_bytes, "holds": dict(hold_at or {}),
+           "read_committed": isolation_level == "read_committed"}
     descriptors = [json.dumps(dataclasses.asdict(r)) for r in pinned]
     rdd = _located_rdd(spark.sparkContext, descriptors, locs)
     frame = spark.createDataFrame(rdd.map(lambda d: (d,)), "descriptor string")

@@ -6,8 +6,9 @@ from the tasks' own reports (the node found by walking each Python worker's proc
 ancestry to its executor JVM, a Ray actor): every read task ran on its leader's node; the
 DataFrame equals what a plain consumer reads; a leader killed in the middle of a task's
 range (a failpoint parks the task there) changes nothing in the result; write_topic then
-read_topic round-trips with Spark's Kafka-source schema; an incremental run that crashed
-after writing part of its output is redone without a duplicate or a gap."""
+read_topic round-trips with Spark's Kafka-source schema; a transactional write stays
+exactly-once through retried and zombie tasks; an incremental run that crashed after
+writing part of its output is redone without a duplicate or a gap."""
 
 from __future__ import annotations
 
@@ -177,6 +178,55 @@ def test_write_then_read_round_trips_with_the_kafka_schema(env):
         write_topic(spark.createDataFrame([(1, 2)], "key int, value int"), cl, "roundtrip")
     with pytest.raises(UnknownTopicOrPartition):
         write_topic(df, cl, "no-such-topic")
+
+
+def test_a_transactional_write_is_exactly_once_through_retried_and_zombie_tasks(env):
+    """write_topic(transactional=True): every Spark partition commits once. A rerun of a
+    task after its commit writes nothing (its done offset is read as a stable commit after
+    init_transactions); a zombie attempt still open when a newer attempt starts is fenced:
+    its rows are aborted, its commit refused. read_committed reads (Spark and native) see
+    each row once; read_uncommitted also sees the aborted zombie rows."""
+    import pyarrow as pa
+    from pipeline import read_topic, write_topic
+    from pipeline.sink import produce_transactional
+    from rayka.errors import ProducerFenced
+    cl, spark, _ = env
+    cl.admin().create_topic("txn-sink", 3, 3, {"min.insync.replicas": 2})
+    data = [(b"k%d" % (i % 40), b"v%05d" % i) for i in range(3_000)]
+    df = spark.createDataFrame(data, "key binary, value binary").repartition(3)
+    result = write_topic(df, cl, "txn-sink", transactional=True, write_id="w1")
+    assert result.records == 3_000 and result.tasks == 3 and result.skipped == 0
+    ctx = {"address": ray.get_runtime_context().gcs_address, "namespace": cl.namespace,
+           "name": cl.name, "topic": "txn-sink", "acks": "all", "producer": {},
+           "write_id": "w1"}
+    again = [pa.RecordBatch.from_pydict({"key": [b"x"], "value": [b"again"]})]
+    counts, skipped = produce_transactional(iter(again), ctx, 1)     # task 1 rerun
+    assert skipped and sum(counts.values()) > 0                      # the first run's counts
+    # a zombie: task 7 of another write, still open when its retry starts
+    zombie = cl.producer(transactional_id="rayka-write-w2-7")
+    zombie.init_transactions()
+    zombie.begin_transaction()
+    zombie.send("txn-sink", b"zombie", partition=0).result(60)
+    retry = [pa.RecordBatch.from_pydict({"key": [b"z"], "value": [b"retry"]})]
+    counts, skipped = produce_transactional(iter(retry), dict(ctx, write_id="w2"), 7)
+    assert not skipped and sum(counts.values()) == 1
+    with pytest.raises(ProducerFenced):
+        zombie.commit_transaction()
+    committed = read_topic(spark, cl, "txn-sink", isolation_level="read_committed")
+    values = Counter(bytes(r.value) for r in committed.select("value").collect())
+    assert values == Counter([v for _, v in data] + [b"retry"])      # once each, no zombie
+    everything = Counter(bytes(r.value) for r in read_topic(spark, cl, "txn-sink")
+                         .select("value").collect())
+    assert everything[b"zombie"] == 1 and everything[b"again"] == 0
+    assert sum(everything.values()) == 3_002                          # no marker as a row
+    c = cl.consumer(isolation_level="read_committed")
+    c.assign([("txn-sink", p) for p in range(3)])
+    native = []
+    deadline = time.monotonic() + 60
+    while len(native) < 3_001 and time.monotonic() < deadline:
+        native += c.poll(timeout_ms=200)
+    c.close()
+    assert Counter(r.value for r in native) == values
 
 
 def test_incremental_run_after_a_crash_neither_skips_nor_double_writes(env):

@@ -284,3 +284,36 @@ def test_an_abandoned_transaction_is_aborted_by_its_timeout_and_readers_move_on(
     assert info["high_watermark"] == 3               # never, after, the abort marker
     values, _ = read_native(cluster, name, 1, "read_committed", 1)
     assert values == [b"after"]
+
+
+def test_admin_lists_describes_and_aborts_a_hanging_transaction(cluster):
+    name = topic(cluster, 1)
+    tid = f"hang-{name}"
+    hanging = KafkaProducer({"bootstrap.servers": cluster.bootstrap_servers(),
+                             "transactional.id": tid, "transaction.timeout.ms": 600_000})
+    hanging.init_transactions(TIMEOUT_S)
+    hanging.begin_transaction()
+    hanging.produce(name, b"stuck", partition=0)
+    hanging.flush(TIMEOUT_S)
+    admin = cluster.admin()
+    listed = [t for t in admin.list_transactions(states=["Ongoing"]) if t["transactional_id"] == tid]
+    assert len(listed) == 1 and listed[0]["state"] == "Ongoing"
+    described = admin.describe_transaction(tid)
+    assert described["state"] == "Ongoing" and described["partitions"] == [[name, 0]]
+    producers = admin.describe_producers(name, 0)
+    assert [p["current_transaction_start_offset"] for p in producers] == [0]
+    with pytest.raises(InvalidTxnState):
+        admin.abort_transaction(name, 0, 7)                 # nothing starts at 7
+    done = admin.abort_transaction(name, 0, 0)
+    assert done["producer_id"] == described["producer_id"]
+    leader = cluster.broker_actor(admin.describe_topic(name)[0].leader)
+    info = wait_for(lambda: (i := ray.get(leader.partition_info.remote((name, 0))))
+                    ["last_stable_offset"] == i["high_watermark"] and i, TIMEOUT_S,
+                    "the ABORT marker moves the LSO to the HW")
+    assert info["high_watermark"] == 2
+    assert admin.describe_producers(name, 0)[0]["current_transaction_start_offset"] == -1
+    values, _ = read_native(cluster, name, 1, "read_committed", 0)
+    assert values == []
+    hanging.abort_transaction(TIMEOUT_S)            # the coordinator finishes its side too
+    wait_for(lambda: admin.describe_transaction(tid)["state"] == "CompleteAbort", TIMEOUT_S,
+             "the coordinator's markers written (EndTxn answers at PrepareAbort)")

@@ -304,6 +304,91 @@ class Admin:
         return new
 
     # -- security (Kafka's kafka-configs users and AdminClient ACL calls) -------------------------
+    # -- transactions (Kafka's kafka-transactions.sh) ------------------------------------------
+    def list_transactions(self, states: Sequence[str] = (), producer_ids: Sequence[int] = (),
+                          duration_ms: int = -1) -> list[dict]:
+        """Every transaction every coordinator holds, optionally filtered by state name
+        ("Ongoing", "CompleteCommit", ...), producer id, or running longer than
+        `duration_ms`: [{transactional_id, producer_id, state, coordinator}], sorted."""
+        from transactions import messages as tm
+        out = {}
+        for broker_id in sorted(self.cluster.facts["brokers"]):
+            actor = self.cluster.broker_actor(broker_id)
+            if actor is None:
+                continue
+            try:
+                r = ray.get(actor.txn.remote(tm.ListTransactions(
+                    0, tuple(states), tuple(producer_ids), duration_ms)), timeout=30)
+            except ray.exceptions.RayError:
+                continue                 # a broker restarting: its coordinators move
+            if r.unknown_state_filters:
+                raise error_for_code(E.INVALID_REQUEST, "unknown transaction states "
+                                     f"{list(r.unknown_state_filters)}")
+            for t in r.transactions:
+                out[t.transactional_id] = {"transactional_id": t.transactional_id,
+                                           "producer_id": t.producer_id, "state": t.state,
+                                           "coordinator": broker_id}
+        return [out[t] for t in sorted(out)]
+
+    def describe_transaction(self, transactional_id: str) -> dict:
+        """The coordinator's view of one transactional id: state, producer id and epoch,
+        timeout, start time, partitions (TRANSACTIONAL_ID_NOT_FOUND when unknown)."""
+        from rayka.client.group import CoordinatorLink
+        from transactions import messages as tm
+        link = CoordinatorLink(self.cluster, transactional_id, key_type=1, method="txn")
+        d = link.call(tm.DescribeTransactions(0, (transactional_id,)),
+                      time.monotonic() + 60).transactions[0]
+        if d.error:
+            raise error_for_code(d.error, f"describe transaction {transactional_id}")
+        return {"transactional_id": d.transactional_id, "state": d.state,
+                "producer_id": d.producer_id, "producer_epoch": d.producer_epoch,
+                "transaction_timeout_ms": d.transaction_timeout_ms,
+                "transaction_start_time_ms": d.transaction_start_time_ms,
+                "partitions": [list(tp) for tp in d.partitions]}
+
+    def describe_producers(self, topic: str, partition: int) -> list[dict]:
+        """The active producers of a partition, from its leader (KIP-664): producer id,
+        epoch, last sequence, coordinator epoch, the open transaction's first offset (-1:
+        none)."""
+        tp = (topic, partition)
+        leader = self._leader_actor(tp)
+        error, producers = ray.get(leader.describe_producers.remote([tp]), timeout=30)[tp]
+        if error:
+            raise error_for_code(error, f"describe producers of {topic}-{partition}")
+        return [{"producer_id": p[0], "producer_epoch": p[1], "last_sequence": p[2],
+                 "coordinator_epoch": p[4], "current_transaction_start_offset": p[5]}
+                for p in producers]
+
+    def abort_transaction(self, topic: str, partition: int, start_offset: int) -> dict:
+        """Abort a HANGING transaction (one its coordinator no longer finishes) on one
+        partition: the producer whose open transaction starts at `start_offset` gets an
+        ABORT marker from the leader (kafka-transactions.sh abort). Raises
+        InvalidTxnState when no open transaction starts there."""
+        tp = (topic, partition)
+        hanging = [p for p in self.describe_producers(topic, partition)
+                   if p["current_transaction_start_offset"] == start_offset]
+        if not hanging:
+            raise error_for_code(E.INVALID_TXN_STATE, f"no open transaction of {topic}-"
+                                 f"{partition} starts at offset {start_offset}")
+        p = hanging[0]
+        leader = self._leader_actor(tp)
+        errors = ray.get(leader.write_txn_markers.remote(
+            [(p["producer_id"], p["producer_epoch"], False, p["coordinator_epoch"], [tp])],
+            30_000), timeout=60)[0]
+        if errors[tp]:
+            raise error_for_code(errors[tp], f"abort the transaction of producer "
+                                 f"{p['producer_id']} on {topic}-{partition}")
+        return {"topic": topic, "partition": partition, "producer_id": p["producer_id"],
+                "producer_epoch": p["producer_epoch"], "start_offset": start_offset}
+
+    def _leader_actor(self, tp):
+        info = self.describe_topic(tp[0])
+        leader = info[tp[1]].leader if tp[1] < len(info) else -1
+        actor = self.cluster.broker_actor(leader) if leader >= 0 else None
+        if actor is None:
+            raise error_for_code(E.LEADER_NOT_AVAILABLE, f"{tp[0]}-{tp[1]} has no leader")
+        return actor
+
     def add_user(self, user: str, password: str, mechanisms: Sequence[str] | None = None,
                  iterations: int = 4096) -> None:
         """Set SCRAM credentials (both SCRAM-SHA-256 and -512 unless `mechanisms`); every

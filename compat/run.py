@@ -1,0 +1,199 @@
+"""`make compat`: peer suites nobody here wrote, against a fresh rayka cluster.
+
+Rules:
+- One cluster for the whole run (real Ray, the embedded ZooKeeper, 3 brokers), configured as
+  librdkafka's CI "default" scenario: topic auto-creation on, num.partitions 4,
+  default.replication.factor 3. It is shut down at the end; every process it started is
+  stopped by pid.
+- librdkafka's own integration tests, built from the pinned source snapshot
+  (compat/librdkafka-v2.15.0.tar.gz; the Makefile builds it), run ONE AT A TIME as its
+  tests/README says, with a test.conf naming the cluster's bootstrap servers. The verdict
+  of each is read from its output ("Test <name> PASSED" / "TEST FAILURE" / a skip), never
+  from the runner's exit code (this build aborts at exit after printing its verdict).
+  Tests that need Kafka's Java tools (KAFKA_PATH) cannot run here and are listed as such.
+- quixstreams (in compat's own venv: it pins an older confluent-kafka) runs a stateful word
+  count with processing_guarantee="exactly-once" (compat/quix_wordcount.py), is killed
+  (SIGKILL) once it has committed some output, and restarted: read_committed, every
+  word's counts in the output are exactly 1, 2, ..., n, n its true count (no duplicate, no
+  gap, nothing lost).
+- Prints passed / failed / skipped and writes them as JSON (--out).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+# transactions (issue 26); a fuller list is librdkafka's broker tests (tests/test.c)
+DEFAULT_TESTS = ("0103_transactions", "0129_fetch_aborted_msgs")
+NEEDS_JAVA = {"0098_consumer_txn": "its producer is Kafka's Java TransactionProducerCli"}
+TEST_TIMEOUT_S = 900
+
+
+def start_cluster():
+    import ray
+    import rayka
+    ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="WARNING")
+    return rayka.start_local(name=f"compat{uuid.uuid4().hex[:6]}", brokers=3, controllers=1,
+                             replica_lag_time_max_ms=10000, num_partitions=4,
+                             default_replication_factor=3, include_dashboard=False)
+
+
+# -- librdkafka --------------------------------------------------------------------------------
+def run_librdkafka(tests_dir: str, bootstrap: str, names, quick: bool) -> dict[str, dict]:
+    tests_dir = os.path.abspath(tests_dir)
+    conf = tempfile.NamedTemporaryFile("w", suffix=".conf", delete=False)
+    conf.write(f"metadata.broker.list={bootstrap}\ntest.timeout.multiplier=2\n")
+    conf.close()
+    env = dict(os.environ, RDKAFKA_TEST_CONF=conf.name,
+               LD_LIBRARY_PATH=os.path.join(tests_dir, "..", "src") + ":"
+               + os.path.join(tests_dir, "..", "src-cpp"))
+    out = {}
+    for name in names:
+        if name in NEEDS_JAVA:
+            out[name] = {"verdict": "not run", "why": NEEDS_JAVA[name]}
+            print(f"librdkafka {name}: not run ({NEEDS_JAVA[name]})", flush=True)
+            continue
+        t0 = time.monotonic()
+        args = ["./test-runner", "-E", "-V", "3.8.0", "-p1"] + (["-Q"] if quick else [])
+        try:
+            proc = subprocess.run(args, cwd=tests_dir, env=dict(env, TESTS=name),
+                                  capture_output=True, text=True, timeout=TEST_TIMEOUT_S)
+            text = proc.stdout + proc.stderr
+        except subprocess.TimeoutExpired as exc:
+            text = (exc.stdout or "") + (exc.stderr or "") + "\nTIMEOUT"
+        verdict = _verdict(name, text)
+        out[name] = {"verdict": verdict, "seconds": round(time.monotonic() - t0, 1)}
+        if verdict == "failed":
+            out[name]["why"] = _why(text)
+        print(f"librdkafka {name}: {verdict} ({out[name]['seconds']} s)"
+              + (f": {out[name]['why']}" if verdict == "failed" else ""), flush=True)
+    os.unlink(conf.name)
+    return out
+
+
+def _verdict(name: str, text: str) -> str:
+    if re.search(rf"Test {re.escape(name)}\S* PASSED", text) and "TEST FAILURE" not in text:
+        return "passed"
+    if "SKIPPING" in text or "Skipping" in text and "PASSED" not in text:
+        return "skipped"
+    return "failed"
+
+
+def _why(text: str) -> str:
+    lines = [ln for ln in text.splitlines() if "failed at" in ln or "TIMEOUT" in ln]
+    after = text.split("failed at", 1)[-1].splitlines()[1:3] if "failed at" in text else []
+    why = re.sub(r"\x1b\[[0-9;]*m", "", " ".join((lines[:1] + after))).strip()
+    return (why or text.strip().splitlines()[-1] if text.strip() else "no output")[:300]
+
+
+# -- quixstreams -------------------------------------------------------------------------------
+def run_quix(cluster, python: str, sentences: int = 600) -> dict:
+    admin = cluster.admin()
+    source, sink = f"wc-in-{uuid.uuid4().hex[:6]}", f"wc-out-{uuid.uuid4().hex[:6]}"
+    admin.create_topic(source, 3, 3, {"min.insync.replicas": 2})
+    admin.create_topic(sink, 3, 3, {"min.insync.replicas": 2})
+    rng = random.Random(7)
+    vocabulary = [f"w{i}" for i in range(40)]
+    lines = [" ".join(rng.choice(vocabulary) for _ in range(rng.randint(1, 8)))
+             for _ in range(sentences)]
+    truth = collections.Counter(w for line in lines for w in line.split())
+    producer = cluster.producer(acks="all")
+    producer.send_batch(source, [line.encode() for line in lines]).result(120)
+    producer.close()
+    app = os.path.join(ROOT, "compat", "quix_wordcount.py")
+    bootstrap = cluster.bootstrap_servers()
+    state = tempfile.mkdtemp(prefix="quix-state-")
+    # first run: killed without warning once some of its output is committed
+    first = subprocess.Popen([python, app, bootstrap, source, sink, state, "30"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline and first.poll() is None:
+        if len(_read_committed(cluster, sink, 3, settle_s=0.0)) > 50:
+            break
+        time.sleep(0.5)         # poll interval while the app starts and commits
+    killed = first.poll() is None
+    if killed:
+        os.kill(first.pid, signal.SIGKILL)
+    first.wait(30)
+    # second run: to the end (stops 10 s after its input ran out)
+    second = subprocess.run([python, app, bootstrap, source, sink, state, "10"],
+                            capture_output=True, text=True, timeout=600)
+    outputs = _read_committed(cluster, sink, 3)
+    seen: dict[str, list[int]] = collections.defaultdict(list)
+    for value in outputs:
+        item = json.loads(value)
+        seen[item["word"]].append(item["count"])
+    exact = {w: seen.get(w, []) == list(range(1, n + 1)) for w, n in truth.items()}
+    bad = {w: (truth[w], seen.get(w, [])[-5:]) for w, ok in exact.items() if not ok}
+    verdict = "passed" if not bad and second.returncode == 0 else "failed"
+    result = {"verdict": verdict, "words": len(truth), "outputs": len(outputs),
+              "killed_mid_run": killed, "wrong_counts": dict(list(bad.items())[:5])}
+    if second.returncode:
+        result["why"] = second.stderr[-500:]
+    print(f"quixstreams exactly-once word count: {verdict} ({len(outputs)} outputs, "
+          f"{len(truth)} words, first run killed: {killed})", flush=True)
+    return result
+
+
+def _read_committed(cluster, topic: str, partitions: int, settle_s: float = 3.0) -> list:
+    consumer = cluster.consumer(isolation_level="read_committed")
+    consumer.assign([(topic, p) for p in range(partitions)])
+    got, last = [], time.monotonic()
+    while True:
+        records = consumer.poll(timeout_ms=300)
+        got += [r.value for r in records]
+        if records:
+            last = time.monotonic()
+        elif time.monotonic() - last >= settle_s:
+            break
+    consumer.close()
+    return got
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--librdkafka-tests", help="librdkafka's built tests/ directory")
+    parser.add_argument("--tests", default=",".join(DEFAULT_TESTS + tuple(NEEDS_JAVA)),
+                        help="comma-separated librdkafka test names")
+    parser.add_argument("--quick", action="store_true", help="librdkafka's quick mode (-Q)")
+    parser.add_argument("--quix-python", help="the python of a venv with quixstreams")
+    parser.add_argument("--out", help="write the results as JSON here")
+    args = parser.parse_args(argv)
+    cluster = start_cluster()
+    results: dict = {}
+    try:
+        if args.librdkafka_tests:
+            results["librdkafka"] = run_librdkafka(args.librdkafka_tests,
+                                                   cluster.bootstrap_servers(),
+                                                   [t for t in args.tests.split(",") if t],
+                                                   args.quick)
+        if args.quix_python:
+            results["quixstreams"] = run_quix(cluster, args.quix_python)
+    finally:
+        cluster.shutdown()
+    verdicts = collections.Counter(
+        r["verdict"] for r in list(results.get("librdkafka", {}).values())
+        + ([results["quixstreams"]] if "quixstreams" in results else []))
+    print("compat: " + ", ".join(f"{n} {v}" for v, n in sorted(verdicts.items())))
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(results, f, indent=2)
+    return 1 if verdicts.get("failed") else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
