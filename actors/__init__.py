@@ -17,8 +17,9 @@ Ray actors that carry them.
 - completion: the settle-once answer both of them and the group calls wait on;
 - timers: deadlines on the event loop (fetch max wait, produce timeouts);
 - kafka_api: the broker side of protocol/'s BrokerApi, on the broker's own methods;
-- security: users and ACLs from ZooKeeper, the broker's security configs, the sessions of
-  its listeners; tls_context: Kafka's ssl.* configs to an SSLContext; tls: TLS over memory
+- security: the broker's security configs, its users and ACLs kept current from ZooKeeper,
+  the sessions of its listeners; security_store: reading and writing users and ACLs in
+  ZooKeeper in Kafka's formats (the broker, the wire's ACL APIs, rayka's Admin); tls_context: Kafka's ssl.* configs to an SSLContext; tls: TLS over memory
   BIOs for the listener;
 - coordinator_host: the shell around a pure coordinator (lock, waiters, appends, ticker,
   load/unload); group_host runs coordinator/ for the __consumer_offsets partitions this

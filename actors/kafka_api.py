@@ -37,7 +37,7 @@ import threading
 import time
 from dataclasses import dataclass, fields
 
-from actors import security
+from actors import security_store as security
 from actors.purgatory import DelayedFetch
 from controller.layout import Endpoint, parse_endpoints
 from controller.topic_admin import plan_partitions, plan_topic

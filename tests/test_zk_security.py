@@ -13,7 +13,7 @@ import pytest
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
 
-from actors import security
+from actors import security_store as security
 from actors.security import BrokerSecurity, SecurityConfig
 from controller.layout import CONFIG_CHANGES
 from controller.zookeeper.store import BadVersion, ZkStoreError

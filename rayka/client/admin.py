@@ -21,7 +21,7 @@ from typing import Callable, Mapping, Sequence
 
 import ray
 
-from actors import security
+from actors import security_store as security
 from controller.topic_admin import plan_topic
 from rayka.client.types import ControllerInfo, PartitionInfo, TopicPartition
 from replicas.errors import RETRIABLE, ErrorCode as E
