@@ -19,6 +19,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -197,6 +198,18 @@ def test_a_second_cluster_and_a_foreign_ray_share_the_machine(foreign_ray):
     `--address auto` joins the user's Ray and `rayka stop` leaves that Ray running."""
     env, foreign_pid = foreign_ray
     recorded = open(os.path.join(env["RAY_TMPDIR"], "ray", "ray_current_cluster")).read()
+    # ZooKeeper's and Kafka's default ports taken too: the embedded ZooKeeper and the
+    # listeners take free loopback ports
+    held = []
+    for port in (2181, 9092):
+        s = socket.socket()
+        try:
+            s.bind(("127.0.0.1", port))
+            s.listen()
+            held.append(s)
+        except OSError:
+            s.close()          # already held by something else: busy either way
+    assert not ray_head.port_is_free(2181) and not ray_head.port_is_free(9092)
     one = ["--brokers", "1", "--controllers", "1"]
     started = {}
     try:
@@ -249,7 +262,12 @@ def test_a_second_cluster_and_a_foreign_ray_share_the_machine(foreign_ray):
             assert not state_d["owned"] and state_d["ray_address"].endswith(":6379"), out_d
             _cli(env, "stop", "--name", "d")
             assert pid_alive(foreign_pid)
+        status_a = json.loads(_cli(env, "status", "--name", "a", "--json").stdout)
+        assert not status_a["zookeeper"].endswith(":2181")
+        assert all(not b.endswith(":9092") for b in bootstrap.split(","))
     finally:
+        for sock in held:
+            sock.close()
         for name in ("b", "a"):
             if os.path.exists(os.path.join(env["RAYKA_HOME"], "clusters", f"{name}.json")):
                 subprocess.run([RAYKA, "stop", "--name", name], env=env, capture_output=True,
