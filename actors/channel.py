@@ -5,8 +5,11 @@ Rules:
 - `send` never blocks the controller's event thread: requests go to the broker's queue
   and leave it in order, one at a time.
 - A request is retried (with a short back-off) until the broker answers, the broker
-  leaves the controller's live set, or the controller is no longer active at the
-  request's epoch (a resigned controller's requests are dropped, never delivered late).
+  leaves the controller's live set, the broker is no longer the incarnation the request
+  was made for (its broker epoch changed: Kafka drops a broker's queue when it leaves the
+  live set, so a request queued for a dead incarnation never reaches the next one), or
+  the controller is no longer active at the request's epoch (a resigned controller's
+  requests are dropped, never delivered late).
 - Answers come back as controller events: LeaderAndIsrResponse, and StopReplicaResponse
   for the partitions whose replicas were deleted (topic deletion waits for those).
 - `QueuedBrokerChannel(controller, deliver, failures)` holds these rules for any
@@ -62,7 +65,8 @@ class QueuedBrokerChannel:
     def _still_wanted(self, broker_id: int, request) -> bool:
         c = self.controller
         return (not self._stopped.is_set() and c.is_active
-                and request.controller_epoch == c.ctx.epoch and broker_id in c.ctx.live_brokers)
+                and request.controller_epoch == c.ctx.epoch and broker_id in c.ctx.live_brokers
+                and request.broker_epoch == c.ctx.broker_epoch(broker_id))
 
     def _run(self, broker_id: int, q: queue.Queue) -> None:
         while True:

@@ -25,9 +25,9 @@ import time
 from controller.store_api import ZkStoreError
 from controller.zookeeper.server import ZooKeeperLaunchError
 from rayka.chaos.runner import FAULT_KINDS as FAULT_KINDS_DEFAULT
-from rayka.chaos.runner import GROUP_FAULT_KINDS
+from rayka.chaos.runner import GROUP_FAULT_KINDS, TXN_FAULT_KINDS
 from rayka.errors import RayUnavailable
-from rayka.ops import groups_cli, ray_head, security_cli, zookeeper_cli
+from rayka.ops import groups_cli, ray_head, security_cli, transactions_cli, zookeeper_cli
 from rayka.ops.procs import pid_alive
 from replicas.config_keys import underscored_keys
 from replicas.errors import KafkaError
@@ -169,6 +169,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--compact-keys", type=int, default=0,
                    help="a compacted topic: values sent under this many keys, the cleaners "
                         "running; replicas are compared by their last value per key")
+    p.add_argument("--transactions", type=int, default=0,
+                   help="also run this many transactional writers (commit and abort at "
+                        "random, zombies fenced) and a consume-transform-produce pipeline; "
+                        "enables the kill-txn-coordinator and pause-txn-coordinator faults")
     p.add_argument("--client", default="native", choices=["native", "librdkafka"],
                    help="producers and consumers: the native Ray API, or librdkafka "
                         "(confluent-kafka) over the brokers' Kafka listeners")
@@ -186,6 +190,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--keep", action="store_true", help="keep the data directory")
     zookeeper_cli.add_parser(sub)
     groups_cli.add_parser(sub, command)
+    transactions_cli.add_parser(sub, command)
     security_cli.add_parser(sub, command)
     sub.add_parser("version", help="print the version")
     return parser
@@ -503,18 +508,22 @@ def cmd_chaos(args) -> int:
     # SIGTERM (e.g. `timeout`) unwinds like Ctrl-C, so the run stops its ZooKeeper and Ray
     signal.signal(signal.SIGTERM, _interrupt)
     kinds = tuple(k.strip() for k in args.faults.split(",") if k.strip())
-    known = set(FAULT_KINDS_DEFAULT) | (set(GROUP_FAULT_KINDS) if args.group_members else set())
+    known = set(FAULT_KINDS_DEFAULT) | (set(GROUP_FAULT_KINDS) if args.group_members else set()) \
+        | (set(TXN_FAULT_KINDS) if args.transactions else set())
     unknown = sorted(set(kinds) - known)
     if unknown:
         raise argparse.ArgumentTypeError(
             f"unknown fault kinds {unknown}; known: {','.join(sorted(known))}"
             + ("" if args.group_members else f" ({','.join(GROUP_FAULT_KINDS)} need "
-                                              "--group-members)"))
+                                              "--group-members)")
+            + ("" if args.transactions else f" ({','.join(TXN_FAULT_KINDS)} need "
+                                             "--transactions)"))
     config = ChaosConfig(duration_s=args.duration, seed=args.seed, faults=kinds,
                          min_faults_per_kind=args.min_per_kind, partitions=args.partitions,
                          rate_per_producer=args.rate, unsafe=args.unsafe,
                          scenario=args.scenario, client=args.client,
                          group_members=args.group_members, compact_keys=args.compact_keys,
+                         transactions=args.transactions,
                          out_dir=args.out or "", keep_data=args.keep_data)
     verdict, out = run_chaos(config, say=lambda line: print(line, file=sys.stderr))
     print(verdict.table())
@@ -541,6 +550,7 @@ COMMANDS = {"start": cmd_start, "status": cmd_status, "stop": cmd_stop,
             "produce": cmd_produce, "consume": cmd_consume, "demo": cmd_demo, "chaos": cmd_chaos,
             "zookeeper": lambda args: zookeeper_cli.run(args),
             "groups": lambda args: groups_cli.run(args, _attach(args)),
+            "transactions": lambda args: transactions_cli.run(args, _attach(args)),
             "users": lambda args: security_cli.run_users(args, _attach(args)),
             "acls": lambda args: security_cli.run_acls(args, _attach(args))}
 

@@ -8,9 +8,14 @@
 - checker, disk: the chaos invariants proved from the history and the brokers' files;
 - runner: `rayka chaos` (seeded schedule, the isr-of-one scenario);
 - groups, group_checker: consumer-group members under faults and the group invariants
-  (no partition owned twice in a generation, commits only by owners, nothing skipped).
+  (no partition owned twice in a generation, commits only by owners, nothing skipped);
+- txns, txn_checker: transactional writers, a consume-transform-produce pipeline and
+  read_committed readers under faults, and Jepsen's transactional invariants (nothing
+  aborted read, commits atomic, exactly-once pipeline, no hanging transaction, zombies
+  fenced).
 
-May import: rayka (cluster, client, ops.procs, errors), actors/, controller/, replicas/.
+May import: rayka (cluster, client, ops.procs, errors), actors/, controller/, replicas/,
+coordinator/ and transactions/ (their partition hashing).
 Never rayka.cli (above) nor pipeline/.
 
 Rules: every verdict comes from recorded histories and on-disk logs, never by eye; runs are

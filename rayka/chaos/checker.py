@@ -1,4 +1,4 @@
-"""The chaos checker: six invariants, proved from a recorded history and the disk.
+"""The chaos checker: the invariants of a run, proved from a recorded history and the disk.
 
 History lines (rayka/chaos/history.py) all carry "type", "f", "time_ms"; the checker reads:
   meta/info {topic, partitions, replication_factor, min_isr, seed}
@@ -38,8 +38,11 @@ read is fine when the final read holds a LATER record of its key on that partiti
 the value sits elsewhere: "moved"); offsets may have gaps, but the record at HW-1 must be
 there; and rule 3 compares ISR replicas by their last (offset, value) per key below the HW
 (each replica compacts on its own schedule: bytes differ, final states must not).
-7-9. Consumer groups, when the run had one: rayka/chaos/group_checker.py. Reads below the final log start cannot be checked and are
-   counted as stats["reads_unverifiable"].
+7-9. Consumer groups, when the run had one: rayka/chaos/group_checker.py.
+10-15. Transactions, when the run had them: rayka/chaos/txn_checker.py; rule 3 also holds
+   for each transactional topic, over its txn-final-hw lines (markers are batches too).
+Reads below the final log start cannot be checked and are counted as
+stats["reads_unverifiable"].
 Unreadable evidence on disk is itself a violation ("controller-log-unreadable" under 4,
 "epoch-cache-unreadable" under 5): the checker never guesses. Identical repeated lines of
 the final read (a consumer re-fetch) count once. Time ties keep file order.
@@ -58,6 +61,7 @@ from dataclasses import asdict, dataclass, field
 from rayka.chaos import disk
 from rayka.chaos.history import key_of
 from rayka.chaos.group_checker import check_groups
+from rayka.chaos.txn_checker import check_transactions
 
 INVARIANTS: dict[int, tuple[str, tuple[str, ...]]] = {
     1: ("no acknowledged record lost", ("lost", "moved")),
@@ -71,7 +75,19 @@ INVARIANTS: dict[int, tuple[str, tuple[str, ...]]] = {
     7: ("a group's committed offsets never go back", ("committed-regressed",)),
     8: ("one owner per partition per generation", ("two-owners",)),
     9: ("the group consumed every acknowledged record", ("unconsumed", "not-caught-up")),
+    # transactions, when the run had them (rayka/chaos/txn_checker.py)
+    10: ("read_committed never returns an aborted record", ("aborted-read",)),
+    11: ("a committed transaction is visible whole", ("lost-commit", "partial-txn")),
+    12: ("consume-transform-produce is exactly once",
+         ("ctp-missing", "ctp-duplicate", "ctp-moved", "ctp-uncommitted-output", "ctp-phantom",
+          "ctp-reordered", "ctp-not-caught-up")),
+    13: ("no transaction hangs (LSO reaches the HW)", ("txn-hang",)),
+    14: ("zombie producers are fenced", ("zombie-commit", "zombie-visible")),
+    15: ("transactional reads: every commit, no duplicate, no gap",
+         ("uncommitted-missing", "txn-duplicate", "txn-mismatch", "txn-phantom",
+          "txn-reordered", "txn-gap")),
 }
+TXN_INVARIANTS = (10, 11, 12, 13, 14, 15)
 _REQUIRED = {
     ("send", "invoke"): ("process", "value"),
     ("send", "ok"): ("process", "value", "partition", "offset"),
@@ -88,6 +104,23 @@ _REQUIRED = {
     ("group-read", "ok"): ("member", "partition", "offset", "value"),
     ("group-committed-sample", "ok"): ("offsets",),
     ("group-final", "ok"): ("committed", "ends"),
+    ("txn-meta", "info"): ("txn_topic", "ctp_in", "ctp_out", "partitions",
+                           "transaction_timeout_ms", "hang_bound_ms"),
+    ("txn-init", "ok"): ("txid", "instance"),
+    ("txn-end", "invoke"): ("txid", "instance", "txn", "action", "keys"),
+    ("txn-end", "ok"): ("txid", "instance", "txn", "action", "records"),
+    ("txn-end", "info"): ("txid", "instance", "txn", "action"),
+    ("txn-abandon", "info"): ("txid", "instance", "txn", "keys"),
+    ("ctp-feed", "invoke"): ("value",),
+    ("ctp-feed", "ok"): ("value", "partition", "offset"),
+    ("ctp-feed", "info"): ("value",),
+    ("txn-read", "ok"): ("isolation", "topic", "partition", "offset", "key", "value"),
+    ("txn-final-read", "ok"): ("isolation", "topic", "partition", "offset", "key", "value"),
+    ("ctp-input-final", "ok"): ("partition", "offset", "value"),
+    ("txn-final-hw", "ok"): ("topic", "partition", "log_start_offset", "high_watermark", "isr"),
+    ("txn-stable", "ok"): ("topic", "partition", "waited_ms"),
+    ("txn-stable", "fail"): ("topic", "partition", "waited_ms"),
+    ("ctp-final", "ok"): ("committed", "ends"),
 }
 
 
@@ -186,7 +219,7 @@ def check(history: list[dict], data_root: str | None = None) -> Verdict:
     elif ix.keys:
         found += _replicas_agree_per_key(ix, data_root)
     else:
-        found += _replicas_identical(ix, data_root)
+        found += _replicas_identical(ix.topic, ix.partitions, ix.hw, data_root)
     found += _one_controller_per_epoch(ix, data_root)
     found += _epochs_and_hw_monotone(ix, data_root)
     found += _reads_committed(ix)
@@ -194,9 +227,20 @@ def check(history: list[dict], data_root: str | None = None) -> Verdict:
     found += group_found
     if not group_stats:
         skipped.update({n: "no consumer group in the run" for n in (7, 8, 9)})
+    txn_found, txn_stats = check_transactions(ix, Violation, data_root)
+    found += txn_found
+    if not txn_stats:
+        skipped.update({n: "no transactions in the run" for n in TXN_INVARIANTS})
+    elif data_root is not None:           # invariant 3 for the transactional topics
+        hws: dict[str, dict[int, dict]] = defaultdict(dict)
+        for _, e in ix.by["txn-final-hw", "ok"]:
+            hws[e["topic"]][e["partition"]] = e
+        for topic, hw in sorted(hws.items()):
+            found += _replicas_identical(topic, sorted(hw), hw, data_root)
     found.sort(key=lambda v: v.invariant)
     verdict = Verdict(found, _stats(ix, found, skipped, data_root))
     verdict.stats.update(group_stats)
+    verdict.stats.update(txn_stats)
     return verdict
 
 
@@ -273,10 +317,12 @@ def _dense_and_ordered(ix: _Index) -> list[Violation]:
 
 
 # -- invariant 3: replicas on disk --------------------------------------------------------------
-def _replicas_identical(ix: _Index, data_root: str) -> list[Violation]:
+def _replicas_identical(topic: str, partitions, hws: dict[int, dict],
+                        data_root: str) -> list[Violation]:
+    """Rule 3 for one topic: `hws` maps each of its partitions to its final-hw line."""
     out = []
-    for p in ix.partitions:
-        hw = ix.hw.get(p)
+    for p in partitions:
+        hw = hws.get(p)
         if hw is None:
             continue
         start, end, isr = hw["log_start_offset"], hw["high_watermark"], list(hw["isr"])
@@ -287,9 +333,9 @@ def _replicas_identical(ix: _Index, data_root: str) -> list[Violation]:
         canon: dict[int, tuple[int, bytes, int]] = {}      # base → (last, bytes, broker)
         bases: list[int] = []
         for broker in order:
-            batches = [b for b in disk.read_batches(disk.partition_dir(data_root, broker, ix.topic, p))
+            batches = [b for b in disk.read_batches(disk.partition_dir(data_root, broker, topic, p))
                        if start <= b[1] < end]
-            where = f"partition {p} broker {broker}"
+            where = f"{topic}-{p} broker {broker}"
             short = _coverage_problem(batches, start, end)
             if short:
                 out.append(Violation(3, "replica-short", f"{where}: {short}"))

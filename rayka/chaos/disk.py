@@ -10,6 +10,8 @@ Rules:
   Length i32, PartitionLeaderEpoch i32, Magic i8, CRC u32, Attributes i16, LastOffsetDelta
   i32, ...); its size is 12 + Length. CRCs are NOT checked: a corrupt byte must show up
   as bytes that differ between replicas, not as a silently shorter log.
+- `control_offsets`: the offsets of control batches (attribute bit 5: Kafka's transaction
+  markers), which hold no record a consumer returns.
 - `read_batches` walks the segments in base-offset order and stops at the first torn or
   structurally impossible batch (short header, Length too small or past the end of the
   file, magic != 2, negative LastOffsetDelta); nothing after that point is returned, later
@@ -33,6 +35,8 @@ HEADER_SIZE = 61                         # the whole v2 header
 LOG_OVERHEAD = 12                        # BaseOffset + Length are not counted by Length
 MIN_LENGTH = HEADER_SIZE - LOG_OVERHEAD
 MAGIC = 2
+CONTROL_FLAG = 0x20                      # Attributes bit 5: a control batch (a marker)
+ATTRIBUTES_AT = 21                       # BaseOffset 8, Length 4, Epoch 4, Magic 1, CRC 4
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 CONTROLLER_EPOCHS = "controller-epochs.log"
 _SEGMENT = re.compile(r"^(\d{20})\.log$")
@@ -75,6 +79,15 @@ def read_batches(partition_dir: str | os.PathLike) -> list[Batch]:
         if used != len(data):
             break
     return batches
+
+
+def control_offsets(partition_dir: str | os.PathLike) -> set[int]:
+    """The offsets of the partition's control batches (transaction markers)."""
+    out: set[int] = set()
+    for base, last, data in read_batches(partition_dir):
+        if struct.unpack_from(">h", data, ATTRIBUTES_AT)[0] & CONTROL_FLAG:
+            out.update(range(base, last + 1))
+    return out
 
 
 def _checkpoint_lines(path: Path) -> list[str] | None:

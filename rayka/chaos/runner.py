@@ -13,6 +13,13 @@ Rules:
   partition to its high watermark, shut the cluster down cleanly (logs flushed), and run
   the checker over the history AND the brokers' files. A cluster that does not heal within
   `heal_timeout_s` is reported as a liveness failure (the run fails) but is still checked.
+- `transactions` > 0 adds rayka/chaos/txns.py: its topics, writers, pipeline and live reader
+  start with the workload and the faults wait for every transactional id's first commit;
+  the kill-txn-coordinator and pause-txn-coordinator faults attack the broker leading one
+  of its ids' `__transaction_state` partitions. At the end its writers stop after the
+  producers; after the group, the pipeline catches up, LSO = HW is awaited and the
+  transactional topics are read whole (rayka/chaos/txn_checker.py judges). "Healthy" then
+  covers its topics and `__transaction_state` too.
 - `unsafe=True` sets unclean.leader.election.enable=true and min.insync.replicas=1: the
   configuration in which Kafka (and rayka) CAN lose acknowledged writes.
 """
@@ -37,10 +44,13 @@ FAULT_KINDS = ("kill-broker", "kill-broker-norestart", "kill-controller", "pause
                "cut-links")
 # with a consumer group in the run (group_members > 0): its coordinator's broker attacked
 GROUP_FAULT_KINDS = ("kill-coordinator", "pause-coordinator")
+# with transactions in the run (transactions > 0): the broker leading the
+# `__transaction_state` partition of one of the workload's transactional ids
+TXN_FAULT_KINDS = ("kill-txn-coordinator", "pause-txn-coordinator")
 RE_REGISTER = {"kill-broker", "kill-broker-norestart", "expire-broker", "corrupt-tail",
-               "controlled-shutdown", "kill-node", "kill-coordinator"}
+               "controlled-shutdown", "kill-node", "kill-coordinator", "kill-txn-coordinator"}
 HELD = {"pause-leader", "pause-controller", "zk-restart-server", "zk-kill-leader",
-        "kill-broker-norestart", "pause-coordinator", "cut-links"}
+        "kill-broker-norestart", "pause-coordinator", "pause-txn-coordinator", "cut-links"}
 
 
 @dataclass
@@ -64,6 +74,8 @@ class ChaosConfig:
     client: str = "native"      # "librdkafka": the workload over the Kafka listeners
     group_members: int = 0      # > 0: a consumer group churning over the topic (chaos/groups.py)
     compact_keys: int = 0       # > 0: a compacted topic, values sent under this many keys
+    transactions: int = 0       # > 0: this many transactional writers and a consume-transform-
+                                # produce pipeline (chaos/txns.py)
     out_dir: str = ""
     keep_data: bool = False
     fault_log: list = field(default_factory=list)
@@ -71,12 +83,15 @@ class ChaosConfig:
 
 class ChaosRun:
     def __init__(self, config: ChaosConfig, say=print):
-        known = FAULT_KINDS + (GROUP_FAULT_KINDS if config.group_members else ())
+        known = FAULT_KINDS + (GROUP_FAULT_KINDS if config.group_members else ()) + \
+            (TXN_FAULT_KINDS if config.transactions else ())
         unknown = set(config.faults) - set(known)
         if unknown:
             raise ValueError(f"unknown fault kinds {sorted(unknown)}; known: {', '.join(known)}"
                              + ("" if config.group_members else
-                                f" ({', '.join(GROUP_FAULT_KINDS)} need group_members)"))
+                                f" ({', '.join(GROUP_FAULT_KINDS)} need group_members)")
+                             + ("" if config.transactions else
+                                f" ({', '.join(TXN_FAULT_KINDS)} need transactions)"))
         if config.compact_keys and config.group_members:
             raise ValueError("compact_keys and group_members do not mix: a group's "
                              "'consumed every acknowledged record' has no meaning under compaction")
@@ -89,8 +104,9 @@ class ChaosRun:
         self.history = History(os.path.join(self.out, "history.jsonl"))
         self.multi_node = "kill-node" in config.faults
         self.ensemble = self.ray_cluster = self.cluster = self.injector = self.workload = None
-        self.groups = None
+        self.groups = self.txns = None
         self.liveness: list[str] = []
+        self.unhealthy = ""            # what the last failed health check saw
         self.rolling: list[dict] = []
         self.t0 = time.monotonic()
         self.fault_counts: dict[str, int] = {}
@@ -124,6 +140,9 @@ class ChaosRun:
         if self.cfg.group_members:   # sessions and join delays that fit a minute of churn
             from rayka.chaos.groups import GROUP_BROKER_CONFIG
             placement.update(GROUP_BROKER_CONFIG)
+        if self.cfg.transactions:     # a fast timed-out-transaction check (chaos/txns.py)
+            from rayka.chaos.txns import TXN_BROKER_CONFIG
+            placement.update(TXN_BROKER_CONFIG)
         self.cluster = rayka.start_local(
             name=f"chaos{uuid.uuid4().hex[:6]}", brokers=self.cfg.brokers, controllers=2,
             zookeeper=self.ensemble.connect_string, data_dir=self.data_dir,
@@ -141,7 +160,8 @@ class ChaosRun:
                             seed=self.cfg.seed, faults=list(self.cfg.faults),
                             unsafe=self.cfg.unsafe, client=self.cfg.client,
                             group_members=self.cfg.group_members,
-                            compact_keys=self.cfg.compact_keys)
+                            compact_keys=self.cfg.compact_keys,
+                            transactions=self.cfg.transactions)
         self.injector = FaultInjector(self.cluster, ensemble=self.ensemble, rng=self.rng)
         self.workload = Workload(self.cluster, TOPIC, self.history,
                                  producers=self.cfg.producers, consumers=self.cfg.consumers,
@@ -151,6 +171,12 @@ class ChaosRun:
             from rayka.chaos.groups import GroupWorkload
             self.groups = GroupWorkload(self.cluster, TOPIC, self.history, self.rng,
                                         members=self.cfg.group_members)
+        if self.cfg.transactions:
+            from rayka.chaos.txns import TxnWorkload
+            self.txns = TxnWorkload(self.cluster, self.history, self.rng,
+                                    writers=self.cfg.transactions,
+                                    partitions=self.cfg.partitions)
+            self.txns.create_topics()
 
     def _teardown(self) -> None:
         """Every step runs whatever the previous one did: nothing may outlive the run."""
@@ -176,8 +202,13 @@ class ChaosRun:
             self.workload.start()
             if self.groups is not None:
                 self.groups.start()
+            if self.txns is not None:
+                self.txns.start()
             from rayka.client.admin import wait_for
             wait_for(lambda: self.workload.acked > 50, 60, "the workload's first acknowledgements")
+            if self.txns is not None:
+                wait_for(lambda: self.txns.started, 120,
+                         "a first commit of every transactional id")
             self._phase(f"scenario {self.cfg.scenario}")
             if self.cfg.scenario == "isr-of-one":
                 self._isr_of_one()
@@ -190,15 +221,24 @@ class ChaosRun:
             self._heal_all()
             self._phase("stopping the workload (every outstanding send answered)")
             self.workload.stop()
+            if self.txns is not None:
+                self._phase("stopping the transactional writers")
+                self.txns.stop_writing()
             self._phase("waiting for a healthy cluster")
             if not self._wait_healthy():
-                self.liveness.append("not healthy before the final read")
+                self.liveness.append(f"not healthy before the final read: {self.unhealthy}")
             if self.groups is not None:
                 self._phase("the group consumes and commits everything")
                 try:
                     self.groups.finish()
                 except Exception as exc:          # the checker's invariant 9 shows what is left
                     self.liveness.append(f"group finish: {type(exc).__name__}: {exc}")
+            if self.txns is not None:
+                self._phase("transactions: the pipeline catches up, LSO = HW, final reads")
+                try:
+                    self.txns.finish()
+                except Exception as exc:          # invariants 12, 13 and 15 show what is left
+                    self.liveness.append(f"transactions finish: {type(exc).__name__}: {exc}")
             self._phase("final read")
             self.workload.final_read()
             self._phase("shutting down")
@@ -207,13 +247,18 @@ class ChaosRun:
                 self.workload.stop_all.set()
             if self.groups is not None:
                 self.groups.stop()
+            if self.txns is not None:
+                self.txns.stop()
             if self.injector is not None:
                 self.injector.resume_all()
             self._teardown()
             self.history.close()
         verdict = check(load_history(self.history.path), data_root=self.data_dir)
         verdict.stats["liveness_failures"] = list(self.liveness) + list(
-            self.workload.errors if self.workload else [])
+            self.workload.errors if self.workload else []) + list(
+            self.txns.errors if self.txns else [])
+        if self.txns is not None:
+            verdict.stats["txn_clients"] = dict(self.txns.counts)
         verdict.stats["seed"] = self.cfg.seed
         if self.rolling:
             verdict.stats["rolling_restart"] = self.rolling
@@ -258,11 +303,11 @@ class ChaosRun:
                      f"{'' if healthy else '  NOT HEALTHY'}  acked {self.workload.acked}")
             if not healthy:
                 self.liveness.append(f"fault {fault_id} ({kind}) did not heal within "
-                                     f"{self.cfg.heal_timeout_s} s")
+                                     f"{self.cfg.heal_timeout_s} s: {self.unhealthy}")
                 self._heal_all()
                 if not self._wait_healthy():
                     raise RuntimeError(f"cluster did not recover after fault {fault_id} ({kind}); "
-                                       f"seed {self.cfg.seed}")
+                                       f"seed {self.cfg.seed}: {self.unhealthy}")
             time.sleep(self.rng.uniform(*self.cfg.rest_s))   # traffic between faults
 
     def _isr_of_one(self) -> None:
@@ -347,6 +392,10 @@ class ChaosRun:
             return self.groups.kill_coordinator(inj)
         if kind == "pause-coordinator":
             return self.groups.pause_coordinator(inj)
+        if kind == "kill-txn-coordinator":
+            return self.txns.kill_coordinator(inj)
+        if kind == "pause-txn-coordinator":
+            return self.txns.pause_coordinator(inj)
         raise ValueError(kind)
 
     def _kill_node(self, partition: int) -> dict:
@@ -360,7 +409,8 @@ class ChaosRun:
 
     def _heal(self, kind: str, what: dict) -> None:
         inj = self.injector
-        if kind in ("pause-leader", "pause-controller", "pause-coordinator"):
+        if kind in ("pause-leader", "pause-controller", "pause-coordinator",
+                    "pause-txn-coordinator"):
             inj.resume_pid(what["pid"])
         elif kind == "kill-broker-norestart":
             inj.revive_brokers()
@@ -412,10 +462,17 @@ class ChaosRun:
         def healthy():
             try:
                 if not want <= store.get_broker_ids() or store.get_controller() is None:
+                    self.unhealthy = "a broker unregistered or no controller"
                     return False
-                if not all(p.leader in want and len(p.isr) == len(p.replicas)
-                           for p in admin.describe_topic(TOPIC)):
+                topics = [TOPIC] + (self.txns.health_topics() if self.txns else [])
+                short = [f"{t}-{p.partition} (leader {p.leader}, ISR {list(p.isr)})"
+                         for t in topics for p in admin.describe_topic(t)
+                         if p.leader not in want or len(p.isr) != len(p.replicas)]
+                if short:
+                    self.unhealthy = f"under-replicated: {', '.join(short[:8])}" + (
+                        f" (+{len(short) - 8} more)" if len(short) > 8 else "")
                     return False
+                self.unhealthy = "an actor does not answer"
                 # every actor answers: none is still restarting (Ray may not have begun to)
                 actors = self.cluster.broker_actors() + [
                     self.cluster.controller_actor(c) for c in self.cluster.facts["controllers"]]

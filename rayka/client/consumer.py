@@ -24,6 +24,12 @@ Rules:
 - `isolation_level` "read_committed" returns only committed transactional records (the
   leader answers up to the last stable offset; aborted transactions are dropped, Kafka's
   rules in rayka/client/visible.py); transaction markers are never returned.
+- Committed offsets are read stable (KIP-447, as Kafka's consumer does: OffsetFetch with
+  require_stable): a partition whose offset a transaction is still committing answers
+  UNSTABLE_OFFSET_COMMIT and is asked again after UNSTABLE_RETRY_MS (by `committed`, until
+  its timeout; for a new assignment, by a later poll, the partition waiting meanwhile), so
+  an exactly-once application that restarts or rewinds never reads the offsets from
+  before a transaction it committed.
 - Offsets are committed to the group's coordinator (`__consumer_offsets`, Kafka's store).
   enable_auto_commit (default, as Kafka's) commits the positions every
   auto_commit_interval_ms from poll, before partitions are revoked, and on close();
@@ -55,6 +61,8 @@ from replicas.errors import (InvalidConfig, InvalidRequest, KafkaError, LeaderNo
                              UnknownTopicOrPartition, error_for_code)
 
 log = logging.getLogger(__name__)
+UNSTABLE_RETRY_MS = 100          # retry.backoff.ms: a pending transactional offset, asked again
+COMMITTED_TIMEOUT_S = 60.0       # default.api.timeout.ms
 
 
 class GroupMetadata(NamedTuple):
@@ -102,6 +110,8 @@ class Consumer:
         self._member: GroupMember | None = None     # created by the first group use
         self._subscribed = False                    # group subscription (else manual assignment)
         self._on_assign = self._on_revoke = self._on_lost = None
+        self._unstable: set[tuple] = set()          # committed offsets to ask again (KIP-447)
+        self._unstable_retry_ms = 0
         self.auto_offset_reset = auto_offset_reset
         self.max_poll_records = max_poll_records
         self.metadata = Metadata(cluster)
@@ -153,17 +163,32 @@ class Consumer:
         return {tp: positions[tp] for tp in partitions if positions.get(tp) is not None}
 
     def _ask_committed(self, partitions) -> None:
-        """The committed offsets of newly assigned partitions, without blocking poll."""
+        """The stable committed offsets of newly assigned partitions, without blocking poll;
+        unstable ones are asked again by a later poll (see the module rules)."""
         def done(result, _error):
             if result is not None:                     # an error answer: reset by policy
-                self.fetcher.on_committed(partitions, {} if result.error else {
+                unstable = set() if result.error else {
+                    (p.topic, p.partition) for p in result.partitions
+                    if p.error == E.UNSTABLE_OFFSET_COMMIT}
+                if unstable:
+                    self._unstable |= unstable
+                    self._unstable_retry_ms = _ms() + UNSTABLE_RETRY_MS
+                self.fetcher.on_committed([tp for tp in partitions if tp not in unstable],
+                                          {} if result.error else {
                     (p.topic, p.partition): p.offset for p in result.partitions
                     if p.offset >= 0 and not p.error})
             elif self._member is not None:             # no answer: ask again
                 self._ask_committed([tp for tp in partitions
                                      if tp in self.fetcher.awaiting_committed])
         if partitions:
-            self.member.call_async(m.OffsetFetch(0, self.group_id, tuple(partitions)), done)
+            self.member.call_async(m.OffsetFetch(0, self.group_id, tuple(partitions), True),
+                                   done)
+
+    def _ask_unstable_again(self) -> None:
+        if self._unstable and _ms() >= self._unstable_retry_ms:
+            again = sorted(tp for tp in self._unstable if tp in self.fetcher.awaiting_committed)
+            self._unstable.clear()
+            self._ask_committed(again)
 
     # -- assignment and positions -------------------------------------------------------------------
     def assign(self, partitions) -> None:
@@ -343,13 +368,28 @@ class Consumer:
         self.member.commit(tuple(sorted(offsets.items())), asynchronous=asynchronous,
                            callback=callback)
 
-    def committed(self, tp):
-        """The committed offset of `tp` (None: none), or {tp: offset} for a list of them."""
+    def committed(self, tp, timeout_s: float = COMMITTED_TIMEOUT_S):
+        """The committed offset of `tp` (None: none), or {tp: offset} for a list of them;
+        stable (see the module rules): UnstableOffsetCommit when a transaction still commits
+        one of them after `timeout_s`."""
         if self.group_id is None:
             return None
         single = isinstance(tp, tuple) and len(tp) == 2 and isinstance(tp[0], str)
         asked = [tuple(tp)] if single else [tuple(x) for x in tp]
-        found = self.member.committed(asked)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            result = self.member.call(m.OffsetFetch(0, self.group_id, tuple(asked), True))
+            if result.error:
+                raise error_for_code(result.error, f"offsets of group {self.group_id}")
+            if not any(p.error == E.UNSTABLE_OFFSET_COMMIT for p in result.partitions):
+                break
+            if time.monotonic() >= deadline:
+                raise error_for_code(E.UNSTABLE_OFFSET_COMMIT,
+                                     f"group {self.group_id}: a transaction still commits "
+                                     f"offsets of {asked} after {timeout_s} s")
+            time.sleep(UNSTABLE_RETRY_MS / 1000)    # back-off before asking again
+        found = {(p.topic, p.partition): p.offset for p in result.partitions
+                 if p.offset >= 0 and not p.error}
         return found.get(asked[0]) if single else {x: found.get(x) for x in asked}
 
     # -- poll -------------------------------------------------------------------------------------------
@@ -358,6 +398,7 @@ class Consumer:
         if self._member is None:
             return
         member = self._member
+        self._ask_unstable_again()
         if not self._subscribed and self.enable_auto_commit:
             self._maybe_auto_commit_assigned()
         member.process(Poll(_ms()))

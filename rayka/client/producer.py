@@ -369,9 +369,10 @@ class Producer:
 
     def send_offsets_to_transaction(self, offsets: dict, group_metadata,
                                     timeout_s: float = 60.0) -> None:
-        """Commit the consumer's `offsets` ({(topic, partition): next offset}) with the
-        transaction: AddOffsetsToTxn, then TxnOffsetCommit to the group's coordinator.
-        `group_metadata`: the consumer's group_metadata() (KIP-447 fencing) or a group id."""
+        """Commit the consumer's `offsets` ({(topic, partition): next offset, or (next
+        offset, metadata string)}) with the transaction: AddOffsetsToTxn, then
+        TxnOffsetCommit to the group's coordinator. `group_metadata`: the consumer's
+        group_metadata() (KIP-447 fencing) or a group id."""
         from coordinator import messages as gm
         from rayka.client.group import CoordinatorLink
         from transactions import messages as tm
@@ -390,7 +391,9 @@ class Producer:
                 raise txn.fail(r.error, "AddOffsetsToTxn")
         with self.lock:
             txn.offsets_added = True
-        commit = tuple(gm.CommitOffset(tp[0], tp[1], int(o)) for tp, o in offsets.items())
+        commit = tuple(gm.CommitOffset(tp[0], tp[1], int(o[0]), -1, o[1])
+                       if isinstance(o, tuple) else gm.CommitOffset(tp[0], tp[1], int(o))
+                       for tp, o in offsets.items())
         link = CoordinatorLink(self.cluster, group_id)
         deadline = time.monotonic() + timeout_s
         while True:
@@ -429,8 +432,8 @@ class Producer:
                 with self.lock:
                     txn.fail(E.REQUEST_TIMED_OUT, "commit_transaction: flush")
                 raise
-        with self.lock:
-            if commit and txn.state is TxnState.ABORTABLE_ERROR:
+        with self.lock:     # a batch failed for good (abortable, or fenced): no EndTxn(commit)
+            if commit and txn.state in (TxnState.ABORTABLE_ERROR, TxnState.FATAL_ERROR):
                 raise txn.error
             pid, epoch = txn.producer_id, txn.producer_epoch
             started = txn.started
