@@ -32,6 +32,7 @@ Rules:
 from __future__ import annotations
 
 import logging
+import os
 import random
 import threading
 import time
@@ -49,6 +50,7 @@ from protocol.api import (BrokerNode, ClusterMetadata, ConfigEntry,
                           TopicSpec)
 from controller.assignment import validate_topic_name
 from replicas.config_keys import dotted_key
+from replicas.legacy_offsets import offsets_before
 from replicas.errors import ErrorCode as E
 from replicas.errors import (InvalidConfig, InvalidRequest, KafkaError, LeaderNotAvailable,
                              NotLeaderOrFollower, RequestTimedOut, TopicAlreadyExists,
@@ -121,6 +123,13 @@ class KafkaConfig:
             port = e.port or bound.get(e.listener, 0)
             out.append(Endpoint(e.listener, host, port, e.security_protocol))
         return tuple(out)
+
+
+def _mtime_ms(path) -> int:
+    try:
+        return os.stat(path).st_mtime_ns // 1_000_000
+    except OSError:
+        return 0
 
 
 def _parse(name: str, raw, default):
@@ -273,6 +282,80 @@ class KafkaBrokerApi:
             return {tuple(tp): OffsetAnswer(*self.broker.rm.list_offset(tp, ts, epoch,
                                                                         isolation_level))
                     for tp, ts, epoch in asks}
+
+    def legacy_offsets(self, replica_id: int, asks) -> dict:
+        """ListOffsets v0 (replicas/legacy_offsets.py): segment start offsets before a time,
+        read from the leader (any replica for the debugging replica id -2); one answer per
+        ask, in order."""
+        out = []
+        now_ms = int(time.time() * 1000)
+        with self.broker.lock:
+            rm = self.broker.rm
+            for tp, timestamp, max_num in asks:
+                tp = tuple(tp)
+                error = rm.list_offset(tp, -1).error if replica_id != -2 else E.NONE
+                if not error and max_num < 0:
+                    error = E.UNKNOWN_SERVER_ERROR       # Kafka: NegativeArraySizeException
+                if error:
+                    out.append((error, ()))
+                    continue
+                try:
+                    log, hw = rm.log(tp), rm.partition_info(tp)["high_watermark"]
+                except KafkaError as exc:
+                    out.append((exc.code, ()))
+                    continue
+                segments = [(seg.base_offset, _mtime_ms(seg.log_path)) for seg in log.segments]
+                out.append((E.NONE, offsets_before(
+                    segments, log.segments[-1].size if log.segments else 0,
+                    log.log_start_offset, log.log_end_offset, hw, now_ms, timestamp, max_num,
+                    from_consumer=replica_id == -1)))
+        return out
+
+    def _known(self, tps) -> set:
+        with self.broker.lock:
+            parts = self.broker.rm.metadata.partitions
+            return {tuple(tp) for tp in tps if tuple(tp) in parts}
+
+    def zk_commit_offsets(self, group_id: str, asks) -> dict:
+        """OffsetCommit v0: offsets kept in ZooKeeper (KafkaApis.commitOffsetsToZookeeper):
+        partitions this broker's metadata does not know are UNKNOWN_TOPIC_OR_PARTITION,
+        metadata over offset.metadata.max.bytes OFFSET_METADATA_TOO_LARGE."""
+        known = self._known(tp for tp, _, _ in asks)
+        max_metadata = self.broker.groups.config.offset_metadata_max_bytes
+        out = {}
+        for tp, offset, metadata in asks:
+            tp = tuple(tp)
+            if tp not in known:
+                out[tp] = E.UNKNOWN_TOPIC_OR_PARTITION
+            elif metadata is not None and len(metadata) > max_metadata:
+                out[tp] = E.OFFSET_METADATA_TOO_LARGE
+            else:
+                try:
+                    self.broker.store.set_consumer_offset(group_id, tp[0], tp[1], offset)
+                    out[tp] = E.NONE
+                except Exception:                     # Kafka: Errors.forException
+                    log.warning("OffsetCommit v0 of %s to ZooKeeper failed", group_id,
+                                exc_info=True)
+                    out[tp] = E.UNKNOWN_SERVER_ERROR
+        return out
+
+    def zk_fetch_offsets(self, group_id: str, tps) -> dict:
+        """OffsetFetch v0: (error, offset) from ZooKeeper; an unknown partition or one with no
+        offset is UNKNOWN_TOPIC_OR_PARTITION with offset -1 (Kafka's UNKNOWN_PARTITION)."""
+        known = self._known(tps)
+        out = {}
+        for tp in tps:
+            tp = tuple(tp)
+            try:
+                got = self.broker.store.get_consumer_offset(group_id, tp[0], tp[1]) \
+                    if tp in known else None
+            except Exception:
+                log.warning("OffsetFetch v0 of %s from ZooKeeper failed", group_id,
+                            exc_info=True)
+                out[tp] = (E.UNKNOWN_SERVER_ERROR, -1)
+                continue
+            out[tp] = (E.UNKNOWN_TOPIC_OR_PARTITION, -1) if got is None else (E.NONE, got)
+        return out
 
     def delete_records(self, asks, timeout_ms: int = 0) -> dict:
         """DeleteRecords: {tp: (error, low watermark)}. Answered once the leader's log start

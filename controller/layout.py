@@ -6,8 +6,10 @@ Rules:
 - Every path here is RELATIVE to the cluster chroot ``/rayka/<cluster>``; the store
   prefixes it. The names and JSON field names are Kafka's, byte for byte where it matters
   (compact JSON, ``"timestamp"`` as a string of epoch milliseconds, partition numbers as
-  string keys, ``/controller_epoch`` as plain integer text). Consumer offsets are not here:
-  they live in the `__consumer_offsets` topic (coordinator/), as in Kafka since 0.9.
+  string keys, ``/controller_epoch`` as plain integer text). Consumer offsets live in the
+  `__consumer_offsets` topic (coordinator/), as in Kafka since 0.9, except those of
+  OffsetCommit v0, which Kafka 3.8 still keeps in ``/consumers/<group>/offsets/<topic>/
+  <partition>`` as decimal text (KafkaZkClient.setOrCreateConsumerOffset).
 - Values filled from the znode's Stat (broker epoch = czxid, partition epoch = zkVersion)
   are never written into the JSON; ``from_json`` takes them as arguments.
 - Names that become path segments (topics, groups, cluster) are validated: non-empty, no
@@ -30,7 +32,7 @@ __all__ = [
     "ISR_CHANGE_NOTIFICATION", "ISR_CHANGE_PREFIX", "CONFIG", "CONFIG_TOPICS",
     "PERSISTENT_PATHS", "LATEST_PRODUCER_ID_BLOCK", "PRODUCER_ID_BLOCK_SIZE", "cluster_root", "broker_path", "topic_path", "partitions_path",
     "partition_path", "partition_state_path", "delete_topic_path", "config_topic_path",
-    "isr_change_path",
+    "isr_change_path", "CONSUMERS", "consumer_offset_path",
     "check_name", "check_topic", "dumps", "new_topic_id", "TopicPartition",
     "BrokerRegistration", "LeaderIsrAndControllerEpoch", "TopicAssignment",
     "encode_controller", "decode_controller_id", "encode_epoch", "decode_epoch",
@@ -61,6 +63,7 @@ CONFIG_CHANGES = "/config/changes"
 CONFIG_CHANGE_PREFIX = "config_change_"
 LATEST_PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 CLUSTER_ID = "/cluster/id"
+CONSUMERS = "/consumers"
 PRODUCER_ID_BLOCK_SIZE = 1000
 
 # Created (persistent, empty) when the store starts, like Kafka's ZkData.PersistentZkPaths,
@@ -116,6 +119,11 @@ def delete_topic_path(topic: str) -> str:
 
 def config_topic_path(topic: str) -> str:
     return f"{CONFIG_TOPICS}/{check_topic(topic)}"
+
+
+def consumer_offset_path(group: str, topic: str, partition: int) -> str:
+    group = check_name(group, "group")
+    return f"{CONSUMERS}/{group}/offsets/{check_topic(topic)}/{int(partition)}"
 
 
 def isr_change_path(name: str) -> str:

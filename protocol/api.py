@@ -57,6 +57,25 @@ class Deferred:
         """A Deferred of fn(this one's value), ready when this one is."""
         return Deferred(lambda: fn(self._compute()), self._ready)
 
+    @staticmethod
+    def gather(deferreds) -> "Deferred":
+        """A Deferred of the list of their values, ready when every one is."""
+        deferreds = list(deferreds)
+
+        def ready(callback):
+            left = [len(deferreds)]
+
+            def one():
+                left[0] -= 1
+                if left[0] == 0:
+                    callback()
+            if not deferreds:
+                callback()
+            for d in deferreds:
+                if not d.when_ready(one):
+                    one()
+        return Deferred(lambda: [d.result() for d in deferreds], ready)
+
 
 def _at_once(callback) -> None:
     callback()
@@ -207,6 +226,12 @@ class BrokerApi(Protocol):
                      asks: Sequence[tuple[TP, int, int]]) -> dict[TP, OffsetAnswer]:
         """asks: (tp, timestamp, current_leader_epoch); -1 latest, -2 earliest, -3 max ts."""
 
+    def legacy_offsets(self, replica_id: int, asks: Sequence[tuple[TP, int, int]]
+                       ) -> list[tuple[int, tuple[int, ...]]]:
+        """ListOffsets v0: asks (tp, timestamp, max_num_offsets) → (error, offsets newest
+        first) per ask, in order (v0 may name a partition twice), Kafka's
+        legacyFetchOffsetsBefore (replicas/legacy_offsets.py)."""
+
     def delete_records(self, asks: Sequence[tuple[TP, int]], timeout_ms: int
                        ) -> dict[TP, tuple[int, int]]:
         """asks: (tp, offset; -1 the HW) → (error, low watermark)."""
@@ -251,6 +276,14 @@ class BrokerApi(Protocol):
     def group_call(self, make_event) -> Deferred:
         """`make_event(request_id)` → a coordinator.messages request event; a Deferred of
         the group coordinator's result (a JoinGroup parks until the rebalance completes)."""
+
+    def zk_commit_offsets(self, group_id: str, asks: Sequence[tuple[TP, int, str | None]]
+                          ) -> dict[TP, int]:
+        """OffsetCommit v0: (tp, offset, metadata) kept in ZooKeeper, as Kafka 3.8 does;
+        an error per partition."""
+
+    def zk_fetch_offsets(self, group_id: str, tps: Sequence[TP]) -> dict[TP, tuple[int, int]]:
+        """OffsetFetch v0: (error, offset) per partition from ZooKeeper."""
 
     def alter_configs(self, resources: Sequence[tuple[ConfigResource,
                                                       Sequence[tuple[str, int, str | None]]]],

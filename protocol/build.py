@@ -16,8 +16,11 @@ Rules:
   milliseconds, negative meaning null (-1). None for a field this version cannot null
   (Metadata's topic name is nullable from v12 only) becomes that field's zero value.
   The other way, `millis` reads a decoded duration field (kio's timedelta) as milliseconds.
+- The versions kio has no schema for (protocol/legacy.py: Produce v0-2, Fetch v0-3, ...)
+  are built by `legacy.response` under the same rules, so handlers need not know which
+  versions kio has.
 - Everything per class is computed once and cached; `build` costs a dict lookup per field.
-- Pure: imports kio and the stdlib only.
+- Pure: imports kio, protocol/legacy.py and the stdlib only.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from kio.serial._introspect import classify_field, is_optional
 from kio.serial.readers import tz_aware_from_i64
 from kio.static.constants import EntityType
 
+from . import legacy
 from .errors import NoResponseSchema
 
 __all__ = ["build", "build_request", "build_entity", "response_module", "response_class",
@@ -207,6 +211,8 @@ def build(api_key: int, version: int, class_name: str | None = None, /, **fields
     the response itself, a nested class name gives that nested entity."""
     cls = _CLASSES.get((api_key, version, class_name, EntityType.response))
     if cls is None:
+        if legacy.has_response(api_key, version):
+            return legacy.response(api_key, version, class_name, **fields)
         cls = response_class(api_key, version, class_name)
     return build_entity(cls, **fields)
 

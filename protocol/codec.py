@@ -1,26 +1,29 @@
-"""Requests in, responses out: Kafka frames <-> kio entities.
+"""Requests in, responses out: Kafka frames <-> kio entities (and protocol/legacy.py's).
 
 Rules:
 - `decode_request(frame)` reads api_key, api_version and correlation_id with struct, then
-  header and body with kio when kio has that (api_key, version). Trailing unconsumed bytes
-  are accepted (librdkafka's all-topics Metadata v9+ ends with extra bytes, as
-  seen on the wire), and so is a null client_id. A frame shorter than 8 bytes, or a body
-  kio rejects, is
-  `MalformedRequest` (close the connection). An (api_key, version) kio has no schema for is
-  returned with `body=None` so the caller can still answer an error where one can be
-  encoded (ApiVersions at any version, Produce v0-2); it decides, not the codec.
+  header and body with kio when kio has that (api_key, version), else with protocol/legacy.py
+  when Kafka 3.8 serves a version kio lacks (Produce v0-2, Fetch v0-3, ListOffsets v0, ...).
+  Trailing unconsumed bytes are accepted (librdkafka's all-topics Metadata v9+ ends with
+  extra bytes, as seen on the wire), and so is a null client_id. A frame shorter than 8
+  bytes, or a body that cannot be read, is `MalformedRequest` (close the connection). An
+  (api_key, version) with no schema at all is returned with `body=None` so the caller can
+  still answer where an answer can be encoded (ApiVersions at any version, KIP-511); it
+  decides, not the codec. After a SaslHandshake v0 the client sends bare SASL tokens:
+  `sasl_token_request` makes each a SaslAuthenticate v0 request whose answer is the bare
+  token (`raw_sasl`).
 - `encode_response(request, body)` returns the whole frame: size, response header, body.
   The header is v1 (flexible) or v0 as the body class's `__header_schema__` says, except
-  ApiVersions, always v0 (KIP-511). The body's own class picks the writer, so a
-  v0 body may answer a v4 request (KIP-511).
-- `error_response(request, code)` answers an error for any API kio has a response for: top-
+  ApiVersions, always v0 (KIP-511), and the legacy versions (all v0). The body's own class
+  picks the writer, so a v0 body may answer a v4 request (KIP-511).
+- `error_response(request, code)` answers an error for any API there is a response for: top-
   level `error_code` fields get the code and, for APIs that list topics/partitions, every
   requested topic/partition is echoed with the code (Kafka's `getErrorResponse`): a client
   must always get a decodable answer for an API the broker advertises. The group APIs echo
   what they name the same way: OffsetCommit/OffsetFetch topics and partitions (OffsetFetch
-  with offset -1), LeaveGroup v3+ members, DescribeGroups/DeleteGroups groups and
-  FindCoordinator v4 keys (no node: -1, "", -1, as v0-3's top level); JoinGroup keeps its
-  schema defaults (generation -1, no leader, no protocol).
+  with offset -1; v8+ each group asked), LeaveGroup v3+ members, DescribeGroups/DeleteGroups
+  groups and FindCoordinator v4+ keys (no node: -1, "", -1, as v0-3's top level); JoinGroup
+  keeps its schema defaults (generation -1, no leader, no protocol).
 - Cost: kio encodes in pure Python (15-50 µs a response): nothing here adds a pass over the
   data; readers and writers are looked up once per (api_key, version) / class.
 - Pure: no sockets, no clock.
@@ -30,6 +33,7 @@ from __future__ import annotations
 
 import io
 import struct
+from collections import namedtuple
 from dataclasses import dataclass
 
 from kio.index import load_request_schema
@@ -39,18 +43,19 @@ from kio.static.constants import EntityType
 
 from replicas.errors import ErrorCode as E
 
-from .build import build, build_entity, error_code as _error_code, response_class
+from . import legacy
+from .build import build, error_code as _error_code
 from .errors import MalformedRequest, NoResponseSchema
 from .versions import SUPPORTED, ApiKey, is_served
 
-__all__ = ["Request", "decode_request", "encode_response", "error_response",
-           "encode_error_frame", "api_versions_response", "has_request_schema"]
+__all__ = ["Request", "decode_request", "sasl_token_request", "encode_response",
+           "error_response", "encode_error_frame", "api_versions_response",
+           "has_request_schema"]
 
 _PREFIX = struct.Struct(">hhi")
 _HEADER_V0 = struct.Struct(">ii")        # size, correlation id
 _I16, _I32 = struct.Struct(">h"), struct.Struct(">i")
 _PLACEHOLDER_V0, _PLACEHOLDER_V1 = bytes(8), bytes(9)   # v1 ends with 0 tagged fields
-_LEGACY_PRODUCE = range(0, 3)            # Produce versions kio has no schema for
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,12 +64,10 @@ class Request:
     api_version: int
     correlation_id: int
     client_id: str | None
-    header: object | None          # kio RequestHeader v1/v2, None when kio has no schema
-    body: object | None            # kio request entity, None when kio has no schema
+    header: object | None          # kio RequestHeader v1/v2 (legacy: its namedtuple), or None
+    body: object | None            # kio request entity (legacy: namedtuple), or None
     size: int                      # frame bytes, without the 4-byte size prefix
-    # (topic, partitions) of a Produce v0-2 request, read by hand so that its
-    # UNSUPPORTED_VERSION answer can name every partition the producer waits on.
-    legacy_topics: tuple[tuple[str, tuple[int, ...]], ...] | None = None
+    raw_sasl: bool = False         # a raw SASL token after SaslHandshake v0, no header
 
     @property
     def served(self) -> bool:
@@ -111,11 +114,14 @@ def decode_request(frame: bytes) -> Request:
         raise MalformedRequest(f"{size}-byte frame is shorter than the request header")
     api_key, version, correlation_id = _PREFIX.unpack_from(frame, 0)
     readers = _readers(api_key, version)
-    if readers is None:
+    if readers is None and not legacy.has_request(api_key, version):
         return _undecodable(frame, api_key, version, correlation_id)
     try:
-        header, offset = readers[0](frame, 0)
-        body, _ = readers[1](frame, offset)
+        if readers is None:
+            header, body = legacy.decode_request(frame)
+        else:
+            header, offset = readers[0](frame, 0)
+            body, _ = readers[1](frame, offset)
     except Exception as exc:   # kio raises BufferUnderflow, ValueError, KeyError, ...
         raise MalformedRequest(f"undecodable request: {type(exc).__name__}: {exc}",
                                api_key=api_key, api_version=version,
@@ -123,7 +129,17 @@ def decode_request(frame: bytes) -> Request:
     return Request(api_key, version, correlation_id, header.client_id, header, body, size)
 
 
-def _legacy_string(frame: bytes, offset: int) -> tuple[str | None, int]:
+SaslToken = namedtuple("SaslToken", "auth_bytes")
+
+
+def sasl_token_request(frame: bytes) -> Request:
+    """A frame after SaslHandshake v0 is a bare SASL token, handled as SaslAuthenticate v0
+    and answered bare (size, token): Kafka's SaslServerAuthenticator without headers."""
+    return Request(ApiKey.SASL_AUTHENTICATE, 0, 0, None, None, SaslToken(bytes(frame)),
+                   len(frame), raw_sasl=True)
+
+
+def _nullable_string(frame: bytes, offset: int) -> tuple[str | None, int]:
     (length,) = _I16.unpack_from(frame, offset)
     offset += 2
     if length < 0:
@@ -135,40 +151,10 @@ def _legacy_string(frame: bytes, offset: int) -> tuple[str | None, int]:
 
 def _undecodable(frame: bytes, api_key: int, version: int, correlation_id: int) -> Request:
     try:
-        client_id, offset = _legacy_string(frame, 8)
+        client_id, _ = _nullable_string(frame, 8)
     except (struct.error, ValueError):
-        client_id, offset = None, -1
-    legacy = None
-    if api_key == ApiKey.PRODUCE and version in _LEGACY_PRODUCE:
-        try:
-            if offset < 0:
-                raise ValueError("no client_id")
-            legacy = _legacy_produce_topics(frame, offset)
-        except (struct.error, ValueError) as exc:
-            raise MalformedRequest(f"undecodable Produce v{version}: {exc}", api_key=api_key,
-                                   api_version=version, correlation_id=correlation_id) from exc
-    return Request(api_key, version, correlation_id, client_id, None, None, len(frame), legacy)
-
-
-def _legacy_produce_topics(frame: bytes, offset: int):
-    # Produce v0-2: acks int16, timeout int32, [name string, [index int32, records bytes]].
-    offset += 6
-    (n_topics,) = _I32.unpack_from(frame, offset)
-    offset += 4
-    topics = []
-    for _ in range(max(n_topics, 0)):
-        name, offset = _legacy_string(frame, offset)
-        (n_parts,) = _I32.unpack_from(frame, offset)
-        offset += 4
-        parts = []
-        for _ in range(max(n_parts, 0)):
-            index, length = struct.unpack_from(">ii", frame, offset)
-            offset += 8 + max(length, 0)
-            if offset > len(frame):
-                raise ValueError("records run past the frame")
-            parts.append(index)
-        topics.append((name or "", tuple(parts)))
-    return tuple(topics)
+        client_id = None
+    return Request(api_key, version, correlation_id, client_id, None, None, len(frame))
 
 
 # -- encoding --------------------------------------------------------------------------------
@@ -176,9 +162,15 @@ _WRITERS: dict[type, object] = {}
 
 
 def encode_response(request: Request, body) -> bytes:
+    if request.raw_sasl:
+        token = bytes(body.auth_bytes)
+        return _I32.pack(len(token)) + token
     cls = type(body)
     if cls.__api_key__ != request.api_key:
         raise ValueError(f"{cls.__name__} does not answer api_key {request.api_key}")
+    if legacy.has_response(request.api_key, request.api_version):
+        return legacy.encode_response(request.api_key, request.api_version,
+                                      request.correlation_id, body)
     writer = _WRITERS.get(cls)
     if writer is None:
         writer = _WRITERS[cls] = entity_writer(cls)
@@ -264,7 +256,9 @@ _MIRRORS: dict[int, tuple] = {
     ApiKey.OFFSET_COMMIT: (("topics", "topics", "OffsetCommitResponseTopic", {"name": "name"},
                             {}, ("partitions", "partitions", "OffsetCommitResponsePartition",
                                  {"partition_index": "partition_index"}, {}, None)),),
-    ApiKey.OFFSET_FETCH: (("topics", "topics", "OffsetFetchResponseTopic", {"name": "name"},
+    ApiKey.OFFSET_FETCH: (("groups", "groups", "OffsetFetchResponseGroup",
+                           {"group_id": "group_id"}, {}, None),
+                          ("topics", "topics", "OffsetFetchResponseTopic", {"name": "name"},
                            {}, ("partition_indexes", "partitions",
                                 "OffsetFetchResponsePartition", {"partition_index": None},
                                 {"committed_offset": -1, "committed_leader_epoch": -1,
@@ -332,8 +326,7 @@ def _mirror(api_key: int, version: int, level: tuple, items, code) -> tuple:
 def error_response(request: Request, error_code: int):
     """A kio response entity answering `error_code` for this request's api_key and version.
 
-    Raises NoResponseSchema when kio has no response for it (unknown api_key, Produce
-    v0-2: `encode_error_frame` hand-encodes the latter)."""
+    Raises NoResponseSchema when there is no response for it (an unknown api_key)."""
     code = _error_code(error_code)
     api_key, version = request.api_key, request.api_version
     if api_key == ApiKey.API_VERSIONS:
@@ -341,7 +334,6 @@ def error_response(request: Request, error_code: int):
                 or version > SUPPORTED[api_key][1]:
             return _api_versions_error(code)
         return build(api_key, version, None, error_code=code)
-    cls = response_class(api_key, version)
     fields = dict(_ERROR_TOP_LEVEL.get(api_key, ()), error_code=code)
     body = request.body
     if body is not None:
@@ -350,34 +342,13 @@ def error_response(request: Request, error_code: int):
             if items is not _ABSENT:
                 fields[level[1]] = _mirror(api_key, version, level, items, code)
                 break
-    return build_entity(cls, **fields)
+    return build(api_key, version, None, **fields)
 
 
 def encode_error_frame(request: Request, error_code: int) -> bytes | None:
     """The whole error answer frame, or None when nothing decodable can be sent."""
-    if request.api_key == ApiKey.PRODUCE and request.api_version in _LEGACY_PRODUCE:
-        return _legacy_produce_error(request, int(getattr(error_code, "code", error_code)))
     try:
         body = error_response(request, error_code)
     except NoResponseSchema:
         return None
     return encode_response(request, body)
-
-
-def _legacy_produce_error(request: Request, code: int) -> bytes:
-    # Produce v0-2 responses by hand (kio has no schema): [name, [index, error_code,
-    # base_offset (, log_append_time v2)]] (, throttle_time_ms v1+).
-    version = request.api_version
-    out = [_I32.pack(request.correlation_id)]
-    topics = request.legacy_topics or ()
-    out.append(_I32.pack(len(topics)))
-    partition = struct.Struct(">ihqq" if version >= 2 else ">ihq")
-    tail = (-1, -1) if version >= 2 else (-1,)
-    for name, partitions in topics:
-        raw = name.encode()
-        out += [_I16.pack(len(raw)), raw, _I32.pack(len(partitions))]
-        out += [partition.pack(index, code, *tail) for index in partitions]
-    if version >= 1:
-        out.append(_I32.pack(0))
-    payload = b"".join(out)
-    return _I32.pack(len(payload)) + payload

@@ -10,10 +10,13 @@ Rules:
   answered (an unknown api_key: Kafka closes the connection then too, since without a
   schema it cannot even write a response header). Errors surface in stream order: requests
   framed before a bad size prefix are still handed out first.
-- A decoded request whose version is not served (not advertised, or Produce v0-2) comes out
+- A decoded request whose version is not served (not advertised) comes out
   with `request.served == False`: the caller answers `respond_error(request, 35)`
   (UNSUPPORTED_VERSION) rather than closing, since closing makes clients reconnect in a
   storm (seen with librdkafka). ApiVersions above our max is answered the KIP-511 way.
+- After a successful SaslHandshake v0 the client sends bare SASL tokens until it is
+  authenticated: while `sasl_tokens` is set (protocol.handlers.answer sets and clears it)
+  each frame comes out as a SaslAuthenticate v0 request answered with a bare token.
 - After a fatal error the connection is dead: every later call raises `ConnectionFailed`.
 - Pure: no sockets, no clock, no threads.
 """
@@ -22,7 +25,8 @@ from __future__ import annotations
 
 from collections import deque
 
-from .codec import Request, decode_request, encode_error_frame, encode_response
+from .codec import (Request, decode_request, encode_error_frame, encode_response,
+                    sasl_token_request)
 from .errors import ConnectionFailed, ProtocolError, UnsupportedRequest
 from .frames import DEFAULT_MAX_FRAME_BYTES, FrameDecoder
 from .versions import ApiKey
@@ -39,6 +43,7 @@ class Connection:
         self.requests_received = 0
         self.bytes_received = 0
         self.responses_sent = 0
+        self.sasl_tokens = False        # frames are bare SASL tokens (SaslHandshake v0)
 
     @property
     def failed(self) -> ProtocolError | None:
@@ -67,7 +72,8 @@ class Connection:
                 raise self._fail(self._pending_error)
             return None
         try:
-            request = decode_request(self._frames.popleft())
+            frame = self._frames.popleft()
+            request = sasl_token_request(frame) if self.sasl_tokens else decode_request(frame)
         except ProtocolError as exc:
             raise self._fail(exc)
         if request.body is None and not _answerable(request):
@@ -100,7 +106,6 @@ class Connection:
 
 
 def _answerable(request: Request) -> bool:
-    # Without a kio request schema only these can still be answered: ApiVersions at any
-    # version (KIP-511: header v0 + v0 body need only the correlation id) and Produce v0-2
-    # (hand-encoded; their topics were read by hand).
-    return request.api_key == ApiKey.API_VERSIONS or request.legacy_topics is not None
+    # Without a request schema only ApiVersions can still be answered, at any version
+    # (KIP-511: header v0 + v0 body need only the correlation id).
+    return request.api_key == ApiKey.API_VERSIONS

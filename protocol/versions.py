@@ -1,15 +1,18 @@
-"""The API-version table: what ApiVersions advertises, as data.
+"""The API-version table: what ApiVersions advertises, as data, beside Kafka 3.8's.
 
 Rules:
-- `SUPPORTED` maps api_key -> (min, max), exactly the ranges ApiVersions advertises; what is
-  advertised is served, except the versions in `REJECTED_VERSIONS`, which are advertised only
-  so that old clients keep working and are answered UNSUPPORTED_VERSION (35).
-- Produce v0-2: Kafka 4 advertises Produce from v0 and rejects v0-2 (KAFKA-18659), because
-  librdkafka < 2.11.1 turns compression off unless the Produce range reaches v0; kio has no
-  schema for them, so they are answered by a hand-encoded error (codec.py).
-- Minimums follow Kafka 4 (and kio's schemas): old librdkafka enables a feature only when the
-  broker's range reaches down to specific versions (what the real clients send), so a minimum is
-  raised only with that table in hand.
+- `SUPPORTED` maps api_key -> (min, max), exactly the ranges ApiVersions advertises, and every
+  advertised version is served: `REJECTED_VERSIONS` (advertised, answered
+  UNSUPPORTED_VERSION) is empty, as Kafka 3.8 rejects nothing it advertises.
+- `KAFKA_38` is what a Kafka 3.8 ZooKeeper-mode broker advertises: every API whose schema
+  lists the zkBroker listener, over its whole validVersions (clients/src/main/resources/
+  common/message/*Request.json; 3.8 marks no latest version unstable). For each API rayka
+  serves, the range is Kafka 3.8's, except the versions that address topics by id (Fetch
+  13-16) while topic ids are not tracked. `api_table()` is README's table, checked by a test.
+- The versions kio has no schema for (below Kafka 4's minimums) are protocol/legacy.py's;
+  Produce v0-2 and Fetch v0-3 carry message formats v0/v1, converted to and from
+  RecordBatch v2 (replicas/legacy_records.py). SaslHandshake v0 is followed by raw SASL
+  tokens (protocol/connection.py).
 - To serve a new API, add one line here (and its handler); nothing else reads a list of
   APIs. The group APIs (FindCoordinator 10, JoinGroup 11, Heartbeat 12, LeaveGroup 13,
   SyncGroup 14, OffsetCommit 8, OffsetFetch 9), the transaction APIs (22, 24-28, 61, 65,
@@ -20,7 +23,8 @@ from __future__ import annotations
 
 from enum import IntEnum
 
-__all__ = ["ApiKey", "SUPPORTED", "REJECTED_VERSIONS", "is_served", "is_advertised"]
+__all__ = ["ApiKey", "SUPPORTED", "REJECTED_VERSIONS", "KAFKA_38", "api_table", "is_served",
+           "is_advertised"]
 
 
 class ApiKey(IntEnum):
@@ -66,55 +70,88 @@ class ApiKey(IntEnum):
 SUPPORTED: dict[int, tuple[int, int]] = {
     ApiKey.API_VERSIONS: (0, 3),               # v4 requests get the KIP-511 v0 answer
     ApiKey.METADATA: (0, 12),
-    ApiKey.PRODUCE: (0, 9),                    # v0-2 rejected, see REJECTED_VERSIONS
-    ApiKey.FETCH: (4, 12),                     # v13+ addresses topics by id
-    ApiKey.LIST_OFFSETS: (1, 7),
-    ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4),
+    ApiKey.PRODUCE: (0, 11),                   # v0-2: message formats v0/v1, up-converted
+    ApiKey.FETCH: (0, 12),                     # v0-3 down-converted; v13+ address topics by id
+    ApiKey.LIST_OFFSETS: (0, 8),               # v0: Kafka's offsets before a time (Burrow)
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: (0, 4),
     ApiKey.INIT_PRODUCER_ID: (0, 5),
-    # transactions (Kafka 3.8's ranges; WriteTxnMarkers v0 has no kio schema: brokers here
-    # send v1 to each other)
-    ApiKey.ADD_PARTITIONS_TO_TXN: (0, 4),     # v4: partition leaders verify (KIP-890)
+    ApiKey.ADD_PARTITIONS_TO_TXN: (0, 5),     # v4+: partition leaders verify (KIP-890)
     ApiKey.ADD_OFFSETS_TO_TXN: (0, 4),
     ApiKey.END_TXN: (0, 4),
-    ApiKey.WRITE_TXN_MARKERS: (1, 1),
+    ApiKey.WRITE_TXN_MARKERS: (0, 1),
     ApiKey.TXN_OFFSET_COMMIT: (0, 4),
     ApiKey.DESCRIBE_PRODUCERS: (0, 0),
     ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
     ApiKey.LIST_TRANSACTIONS: (0, 1),
-    ApiKey.CREATE_TOPICS: (2, 7),
-    ApiKey.DELETE_TOPICS: (1, 6),
+    ApiKey.CREATE_TOPICS: (0, 7),
+    ApiKey.DELETE_TOPICS: (0, 6),
     ApiKey.DELETE_RECORDS: (0, 2),
     ApiKey.CREATE_PARTITIONS: (0, 3),
-    ApiKey.DESCRIBE_CONFIGS: (1, 4),
+    ApiKey.DESCRIBE_CONFIGS: (0, 4),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
     ApiKey.DESCRIBE_CLUSTER: (0, 1),
-    # consumer groups: old librdkafka (kcat 2.0.2) turns groups on only if these start at 0,
-    # OffsetCommit at <= 2 and OffsetFetch at <= 1 (what kafka-python and aiokafka send)
-    ApiKey.FIND_COORDINATOR: (0, 4),           # v4 batches keys
-    ApiKey.JOIN_GROUP: (0, 7),
+    ApiKey.FIND_COORDINATOR: (0, 5),           # v4+ batch keys
+    ApiKey.JOIN_GROUP: (0, 9),
     ApiKey.SYNC_GROUP: (0, 5),
     ApiKey.HEARTBEAT: (0, 4),
-    ApiKey.LEAVE_GROUP: (0, 4),
-    ApiKey.OFFSET_COMMIT: (2, 8),
-    ApiKey.OFFSET_FETCH: (1, 7),               # v8 batches groups
-    ApiKey.LIST_GROUPS: (0, 4),
+    ApiKey.LEAVE_GROUP: (0, 5),
+    ApiKey.OFFSET_COMMIT: (0, 9),              # v0: stored in ZooKeeper, as Kafka 3.8
+    ApiKey.OFFSET_FETCH: (0, 9),               # v0: read from ZooKeeper; v8+ batch groups
+    ApiKey.LIST_GROUPS: (0, 5),
     ApiKey.DESCRIBE_GROUPS: (0, 5),
     ApiKey.DELETE_GROUPS: (0, 2),
-    # security: SaslHandshake v0 (raw SASL tokens after it) is not served, but advertised:
-    # librdkafka < 2.11 turns SASL on only when the range reaches v0 (kcat's 2.0.2:
-    # "SASL Handshake not supported by broker"), and then sends v1 + SaslAuthenticate.
-    # The ACL APIs start at v1 as in Kafka 4.
-    ApiKey.SASL_HANDSHAKE: (0, 1),
+    ApiKey.SASL_HANDSHAKE: (0, 1),             # v0: raw SASL tokens follow
     ApiKey.SASL_AUTHENTICATE: (0, 2),
-    ApiKey.DESCRIBE_ACLS: (1, 3),
-    ApiKey.CREATE_ACLS: (1, 3),
-    ApiKey.DELETE_ACLS: (1, 3),
+    ApiKey.DESCRIBE_ACLS: (0, 3),
+    ApiKey.CREATE_ACLS: (0, 3),
+    ApiKey.DELETE_ACLS: (0, 3),
 }
 
-REJECTED_VERSIONS: dict[int, range] = {
-    ApiKey.PRODUCE: range(0, 3),
-    ApiKey.SASL_HANDSHAKE: range(0, 1),
+REJECTED_VERSIONS: dict[int, range] = {}
+
+# Kafka 3.8, ZooKeeper mode: api_key -> (name, min, max) as its ApiVersions advertises them
+KAFKA_38: dict[int, tuple[str, int, int]] = {
+    0: ("Produce", 0, 11), 1: ("Fetch", 0, 16), 2: ("ListOffsets", 0, 8),
+    3: ("Metadata", 0, 12), 4: ("LeaderAndIsr", 0, 7), 5: ("StopReplica", 0, 4),
+    6: ("UpdateMetadata", 0, 8), 7: ("ControlledShutdown", 0, 3), 8: ("OffsetCommit", 0, 9),
+    9: ("OffsetFetch", 0, 9), 10: ("FindCoordinator", 0, 5), 11: ("JoinGroup", 0, 9),
+    12: ("Heartbeat", 0, 4), 13: ("LeaveGroup", 0, 5), 14: ("SyncGroup", 0, 5),
+    15: ("DescribeGroups", 0, 5), 16: ("ListGroups", 0, 5), 17: ("SaslHandshake", 0, 1),
+    18: ("ApiVersions", 0, 3), 19: ("CreateTopics", 0, 7), 20: ("DeleteTopics", 0, 6),
+    21: ("DeleteRecords", 0, 2), 22: ("InitProducerId", 0, 5),
+    23: ("OffsetForLeaderEpoch", 0, 4), 24: ("AddPartitionsToTxn", 0, 5),
+    25: ("AddOffsetsToTxn", 0, 4), 26: ("EndTxn", 0, 4), 27: ("WriteTxnMarkers", 0, 1),
+    28: ("TxnOffsetCommit", 0, 4), 29: ("DescribeAcls", 0, 3), 30: ("CreateAcls", 0, 3),
+    31: ("DeleteAcls", 0, 3), 32: ("DescribeConfigs", 0, 4), 33: ("AlterConfigs", 0, 2),
+    34: ("AlterReplicaLogDirs", 0, 2), 35: ("DescribeLogDirs", 0, 4),
+    36: ("SaslAuthenticate", 0, 2), 37: ("CreatePartitions", 0, 3),
+    38: ("CreateDelegationToken", 0, 3), 39: ("RenewDelegationToken", 0, 2),
+    40: ("ExpireDelegationToken", 0, 2), 41: ("DescribeDelegationToken", 0, 3),
+    42: ("DeleteGroups", 0, 2), 43: ("ElectLeaders", 0, 2),
+    44: ("IncrementalAlterConfigs", 0, 1), 45: ("AlterPartitionReassignments", 0, 0),
+    46: ("ListPartitionReassignments", 0, 0), 47: ("OffsetDelete", 0, 0),
+    48: ("DescribeClientQuotas", 0, 1), 49: ("AlterClientQuotas", 0, 1),
+    50: ("DescribeUserScramCredentials", 0, 0), 51: ("AlterUserScramCredentials", 0, 0),
+    56: ("AlterPartition", 0, 3), 57: ("UpdateFeatures", 0, 1), 58: ("Envelope", 0, 0),
+    60: ("DescribeCluster", 0, 1), 61: ("DescribeProducers", 0, 0),
+    65: ("DescribeTransactions", 0, 0), 66: ("ListTransactions", 0, 1),
+    67: ("AllocateProducerIds", 0, 0), 68: ("ConsumerGroupHeartbeat", 0, 0),
+    69: ("ConsumerGroupDescribe", 0, 0),
 }
+
+
+def _span(lo: int, hi: int) -> str:
+    return str(lo) if lo == hi else f"{lo}-{hi}"
+
+
+def api_table(supported=SUPPORTED) -> str:
+    """README's table (markdown): every API of Kafka 3.8, the versions rayka serves, the
+    versions Kafka 3.8 serves."""
+    rows = ["| key | API | rayka serves | Kafka 3.8 serves |", "|---:|---|---|---|"]
+    for key, (name, lo, hi) in sorted(KAFKA_38.items()):
+        ours = supported.get(key)
+        rows.append(f"| {key} | {name} | {_span(*ours) if ours else '—'} | {_span(lo, hi)} |")
+    return "\n".join(rows)
 
 
 def is_advertised(api_key: int, version: int, supported=SUPPORTED) -> bool:

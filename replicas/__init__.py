@@ -2,9 +2,11 @@
 
 What lives here (one module each):
 - records: Kafka RecordBatch v2 on the hot path (validate header/CRC, stamp base offset and
-  leader epoch in place; batches stay bytes);
+  leader epoch in place; batches stay bytes); legacy_records: message formats v0/v1 and
+  their conversion to and from v2 (old producers and consumers);
 - segment, log: the segmented log (`.log` + sparse `.index`), crash recovery, truncation;
   offsets: ListOffsets (by time, earliest, latest) and OffsetForLeaderEpoch answers;
+  legacy_offsets: ListOffsets v0 (segment start offsets before a time);
 - checkpoints, epoch_cache: Kafka's checkpoint files and the leader-epoch cache (KIP-101/279);
 - partition_state, producer_state: one replica's leader/follower state (ISR, HW, fencing) and
   producer state (idempotence, transactions, KIP-890 verification guards);

@@ -52,6 +52,7 @@ from coordinator import messages as gm
 from coordinator.config import GroupCoordinatorConfig
 from coordinator.coordinator import GroupCoordinator
 from protocol.fetch_session import ChangeJournal, FetchSessionCache
+from replicas.legacy_offsets import offsets_before
 from transactions import messages as tm
 from transactions.coordinator import TransactionCoordinator
 from protocol.api import (
@@ -196,6 +197,7 @@ class FakeBrokerApi:
         self.txn_coordinator = TransactionCoordinator(broker_id, lambda: self.clock_ms,
                                                       self._new_producer_id)
         self.markers: list = []                    # WriteMarkers the coordinator asked for
+        self.zk_offsets: dict = {}                 # OffsetCommit v0: (group, tp) -> offset
 
     # -- setup ----------------------------------------------------------------------------------
     def add_broker(self, broker_id: int, rack: str | None = None, **endpoints):
@@ -385,6 +387,25 @@ class FakeBrokerApi:
                 offset, ts = (-1, -1) if found is None else (found.base_offset,
                                                              found.max_timestamp)
             out[tp] = OffsetAnswer(NONE, ts, offset, part.epoch_at(offset) if offset >= 0 else -1)
+        return out
+
+    def legacy_offsets(self, replica_id: int, asks) -> list[tuple[int, tuple[int, ...]]]:
+        """ListOffsets v0 over one segment per batch (its max timestamp as its time), the last
+        one active."""
+        asks = list(asks)
+        self._record("legacy_offsets", replica_id=replica_id, asks=asks)
+        out = []
+        for tp, timestamp, max_num in asks:
+            error = self._partition_error(tp)
+            if error:
+                out.append((error, ()))
+                continue
+            part = self.partition(tp)
+            segments = [(b.base_offset, b.max_timestamp) for b in part.batches] or \
+                [(part.log_start, 0)]
+            out.append((NONE, offsets_before(
+                segments, len(part.batches), part.log_start, part.log_end, part.high_watermark,
+                self.clock_ms, timestamp, max_num, from_consumer=replica_id == -1)))
         return out
 
     def offsets_for_leader_epoch(self, asks) -> dict[TP, OffsetAnswer]:
@@ -630,6 +651,24 @@ class FakeBrokerApi:
             out[g] = (COORDINATOR_NOT_AVAILABLE, -1, "", -1) if endpoint is None \
                 else (NONE, node, endpoint[0], endpoint[1])
         return out
+
+    def zk_commit_offsets(self, group_id: str, asks) -> dict[TP, int]:
+        """OffsetCommit v0: a dict stands in for ZooKeeper's /consumers."""
+        asks = list(asks)
+        self._record("zk_commit_offsets", group_id=group_id, asks=asks)
+        out = {}
+        for tp, offset, _metadata in asks:
+            error = self._partition_error(tp, leader_only=False)
+            if not error:
+                self.zk_offsets[(group_id, tp)] = offset
+            out[tp] = error
+        return out
+
+    def zk_fetch_offsets(self, group_id: str, tps) -> dict[TP, tuple[int, int]]:
+        tps = list(tps)
+        self._record("zk_fetch_offsets", group_id=group_id, tps=tps)
+        return {tp: (NONE, self.zk_offsets[(group_id, tp)]) if (group_id, tp) in self.zk_offsets
+                else (UNKNOWN_TOPIC_OR_PARTITION, -1) for tp in tps}
 
     def group_call(self, make_event) -> Deferred:
         rid, self._next_request_id = self._next_request_id, self._next_request_id + 1

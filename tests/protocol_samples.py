@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import uuid
 
+from kafka.record.legacy_records import LegacyRecordBatchBuilder
 from kafka.protocol.admin import (
     CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse,
     DeleteGroupsRequest, DeleteGroupsResponse, DeleteRecordsRequest, DeleteRecordsResponse,
@@ -74,12 +75,24 @@ ACL_READ = dict(resource_type=2, resource_name="orders", resource_pattern_type=3
                 principal="User:alice", host="*", operation=3, permission_type=3)
 
 
+def legacy_message_set(magic: int, values, codec: int = 0, timestamp: int = 1_700_000_000_000,
+                       keys=None) -> bytes:
+    """A message format v0/v1 message set by kafka-python's legacy builder (Produce v0-2)."""
+    builder = LegacyRecordBatchBuilder(magic=magic, compression_type=codec, batch_size=1 << 30)
+    for i, value in enumerate(values):
+        builder.append(i, timestamp=timestamp + i, key=keys[i] if keys else None, value=value)
+    return bytes(builder.build())
+
+
 def _produce(v):
     tpd = ProduceRequest.TopicProduceData
     ppd = tpd.PartitionProduceData
+
+    def records(name):        # v0-2 carry message formats v0 (v0-1) and v1 (v2)
+        return name.encode() if v >= 3 else legacy_message_set(int(v == 2), [name.encode()])
     return ProduceRequest[v](transactional_id=None, acks=-1, timeout_ms=1500, topic_data=[
-        tpd(name="orders", partition_data=[ppd(index=0, records=b"batch-0"),
-                                           ppd(index=2, records=b"batch-2")]),
+        tpd(name="orders", partition_data=[ppd(index=0, records=records("batch-0")),
+                                           ppd(index=2, records=records("batch-2"))]),
         tpd(name="audit", partition_data=[ppd(index=1, records=None)])])
 
 
@@ -208,6 +221,13 @@ def _offset_commit(v):
 
 
 def _offset_fetch(v):
+    if v >= 8:                # batched groups: g1 asks for the usual topics, g2 for all
+        g = OffsetFetchRequest.OffsetFetchRequestGroup
+        gt = g.OffsetFetchRequestTopics
+        return OffsetFetchRequest[v](require_stable=False, groups=[
+            g(group_id="g1", member_id=None, member_epoch=-1,
+              topics=[gt(name=t, partition_indexes=ps) for t, ps in ASKED.items()]),
+            g(group_id="g2", member_id="m2", member_epoch=3, topics=None)])
     t = OffsetFetchRequest.OffsetFetchRequestTopic
     return OffsetFetchRequest[v](group_id="g1", require_stable=False, topics=[
         t(name="orders", partition_indexes=[0, 2]), t(name="audit", partition_indexes=[1])])

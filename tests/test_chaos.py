@@ -35,6 +35,7 @@ def test_short_run_with_two_faults_of_every_kind_loses_nothing(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)      # a soak: 6-15 minutes on 2 cores (pytest's cap is 600 s)
 def test_run_with_five_faults_of_every_kind_loses_nothing(tmp_path):
     """`make chaos`: every fault kind five times (6-8 minutes on 2 cores)."""
     _every_kind(tmp_path, 5)
@@ -108,6 +109,7 @@ def test_a_compacted_topic_through_broker_faults_keeps_every_keys_last_value(tmp
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)      # a soak: 6-15 minutes on 2 cores (pytest's cap is 600 s)
 def test_librdkafka_clients_through_five_faults_of_every_kind_lose_nothing(tmp_path):
     """`make chaos`: the full fault schedule (>= 5 of every kind, the link cut included)
     with the workload over unmodified Kafka clients."""
@@ -149,6 +151,7 @@ def test_transactions_through_coordinator_and_leader_faults(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)      # a soak: 6-15 minutes on 2 cores (pytest's cap is 600 s)
 def test_transactions_through_five_faults_of_every_kind(tmp_path):
     """`make chaos`: the transactional workload under the full schedule (>= 5 faults of every
     kind, the transaction coordinator's kinds included)."""

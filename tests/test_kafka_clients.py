@@ -430,3 +430,96 @@ def test_offsets_for_times_and_oversized_batches(cluster):
         assert (low, high) == (0, 10)                                 # the big batch appended nothing
     finally:
         c.close()
+
+
+# -- old clients: Kafka 3.8's oldest versions and message formats v0/v1 -------------------------
+def _leader_address(cluster, topic: str, partition: int = 0) -> tuple[str, int]:
+    leader = cluster.admin().describe_topic(topic)[partition].leader
+    (ep,) = [e for e in cluster.store.get_broker(leader).endpoints if e.listener == "PLAINTEXT"]
+    return ep.host, ep.port
+
+
+def _wire(address, msg, correlation_id: int = 1):
+    """One request over a fresh socket (kafka-python encodes and decodes): its answer."""
+    from tests.protocol_samples import RESPONSES, frame_of
+    with socket.create_connection(address, timeout=30) as s:
+        s.sendall(frame_of(msg, correlation_id, client_id="burrow"))
+        size = struct.unpack(">i", s.recv(4, socket.MSG_WAITALL))[0]
+        frame = s.recv(size, socket.MSG_WAITALL)
+    answer = RESPONSES[msg.API_KEY].decode(frame, version=msg.API_VERSION, header=True)
+    assert answer.header.correlation_id == correlation_id
+    return answer
+
+
+def test_old_kafka_python_clients_write_and_read_message_formats_v0_and_v1(cluster):
+    """kafka-python pinned to Kafka 0.9 (Produce v1 and Fetch v1: magic 0, ListOffsets v0,
+    OffsetCommit v2) and to 0.10.1 (Produce v2 and Fetch v3: magic 1, timestamps): what
+    each writes is stored as v2 batches and read back by every client, converted."""
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition as KTP
+    from kafka.structs import OffsetAndMetadata
+    bootstrap = cluster.bootstrap_servers()
+    topic = topic_name("old")
+    cluster.admin().create_topic(topic, 1, 3)
+    sent = {}
+    for version, codec in (((0, 9), "gzip"), ((0, 10, 1), None)):
+        p = KafkaProducer(bootstrap_servers=bootstrap, api_version=version, acks="all",
+                          enable_idempotence=False, compression_type=codec)
+        for i in range(50):
+            value = b"%s-%02d" % (str(version).encode(), i)
+            p.send(topic, key=b"k%d" % (i % 3), value=value, timestamp_ms=1_700_000_000_000 + i)
+            sent[value] = 1_700_000_000_000 + i if version >= (0, 10) else -1
+        p.flush(60)
+        p.close()
+    c = cluster.consumer()
+    c.assign([(topic, 0)])
+    native = []
+    wait_for(lambda: native.extend(c.poll(timeout_ms=500)) or len(native) >= 100, TIMEOUT_S,
+             "100 records natively")
+    c.close()
+    assert {r.value: r.timestamp_ms for r in native} == sent     # v0 records: no timestamp
+    for version in ((0, 9), (0, 10, 1)):
+        k = KafkaConsumer(bootstrap_servers=bootstrap, api_version=version,
+                          group_id=f"old-{version[1]}", enable_auto_commit=False)
+        k.assign([KTP(topic, 0)])
+        k.seek_to_beginning()                                    # ListOffsets v0 / v1
+        got, deadline = [], time.monotonic() + TIMEOUT_S
+        while len(got) < 100 and time.monotonic() < deadline:
+            got += [m for msgs in k.poll(timeout_ms=500).values() for m in msgs]
+        assert sorted(m.value for m in got) == sorted(sent)
+        assert [m.offset for m in got] == list(range(100))
+        if version >= (0, 10):                                   # magic 1 carries them
+            assert {m.value: m.timestamp for m in got} == sent
+        k.commit({KTP(topic, 0): OffsetAndMetadata(100, "", -1)})   # OffsetCommit v2
+        assert k.committed(KTP(topic, 0)) == 100
+        k.close()
+
+
+def test_burrow_style_list_offsets_v0_and_zookeeper_kept_offsets(cluster):
+    """Burrow (sarama) asks ListOffsets v0 for the newest offset; OffsetCommit / OffsetFetch
+    v0 keep offsets in ZooKeeper's /consumers, as Kafka 3.8 does."""
+    from kafka.protocol.consumer import ListOffsetsRequest, OffsetCommitRequest, OffsetFetchRequest
+    topic = topic_name("burrow")
+    cluster.admin().create_topic(topic, 1, 3)
+    p = Producer({"bootstrap.servers": cluster.bootstrap_servers(), "acks": "all"})
+    for i in range(7):
+        p.produce(topic, b"b%d" % i)
+    assert p.flush(30) == 0
+    t = ListOffsetsRequest.ListOffsetsTopic
+    ask = [t.ListOffsetsPartition(partition_index=0, timestamp=ts, max_num_offsets=1)
+           for ts in (-1, -2)]
+    answer = _wire(_leader_address(cluster, topic), ListOffsetsRequest[0](
+        replica_id=-1, topics=[t(name=topic, partitions=ask[:1]), t(name=topic,
+                                                                     partitions=ask[1:])]))
+    assert [(x.error_code, x.old_style_offsets) for tt in answer.topics
+            for x in tt.partitions] == [(0, [7]), (0, [0])]
+    ct = OffsetCommitRequest.OffsetCommitRequestTopic
+    addr = _leader_address(cluster, topic)
+    committed = _wire(addr, OffsetCommitRequest[0](group_id="zk-group", topics=[ct(
+        name=topic, partitions=[ct.OffsetCommitRequestPartition(
+            partition_index=0, committed_offset=5, committed_metadata="m")])]))
+    assert committed.topics[0].partitions[0].error_code == 0
+    assert cluster.store.get_consumer_offset("zk-group", topic, 0) == 5
+    ft = OffsetFetchRequest.OffsetFetchRequestTopic
+    fetched = _wire(addr, OffsetFetchRequest[0](group_id="zk-group", topics=[
+        ft(name=topic, partition_indexes=[0])]))
+    assert [(x.committed_offset, x.error_code) for x in fetched.topics[0].partitions] == [(5, 0)]

@@ -25,7 +25,7 @@ from tests.test_protocol_handlers import metadata_request, produce_request, send
 from tests.test_protocol_security import (
     ALICE, BOB, BOTH, LEADER_NOT_AVAILABLE, NOT_COORDINATOR, UNKNOWN_TOPIC_OR_PARTITION,
     _alter_configs, _commit, _create_acls, _create_topics, _find_coordinator, _offset_fetch,
-    acl, ask, cluster_acl, fresh_fake, groups_seen, per_partition, produce_codes,
+    acl, ask, cluster_acl, fetched_group, fresh_fake, groups_seen, per_partition, produce_codes,
     session_for, topic_codes,
 )
 
@@ -88,20 +88,23 @@ def test_offset_fetch_of_all_partitions_leaves_denied_topics_out(version):
     session = session_for([acl(Res.GROUP, "g1", Op.DESCRIBE),
                            acl(Res.TOPIC, "audit", Op.DESCRIBE)])
     resp = ask(fake, _offset_fetch(version, topics=None), session)
-    assert resp.error_code == 0
+    assert fetched_group(resp).error_code == 0
     assert per_partition(resp, "topics", code="committed_offset") == {("audit", 0): 7}
 
 
 @pytest.mark.parametrize("version", versions(9))
 def test_offset_fetch_of_named_partitions_answers_denied_ones_29(version):
     fake = fresh_fake()
+    fake.zk_offsets[("g1", ("orders", 0))] = 5         # v0 reads ZooKeeper's offsets
     session = session_for([acl(Res.GROUP, "g1", Op.DESCRIBE),
                            acl(Res.TOPIC, "orders", Op.READ)])     # Read implies Describe
     resp = ask(fake, _offset_fetch(version), session)
-    got = {tp: (x["committed_offset"], x["error_code"])
-           for t in resp.to_dict()["topics"] for x in t["partitions"]
-           for tp in [(t["name"], x["partition_index"])]}
-    assert got == {("orders", 0): (5, 0), ("audit", 0): (-1, 29)}
+    committed = per_partition(resp, "topics", code="committed_offset")
+    assert {tp: (committed[tp], code) for tp, code in per_partition(resp, "topics").items()} \
+        == {("orders", 0): (5, 0), ("audit", 0): (-1, 29)}
+    if version == 0:
+        assert fake.calls_of("zk_fetch_offsets")[0]["tps"] == [("orders", 0)]
+        return
     [event] = groups_seen(fake, gm.OffsetFetch)
     assert event.partitions == (("orders", 0),)
 
@@ -113,7 +116,7 @@ def test_offset_fetch_a_coordinator_error_is_the_whole_answer_even_with_denied_t
     fake = fresh_fake()
     far = not_owned_group(fake)
     session = session_for([acl(Res.GROUP, far, Op.DESCRIBE)])
-    resp = ask(fake, _offset_fetch(version, group=far), session)
+    resp = fetched_group(ask(fake, _offset_fetch(version, group=far), session))
     assert (resp.error_code, resp.topics) == (NOT_COORDINATOR, [])
     [event] = groups_seen(fake, gm.OffsetFetch)
     assert event.partitions == ()

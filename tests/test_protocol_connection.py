@@ -74,11 +74,11 @@ def test_a_client_handshake_kafka_python_style():
 
 def test_a_decodable_unserved_request_is_answered_not_closed():
     conn = Connection()
-    conn.receive_data(frame_of(FindCoordinatorRequest[5](key_type=0,               # > our 4
+    conn.receive_data(frame_of(FindCoordinatorRequest[6](key_type=0,               # > our 5
                                                          coordinator_keys=["g", "h"]), 11))
     req = conn.next_request()
     assert req.body is not None and not req.served
-    answer = FindCoordinatorResponse.decode(conn.respond_error(req, 35)[4:], version=5,
+    answer = FindCoordinatorResponse.decode(conn.respond_error(req, 35)[4:], version=6,
                                             header=True)
     assert answer.header.correlation_id == 11
     assert [(c.key, c.node_id, c.error_code) for c in answer.coordinators] == [
@@ -90,16 +90,18 @@ def test_a_decodable_unserved_request_is_answered_not_closed():
     assert [t.error_code for t in answer.topics] == [35, 35]
 
 
-def test_produce_v2_is_answered_unsupported_version():
+@pytest.mark.parametrize("version", [0, 1, 2])
+def test_produce_v0_to_v2_is_served_and_its_error_answers_name_every_partition(version):
     conn = Connection()
-    conn.receive_data(sample_frame(0, 2, correlation_id=5))
+    conn.receive_data(sample_frame(0, version, correlation_id=5))
     req = conn.next_request()
-    assert req.body is None and not req.served
-    answer = ProduceResponse.decode(conn.respond_error(req, 35)[8:], version=2)
-    assert {p.error_code for t in answer.responses for p in t.partition_responses} == {35}
+    assert req.body is not None and req.served
+    answer = ProduceResponse.decode(conn.respond_error(req, 2)[8:], version=version)
+    assert [(t.name, [(p.index, p.error_code) for p in t.partition_responses])
+            for t in answer.responses] == [("orders", [(0, 2), (2, 2)]), ("audit", [(1, 2)])]
 
 
-@pytest.mark.parametrize("api_key,version", [(999, 0), (1, 3), (-1, 0)])
+@pytest.mark.parametrize("api_key,version", [(999, 0), (1, 19), (-1, 0)])
 def test_an_unanswerable_api_closes_the_connection(api_key, version):
     conn = Connection()
     conn.receive_data(encode_frame(struct.pack(">hhih", api_key, version, 8, -1)))

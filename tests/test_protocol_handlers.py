@@ -43,6 +43,9 @@ METHOD = {0: "produce", 1: "fetch", 2: "list_offsets", 3: "metadata", 19: "creat
           61: "describe_producers",
           **dict.fromkeys((8, 9, 11, 12, 13, 14, 15, 16, 42, 28), "group_call"),
           **dict.fromkeys((24, 25, 26, 65, 66), "txn_call")}
+# Kafka 3.8 answers these from ZooKeeper or from the log's segments
+LEGACY_METHOD = {(2, 0): "legacy_offsets", (8, 0): "zk_commit_offsets",
+                 (9, 0): "zk_fetch_offsets"}
 SERVED = [(k, v) for k, (lo, hi) in SUPPORTED.items() if k in HANDLERS
           for v in range(lo, hi + 1) if v not in REJECTED_VERSIONS.get(k, ())]
 
@@ -81,7 +84,7 @@ def ask(fake, msg, listener="PLAINTEXT", conn=None):
         out = out.result()
     assert out is not None
     assert struct.unpack_from(">ii", out) == (len(out) - 4, 4242)
-    if not (api_key == 0 and version < 3):                  # kio has no Produce v0-2
+    if has_request_schema(api_key, version):             # not protocol/legacy.py's
         header, _ = kio_read(out, load_response_schema(api_key, version))
         assert header.correlation_id == 4242
     decoded = RESPONSES[api_key].decode(out[4:], version=version, header=True)
@@ -215,7 +218,7 @@ def produce_request(version, parts, acks=-1, transactional_id=None):
                     for t, ps in parts.items()])
 
 
-@pytest.mark.parametrize("version", versions(0))
+@pytest.mark.parametrize("version", versions(0, 3))
 def test_produce_acks_0_is_answered_with_no_bytes(version):
     fake = cluster()
     conn = Connection()
@@ -228,7 +231,7 @@ def test_produce_acks_0_is_answered_with_no_bytes(version):
     assert [b.data for b in fake.partition(("audit", 0)).batches] == [b"fire"]
 
 
-@pytest.mark.parametrize("version", versions(0))
+@pytest.mark.parametrize("version", versions(0, 3))
 def test_a_failed_acks_0_produce_closes_the_connection_instead_of_answering(version):
     # Kafka never answers acks=0 (the producer reads no response): on a whole-request error
     # it closes the connection. Bytes here would be read as the answer to the NEXT request.
@@ -240,7 +243,7 @@ def test_a_failed_acks_0_produce_closes_the_connection_instead_of_answering(vers
     assert len(fake.calls_of("produce")) == 1 and conn.responses_sent == 0
 
 
-@pytest.mark.parametrize("version", versions(0))
+@pytest.mark.parametrize("version", versions(0, 3))
 def test_produce_maps_each_partitions_outcome(version):
     fake = cluster()
     fake.partition(("audit", 0)).log_start = 100
@@ -269,7 +272,7 @@ def test_produce_maps_each_partitions_outcome(version):
                for p in t.partition_responses)
 
 
-@pytest.mark.parametrize("version", versions(0))
+@pytest.mark.parametrize("version", versions(0, 3))
 def test_produce_null_records_fail_that_partition_only(version):
     fake = cluster()
     resp = ask(fake, produce_request(version, {"orders": [(0, b"x")], "audit": [(0, None)]}))
@@ -290,7 +293,7 @@ def test_zstd_needs_produce_v7(version):
     assert len(fake.calls_of("produce")) == (0 if version < 7 else 1)
 
 
-@pytest.mark.parametrize("version", versions(0))
+@pytest.mark.parametrize("version", versions(0, 3))
 def test_produce_with_a_transactional_id_reaches_the_broker_with_it(version):
     fake = cluster()
     txn = bytes(build_batch([b"x"], timestamps_ms=1, producer_id=7, producer_epoch=0,
@@ -311,17 +314,6 @@ def test_transactional_records_without_a_transactional_id_are_refused_everywhere
     assert {(t.name, p.index, p.error_code) for t in resp.responses
             for p in t.partition_responses} == {("orders", 0, 53), ("orders", 1, 53)}
     assert fake.calls_of("produce") == []
-
-
-@pytest.mark.parametrize("version", [0, 1, 2])
-def test_produce_v0_to_v2_is_unsupported_version(version):
-    fake = cluster()
-    request, _ = send(fake, sample_request(0, version))
-    assert not request.served
-    resp = ask(fake, sample_request(0, version))
-    assert [(t.name, [(p.index, p.error_code) for p in t.partition_responses])
-            for t in resp.responses] == [("orders", [(0, 35), (2, 35)]), ("audit", [(1, 35)])]
-    assert fake.calls == []
 
 
 # -- Fetch -------------------------------------------------------------------------------------
@@ -352,7 +344,7 @@ def fetch_cluster() -> FakeBrokerApi:
     return fake
 
 
-@pytest.mark.parametrize("version", versions(1))
+@pytest.mark.parametrize("version", versions(1, 4))          # v0-3: test_protocol_legacy
 def test_fetch_passes_the_request_to_the_broker(version):
     fake = fetch_cluster()
     ask(fake, fetch_request(version, {"orders": [(0, 3, 4, 4, 1000), (2, 0, -1, -1, 50)],
@@ -370,7 +362,7 @@ def test_fetch_passes_the_request_to_the_broker(version):
 
 
 @pytest.mark.parametrize("isolation", [0, 1])
-@pytest.mark.parametrize("version", versions(1))
+@pytest.mark.parametrize("version", versions(1, 4))          # v0-3: test_protocol_legacy
 def test_fetch_answers_every_partition_asked(version, isolation):
     fake = fetch_cluster()
     resp = ask(fake, fetch_request(version, {"orders": [(0, 3, -1, -1, 1 << 20),
@@ -400,7 +392,7 @@ def test_fetch_answers_every_partition_asked(version, isolation):
         assert resp.responses[0].partitions[0].preferred_read_replica == -1
 
 
-@pytest.mark.parametrize("version", versions(1))
+@pytest.mark.parametrize("version", versions(1, 4))          # v0-3: test_protocol_legacy
 def test_fetch_returns_the_first_batch_even_when_larger_than_max_bytes(version):
     fake = fetch_cluster()
     resp = ask(fake, fetch_request(version, {"orders": [(0, 1, -1, -1, 3)]}))
@@ -544,7 +536,7 @@ def test_delete_records_answers_each_partition_its_low_watermark_or_error(versio
                     ("audit", 5, 3, -1)]
 
 
-@pytest.mark.parametrize("version", versions(2))
+@pytest.mark.parametrize("version", versions(2, 1))      # v0: test_protocol_legacy
 def test_list_offsets_by_timestamp_and_version(version):
     fake = cluster()
     for p in range(3):
@@ -590,14 +582,17 @@ def test_offset_for_leader_epoch_answers_end_offsets(version):
                                       lp(partition=2, current_leader_epoch=3, leader_epoch=4)]),
         t(topic="audit", partitions=[lp(partition=5, current_leader_epoch=-1,
                                         leader_epoch=0)])]))
+    current = (lambda e: e) if version >= 2 else (lambda e: -1)    # v0-1 carry no fencing
+    epoch = (lambda e: e) if version >= 1 else (lambda e: -1)      # v0 answers no epoch
     assert fake.calls_of("offsets_for_leader_epoch")[0]["asks"] == [
-        (("orders", 0), 4, 2), (("orders", 1), -1, 0), (("orders", 2), 3, 4),
+        (("orders", 0), current(4), 2), (("orders", 1), -1, 0), (("orders", 2), current(3), 4),
         (("audit", 5), -1, 0)]
     assert [(t.topic, p.partition, p.error_code, p.leader_epoch, p.end_offset)
             for t in resp.topics for p in t.partitions] == [
-        ("orders", 0, 0, 1, 10),          # epoch 2 unknown: epoch 1, which ended at 10
+        ("orders", 0, 0, epoch(1), 10),   # epoch 2 unknown: epoch 1, which ended at 10
         ("orders", 1, 0, -1, -1),         # before the first epoch
-        ("orders", 2, 74, -1, -1),        # client's epoch 3 < leader's 4: fenced
+        ("orders", 2, 74, -1, -1) if version >= 2 else   # client's epoch 3 < 4: fenced
+        ("orders", 2, 0, epoch(4), 25),
         ("audit", 5, 3, -1, -1)]
 
 
@@ -653,14 +648,16 @@ def test_create_topics(version, validate_only):
         t(name="twice", num_partitions=1, replication_factor=1, assignments=[], configs=[]),
         t(name="audit", num_partitions=1, replication_factor=1, assignments=[], configs=[])]))
     (call,) = fake.calls_of("create_topics")
+    validate_only = validate_only and version >= 1                # v0 cannot ask
     assert (call["timeout_ms"], call["validate_only"]) == (25000, validate_only)
     assert [(s.name, s.partitions, s.replication_factor, dict(s.configs))
             for s in call["specs"]] == [("fresh", -1, -1, {"retention.ms": "1000"}),
                                         ("audit", 1, 1, {})]
     assert [(r.name, r.error_code) for r in resp.topics] == [
         ("twice", 42), ("fresh", 0), ("audit", 36)]
-    assert "multiple entries for the topic twice" in resp.topics[0].error_message
-    assert resp.topics[1].error_message is None
+    if version >= 1:                    # error messages from v1
+        assert "multiple entries for the topic twice" in resp.topics[0].error_message
+        assert resp.topics[1].error_message is None
     assert ("fresh" in fake.topics) is not validate_only and "twice" not in fake.topics
     fresh, audit = resp.topics[1], resp.topics[2]
     if version >= 5:                     # the broker's numbers and configs, from v5
@@ -757,16 +754,22 @@ def test_describe_configs(version):
         (ConfigResource(4, "1"), ["log.dirs"]), (ConfigResource(2, "ghost"), None)]}]
     assert [(x.resource_type, x.resource_name, x.error_code) for x in resp.results] == [
         (2, "orders", 0), (2, "audit", 0), (4, "1", 0), (2, "ghost", 3)]
+    # v0 has no config source: is_default says what source 5 (DEFAULT_CONFIG) says
+    source = (lambda n: n) if version >= 1 else (lambda n: -1)
     orders = {c.name: (c.value, c.config_source, c.read_only) for c in resp.results[0].configs}
-    assert orders == {"cleanup.policy": ("delete", 5, False),
-                      "retention.ms": ("1000", 1, False),
-                      "segment.bytes": ("1073741824", 5, False),
-                      "min.insync.replicas": ("1", 5, False)}
+    assert orders == {"cleanup.policy": ("delete", source(5), False),
+                      "retention.ms": ("1000", source(1), False),
+                      "segment.bytes": ("1073741824", source(5), False),
+                      "min.insync.replicas": ("1", source(5), False)}
+    if version == 0:
+        assert {c.name for c in resp.results[0].configs if c.is_default} == {
+            "cleanup.policy", "segment.bytes", "min.insync.replicas"}
     (audit,) = resp.results[1].configs
-    assert (audit.name, audit.value, audit.config_source) == ("retention.ms", "604800000", 5)
+    assert (audit.name, audit.value, audit.config_source) == ("retention.ms", "604800000",
+                                                              source(5))
     (broker,) = resp.results[2].configs
     assert (broker.name, broker.value, broker.read_only, broker.config_source) == (
-        "log.dirs", "/tmp/rayka", True, 4)
+        "log.dirs", "/tmp/rayka", True, source(4))
     assert resp.results[3].configs == [] and resp.results[3].error_message
     if version >= 3:                     # documentation asked for, and the field exists
         assert audit.documentation == "the retention.ms default"
@@ -821,16 +824,18 @@ def test_incremental_alter_configs(version, validate_only):
 @pytest.mark.parametrize("api_key,version", SERVED)
 def test_a_kafka_error_raised_by_the_broker_is_answered_everywhere(api_key, version):
     fake = cluster()
-    fake.raises[METHOD[api_key]] = NotController("moved")
+    method = LEGACY_METHOD.get((api_key, version), METHOD[api_key])
+    fake.raises[method] = NotController("moved")
     resp = ask(fake, sample_request(api_key, version))
-    assert len(fake.calls_of(METHOD[api_key])) == 1       # the call was made, and raised
+    assert len(fake.calls_of(method)) == 1                # the call was made, and raised
     tree = resp.to_dict()
     codes = list(walk(tree, "error_code")) + list(walk(tree, "partition_error_code"))
     assert codes and set(codes) == {41}
-    if api_key in (0, 1, 2, 3, 8, 9, 19, 20, 23, 37, 27, 28, 61) or \
+    groups_batched = api_key == 9 and version >= 8
+    if api_key in (0, 1, 2, 3, 8, 9, 19, 20, 23, 37, 27, 28, 61) and not groups_batched or \
             (api_key, version) < (24, 4) and api_key == 24:     # topics asked are echoed
         assert set(walk(tree, "name")) | set(walk(tree, "topic")) == set(ASKED)
-    if api_key in (15, 42) or (api_key, version) == (10, 4):  # and groups asked
+    if api_key in (15, 42) or groups_batched or (api_key, version) == (10, 4):  # groups
         assert set(walk(tree, "group_id")) | set(walk(tree, "key")) == (
             {"g1"} if api_key == 10 else {"g1", "g2"})
 
@@ -842,7 +847,7 @@ def test_any_other_exception_propagates_to_the_caller():
         send(fake, sample_request(1, 12))
 
 
-@pytest.mark.parametrize("api_key,version", [(3, 13), (1, 13), (2, 8), (22, 6), (60, 2)])
+@pytest.mark.parametrize("api_key,version", [(3, 13), (1, 13), (2, 9), (22, 6), (60, 2)])
 def test_a_version_not_served_is_answered_unsupported_version(api_key, version):
     assert has_request_schema(api_key, version)           # decodable, just not served
     fake = cluster()

@@ -36,6 +36,7 @@ from kio.index import load_response_schema
 
 from coordinator import messages as gm
 from protocol.api import Deferred
+from protocol.codec import has_request_schema
 from protocol.connection import Connection
 from protocol.handlers import HANDLERS, SESSION_HANDLERS, answer
 from protocol.security.acl import (
@@ -45,7 +46,9 @@ from protocol.security.acl import (
 from protocol.security.authorizer import Authorizer
 from protocol.security.session import Session
 from tests.fake_broker_api import FakeBrokerApi, NotAnsweredYet
-from tests.protocol_samples import ACL_ANY, ACL_READ, RESPONSES, frame_of, sample_request, walk
+from replicas.records import decode_records
+from tests.protocol_samples import (ACL_ANY, ACL_READ, RESPONSES, frame_of, legacy_message_set,
+                                    sample_request, walk)
 from tests.test_protocol_group_handlers import groups_cluster
 from tests.test_protocol_handlers import (
     delete_topics_request, fetch_request, kio_read, metadata_request, produce_request,
@@ -114,7 +117,7 @@ def ask(fake, msg, session):
     assert out is not None
     assert struct.unpack_from(">ii", out) == (len(out) - 4, correlation_id)
     api_key, version = msg.API_KEY, msg.API_VERSION
-    if not (api_key == 0 and version < 3):                  # kio has no Produce v0-2
+    if has_request_schema(api_key, version):               # not protocol/legacy.py's
         header, _ = kio_read(out, load_response_schema(api_key, version))
         assert header.correlation_id == correlation_id
     return RESPONSES[api_key].decode(out[4:], version=version, header=True)
@@ -152,7 +155,17 @@ def groups_seen(fake, kind) -> list:
 
 # -- request builders: (version) -> kafka-python request ---------------------------------------
 def _produce(v):
-    return produce_request(v, {"orders": [(0, b"to-orders")], "audit": [(0, b"to-audit")]})
+    def records(value):       # v0-2: a message set (v0, v1 for Produce v2), up-converted
+        return value if v >= 3 else legacy_message_set(int(v == 2), [value])
+    return produce_request(v, {"orders": [(0, records(b"to-orders"))],
+                               "audit": [(0, records(b"to-audit"))]})
+
+
+def _written(fake, tp) -> bytes:
+    """The value of the last record the fake appended to `tp` (raw bytes from Produce v3+,
+    a RecordBatch v2 up-converted from v0-2)."""
+    data = fake.partition(tp).batches[-1].data
+    return decode_records(data)[-1].value if data[16:17] == b"\x02" else data
 
 
 def _fetch(v, replica_id=-1):
@@ -252,9 +265,20 @@ def _commit(v, group="g1", topics=("orders", "audit")):
 
 
 def _offset_fetch(v, group="g1", topics=("orders", "audit")):
+    if v >= 8:
+        g = OffsetFetchRequest.OffsetFetchRequestGroup
+        asked = None if topics is None else [g.OffsetFetchRequestTopics(
+            name=n, partition_indexes=[0]) for n in topics]
+        return OffsetFetchRequest[v](require_stable=False, groups=[
+            g(group_id=group, member_id=None, member_epoch=-1, topics=asked)])
     t = OffsetFetchRequest.OffsetFetchRequestTopic
     asked = None if topics is None else [t(name=n, partition_indexes=[0]) for n in topics]
     return OffsetFetchRequest[v](group_id=group, require_stable=False, topics=asked)
+
+
+def fetched_group(resp):
+    """An OffsetFetch answer's one group (v8+ batch groups; before, the answer itself)."""
+    return resp.groups[0] if resp.API_VERSION >= 8 else resp
 
 
 def _describe_acls(v, **over):
@@ -273,9 +297,12 @@ def _delete_acls(v, *filters):
 
 # -- where Kafka puts each answer's codes ------------------------------------------------------
 def per_partition(resp, topics="responses", parts="partitions", code="error_code"):
+    tree = resp.to_dict()
+    if "groups" in tree and topics == "topics":          # OffsetFetch v8+: one group asked
+        tree = tree["groups"][0]
     return {((t.get("name") or t.get("topic")), p.get("index", p.get("partition_index",
                                                                     p.get("partition")))):
-            p[code] for t in resp.to_dict()[topics] for p in t[parts]}
+            p[code] for t in tree[topics] for p in t[parts]}
 
 
 def produce_codes(resp):
@@ -321,7 +348,7 @@ CASES = [
          lambda r, f, v: produce_codes(r) == dict.fromkeys(BOTH, 29)
          and not f.partition(("orders", 0)).batches[1:],
          lambda r, f, v: produce_codes(r) == dict.fromkeys(BOTH, 0)
-         and f.partition(("audit", 0)).batches[-1].data == b"to-audit"),
+         and _written(f, ("audit", 0)) == b"to-audit"),
     Case("Fetch (consumer)", 1, _fetch,
          [acl(Res.TOPIC, "orders", Op.READ), acl(Res.TOPIC, "audit", Op.READ)],
          seen_tps("fetch", lambda c: [a.tp for a in c["asks"]]),
@@ -342,7 +369,17 @@ CASES = [
          seen_tps("list_offsets", lambda c: [a[0] for a in c["asks"]]),
          lambda r, f, v: per_partition(r, "topics") == dict.fromkeys(BOTH, 29)
          and set(walk(r.to_dict(), "offset")) <= {-1},
-         lambda r, f, v: per_partition(r, "topics") == dict.fromkeys(BOTH, 0)),
+         lambda r, f, v: per_partition(r, "topics") == dict.fromkeys(BOTH, 0),
+         versions=(1, None)),
+    Case("ListOffsets v0 (offsets before a time)", 2, _list_offsets,
+         [acl(Res.TOPIC, "orders", Op.DESCRIBE), acl(Res.TOPIC, "audit", Op.DESCRIBE)],
+         seen_tps("legacy_offsets", lambda c: [a[0] for a in c["asks"]]),
+         lambda r, f, v: per_partition(r, "topics") == dict.fromkeys(BOTH, 29)
+         and not list(walk(r.to_dict(), "old_style_offsets"))[0],
+         lambda r, f, v: per_partition(r, "topics") == dict.fromkeys(BOTH, 0)
+         and per_partition(r, "topics", code="old_style_offsets") == {
+             ("orders", 0): [1], ("audit", 0): [1]},
+         versions=(0, 0)),
     Case("OffsetForLeaderEpoch", 23, _leader_epoch,
          [acl(Res.TOPIC, "orders", Op.DESCRIBE), acl(Res.TOPIC, "audit", Op.DESCRIBE)],
          seen_tps("offsets_for_leader_epoch", lambda c: [a[0] for a in c["asks"]]),
@@ -399,7 +436,7 @@ CASES = [
     Case("CreateTopics", 19, _create_topics, [cluster_acl(Op.CREATE)],
          lambda fake: [s.name for c in fake.calls_of("create_topics") for s in c["specs"]],
          lambda r, f, v: topic_codes(r, "topics") == {"new-a": 29, "new-b": 29}
-         and set(walk(r.to_dict(), "error_message")) == {"Authorization failed."}
+         and set(walk(r.to_dict(), "error_message")) == ({"Authorization failed."} if v else set())
          and "new-a" not in f.topics,
          lambda r, f, v: topic_codes(r, "topics") == {"new-a": 0, "new-b": 0}
          and len(f.topics["new-b"]) == 2),
@@ -481,16 +518,36 @@ CASES = [
          lambda fake: groups_seen(fake, gm.OffsetCommit),
          lambda r, f, v: per_partition(r, "topics") == dict.fromkeys(BOTH, 30),
          lambda r, f, v: per_partition(r, "topics") == dict.fromkeys(BOTH, 0)
-         and f.coordinator.group("g1").offset(("audit", 0)).offset == 9),
+         and f.coordinator.group("g1").offset(("audit", 0)).offset == 9,
+         versions=(1, None)),
+    Case("OffsetCommit v0 (ZooKeeper)", 8, _commit,
+         [acl(Res.GROUP, "g1", Op.READ), acl(Res.TOPIC, "orders", Op.READ),
+          acl(Res.TOPIC, "audit", Op.READ)],
+         seen_tps("zk_commit_offsets", lambda c: [a[0] for a in c["asks"]]),
+         lambda r, f, v: per_partition(r, "topics") == dict.fromkeys(BOTH, 30),
+         lambda r, f, v: per_partition(r, "topics") == dict.fromkeys(BOTH, 0)
+         and f.zk_offsets[("g1", ("audit", 0))] == 9
+         and f.coordinator.group("g1").offset(("audit", 0)).offset == 7,   # untouched
+         versions=(0, 0)),
     Case("OffsetFetch", 9, _offset_fetch,
          [acl(Res.GROUP, "g1", Op.DESCRIBE), acl(Res.TOPIC, "orders", Op.DESCRIBE),
           acl(Res.TOPIC, "audit", Op.DESCRIBE)],
          lambda fake: groups_seen(fake, gm.OffsetFetch),
-         # v2+: at the top, no topics; v1 has no top-level code: on every partition asked
-         lambda r, f, v: (r.error_code, r.topics) == (30, []) if v >= 2
-         else per_partition(r, "topics") == dict.fromkeys(BOTH, 30),
+         # v2+: at the top, no topics (v8+: the group's); v1 has no top-level code: on every
+         # partition asked
+         lambda r, f, v: (fetched_group(r).error_code, fetched_group(r).topics) == (30, [])
+         if v >= 2 else per_partition(r, "topics") == dict.fromkeys(BOTH, 30),
          lambda r, f, v: per_partition(r, "topics", code="committed_offset")
-         == {("orders", 0): 5, ("audit", 0): 7}),
+         == {("orders", 0): 5, ("audit", 0): 7},
+         versions=(1, None)),
+    Case("OffsetFetch v0 (ZooKeeper)", 9, _offset_fetch,
+         [acl(Res.GROUP, "g1", Op.DESCRIBE), acl(Res.TOPIC, "orders", Op.DESCRIBE),
+          acl(Res.TOPIC, "audit", Op.DESCRIBE)],
+         seen_tps("zk_fetch_offsets", lambda c: c["tps"]),
+         lambda r, f, v: per_partition(r, "topics") == dict.fromkeys(BOTH, 30),
+         lambda r, f, v: per_partition(r, "topics", code="committed_offset")
+         == {("orders", 0): 50, ("audit", 0): 70},
+         versions=(0, 0)),
     Case("ListGroups", 16, lambda v: ListGroupsRequest[v](states_filter=[], types_filter=[]),
          [cluster_acl(Op.DESCRIBE)],
          lambda fake: [],              # the coordinator lists; the answer is filtered
@@ -603,13 +660,16 @@ CASES = [
 def _prepare(case: Case, fake: FakeBrokerApi) -> None:
     if case.api_key == 31:            # something for DeleteAcls to remove
         fake.acls.append(acl(Res.TOPIC, "orders", Op.READ, principal=BOB))
+    if case.name == "OffsetFetch v0 (ZooKeeper)":     # what OffsetCommit v0 left there
+        fake.zk_offsets.update({("g1", ("orders", 0)): 50, ("g1", ("audit", 0)): 70})
 
 
 def _table(denied: bool):
     out = []
     for case in CASES:
         served = versions(case.api_key)
-        lo, hi = case.versions or (served[0], served[-1])
+        lo, hi = case.versions or (None, None)
+        lo, hi = served[0] if lo is None else lo, served[-1] if hi is None else hi
         for v in sorted({lo, hi}):
             out.append(pytest.param(case, v, id=f"{case.name}-v{v}"))
     return out

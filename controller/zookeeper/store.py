@@ -13,9 +13,9 @@ that import kazoo (tests/test_import_boundaries.py):
 - ``controller/zookeeper/fenced.py`` the controller election (``ControllerElection``) and the
   controller's fenced write API (``FencedWriter``);
 - this module: ``ZkStore`` = session + engine + election, plus brokers, admin writes,
-  reads, watches of the admin znodes, consumer offsets, and the security znodes (SCRAM
-  users and ACLs). It re-exports the public names of the parts (see ``__all__``), so
-  callers import everything from here.
+  reads, watches of the admin znodes, the consumer offsets OffsetCommit v0 keeps in
+  ZooKeeper, and the security znodes (SCRAM users and ACLs). It re-exports the public names
+  of the parts (see ``__all__``), so callers import everything from here.
 
 Everything above the store speaks plain Python types and the store's own exceptions; no
 kazoo type leaks out. The rules of each part are in its module docstring. Rules here:
@@ -69,6 +69,7 @@ from controller.layout import (BROKER_IDS, BROKER_TOPICS, CLUSTER_ID, CONFIG_CHA
                                PRODUCER_ID_BLOCK_SIZE, REASSIGN_PARTITIONS, BrokerRegistration,
                                LeaderIsrAndControllerEpoch, TopicAssignment, TopicPartition,
                                broker_path, check_topic, config_topic_path,
+                               consumer_offset_path,
                                decode_cluster_id, decode_partition_list, decode_producer_id_block,
                                decode_reassignment, decode_topic_config, delete_topic_path,
                                encode_cluster_id, encode_partition_list, encode_producer_id_block,
@@ -439,6 +440,25 @@ class ZkStore(ZkElectionSession):
             except (NodeExistsError, BadVersionError):
                 continue
         raise ZkStoreError("allocate_producer_id_block: too many concurrent allocations")
+
+    # -- consumer offsets of OffsetCommit / OffsetFetch v0 ---------------------------------------
+    @zk_call
+    def set_consumer_offset(self, group: str, topic: str, partition: int, offset: int) -> None:
+        """KafkaZkClient.setOrCreateConsumerOffset: the offset as decimal text."""
+        path = self._abs(consumer_offset_path(group, topic, partition))
+        data = str(int(offset)).encode()
+        try:
+            self._client.set(path, data)
+        except NoNodeError:
+            try:
+                self._client.create(path, data, makepath=True)
+            except NodeExistsError:               # created meanwhile: last writer wins
+                self._client.set(path, data)
+
+    @zk_call
+    def get_consumer_offset(self, group: str, topic: str, partition: int) -> int | None:
+        got = self._get(consumer_offset_path(group, topic, partition))
+        return None if got is None else int(got[0])
 
     # -- security znodes: SCRAM users and ACLs, with change notifications ------------------------
     @zk_call

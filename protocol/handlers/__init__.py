@@ -5,7 +5,8 @@ metadata (ApiVersions, Metadata, DescribeCluster), admin (topics, partitions, co
 groups (the consumer-group APIs), txn (InitProducerId and the transaction APIs), security
 (SASL and ACL APIs), authorized (the authorizer's view of a BrokerApi).
 
-May import: the stdlib, kio, protocol/ (codec, build, api, versions), replicas/ (errors).
+May import: the stdlib, kio, protocol/ (codec, build, api, versions), replicas/ (errors,
+the record codecs: records, legacy_records).
 Never ray, kazoo or sockets: every effect goes through the `BrokerApi` the caller passes.
 
 Rules:
@@ -35,7 +36,7 @@ from protocol.handlers.authorized import AuthorizedApi
 from protocol.security.session import Session, as_session
 from replicas.errors import ErrorCode, KafkaError
 
-API_VERSIONS = 18
+API_VERSIONS, SASL_HANDSHAKE = 18, 17
 
 Handler = Callable[[BrokerApi, object, str], object]
 
@@ -136,11 +137,24 @@ def answer(connection, api: BrokerApi, request, context: Session | str = "PLAINT
                                 api_version=request.api_version,
                                 correlation_id=request.correlation_id) from exc
         return connection.respond_error(request, exc.code)
+    _sasl_framing(connection, request, session)
     if body is None:
         return None
     if isinstance(body, Deferred):
         return Deferred(lambda: _finish(connection, request, body), body._ready)
     return connection.respond(request, body)
+
+
+def _sasl_framing(connection, request, session: Session) -> None:
+    """Bare SASL tokens follow a successful SaslHandshake v0 until authentication completes
+    (Kafka's SaslServerAuthenticator without enableKafkaSaslAuthenticateHeaders)."""
+    sasl = session.sasl
+    if sasl is None:
+        return
+    if request.api_key == SASL_HANDSHAKE and request.api_version == 0:
+        connection.sasl_tokens = sasl.state == "authenticate"
+    elif connection.sasl_tokens and sasl.authenticated:
+        connection.sasl_tokens = False
 
 
 def _finish(connection, request, body: Deferred) -> bytes | None:

@@ -6,6 +6,8 @@ a topic named twice in one request is INVALID_REQUEST for that name (Kafka's dup
 rule) and is not acted on; validate_only checks everything and writes nothing; the timeout
 bounds how long the broker waits for the change to be visible (leaders elected, topic
 gone), and a change not visible in time is answered REQUEST_TIMED_OUT (the change stays).
+DeleteTopics below v3 cannot say TOPIC_DELETION_DISABLED: INVALID_REQUEST instead
+(KafkaApis.handleDeleteTopicsRequest).
 """
 
 from __future__ import annotations
@@ -71,6 +73,8 @@ def delete_topics(api: BrokerApi, request, _listener: str):
             code, message = E.INVALID_REQUEST, f"duplicate topic {name} in the request"
         else:
             code, message = outcomes[name].error, outcomes[name].message
+            if code == E.TOPIC_DELETION_DISABLED and v < 3:
+                code = E.INVALID_REQUEST
         results.append(build(key, v, "DeletableTopicResult", name=name, error_code=code,
                              error_message=message))
     results += [build(key, v, "DeletableTopicResult", name=None, topic_id=topic_id,

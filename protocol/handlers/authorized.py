@@ -111,6 +111,11 @@ class AuthorizedApi:
             for t in dict.fromkeys(topics)))
 
     # -- data ------------------------------------------------------------------------------
+    def may_write(self, topic: str) -> bool:
+        """Produce validates and converts records only where the principal may write
+        (KafkaApis authorises before ProduceRequest.validateRecords and LogValidator)."""
+        return self._topic(Op.WRITE, topic)
+
     def produce(self, acks, timeout_ms, partitions, transactional_id=None):
         if transactional_id is not None and not self._txn(Op.WRITE, transactional_id):
             raise TransactionalIdAuthorizationFailed("Transactional Id authorization failed.")
@@ -141,6 +146,11 @@ class AuthorizedApi:
         ok, denied = self._split(asks, Op.DESCRIBE)
         got = self._api.list_offsets(isolation_level, ok) if ok else {}
         return {**got, **{a[0]: OffsetAnswer(E.TOPIC_AUTHORIZATION_FAILED) for a in denied}}
+
+    def legacy_offsets(self, replica_id, asks):
+        ok, _ = self._split(asks, Op.DESCRIBE)
+        got = iter(self._api.legacy_offsets(replica_id, ok) if ok else ())
+        return [next(got) if a in ok else (E.TOPIC_AUTHORIZATION_FAILED, ()) for a in asks]
 
     def offsets_for_leader_epoch(self, asks):
         # a follower's truncation check: ClusterAction covers every topic (KafkaApis)
@@ -245,6 +255,20 @@ class AuthorizedApi:
         if check is None:
             return self._api.group_call(make_event)
         return check(self, event, make_event)
+
+    def zk_commit_offsets(self, group_id, asks):
+        if not self._group(Op.READ, group_id):
+            return {tuple(a[0]): E.GROUP_AUTHORIZATION_FAILED for a in asks}
+        ok, denied = self._split(asks, Op.READ)
+        got = self._api.zk_commit_offsets(group_id, ok) if ok else {}
+        return {**got, **{tuple(a[0]): E.TOPIC_AUTHORIZATION_FAILED for a in denied}}
+
+    def zk_fetch_offsets(self, group_id, tps):
+        if not self._group(Op.DESCRIBE, group_id):
+            return {tuple(tp): (E.GROUP_AUTHORIZATION_FAILED, -1) for tp in tps}
+        ok = [tp for tp in tps if self._topic(Op.DESCRIBE, tp[0])]
+        got = self._api.zk_fetch_offsets(group_id, ok) if ok else {}
+        return {tuple(tp): got.get(tuple(tp), (E.TOPIC_AUTHORIZATION_FAILED, -1)) for tp in tps}
 
     def _membership(self, event, make_event):
         if self._group(Op.READ, event.group_id):

@@ -4,16 +4,30 @@ DeleteRecords (21).
 Rules (Kafka's KafkaApis, ZooKeeper mode):
 - Produce: transactional batches without a transactional_id answer the whole request
   TRANSACTIONAL_ID_AUTHORIZATION_FAILED (KafkaApis: only a named transactional id can be
-  authorised to write them); null records are INVALID_RECORD; a zstd batch in Produce
-  below v7 is UNSUPPORTED_COMPRESSION_TYPE (76), as Kafka; everything else is the broker's
-  answer per partition (acks, sizes, CRC, idempotent sequences, transactions: a
-  transactional producer's first batch on a partition is verified with its coordinator,
-  KIP-890).
+  authorised to write them); null records are INVALID_RECORD. Where the principal may write
+  (a denied topic is TOPIC_AUTHORIZATION_FAILED whatever its records: Kafka authorises
+  first), from v3 message formats v0/v1 are INVALID_RECORD (ProduceRequest.validateRecords;
+  other bytes are the broker's to refuse) and a zstd batch below v7 is
+  UNSUPPORTED_COMPRESSION_TYPE (76); v0-2 carry message formats v0/v1, up-converted to one
+  v2 batch before the broker sees them (replicas/legacy_records.py: a corrupt message set
+  is CORRUPT_MESSAGE, an invalid one INVALID_RECORD, one with no whole message appends
+  nothing and answers no error with base offset -1; a v2 batch passes as it is, as Kafka
+  lets it). Everything else is the broker's answer per partition (acks, sizes, CRC,
+  idempotent sequences, transactions: a transactional producer's first batch on a
+  partition is verified with its coordinator, KIP-890). From v10 a NOT_LEADER_OR_FOLLOWER
+  partition carries its current leader and epoch, and the answer those leaders' endpoints
+  on the listener asked on (KIP-951). v11 is answered as v10: a failed KIP-890
+  verification still reaches it as INVALID_TXN_STATE where Kafka 3.8 would say
+  TRANSACTION_ABORTABLE (the broker's translation does not see the request's version).
   acks=0 gets no answer at all (Kafka sends none), and a failed acks=0 produce closes the
   connection (Kafka's way of telling the client). A Deferred from the broker (appended,
   acknowledgements pending) becomes a Deferred response.
 - Fetch: consumers and followers alike; a fetch that has to wait is a Deferred (parked by
-  the broker until data arrives or max_wait passes). Fetch sessions (KIP-227, v7+) follow
+  the broker until data arrives or max_wait passes). Fetch v0-3 get their records
+  down-converted to magic 0 (v0-1) or magic 1 (v2-3) from the fetch offset on
+  (replicas/legacy_records.py; UNSUPPORTED_COMPRESSION_TYPE when a zstd batch comes first);
+  up to v5 KAFKA_STORAGE_ERROR is answered NOT_LEADER_OR_FOLLOWER (older clients would not
+  retry it). Fetch sessions (KIP-227, v7+) follow
   protocol/fetch_session.py when the broker has a cache (`api.fetch_sessions`): a full
   answer lists every partition asked, an incremental one only those with something new.
   Without a cache (or below v7) sessions are declined: session_id 0 in every answer, and
@@ -22,7 +36,10 @@ Rules (Kafka's KafkaApis, ZooKeeper mode):
   aborted transactions of the data returned (producer id, first offset); null for
   read_uncommitted; preferred_read_replica -1.
 - ListOffsets: -2 earliest, -1 latest (the HW; the LSO for read_committed), -3 the max
-  timestamp, else the first offset whose timestamp is at or after the one asked.
+  timestamp, -4 the earliest local offset (KIP-405; without tiered storage the log start),
+  else the first offset whose timestamp is at or after the one asked. v0 is Kafka's older
+  question (UnifiedLog.legacyFetchOffsetsBefore): up to max_num_offsets segment start
+  offsets before a time, newest first (`BrokerApi.legacy_offsets`).
 """
 
 from __future__ import annotations
@@ -32,14 +49,17 @@ from protocol.build import build, millis
 from protocol.errors import ProtocolError
 from protocol.fetch_session import FetchContext, FetchData
 from replicas.errors import ErrorCode as E
-from replicas.errors import TransactionalIdAuthorizationFailed
-from replicas.records import iter_headers
+from replicas.errors import KafkaError, TransactionalIdAuthorizationFailed
+from replicas.legacy_records import down_convert, magic_of, up_convert
+from replicas.records import MAGIC, iter_headers
 
 READ_COMMITTED = 1
+LEGACY_MAGICS = (0, 1)
+EARLIEST_LOCAL, EARLIEST = -4, -2
 
 
 def _has_transactional(buf) -> bool:
-    return any(h.attributes & 0x10 for h in iter_headers(buf))
+    return magic_of(buf) == MAGIC and any(h.attributes & 0x10 for h in iter_headers(buf))
 
 
 def _has_zstd(buf) -> bool:
@@ -49,7 +69,7 @@ def _has_zstd(buf) -> bool:
 
 
 # -- Produce ------------------------------------------------------------------------------------
-def produce(api: BrokerApi, request, _listener: str):
+def produce(api: BrokerApi, request, listener: str):
     body, key, v = request.body, request.api_key, request.api_version
     asks, errors = [], {}
     if body.transactional_id is None and any(
@@ -57,11 +77,29 @@ def produce(api: BrokerApi, request, _listener: str):
             for t in body.topic_data for p in t.partition_data):
         raise TransactionalIdAuthorizationFailed(
             "transactional records need a transactional id")
+    may_write = getattr(api, "may_write", None)      # an AuthorizedApi's: denied topics get 29
     for topic in body.topic_data:
         for p in topic.partition_data:
             tp = (topic.name, p.index)
+            magic = None if p.records is None else magic_of(p.records)
             if p.records is None:
                 errors[tp] = (E.INVALID_RECORD, "null records")
+            elif may_write is not None and not may_write(topic.name):
+                asks.append((tp, bytes(p.records)))
+            elif v >= 3 and magic in LEGACY_MAGICS:
+                errors[tp] = (E.INVALID_RECORD, f"Produce requests with version {v} are only "
+                                                f"allowed to contain record batches with "
+                                                f"magic version 2")
+            elif v < 3 and magic != MAGIC:
+                try:
+                    converted = up_convert(p.records)
+                except KafkaError as exc:
+                    errors[tp] = (exc.code, exc.message)
+                    continue
+                if converted is None:           # no whole message: nothing to append
+                    errors[tp] = (E.NONE, None)
+                else:
+                    asks.append((tp, bytes(converted)))
             elif v < 7 and _has_zstd(p.records):
                 errors[tp] = (E.UNSUPPORTED_COMPRESSION_TYPE, "zstd needs Produce v7 or later")
             else:
@@ -70,36 +108,53 @@ def produce(api: BrokerApi, request, _listener: str):
                            transactional_id=body.transactional_id) if asks else {}
     if body.acks == 0:
         got = outcomes.result() if isinstance(outcomes, Deferred) else outcomes
-        failed = sorted(errors) + sorted(tp for tp, o in got.items() if o.error)
+        failed = sorted(tp for tp, e in errors.items() if e[0]) + \
+            sorted(tp for tp, o in got.items() if o.error)
         if failed:     # Kafka answers nothing to acks=0: closing is how the client learns
             raise ProtocolError(f"acks=0 produce failed for {failed[:3]}", api_key=key,
                                 api_version=v, correlation_id=request.correlation_id)
         return None
     if isinstance(outcomes, Deferred):
-        return outcomes.then(lambda got: _produce_response(request, errors, got))
-    return _produce_response(request, errors, outcomes)
+        return outcomes.then(lambda got: _produce_response(api, request, errors, got,
+                                                           listener))
+    return _produce_response(api, request, errors, outcomes, listener)
 
 
-def _produce_response(request, errors, outcomes):
+def _produce_response(api, request, errors, outcomes, listener):
     body, key, v = request.body, request.api_key, request.api_version
+    answers = {tp: (code, -1, -1, message) for tp, (code, message) in errors.items()}
+    answers.update((tp, (o.error, o.base_offset, o.log_start_offset,
+                         o.message if o.error else None)) for tp, o in outcomes.items())
+    moved = {tp for tp, a in answers.items() if a[0] == E.NOT_LEADER_OR_FOLLOWER}
+    leaders, nodes = _current_leaders(api, moved, listener) if v >= 10 and moved else ({}, {})
 
     def partition(tp):
-        if tp in errors:
-            code, message = errors[tp]
-            return build(key, v, "PartitionProduceResponse", index=tp[1], error_code=code,
-                         base_offset=-1, log_append_time=None, log_start_offset=-1,
-                         record_errors=(), error_message=message)
-        o = outcomes[tp]
-        return build(key, v, "PartitionProduceResponse", index=tp[1], error_code=o.error,
-                     base_offset=o.base_offset, log_append_time=None,
-                     log_start_offset=o.log_start_offset, record_errors=(),
-                     error_message=o.message if o.error else None)
+        code, base, start, message = answers[tp]
+        leader = leaders.get(tp) if code == E.NOT_LEADER_OR_FOLLOWER else None
+        return build(key, v, "PartitionProduceResponse", index=tp[1], error_code=code,
+                     base_offset=base, log_append_time=None, log_start_offset=start,
+                     record_errors=(), error_message=message,
+                     **({} if leader is None else {"current_leader": build(
+                         key, v, "LeaderIdAndEpoch", leader_id=leader[0],
+                         leader_epoch=leader[1])}))
 
     topics = tuple(build(key, v, "TopicProduceResponse", name=t.name,
                          partition_responses=tuple(partition((t.name, p.index))
                                                    for p in t.partition_data))
                    for t in body.topic_data)
-    return build(key, v, "ProduceResponse", responses=topics)
+    endpoints = tuple(build(key, v, "NodeEndpoint", node_id=n.id, host=n.host, port=n.port,
+                            rack=n.rack) for _, n in sorted(nodes.items()))
+    return build(key, v, "ProduceResponse", responses=topics, node_endpoints=endpoints)
+
+
+def _current_leaders(api: BrokerApi, tps, listener: str):
+    """KafkaApis.getCurrentLeader for `tps`: ({tp: (leader, epoch)}, {leader id: its
+    endpoint}) from this broker's metadata."""
+    md = api.metadata(sorted({t for t, _ in tps}), False, listener)
+    live = {b.id: b for b in md.brokers}
+    leaders = {(t.name, p.partition): (p.leader, p.leader_epoch)
+               for t in md.topics for p in t.partitions if (t.name, p.partition) in tps}
+    return leaders, {lid: live[lid] for lid, _ in leaders.values() if lid in live}
 
 
 # -- Fetch --------------------------------------------------------------------------------------
@@ -133,14 +188,27 @@ def fetch(api: BrokerApi, request, _listener: str):
         outcomes = api.fetch(*args)
     else:       # decided where the broker orders its changes: none can fall in between
         outcomes = api.fetch(*args, reads=lambda: context.reads(journal))
+    offsets = {tp: d.fetch_offset for tp, d in requested.items()} if v <= 3 else None
     if isinstance(outcomes, Deferred):     # parked until data arrives or max_wait passes
-        return outcomes.then(lambda got: _fetch_response(request, context, got, max_bytes))
-    return _fetch_response(request, context, outcomes, max_bytes)
+        return outcomes.then(lambda got: _fetch_response(request, context, got, max_bytes,
+                                                         offsets))
+    return _fetch_response(request, context, outcomes, max_bytes, offsets)
 
 
-def _fetch_response(request, context: FetchContext, outcomes, max_bytes: int):
+def _down_converted(o, to_magic: int, fetch_offset: int):
+    """KafkaApis' down-conversion for Fetch v0-3 (replicas/legacy_records.py)."""
+    if o.error or not o.records:
+        return o.error, o.records
+    converted = down_convert(o.records, to_magic, fetch_offset)
+    if converted.unsupported and not converted.records:
+        return E.UNSUPPORTED_COMPRESSION_TYPE, b""
+    return o.error, converted.records
+
+
+def _fetch_response(request, context: FetchContext, outcomes, max_bytes: int, offsets=None):
     body, key, v = request.body, request.api_key, request.api_version
     committed = getattr(body, "isolation_level", 0) == READ_COMMITTED
+    to_magic = 0 if v <= 1 else 1
 
     def aborted(o):
         if not committed:
@@ -150,7 +218,11 @@ def _fetch_response(request, context: FetchContext, outcomes, max_bytes: int):
 
     def partition(tp, o):
         div = o.diverging_epoch or (-1, -1)
-        return build(key, v, "PartitionData", partition_index=tp[1], error_code=o.error,
+        error, records = (o.error, o.records) if offsets is None else \
+            _down_converted(o, to_magic, offsets[tp])
+        if error == E.KAFKA_STORAGE_ERROR and v <= 5:
+            error = E.NOT_LEADER_OR_FOLLOWER
+        return build(key, v, "PartitionData", partition_index=tp[1], error_code=error,
                      high_watermark=o.high_watermark, last_stable_offset=o.last_stable_offset,
                      log_start_offset=o.log_start_offset,
                      diverging_epoch=build(key, v, "EpochEndOffset", epoch=div[0],
@@ -160,7 +232,7 @@ def _fetch_response(request, context: FetchContext, outcomes, max_bytes: int):
                      snapshot_id=build(key, v, "SnapshotId", end_offset=-1, epoch=-1)
                      if v >= 12 else None,
                      aborted_transactions=aborted(o), preferred_read_replica=-1,
-                     records=o.records)
+                     records=records)
 
     by_topic: dict[str, list] = {}
     for tp, o in context.respond(outcomes, max_bytes):
@@ -174,13 +246,29 @@ def _fetch_response(request, context: FetchContext, outcomes, max_bytes: int):
 # -- ListOffsets, OffsetForLeaderEpoch -------------------------------------------------------
 def list_offsets(api: BrokerApi, request, _listener: str):
     body, key, v = request.body, request.api_key, request.api_version
-    asks = [((t.name, p.partition_index), p.timestamp, getattr(p, "current_leader_epoch", -1))
+    if v == 0:
+        return _legacy_offsets(api, request)
+    # without tiered storage the earliest local offset is the log start offset
+    asks = [((t.name, p.partition_index), EARLIEST if p.timestamp == EARLIEST_LOCAL
+             else p.timestamp, getattr(p, "current_leader_epoch", -1))
             for t in body.topics for p in t.partitions]
     answers = api.list_offsets(getattr(body, "isolation_level", 0), asks)
     topics = tuple(build(key, v, "ListOffsetsTopicResponse", name=t.name, partitions=tuple(
         build(key, v, "ListOffsetsPartitionResponse", partition_index=p.partition_index,
               error_code=(a := answers[(t.name, p.partition_index)]).error,
               timestamp=a.timestamp, offset=a.offset, leader_epoch=a.leader_epoch)
+        for p in t.partitions)) for t in body.topics)
+    return build(key, v, "ListOffsetsResponse", topics=topics)
+
+
+def _legacy_offsets(api: BrokerApi, request):
+    body, key, v = request.body, request.api_key, request.api_version
+    answers = iter(api.legacy_offsets(body.replica_id, [
+        ((t.name, p.partition_index), p.timestamp, p.max_num_offsets)
+        for t in body.topics for p in t.partitions]))
+    topics = tuple(build(key, v, "ListOffsetsTopicResponse", name=t.name, partitions=tuple(
+        build(key, v, "ListOffsetsPartitionResponse", partition_index=p.partition_index,
+              error_code=(a := next(answers))[0], old_style_offsets=a[1])
         for p in t.partitions)) for t in body.topics)
     return build(key, v, "ListOffsetsResponse", topics=topics)
 

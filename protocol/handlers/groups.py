@@ -17,9 +17,19 @@ Rules:
   come from the request header.
 - SyncGroup v5+ without protocol type or name is INCONSISTENT_GROUP_PROTOCOL before the
   coordinator sees it (KafkaApis: both are mandatory from v5).
+- OffsetCommit v0 and OffsetFetch v0 keep offsets in ZooKeeper, apart from the group
+  coordinator, as Kafka 3.8 still does (KafkaApis.commitOffsetsToZookeeper,
+  handleOffsetFetchRequestFromZookeeper; `BrokerApi.zk_commit_offsets` / `zk_fetch_offsets`):
+  no generation, no member; an offset never committed reads as -1 with
+  UNKNOWN_TOPIC_OR_PARTITION. OffsetCommit v1's commit timestamp is not kept (the
+  coordinator stamps its own time).
 - OffsetFetch v1 has no top-level error code: a group-level error goes on every partition
-  asked, with offset -1 (Kafka's OffsetFetchRequest.getErrorResponse); v2+ answer it at the
-  top with no topics.
+  asked, with offset -1 (Kafka's OffsetFetchRequest.getErrorResponse); v2-7 answer it at the
+  top with no topics; v8+ ask for several groups at once and answer each group with its
+  own error (v9's member id and epoch are for KIP-848 groups: a classic coordinator ignores
+  them, as Kafka 3.8's does).
+- ListGroups v5 filters by group type: every group here is "classic" (Kafka 3.8's
+  coordinator answers nothing for any other type asked).
 """
 
 from __future__ import annotations
@@ -28,6 +38,8 @@ from coordinator import messages as m
 from protocol.api import BrokerApi, Deferred
 from protocol.build import build, millis
 from replicas.errors import ErrorCode as E
+
+CLASSIC = "classic"              # Kafka's Group.GroupType.CLASSIC
 
 
 def _later(api: BrokerApi, make_event, respond) -> Deferred:
@@ -128,6 +140,15 @@ def leave_group(api: BrokerApi, request, _listener: str):
 # -- offsets ---------------------------------------------------------------------------------------
 def offset_commit(api: BrokerApi, request, _listener: str):
     body, key, v = request.body, request.api_key, request.api_version
+    if v == 0:
+        errors = api.zk_commit_offsets(body.group_id, [
+            ((t.name, p.partition_index), p.committed_offset, p.committed_metadata)
+            for t in body.topics for p in t.partitions])
+        return build(key, v, "OffsetCommitResponse", topics=tuple(
+            build(key, v, "OffsetCommitResponseTopic", name=t.name, partitions=tuple(
+                build(key, v, "OffsetCommitResponsePartition", partition_index=p.partition_index,
+                      error_code=errors[(t.name, p.partition_index)]) for p in t.partitions))
+            for t in body.topics))
     offsets = tuple(m.CommitOffset(t.name, p.partition_index, p.committed_offset,
                                    getattr(p, "committed_leader_epoch", -1), p.committed_metadata)
                     for t in body.topics for p in t.partitions)
@@ -146,6 +167,10 @@ def offset_commit(api: BrokerApi, request, _listener: str):
 
 def offset_fetch(api: BrokerApi, request, _listener: str):
     body, key, v = request.body, request.api_key, request.api_version
+    if v == 0:
+        return _zk_offset_fetch(api, request)
+    if v >= 8:
+        return _offset_fetch_groups(api, request)
     asked = None if body.topics is None else tuple(
         (t.name, p) for t in body.topics for p in t.partition_indexes)
 
@@ -153,27 +178,63 @@ def offset_fetch(api: BrokerApi, request, _listener: str):
         parts = r.partitions
         if r.error and v < 2:       # no top-level error code: on every partition asked
             parts = tuple(m.FetchedOffset(t, p, -1, error=r.error) for t, p in asked or ())
-        by_topic: dict[str, list] = {}
-        for x in parts:
-            by_topic.setdefault(x.topic, []).append(x)
-        topics = tuple(build(key, v, "OffsetFetchResponseTopic", name=t, partitions=tuple(
-            build(key, v, "OffsetFetchResponsePartition", partition_index=x.partition,
-                  committed_offset=x.offset, committed_leader_epoch=x.leader_epoch,
-                  metadata=x.metadata, error_code=x.error) for x in xs))
-            for t, xs in by_topic.items())
-        return build(key, v, "OffsetFetchResponse", topics=topics, error_code=r.error)
+        return build(key, v, "OffsetFetchResponse", topics=_fetched_topics(key, v, parts),
+                     error_code=r.error)
     return _later(api, lambda rid: m.OffsetFetch(
         rid, body.group_id, asked, bool(getattr(body, "require_stable", False))), respond)
+
+
+def _fetched_topics(key: int, v: int, parts) -> tuple:
+    by_topic: dict[str, list] = {}
+    for x in parts:
+        by_topic.setdefault(x.topic, []).append(x)
+    return tuple(build(key, v, "OffsetFetchResponseTopic" if v < 8 else "OffsetFetchResponseTopics",
+                       name=t, partitions=tuple(build(
+                           key, v, "OffsetFetchResponsePartition" if v < 8
+                           else "OffsetFetchResponsePartitions", partition_index=x.partition,
+                           committed_offset=x.offset, committed_leader_epoch=x.leader_epoch,
+                           metadata=x.metadata, error_code=x.error) for x in xs))
+                 for t, xs in by_topic.items())
+
+
+def _offset_fetch_groups(api: BrokerApi, request):
+    body, key, v = request.body, request.api_key, request.api_version
+    stable = bool(body.require_stable)
+    asked = [(g.group_id, None if g.topics is None else tuple(
+        (t.name, p) for t in g.topics for p in t.partition_indexes)) for g in body.groups]
+    pending = [api.group_call(lambda rid, g=g, tps=tps: m.OffsetFetch(rid, g, tps, stable))
+               for g, tps in asked]
+
+    def respond(results):
+        return build(key, v, "OffsetFetchResponse", groups=tuple(
+            build(key, v, "OffsetFetchResponseGroup", group_id=g, error_code=r.error,
+                  topics=() if r.error else _fetched_topics(key, v, r.partitions))
+            for (g, _), r in zip(asked, results)))
+    return Deferred.gather(pending).then(respond)
+
+
+def _zk_offset_fetch(api: BrokerApi, request):
+    body, key, v = request.body, request.api_key, request.api_version
+    tps = [(t.name, p) for t in body.topics for p in t.partition_indexes]
+    got = api.zk_fetch_offsets(body.group_id, tps)
+    return build(key, v, "OffsetFetchResponse", topics=tuple(
+        build(key, v, "OffsetFetchResponseTopic", name=t.name, partitions=tuple(
+            build(key, v, "OffsetFetchResponsePartition", partition_index=p,
+                  committed_offset=got[(t.name, p)][1], metadata="",
+                  error_code=got[(t.name, p)][0]) for p in t.partition_indexes))
+        for t in body.topics))
 
 
 # -- administration --------------------------------------------------------------------------------
 def list_groups(api: BrokerApi, request, _listener: str):
     body, key, v = request.body, request.api_key, request.api_version
     states = frozenset(getattr(body, "states_filter", ()) or ())
+    types = {t.lower() for t in getattr(body, "types_filter", ()) or ()}
+    listed = not types or CLASSIC in types
     return _later(api, lambda rid: m.ListGroups(rid, states), lambda r: build(
         key, v, "ListGroupsResponse", error_code=r.error, groups=tuple(
             build(key, v, "ListedGroup", group_id=g.group_id, protocol_type=g.protocol_type,
-                  group_state=g.state) for g in r.groups)))
+                  group_state=g.state, group_type=CLASSIC) for g in r.groups if listed)))
 
 
 def describe_groups(api: BrokerApi, request, _listener: str):

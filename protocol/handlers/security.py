@@ -9,6 +9,8 @@ Rules (Kafka's SaslServerAuthenticator and KafkaApis / AclAuthorizer):
   go on).
   An answer the SaslServer marks `close` (an unsupported mechanism, a failed
   authentication) is the connection's last: `session.closing` tells the listener.
+  SaslHandshake v0: the tokens that follow come bare (protocol/connection.py), answered
+  bare; a failed one is answered by closing the connection, as Kafka does.
 - The ACL APIs need an authorizer (authorizer.class.name); without one every ACL API answers
   SECURITY_DISABLED (54), as Kafka does (DescribeAcls: "No Authorizer is configured on the
   broker", the others "No Authorizer is configured."). DescribeAcls needs Describe on the
@@ -23,6 +25,7 @@ Rules (Kafka's SaslServerAuthenticator and KafkaApis / AclAuthorizer):
 from __future__ import annotations
 
 from protocol.build import build
+from protocol.errors import ProtocolError
 from protocol.security.acl import (CLUSTER_NAME, AccessControlEntry, AclBinding,
                                    AclBindingFilter, AclOperation as Op, AclPermissionType,
                                    PatternType, ResourcePattern, ResourceType as Res,
@@ -51,6 +54,10 @@ def sasl_authenticate(_api, request, session):
         return build(key, v, "SaslAuthenticateResponse", error_code=E.ILLEGAL_SASL_STATE,
                      error_message="SASL is not enabled on this listener", auth_bytes=b"")
     r = session.sasl.process_authenticate(bytes(request.body.auth_bytes))
+    if r.error_code and getattr(request, "raw_sasl", False):
+        # a bare token has no answer for a failure: Kafka closes the connection
+        raise ProtocolError(f"SASL authentication failed: {r.error_message}",
+                            api_key=key, api_version=v)
     session.closing = session.closing or r.close
     return build(key, v, "SaslAuthenticateResponse", error_code=r.error_code,
                  error_message=r.error_message, auth_bytes=r.auth_bytes,
