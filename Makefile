@@ -39,8 +39,11 @@ $(STAMP): pyproject.toml Makefile
 demo: install
 	$(VENV)/bin/rayka demo
 
+# Tests without Ray (pure core, protocol, real ZooKeeper, sockets) run on both cores; the
+# Ray, chaos and pipeline tests one at a time (each starts a Ray of its own).
 test: install
-	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
+	$(PY) -m pytest -m "not slow and not ray" -n 2 $(PYTEST_ARGS)
+	$(PY) -m pytest -m "not slow and ray" $(PYTEST_ARGS)
 
 # The long soaks (marked slow): every fault kind five times with librdkafka clients too.
 chaos: install

@@ -226,13 +226,27 @@ class Broker:
             reg, wait_s=60, replace_dead_incarnation=self.host.was_restarted())
         with self.lock:
             self.rm.broker_epoch = epoch
+        log.info("broker %d: registered at broker epoch %d", self.id, epoch)
 
     def _on_zk_state(self, state: str) -> None:
         if state == "LOST":
             self._session_lost = True
+            log.info("broker %d: ZooKeeper session lost", self.id)
         elif state == "CONNECTED" and self._session_lost:
             self._session_lost = False
-            threading.Thread(target=self._register, daemon=True).start()
+            threading.Thread(target=self._register_again, daemon=True).start()
+
+    def _register_again(self) -> None:
+        """A new session after a lost one: the ephemeral registration is gone, write it
+        again. ZooKeeper may drop again meanwhile: retry until registered or stopped (a
+        broker alive but unregistered is offline for the controller forever)."""
+        while not self.stopped.is_set() and not self._session_lost:
+            try:
+                self._register()
+                return
+            except Exception as e:        # ZooKeeper away again: the next CONNECTED retries too
+                log.info("broker %d: registering again failed: %s; retrying", self.id, e)
+                self.stopped.wait(0.5)
 
     # -- helpers ---------------------------------------------------------------------------------
     def peer_endpoint(self, broker_id: int):

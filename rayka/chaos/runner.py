@@ -461,8 +461,12 @@ class ChaosRun:
 
         def healthy():
             try:
-                if not want <= store.get_broker_ids() or store.get_controller() is None:
-                    self.unhealthy = "a broker unregistered or no controller"
+                missing = sorted(want - store.get_broker_ids())
+                if missing:
+                    self.unhealthy = f"brokers {missing} not registered"
+                    return False
+                if store.get_controller() is None:
+                    self.unhealthy = "no active controller"
                     return False
                 topics = [TOPIC] + (self.txns.health_topics() if self.txns else [])
                 short = [f"{t}-{p.partition} (leader {p.leader}, ISR {list(p.isr)})"

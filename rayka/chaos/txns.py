@@ -26,8 +26,10 @@ Rules:
   member of group CTP_GROUP, read_committed, no auto-commit; per poll one transaction: each
   input record becomes `out-<value>` on the SAME partition of CTP_OUT, the next offsets go
   in with send_offsets_to_transaction, then commit (a fifth abort at random, and always its
-  CTP_ABORT_AT-th transaction). After an abort, or anything unresolved, it seeks back to
-  the group's committed offsets (Kafka's EOS habit); now and then (CRASH_P, and surely once
+  CTP_ABORT_AT-th transaction). After an abort (a failed commit followed by an abort
+  included), or anything unresolved, it seeks back to the group's committed offsets
+  (Kafka's EOS habit: a consumer that went on from its position would skip the aborted
+  inputs); now and then (CRASH_P, and surely once
   from its CRASH_AT-th transaction on) it "crashes" mid-transaction: producer abandoned with the
   transaction open, consumer closed; a new producer instance (fencing the old) and a new
   consumer restart from the committed offsets.
@@ -161,14 +163,16 @@ class _Txn:
         self.tw.count(action)
         return True
 
-    def settle(self, inst: _Instance, label: str, action: str, keys, futures, **extra) -> bool:
-        """End the transaction as asked; a failed commit is followed by an abort."""
+    def settle(self, inst: _Instance, label: str, action: str, keys, futures, **extra
+               ) -> str | None:
+        """End the transaction as asked; a failed commit is followed by an abort. How it
+        ended ("commit" / "abort"), None when unresolved."""
         if self.end(inst, label, action, keys, futures, **extra):
-            return True
+            return action
         if action == "commit" and self.end(inst, label, "abort", keys, futures, **extra):
-            return True
+            return "abort"
         self.tw.count("unresolved")
-        return False
+        return None
 
     def close(self) -> None:
         """At the end: the current instance closes; if it was given up, one more instance
@@ -224,12 +228,12 @@ class _Writer(_Txn):
                     pass
         action = "abort" if failed or (successor is None and self.rng.random() < ABORT_P) \
             else "commit"
-        resolved = self.settle(inst, label, action, keys, futures)
+        ended = self.settle(inst, label, action, keys, futures)
         self.in_txn = False
         if successor is not None:
             self.tw.retire(p)
             self.current = successor
-        elif not resolved:
+        elif ended is None:
             self.replace()
 
 
@@ -314,14 +318,14 @@ class _Pipeline(_Txn):
             return
         action = "abort" if failed or self.rng.random() < CTP_ABORT_P or \
             self.n == CTP_ABORT_AT else "commit"
-        resolved = self.settle(inst, label, action, keys, futures, **extra)
+        ended = self.settle(inst, label, action, keys, futures, **extra)
         self.in_txn = False
-        if not resolved:
+        if ended is None:
             self.replace()
             if not self.ensure_instance():
                 self.drop_consumer()       # restarts from the committed offsets
                 return
-        if not (resolved and action == "commit"):
+        if ended != "commit":              # aborted (a failed commit too) or unresolved
             self.rewind()
 
     def rewind(self) -> None:
