@@ -6,7 +6,8 @@ Rules:
   default.replication.factor 3. It is shut down at the end; every process it started is
   stopped by pid.
 - librdkafka's own integration tests, built from the pinned source snapshot
-  (compat/librdkafka-v2.15.0.tar.gz; the Makefile builds it), run ONE AT A TIME as its
+  (compat/librdkafka-v2.15.0.tar.gz; the Makefile builds it): by default every broker test
+  of its test list (`broker_tests`), or those named with --tests; run ONE AT A TIME as its
   tests/README says, with a test.conf naming the cluster's bootstrap servers. The verdict
   of each is read from its output ("Test <name> PASSED" / "TEST FAILURE" / a skip), never
   from the runner's exit code (this build aborts at exit after printing its verdict).
@@ -37,10 +38,38 @@ import uuid
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-# transactions (issue 26); a fuller list is librdkafka's broker tests (tests/test.c)
-DEFAULT_TESTS = ("0103_transactions", "0129_fetch_aborted_msgs")
-NEEDS_JAVA = {"0098_consumer_txn": "its producer is Kafka's Java TransactionProducerCli"}
+# librdkafka tests that drive Kafka's Java tools (KAFKA_PATH: kafka-configs.sh, kafka-acls.sh,
+# a Java producer); Kafka's jars are in no registry this machine reaches
+NEEDS_JAVA = {"0016_client_swname": "checks client names with Kafka's kafka-configs.sh tooling",
+              "0098_consumer_txn": "its producer is Kafka's Java TransactionProducerCli",
+              "0109_auto_create_topics": "sets ACLs with Kafka's kafka-acls.sh",
+              "0115_producer_auth": "sets ACLs with Kafka's kafka-acls.sh",
+              "0119_consumer_auth": "sets ACLs with Kafka's kafka-acls.sh"}
+SERVED = (3, 8, 0, 0)           # the broker version rayka answers as (-V)
 TEST_TIMEOUT_S = 900
+_ENTRY = re.compile(r"_TEST\(\s*(\w+)\s*,(.*?)\)\s*,\s*(?=_TEST\(|\{|$)", re.S)
+
+
+def broker_tests(tests_dir: str) -> list[str]:
+    """librdkafka's broker tests, from its test list (tests/test.c): every `_TEST(...)` entry
+    that is not local (TEST_F_LOCAL: no broker), manual, socket-emulated (TEST_F_SOCKEM: this
+    build runs with -E) or a known issue of librdkafka's own, and whose minimum broker
+    version (TEST_BRKVER) rayka serves. In the order of the list."""
+    with open(os.path.join(tests_dir, "test.c")) as f:
+        text = f.read()
+    table = text[text.index("struct test tests[]"):]
+    table = table[:table.index("\n};")]
+    out = []
+    for name, rest in _ENTRY.findall(table + ",{"):
+        if name == "0000_unittests" or any(flag in rest for flag in (
+                "TEST_F_LOCAL", "TEST_F_MANUAL", "TEST_F_SOCKEM", "TEST_F_KNOWN_ISSUE")):
+            continue
+        m = re.search(r"TEST_BRKVER\(\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*\)",
+                      rest)
+        if m and tuple(int(x) for x in m.groups()) > SERVED:
+            continue
+        out.append(name)
+    return out
 
 
 def start_cluster():
@@ -167,8 +196,8 @@ def _read_committed(cluster, topic: str, partitions: int, settle_s: float = 3.0)
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--librdkafka-tests", help="librdkafka's built tests/ directory")
-    parser.add_argument("--tests", default=",".join(DEFAULT_TESTS + tuple(NEEDS_JAVA)),
-                        help="comma-separated librdkafka test names")
+    parser.add_argument("--tests", default="all",
+                        help="comma-separated librdkafka test names, or all: every broker test")
     parser.add_argument("--quick", action="store_true", help="librdkafka's quick mode (-Q)")
     parser.add_argument("--quix-python", help="the python of a venv with quixstreams")
     parser.add_argument("--out", help="write the results as JSON here")
@@ -179,6 +208,8 @@ def main(argv=None) -> int:
         if args.librdkafka_tests:
             results["librdkafka"] = run_librdkafka(args.librdkafka_tests,
                                                    cluster.bootstrap_servers(),
+                                                   broker_tests(args.librdkafka_tests)
+                                                   if args.tests == "all" else
                                                    [t for t in args.tests.split(",") if t],
                                                    args.quick)
         if args.quix_python:
