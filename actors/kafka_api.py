@@ -39,11 +39,14 @@ import time
 from dataclasses import dataclass, fields
 
 from actors import security_store as security
+from actors.config_store import read_quotas, rewrite_entity
 from actors.purgatory import DelayedFetch
 from controller.layout import Endpoint, parse_endpoints
 from controller.topic_admin import plan_partitions, plan_topic
 from controller.topic_config import CONFIG_DEFS, normalize_topic_config
+from protocol.entity_config import entity_path
 from protocol.fetch_session import DEFAULT_SLOTS, FetchSessionCache
+from protocol.quotas import QuotaTracker
 from protocol.api import (BrokerNode, ClusterMetadata, ConfigEntry,
                           ConfigsOutcome, Deferred, FetchOutcome, OffsetAnswer,
                           PartitionMetadata, ProduceOutcome, TopicMetadata, TopicOutcome,
@@ -158,6 +161,8 @@ class KafkaBrokerApi:
             config.max_incremental_fetch_session_cache_slots,
             clock_ms=lambda: int(time.monotonic() * 1000),
             full_read_interval_ms=max(broker.rm.config.replica_lag_time_max_ms // 4, 1))
+        # client quotas in force on this broker (kept current by actors/dynamic_config.py)
+        self.quotas = QuotaTracker(lambda: int(time.monotonic() * 1000))
 
     @property
     def auto_create_topics_enable(self) -> bool:
@@ -424,6 +429,35 @@ class KafkaBrokerApi:
         return security.delete_acls(self.broker.store, filters)
 
     # -- consumer groups ----------------------------------------------------------------------------
+    # -- client quotas and SCRAM credentials (ZooKeeper; protocol/handlers/quotas.py) ----------
+    def client_quotas(self) -> dict:
+        return read_quotas(self.broker.store)
+
+    def alter_client_quotas(self, asks, validate_only: bool) -> list:
+        out = []
+        for entity, ops in asks:
+            def change(config, ops=ops):
+                for key, value in ops:
+                    if value is None:
+                        config.pop(key, None)
+                    else:
+                        config[key] = value
+                return config
+            try:
+                if not validate_only:
+                    rewrite_entity(self.broker.store, entity_path(entity), change)
+                out.append((E.NONE, None))
+            except Exception as exc:                 # a ZooKeeper failure: per entity
+                log.warning("alter client quotas %s: %s", entity, exc)
+                out.append((UnknownServerError.code, str(exc)))
+        return out
+
+    def describe_scram(self, users) -> list:
+        return security.describe_scram(self.broker.store, users)
+
+    def alter_scram(self, upsertions, deletions) -> list:
+        return security.alter_scram(self.broker.store, upsertions, deletions)
+
     def coordinator_of(self, key: str, key_type: int = 0) -> tuple[int, int]:
         """(error, broker id): the leader of the group's `__consumer_offsets` partition (key
         type 0) or the transactional id's `__transaction_state` partition (1);
