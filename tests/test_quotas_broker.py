@@ -140,3 +140,49 @@ def test_a_producer_over_its_quota_is_throttled_and_loses_nothing(world):
     assert failed == [] and sorted(acked) == list(range(sent))
     assert api.quotas.quota("producer_byte_rate", "ANONYMOUS", "other")[1] is None
     assert QuotaEntity(None, "slow") in api.client_quotas()
+
+
+class _Cluster:
+    """What `rayka quotas` needs of a cluster: an Admin over its store."""
+
+    def __init__(self, store):
+        self.store = store
+
+    def admin(self):
+        from rayka.client.admin import Admin
+        return Admin(self)
+
+
+def test_rayka_quotas_command_speaks_kafka_configs(world, capsys):
+    from rayka.cli import build_parser
+    from rayka.ops import quotas_cli
+    from replicas.errors import InvalidRequest
+    cluster = _Cluster(world.brokers[1].store)
+
+    def rayka(*argv):
+        args = build_parser().parse_args(["quotas", *argv])
+        assert quotas_cli.run(args, cluster) == 0
+        return capsys.readouterr().out
+
+    rayka("alter", "--entity-type", "users", "--entity-name", "dora", "--entity-type",
+          "clients", "--entity-default", "--add-config",
+          "producer_byte_rate=4096,request_percentage=12.5")
+    rayka("alter", "--entity-type", "clients", "--entity-name", "web",
+          "--add-config", "consumer_byte_rate=100")
+    assert read_entity(cluster.store, "users/dora/clients/<default>") == \
+        {"producer_byte_rate": "4096", "request_percentage": "12.5"}
+    out = rayka("describe", "--entity-type", "users", "--entity-name", "dora")
+    assert out.splitlines() == ["user=dora, client-id=<default>\t"
+                                "producer_byte_rate=4096,request_percentage=12.5"]
+    rayka("alter", "--entity-type", "users", "--entity-name", "dora", "--entity-type",
+          "clients", "--entity-default", "--delete-config", "request_percentage")
+    got = json.loads(rayka("describe", "--entity-type", "clients", "--json"))
+    assert {"entity": {"client-id": "web"}, "quotas": {"consumer_byte_rate": 100.0}} in got
+    assert {"entity": {"user": "dora", "client-id": "<default>"},
+            "quotas": {"producer_byte_rate": 4096.0}} in got
+    for bad in (["--entity-type", "users", "--entity-name", "x", "--add-config",
+                 "producer_byte_rate=1.5"],
+                ["--entity-type", "users", "--entity-name", "x", "--add-config", "nope=1"],
+                ["--entity-type", "users", "--add-config", "producer_byte_rate=1"]):
+        with pytest.raises(InvalidRequest):
+            rayka("alter", *bad)
