@@ -40,6 +40,7 @@ from dataclasses import dataclass, fields
 
 from actors import security_store as security
 from actors.config_store import read_quotas, rewrite_entity
+from actors.dynamic_config import DEFAULT_ENTITY, DYNAMIC_KEYS
 from actors.purgatory import DelayedFetch
 from controller.layout import Endpoint, parse_endpoints
 from controller.topic_admin import plan_partitions, plan_topic
@@ -54,6 +55,7 @@ from protocol.api import (BrokerNode, ClusterMetadata, ConfigEntry,
 from controller.assignment import validate_topic_name
 from replicas.config_keys import dotted_key
 from replicas.legacy_offsets import offsets_before
+from replicas.replica_types import topic_defaults_from_broker_config
 from replicas.errors import ErrorCode as E
 from replicas.errors import (InvalidConfig, InvalidRequest, KafkaError, LeaderNotAvailable,
                              NotLeaderOrFollower, RequestTimedOut, TopicAlreadyExists,
@@ -162,7 +164,7 @@ class KafkaBrokerApi:
             clock_ms=lambda: int(time.monotonic() * 1000),
             full_read_interval_ms=max(broker.rm.config.replica_lag_time_max_ms // 4, 1))
         # client quotas in force on this broker (kept current by actors/dynamic_config.py)
-        self.quotas = QuotaTracker(lambda: int(time.monotonic() * 1000))
+        self.quota_tracker = QuotaTracker(lambda: int(time.monotonic() * 1000))
 
     @property
     def auto_create_topics_enable(self) -> bool:
@@ -619,6 +621,37 @@ class KafkaBrokerApi:
         return tuple(ConfigEntry(k, v, True, False, SOURCE_STATIC_BROKER)
                      for k, v in sorted(values.items()) if keys is None or k in keys)
 
+    def _check_broker_resource(self, res) -> None:
+        if res.name not in ("", str(self.broker_id)):
+            raise InvalidRequest(f"Unexpected broker id, expected {self.broker_id} "
+                                 f"or empty string, but received {res.name}")
+
+    def _alter_broker(self, res, ops, validate_only: bool) -> None:
+        """Kafka's ZkAdminManager.alterBrokerConfigs: /config/brokers/<id> or <default>;
+        only actors/dynamic_config.py's DYNAMIC_KEYS may change."""
+        self._check_broker_resource(res)
+        entity = f"brokers/{res.name or DEFAULT_ENTITY}"
+        fixed = sorted({name for name, _op, _v in ops if name not in DYNAMIC_KEYS})
+        if fixed:
+            raise InvalidConfig("Cannot update these configs dynamically: "
+                                f"Set({', '.join(fixed)})")
+
+        def change(config):
+            for name, op, value in ops:
+                if op == SET:
+                    config[name] = value
+                elif op == DELETE:
+                    config.pop(name, None)
+                elif op in (APPEND, SUBTRACT):
+                    raise InvalidConfig(f"Config value append/subtract is not allowed for "
+                                        f"config key {name}: it is not a list")
+                else:
+                    raise InvalidRequest(f"Unknown config operation {op}")
+            # Kafka's values, checked as the topic defaults they become
+            normalize_topic_config(topic_defaults_from_broker_config(config))
+            return None if validate_only else config
+        rewrite_entity(self.broker.store, entity, change)
+
     def describe_configs(self, resources):
         out = {}
         for res, keys in resources:
@@ -629,10 +662,14 @@ class KafkaBrokerApi:
                         raise UnknownTopicOrPartition(f"Topic '{res.name}' does not exist.")
                     entries = self._topic_entries(overrides or {}, keys)
                 elif res.kind == BROKER:
-                    if res.name not in ("", str(self.broker_id)):
-                        raise InvalidRequest(f"Unexpected broker id, expected {self.broker_id} "
-                                             f"or empty string, but received {res.name}")
-                    entries = self._broker_entries(keys)
+                    self._check_broker_resource(res)
+                    dynamic = self.broker.dynamic_broker_config
+                    if res.name == "":              # the cluster-wide default entity alone
+                        entries = tuple(dynamic.entries(False, keys))
+                    else:
+                        extra = dynamic.entries(True, keys)
+                        entries = tuple(sorted((*self._broker_entries(keys), *extra),
+                                               key=lambda e: e.name))
                 else:
                     raise InvalidRequest(f"Unsupported resource type {res.kind}")
                 out[res] = ConfigsOutcome(E.NONE, None, entries)
@@ -644,9 +681,12 @@ class KafkaBrokerApi:
         out = {}
         for res, ops in resources:
             try:
+                if res.kind == BROKER:
+                    self._alter_broker(res, ops, validate_only)
+                    out[res] = ConfigsOutcome(E.NONE)
+                    continue
                 if res.kind != TOPIC:
-                    raise InvalidConfig("broker configs are static in rayka: set them with "
-                                        "`rayka start --config` (or start_local(**config))")
+                    raise InvalidRequest(f"Unsupported resource type {res.kind}")
                 current = self.broker.store.get_topic_config(res.name)
                 if current is None and res.name not in self.broker.store.get_topics():
                     raise UnknownTopicOrPartition(f"Topic '{res.name}' does not exist.")

@@ -145,7 +145,7 @@ class KafkaListener:
         self.port = 0
         self.connections_accepted = 0
         self._stats: dict[str, list] = {}      # api name → [requests, bytes in, bytes out]
-        self.quotas = getattr(api, "quotas", None)   # a protocol.quotas.QuotaTracker
+        self.quotas = getattr(api, "quota_tracker", None)   # protocol.quotas.QuotaTracker
         self._bytes_later = 0
 
     @property

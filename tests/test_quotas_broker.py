@@ -1,10 +1,12 @@
-"""Client quotas and SCRAM administration on real brokers (tests/broker_world.py: real
+"""Client quotas, SCRAM administration and dynamic broker configs on real brokers (tests/broker_world.py: real
 ZooKeeper, real listeners, no Ray) with real clients: Kafka's znodes (a user's quotas and
 SCRAM credentials share /config/users/<user>), DescribeClientQuotas / AlterClientQuotas over
 the wire (kafka-python's protocol classes), AlterUserScramCredentials /
 DescribeUserScramCredentials (confluent-kafka's AdminClient), and a librdkafka producer over
 its producer_byte_rate throttled (throttle_time_ms > 0 in its answers, the broker picking the
-quota up from the change notification) with nothing refused or lost."""
+quota up from the change notification) with nothing refused or lost; `rayka quotas`;
+IncrementalAlterConfigs / DescribeConfigs on BROKER resources (/config/brokers/<id> and
+<default>, Kafka's sources and synonyms, read-only keys refused)."""
 
 from __future__ import annotations
 
@@ -118,8 +120,8 @@ def test_a_producer_over_its_quota_is_throttled_and_loses_nothing(world):
     world.create_topic("throttled", 1, 1)
     store, api = world.brokers[1].store, world.api(1)
     rewrite_entity(store, "clients/slow", lambda cfg: {**cfg, "producer_byte_rate": "200000"})
-    wait_for(lambda: api.quotas.quota("producer_byte_rate", "ANONYMOUS", "slow")[1] == 200000,
-             what="the broker to pick the quota up from the change notification")
+    wait_for(lambda: api.quota_tracker.quota("producer_byte_rate", "ANONYMOUS", "slow")[1]
+             == 200000, what="the broker to pick the quota up from the change notification")
     stats, acked, failed = [], [], []
     producer = Producer({"bootstrap.servers": bootstrap(world), "client.id": "slow",
                          "linger.ms": 5, "batch.size": 65536, "statistics.interval.ms": 200,
@@ -138,7 +140,7 @@ def test_a_producer_over_its_quota_is_throttled_and_loses_nothing(world):
                     for b in json.loads(s)["brokers"].values())
     assert throttled > 0
     assert failed == [] and sorted(acked) == list(range(sent))
-    assert api.quotas.quota("producer_byte_rate", "ANONYMOUS", "other")[1] is None
+    assert api.quota_tracker.quota("producer_byte_rate", "ANONYMOUS", "other")[1] is None
     assert QuotaEntity(None, "slow") in api.client_quotas()
 
 
@@ -186,3 +188,69 @@ def test_rayka_quotas_command_speaks_kafka_configs(world, capsys):
                 ["--entity-type", "users", "--add-config", "producer_byte_rate=1"]):
         with pytest.raises(InvalidRequest):
             rayka("alter", *bad)
+
+
+def test_dynamic_broker_configs_are_kafkas(world):
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import (AlterConfigOpType, ConfigEntry, ConfigResource,
+                                       ConfigSource, ResourceType)
+    from kafka.protocol.admin import DescribeConfigsRequest, IncrementalAlterConfigsRequest
+    broker = world.brokers[1]
+    admin = AdminClient({"bootstrap.servers": bootstrap(world)})
+
+    def alter(name, *entries):
+        """librdkafka for this broker; kafka-python for the default entity (librdkafka
+        refuses an empty resource name)."""
+        if name:
+            res = ConfigResource(ResourceType.BROKER, name, incremental_configs=[
+                ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET
+                            if v is not None else AlterConfigOpType.DELETE)
+                for k, v in entries])
+            return admin.incremental_alter_configs([res])[res].result(30)
+        r = IncrementalAlterConfigsRequest.AlterConfigsResource
+        got = wire(world, IncrementalAlterConfigsRequest[1](validate_only=False, resources=[
+            r(resource_type=4, resource_name="", configs=[
+                r.AlterableConfig(name=k, config_operation=0 if v is not None else 1, value=v)
+                for k, v in entries])]))
+        assert [x.error_code for x in got.responses] == [0]
+
+    alter("1", ("log.retention.ms", "123456"))
+    alter("", ("log.retention.ms", "654321"), ("log.segment.bytes", "2097152"))
+    assert read_entity(broker.store, "brokers/1") == {"log.retention.ms": "123456"}
+    assert read_entity(broker.store, "brokers/<default>") == \
+        {"log.retention.ms": "654321", "log.segment.bytes": "2097152"}
+    wait_for(lambda: broker.topic_defaults.get("retention.ms") == "123456"
+             and broker.topic_defaults.get("segment.bytes") == "2097152",
+             what="the broker to apply its dynamic configs")
+
+    res = ConfigResource(ResourceType.BROKER, "1")
+    got = admin.describe_configs([res], request_timeout=30)[res].result(30)
+    retention, segment = got["log.retention.ms"], got["log.segment.bytes"]
+    assert (retention.value, retention.source) == \
+        ("123456", ConfigSource.DYNAMIC_BROKER_CONFIG.value)
+    assert (segment.value, segment.source) == \
+        ("2097152", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value)
+    assert got["num.partitions"].is_read_only and not retention.is_read_only
+
+    d = DescribeConfigsRequest.DescribeConfigsResource
+    got = wire(world, DescribeConfigsRequest[4](include_synonyms=True,
+                                                include_documentation=False, resources=[
+        d(resource_type=4, resource_name="1", configuration_keys=["log.retention.ms"]),
+        d(resource_type=4, resource_name="", configuration_keys=None)]))
+    mine, default = got.results
+    assert [(c.name, c.value, c.config_source,
+             [(s.value, s.source) for s in c.synonyms]) for c in mine.configs] == [
+        ("log.retention.ms", "123456", 2, [("123456", 2), ("654321", 3), ("604800000", 5)])]
+    assert sorted((c.name, c.value, c.config_source) for c in default.configs) == [
+        ("log.retention.ms", "654321", 3), ("log.segment.bytes", "2097152", 3)]
+
+    with pytest.raises(KafkaException) as refused:
+        alter("1", ("num.partitions", "3"))
+    assert "dynamically" in str(refused.value)
+    with pytest.raises(KafkaException):
+        alter("1", ("log.segment.bytes", "not-a-number"))
+    alter("1", ("log.retention.ms", None))
+    alter("", ("log.retention.ms", None), ("log.segment.bytes", None))
+    wait_for(lambda: "retention.ms" not in broker.topic_defaults
+             and "segment.bytes" not in broker.topic_defaults,
+             what="the broker to drop its dynamic configs")
