@@ -27,6 +27,11 @@ Rules:
   planned by controller/topic_admin.py and written to ZooKeeper as rayka's Admin does; the
   answer waits up to the request's timeout until this broker's metadata shows the change
   (REQUEST_TIMED_OUT after it, the change staying), or answers at once for timeout <= 0.
+- Client quotas, SCRAM credentials and dynamic broker configs are Kafka's /config entities,
+  read and written straight in ZooKeeper (actors/config_store.py, actors/security_store.py;
+  IncrementalAlterConfigs on a BROKER changes only actors/dynamic_config.py's dynamic
+  keys); `quota_tracker` is the quotas in force on this broker, fed from the change
+  notifications by actors/dynamic_config.py and read by the listeners.
 """
 
 from __future__ import annotations

@@ -1,10 +1,12 @@
 """Users and ACLs in ZooKeeper, in Kafka's formats: what the broker reads and what the wire's
-CreateAcls / DeleteAcls, rayka's Admin and the `rayka users|acls` commands write.
+CreateAcls / DeleteAcls / AlterUserScramCredentials, rayka's Admin and the `rayka
+users|acls` commands write.
 
 Rules:
 - Users are Kafka's /config/users/<user> (SCRAM credentials, protocol/security/
   credentials.py; the name URL-encoded as Kafka's Sanitizer does), shared with the user's
-  quotas: a SCRAM write keeps the quota keys (actors/config_store.py rewrites); ACLs are Kafka's AclAuthorizer znodes, one per resource pattern
+  quotas: a SCRAM write keeps the quota keys (actors/config_store.py rewrites).
+- ACLs are Kafka's AclAuthorizer znodes, one per resource pattern
   (protocol/security/acl_znodes.py), each write announced by a change notification.
 - Writes read the znode, change it and write it back conditionally with its notification,
   retrying when another writer got there first (Kafka's way); a batch answers per item.

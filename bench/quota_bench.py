@@ -7,9 +7,9 @@ Admin.alter_client_quotas (Kafka's /config/clients/<id>, picked up by the broker
 change notification) and runs a confluent-kafka client flat out for DURATION_S seconds:
 - produce at producer_byte_rate 1 MB/s and 4 MB/s: acks=1, linger.ms 5, batch.size 64 KiB
   (requests of 64 KiB: librdkafka's 1 MB default makes each throttle seconds long, the rate
-  lumpy), a bounded local queue (queue.buffering.max.kbytes 2048) so the producer runs at the rate the broker lets
-  it (produce() blocks on a full queue); every delivery report must succeed and the count
-  delivered must equal the count produced;
+  lumpy), a bounded local queue (queue.buffering.max.kbytes 2048) so the producer runs at
+  the rate the broker lets it (produce() blocks on a full queue); every delivery report
+  must succeed and the count delivered must equal the count produced;
 - consume at consumer_byte_rate 2 MB/s: the topic is first filled without a quota; a
   consumer (assign, offset 0; max.partition.fetch.bytes 256 KiB) reads as fast as it can;
   offsets must come contiguous.

@@ -1,5 +1,5 @@
-"""Client quotas, SCRAM administration and dynamic broker configs on real brokers (tests/broker_world.py: real
-ZooKeeper, real listeners, no Ray) with real clients: Kafka's znodes (a user's quotas and
+"""Client quotas, SCRAM administration and dynamic broker configs on real brokers
+(tests/broker_world.py: real ZooKeeper, real listeners, no Ray) with real clients: Kafka's znodes (a user's quotas and
 SCRAM credentials share /config/users/<user>), DescribeClientQuotas / AlterClientQuotas over
 the wire (kafka-python's protocol classes), AlterUserScramCredentials /
 DescribeUserScramCredentials (confluent-kafka's AdminClient), and a librdkafka producer over
