@@ -21,6 +21,9 @@ Ray actors that carry them.
   the sessions of its listeners; security_store: reading and writing users and ACLs in
   ZooKeeper in Kafka's formats (the broker, the wire's ACL APIs, rayka's Admin); tls_context: Kafka's ssl.* configs to an SSLContext; tls: TLS over memory
   BIOs for the listener;
+- config_store: Kafka's dynamic entity configs in ZooKeeper (client quotas under
+  /config/users and /config/clients), rewritten keeping other writers' keys;
+  dynamic_config: the broker's quotas kept current from /config/changes;
 - coordinator_host: the shell around a pure coordinator (lock, waiters, appends, ticker,
   load/unload); group_host runs coordinator/ for the __consumer_offsets partitions this
   broker leads, txn_host runs transactions/ for its __transaction_state partitions;

@@ -70,6 +70,7 @@ from actors.txn_host import TXN_TOPIC, TxnHost
 from actors.txn_verification import TxnVerifier
 from actors.purgatory import DelayedFetch, FetchPurgatory
 from actors.timers import Timers
+from actors.dynamic_config import BrokerDynamicConfig, DynamicConfigWatcher
 from actors.security import BrokerSecurity
 from actors.log_cleaner import LogCleaner
 from controller.requests import LeaderAndIsrRequest, StopReplicaRequest, UpdateMetadataRequest
@@ -160,6 +161,9 @@ class Broker:
                                        self.kafka_config.bind_endpoints()).start()
         self.kafka_api = KafkaBrokerApi(self, self.kafka_config,
                                         self.store.get_or_create_cluster_id())
+        self.dynamic_broker_config = BrokerDynamicConfig(self.id, self.topic_defaults, self.lock)
+        self.dynamic_config = DynamicConfigWatcher(self.store, self.kafka_api.quota_tracker,
+                                                   self.dynamic_broker_config).start()
         self.listeners = self._start_listeners()
         self._register()
         threading.Thread(target=self._background, daemon=True, name="broker-background").start()
@@ -697,6 +701,7 @@ class Broker:
         self.txns.stop()
         self.verifier.stop()
         self.security.stop()
+        self.dynamic_config.stop()
         for listener in self.listeners:
             listener.stop()
         for f in self.fetchers.values():

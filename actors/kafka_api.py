@@ -27,6 +27,11 @@ Rules:
   planned by controller/topic_admin.py and written to ZooKeeper as rayka's Admin does; the
   answer waits up to the request's timeout until this broker's metadata shows the change
   (REQUEST_TIMED_OUT after it, the change staying), or answers at once for timeout <= 0.
+- Client quotas, SCRAM credentials and dynamic broker configs are Kafka's /config entities,
+  read and written straight in ZooKeeper (actors/config_store.py, actors/security_store.py;
+  IncrementalAlterConfigs on a BROKER changes only actors/dynamic_config.py's dynamic
+  keys); `quota_tracker` is the quotas in force on this broker, fed from the change
+  notifications by actors/dynamic_config.py and read by the listeners.
 """
 
 from __future__ import annotations
@@ -39,11 +44,15 @@ import time
 from dataclasses import dataclass, fields
 
 from actors import security_store as security
+from actors.config_store import read_quotas, rewrite_entity
+from actors.dynamic_config import DEFAULT_ENTITY, DYNAMIC_KEYS
 from actors.purgatory import DelayedFetch
 from controller.layout import Endpoint, parse_endpoints
 from controller.topic_admin import plan_partitions, plan_topic
 from controller.topic_config import CONFIG_DEFS, normalize_topic_config
+from protocol.entity_config import entity_path
 from protocol.fetch_session import DEFAULT_SLOTS, FetchSessionCache
+from protocol.quotas import QuotaTracker
 from protocol.api import (BrokerNode, ClusterMetadata, ConfigEntry,
                           ConfigsOutcome, Deferred, FetchOutcome, OffsetAnswer,
                           PartitionMetadata, ProduceOutcome, TopicMetadata, TopicOutcome,
@@ -51,6 +60,7 @@ from protocol.api import (BrokerNode, ClusterMetadata, ConfigEntry,
 from controller.assignment import validate_topic_name
 from replicas.config_keys import dotted_key
 from replicas.legacy_offsets import offsets_before
+from replicas.replica_types import topic_defaults_from_broker_config
 from replicas.errors import ErrorCode as E
 from replicas.errors import (InvalidConfig, InvalidRequest, KafkaError, LeaderNotAvailable,
                              NotLeaderOrFollower, RequestTimedOut, TopicAlreadyExists,
@@ -158,6 +168,8 @@ class KafkaBrokerApi:
             config.max_incremental_fetch_session_cache_slots,
             clock_ms=lambda: int(time.monotonic() * 1000),
             full_read_interval_ms=max(broker.rm.config.replica_lag_time_max_ms // 4, 1))
+        # client quotas in force on this broker (kept current by actors/dynamic_config.py)
+        self.quota_tracker = QuotaTracker(lambda: int(time.monotonic() * 1000))
 
     @property
     def auto_create_topics_enable(self) -> bool:
@@ -424,6 +436,35 @@ class KafkaBrokerApi:
         return security.delete_acls(self.broker.store, filters)
 
     # -- consumer groups ----------------------------------------------------------------------------
+    # -- client quotas and SCRAM credentials (ZooKeeper; protocol/handlers/quotas.py) ----------
+    def client_quotas(self) -> dict:
+        return read_quotas(self.broker.store)
+
+    def alter_client_quotas(self, asks, validate_only: bool) -> list:
+        out = []
+        for entity, ops in asks:
+            def change(config, ops=ops):
+                for key, value in ops:
+                    if value is None:
+                        config.pop(key, None)
+                    else:
+                        config[key] = value
+                return config
+            try:
+                if not validate_only:
+                    rewrite_entity(self.broker.store, entity_path(entity), change)
+                out.append((E.NONE, None))
+            except Exception as exc:                 # a ZooKeeper failure: per entity
+                log.warning("alter client quotas %s: %s", entity, exc)
+                out.append((UnknownServerError.code, str(exc)))
+        return out
+
+    def describe_scram(self, users) -> list:
+        return security.describe_scram(self.broker.store, users)
+
+    def alter_scram(self, upsertions, deletions) -> list:
+        return security.alter_scram(self.broker.store, upsertions, deletions)
+
     def coordinator_of(self, key: str, key_type: int = 0) -> tuple[int, int]:
         """(error, broker id): the leader of the group's `__consumer_offsets` partition (key
         type 0) or the transactional id's `__transaction_state` partition (1);
@@ -585,6 +626,37 @@ class KafkaBrokerApi:
         return tuple(ConfigEntry(k, v, True, False, SOURCE_STATIC_BROKER)
                      for k, v in sorted(values.items()) if keys is None or k in keys)
 
+    def _check_broker_resource(self, res) -> None:
+        if res.name not in ("", str(self.broker_id)):
+            raise InvalidRequest(f"Unexpected broker id, expected {self.broker_id} "
+                                 f"or empty string, but received {res.name}")
+
+    def _alter_broker(self, res, ops, validate_only: bool) -> None:
+        """Kafka's ZkAdminManager.alterBrokerConfigs: /config/brokers/<id> or <default>;
+        only actors/dynamic_config.py's DYNAMIC_KEYS may change."""
+        self._check_broker_resource(res)
+        entity = f"brokers/{res.name or DEFAULT_ENTITY}"
+        fixed = sorted({name for name, _op, _v in ops if name not in DYNAMIC_KEYS})
+        if fixed:
+            raise InvalidConfig("Cannot update these configs dynamically: "
+                                f"Set({', '.join(fixed)})")
+
+        def change(config):
+            for name, op, value in ops:
+                if op == SET:
+                    config[name] = value
+                elif op == DELETE:
+                    config.pop(name, None)
+                elif op in (APPEND, SUBTRACT):
+                    raise InvalidConfig(f"Config value append/subtract is not allowed for "
+                                        f"config key {name}: it is not a list")
+                else:
+                    raise InvalidRequest(f"Unknown config operation {op}")
+            # Kafka's values, checked as the topic defaults they become
+            normalize_topic_config(topic_defaults_from_broker_config(config))
+            return None if validate_only else config
+        rewrite_entity(self.broker.store, entity, change)
+
     def describe_configs(self, resources):
         out = {}
         for res, keys in resources:
@@ -595,10 +667,14 @@ class KafkaBrokerApi:
                         raise UnknownTopicOrPartition(f"Topic '{res.name}' does not exist.")
                     entries = self._topic_entries(overrides or {}, keys)
                 elif res.kind == BROKER:
-                    if res.name not in ("", str(self.broker_id)):
-                        raise InvalidRequest(f"Unexpected broker id, expected {self.broker_id} "
-                                             f"or empty string, but received {res.name}")
-                    entries = self._broker_entries(keys)
+                    self._check_broker_resource(res)
+                    dynamic = self.broker.dynamic_broker_config
+                    if res.name == "":              # the cluster-wide default entity alone
+                        entries = tuple(dynamic.entries(False, keys))
+                    else:
+                        extra = dynamic.entries(True, keys)
+                        entries = tuple(sorted((*self._broker_entries(keys), *extra),
+                                               key=lambda e: e.name))
                 else:
                     raise InvalidRequest(f"Unsupported resource type {res.kind}")
                 out[res] = ConfigsOutcome(E.NONE, None, entries)
@@ -610,9 +686,12 @@ class KafkaBrokerApi:
         out = {}
         for res, ops in resources:
             try:
+                if res.kind == BROKER:
+                    self._alter_broker(res, ops, validate_only)
+                    out[res] = ConfigsOutcome(E.NONE)
+                    continue
                 if res.kind != TOPIC:
-                    raise InvalidConfig("broker configs are static in rayka: set them with "
-                                        "`rayka start --config` (or start_local(**config))")
+                    raise InvalidRequest(f"Unsupported resource type {res.kind}")
                 current = self.broker.store.get_topic_config(res.name)
                 if current is None and res.name not in self.broker.store.get_topics():
                     raise UnknownTopicOrPartition(f"Topic '{res.name}' does not exist.")

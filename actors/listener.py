@@ -45,6 +45,11 @@ Rules:
   be over SASL_MAX_RECEIVE_BYTES (Kafka's sasl.server.max.receive.size, 512 KiB:
   CVE-2022-34917): the connection closes as soon as a request is known to be bigger.
 - `stop()` closes the listening socket and every connection.
+- Client quotas (protocol/quotas.py, fed by actors/dynamic_config.py): when any quota is
+  configured, each request gets a hook that measures it (its handling time, a Produce's
+  bytes, a Fetch's record bytes); an answer over a quota carries throttle_time_ms, and
+  once it is written the connection is THROTTLED for that time: nothing more is read or
+  handled from it (Kafka's ThrottledChannel, KIP-219), then it resumes. Nothing is refused.
 - Per API it counts requests and bytes in and out (`stats()`); the broker's CPU per request
   is its process's CPU time over these counts (bench/wire_bench.py): a clock read per
   request cost more than it measured under a busy GIL.
@@ -65,6 +70,7 @@ from protocol.api import Deferred
 from protocol.connection import Connection
 from protocol.errors import ProtocolError
 from protocol.handlers import answer
+from protocol import quotas as q
 from protocol.security.session import Session
 from actors.tls import TlsError, TlsSession
 from replicas.errors import ErrorCode
@@ -139,6 +145,7 @@ class KafkaListener:
         self.port = 0
         self.connections_accepted = 0
         self._stats: dict[str, list] = {}      # api name → [requests, bytes in, bytes out]
+        self.quotas = getattr(api, "quota_tracker", None)   # protocol.quotas.QuotaTracker
         self._bytes_later = 0
 
     @property
@@ -229,10 +236,41 @@ class KafkaListener:
 
 
 class _Slot:
-    __slots__ = ("request", "frame", "ready", "mutes")
+    __slots__ = ("request", "frame", "ready", "mutes", "throttle_ms")
 
     def __init__(self, request):
         self.request, self.frame, self.ready, self.mutes = request, None, False, False
+        self.throttle_ms = 0
+
+
+class _QuotaHook:
+    """protocol.handlers.QuotaHook for one request: measures it against the broker's
+    QuotaTracker and keeps the largest throttle on its slot (read when the answer is sent)."""
+
+    __slots__ = ("tracker", "slot", "client_id", "t0")
+
+    def __init__(self, tracker, slot: _Slot, client_id: str | None):
+        self.tracker, self.slot, self.client_id = tracker, slot, client_id or ""
+        self.t0 = time.perf_counter_ns()
+
+    def _keep(self, ms: int) -> int:
+        if ms > self.slot.throttle_ms:
+            self.slot.throttle_ms = ms
+        return ms
+
+    def request_time(self, request, principal: str) -> int:
+        if not self.tracker.enabled(q.REQUEST):
+            return 0
+        spent = q.request_percentage(time.perf_counter_ns() - self.t0)
+        return self._keep(self.tracker.record(q.REQUEST, q.principal_name(principal),
+                                              self.client_id, spent))
+
+    def bandwidth(self, request, principal: str, nbytes: int) -> int:
+        kind = q.PRODUCE if request.api_key == PRODUCE else q.FETCH
+        if not self.tracker.enabled(kind):
+            return 0
+        return self._keep(self.tracker.record(kind, q.principal_name(principal), self.client_id,
+                                              nbytes))
 
 
 class _Conn(asyncio.Protocol):
@@ -248,6 +286,8 @@ class _Conn(asyncio.Protocol):
         self.session: Session | None = None
         self.tls: TlsSession | None = None
         self.muted = False              # a request in flight blocks the next ones
+        self.throttled_until = 0.0      # client quotas: nothing is read before (monotonic s)
+        self._unthrottle_timer = None
         self.draining = False           # no more requests: close once the answers are out
         self.write_paused = False
         self.read_paused = False
@@ -281,6 +321,8 @@ class _Conn(asyncio.Protocol):
 
     def connection_lost(self, exc) -> None:
         self.closing = True
+        if self._unthrottle_timer is not None:
+            self._unthrottle_timer.cancel()
         if self._handshake_timer is not None:
             self._handshake_timer.cancel()
         with self.listener._lock:
@@ -338,7 +380,8 @@ class _Conn(asyncio.Protocol):
         """Handle what can be handled now, in order."""
         session = self.session
         while not (self.closing or self.draining or self.muted or session is None
-                   or session.closing) and len(self.slots) < MAX_PIPELINED:
+                   or session.closing or self._unthrottle_timer is not None) \
+                and len(self.slots) < MAX_PIPELINED:
             try:
                 request = self.state.next_request()
             except ProtocolError as exc:
@@ -361,11 +404,14 @@ class _Conn(asyncio.Protocol):
     def _handle(self, request) -> None:
         slot = _Slot(request)
         self.slots.append(slot)
+        tracker = self.listener.quotas
+        hook = _QuotaHook(tracker, slot, request.client_id) \
+            if tracker is not None and tracker.enabled() else None
         if request.api_key not in INLINE:
             self.muted = slot.mutes = True
-            self._submit(self._answer_in_worker, slot, request, self.session)
+            self._submit(self._answer_in_worker, slot, request, self.session, hook)
             return
-        frame = self._answer(request, self.session)
+        frame = self._answer(request, self.session, hook)
         if frame is _CLOSE:
             self.close()
             return
@@ -383,10 +429,10 @@ class _Conn(asyncio.Protocol):
                      request.api_name)
             self._close_after_answers()
 
-    def _answer(self, request, session):
+    def _answer(self, request, session, hook=None):
         """The answer (bytes, a Deferred, None) or _CLOSE; from the loop or a worker."""
         try:
-            return answer(self.state, self.listener.api, request, session)
+            return answer(self.state, self.listener.api, request, session, hook)
         except ProtocolError as exc:
             log.warning("%s: closing %s:%s: %s", self.listener.name, *self.peer[:2], exc)
             return _CLOSE
@@ -421,8 +467,8 @@ class _Conn(asyncio.Protocol):
             pass
         self.loop.call(self._deferred_ready, slot, deferred)
 
-    def _answer_in_worker(self, slot: _Slot, request, session) -> None:
-        frame = self._answer(request, session)
+    def _answer_in_worker(self, slot: _Slot, request, session, hook=None) -> None:
+        frame = self._answer(request, session, hook)
         if isinstance(frame, Deferred):
             try:
                 frame = frame.result()
@@ -453,8 +499,28 @@ class _Conn(asyncio.Protocol):
             slot = self.slots.popleft()
             if slot.frame and not self.closing:
                 self._write(slot.frame)
+            if slot.throttle_ms > 0:
+                self._throttle(slot.throttle_ms)
         if self.draining and not self.slots:
             self.close()
+
+    def _throttle(self, ms: int) -> None:
+        """Kafka's ThrottledChannel: read nothing more from this connection for `ms`."""
+        until = time.monotonic() + ms / 1000.0
+        if until <= self.throttled_until:
+            return
+        self.throttled_until = until
+        if self._unthrottle_timer is not None:
+            self._unthrottle_timer.cancel()
+        self._unthrottle_timer = self.loop.loop.call_later(ms / 1000.0, self._unthrottle)
+        self._update_reading()
+
+    def _unthrottle(self) -> None:
+        self._unthrottle_timer = None
+        if self.closing:
+            return
+        self._update_reading()
+        self._pump()
 
     def _write(self, data: bytes) -> None:
         if self.tls is not None:
@@ -477,7 +543,8 @@ class _Conn(asyncio.Protocol):
         if self.transport is None or self.transport.is_closing():
             return
         stop = (self.write_paused or len(self.slots) >= MAX_PIPELINED
-                or (self.muted and self.state.buffered_bytes > MUTED_BUFFER_BYTES))
+                or ((self.muted or self._unthrottle_timer is not None)
+                    and self.state.buffered_bytes > MUTED_BUFFER_BYTES))
         if stop and not self.read_paused:
             self.transport.pause_reading()
             self.read_paused = True

@@ -11,6 +11,8 @@ wire_bench (Kafka clients on the sockets: librdkafka, kafka-python), failover_be
 partitions), rolling_restart_bench, group_bench (consumer-group rebalances and commits), txn_bench
 (transactions per second, commit latency, visibility after commit),
 lifecycle_bench (retention, the cleaner, codecs), security_bench (TLS and SASL costs),
+quota_bench (client byte-rate quotas: measured rate against the quota; runs alone, not in
+the suite),
 pipeline_bench (Spark on Ray reads and writes), peers_bench (NATS JetStream and
 ray.util.queue beside rayka).
 

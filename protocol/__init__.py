@@ -12,7 +12,9 @@ versions kio has no schema for: Kafka 3.8's oldest), connection
 build (one internal result to the version asked), api (`BrokerApi`, what handlers need
 from a broker), errors (why a connection must close), fetch_session (KIP-227 fetch
 sessions and the change journal), client (the client side of a connection: the brokers'
-replication links and tools); handlers/ (one per API) and security/ (SASL, SCRAM, ACLs).
+replication links and tools), quotas (Kafka's client quotas: which applies, the windowed
+rate, throttle times), entity_config (Kafka's /config/<type>/<name> JSON, names and quota
+values); handlers/ (one per API) and security/ (SASL, SCRAM, ACLs).
 
 May import: the stdlib, kio, replicas/, coordinator/, controller's pure modules (topic
 config and assignment rules). Never ray, kazoo or sockets: the socket loop lives in the

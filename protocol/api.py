@@ -169,9 +169,10 @@ class ConfigEntry:
     value: str | None
     read_only: bool = False
     is_default: bool = False
-    source: int = 5             # DescribeConfigs: 1 TOPIC, 4 STATIC_BROKER, 5 DEFAULT
-    sensitive: bool = False
+    source: int = 5             # DescribeConfigs: 1 TOPIC, 2 DYNAMIC_BROKER, 3 DYNAMIC_DEFAULT_
+    sensitive: bool = False     # BROKER, 4 STATIC_BROKER, 5 DEFAULT
     doc: str | None = None
+    synonyms: tuple = ()        # (name, value, source), most specific first
 
 
 @dataclass(frozen=True, slots=True)

@@ -297,6 +297,15 @@ _MIRRORS: dict[int, tuple] = {
     ApiKey.DESCRIBE_TRANSACTIONS: (("transactional_ids", "transaction_states",
                                     "TransactionState", {"transactional_id": None}, {},
                                     None),),
+    # quotas and SCRAM: an entry per entity asked, a result per user asked (Kafka's
+    # getErrorResponse; AlterUserScramCredentials names each user of both lists once)
+    ApiKey.ALTER_CLIENT_QUOTAS: (("entries", "entries", "EntryData", {}, {},
+                                  ("entity", "entity", "EntityData",
+                                   {"entity_type": "entity_type", "entity_name": "entity_name"},
+                                   {}, None)),),
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (("users", "results",
+                                              "DescribeUserScramCredentialsResult",
+                                              {"user": "name"}, {}, None),),
 }
 # Top-level fields Kafka's getErrorResponse sets to something other than zero.
 _ERROR_TOP_LEVEL: dict[int, dict] = {
@@ -336,7 +345,11 @@ def error_response(request: Request, error_code: int):
         return build(api_key, version, None, error_code=code)
     fields = dict(_ERROR_TOP_LEVEL.get(api_key, ()), error_code=code)
     body = request.body
-    if body is not None:
+    if body is not None and api_key == ApiKey.ALTER_USER_SCRAM_CREDENTIALS:
+        users = sorted({x.name for x in (*body.deletions, *body.upsertions)})
+        fields["results"] = tuple(build(api_key, version, "AlterUserScramCredentialsResult",
+                                        user=u, error_code=code) for u in users)
+    elif body is not None:
         for level in _MIRRORS.get(api_key, ()):
             items = getattr(body, level[0], _ABSENT)
             if items is not _ABSENT:

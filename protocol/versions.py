@@ -16,7 +16,7 @@ Rules:
 - To serve a new API, add one line here (and its handler); nothing else reads a list of
   APIs. The group APIs (FindCoordinator 10, JoinGroup 11, Heartbeat 12, LeaveGroup 13,
   SyncGroup 14, OffsetCommit 8, OffsetFetch 9), the transaction APIs (22, 24-28, 61, 65,
-  66) and the security APIs are served too.
+  66), the security APIs and the quota / SCRAM APIs (48-51) are served too.
 """
 
 from __future__ import annotations
@@ -61,6 +61,10 @@ class ApiKey(IntEnum):
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
     INCREMENTAL_ALTER_CONFIGS = 44
+    DESCRIBE_CLIENT_QUOTAS = 48
+    ALTER_CLIENT_QUOTAS = 49
+    DESCRIBE_USER_SCRAM_CREDENTIALS = 50
+    ALTER_USER_SCRAM_CREDENTIALS = 51
     DESCRIBE_CLUSTER = 60
     DESCRIBE_PRODUCERS = 61
     DESCRIBE_TRANSACTIONS = 65
@@ -105,6 +109,10 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     ApiKey.DESCRIBE_ACLS: (0, 3),
     ApiKey.CREATE_ACLS: (0, 3),
     ApiKey.DELETE_ACLS: (0, 3),
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: (0, 1),
+    ApiKey.ALTER_CLIENT_QUOTAS: (0, 1),
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
 }
 
 REJECTED_VERSIONS: dict[int, range] = {}

@@ -27,7 +27,8 @@ from controller.zookeeper.server import ZooKeeperLaunchError
 from rayka.chaos.runner import FAULT_KINDS as FAULT_KINDS_DEFAULT
 from rayka.chaos.runner import GROUP_FAULT_KINDS, TXN_FAULT_KINDS
 from rayka.errors import RayUnavailable
-from rayka.ops import groups_cli, ray_head, security_cli, transactions_cli, zookeeper_cli
+from rayka.ops import (groups_cli, quotas_cli, ray_head, security_cli, transactions_cli,
+                       zookeeper_cli)
 from rayka.ops.procs import pid_alive
 from replicas.config_keys import underscored_keys
 from replicas.errors import KafkaError
@@ -192,6 +193,7 @@ def build_parser() -> argparse.ArgumentParser:
     groups_cli.add_parser(sub, command)
     transactions_cli.add_parser(sub, command)
     security_cli.add_parser(sub, command)
+    quotas_cli.add_parser(sub, command)
     sub.add_parser("version", help="print the version")
     return parser
 
@@ -552,7 +554,8 @@ COMMANDS = {"start": cmd_start, "status": cmd_status, "stop": cmd_stop,
             "groups": lambda args: groups_cli.run(args, _attach(args)),
             "transactions": lambda args: transactions_cli.run(args, _attach(args)),
             "users": lambda args: security_cli.run_users(args, _attach(args)),
-            "acls": lambda args: security_cli.run_acls(args, _attach(args))}
+            "acls": lambda args: security_cli.run_acls(args, _attach(args)),
+            "quotas": lambda args: quotas_cli.run(args, _attach(args))}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -177,6 +177,8 @@ class FakeBrokerApi:
         self.raises: dict[str, Exception] = {}
         self.calls: list[tuple[str, dict]] = []
         self.acls: list = []                       # ACL bindings created, in order
+        self.quotas: dict = {}                     # protocol.quotas.QuotaEntity → {key: value}
+        self.scram: dict = {}                      # user → {mechanism type: iterations}
         self.producers: dict[int, int] = {}        # producer id -> epoch
         self.next_producer_id = 1000
         self.add_broker(broker_id, PLAINTEXT=("127.0.0.1", 9092))
@@ -736,6 +738,39 @@ class FakeBrokerApi:
         self._record("create_acls", bindings=list(bindings))
         self.acls += [b for b in bindings if b not in self.acls]
         return [(0, None)] * len(bindings)
+
+    # -- client quotas and SCRAM: `quotas` holds the entities, `scram` user → {mechanism type:
+    # iterations} ------------------------------------------------------------------------------
+    def client_quotas(self):
+        self._record("client_quotas")
+        return {e: dict(v) for e, v in self.quotas.items()}
+
+    def alter_client_quotas(self, asks, validate_only):
+        self._record("alter_client_quotas", asks=list(asks), validate_only=validate_only)
+        for entity, ops in ([] if validate_only else asks):
+            values = self.quotas.setdefault(entity, {})
+            for key, value in ops:
+                if value is None:
+                    values.pop(key, None)
+                else:
+                    values[key] = float(value)
+        return [(0, None)] * len(asks)
+
+    def describe_scram(self, users):
+        self._record("describe_scram", users=users)
+        names = sorted(self.scram) if not users else list(dict.fromkeys(users))
+        return [(u, 0, None, tuple(sorted(self.scram[u].items()))) if u in self.scram
+                else (u, 91, f"Attempt to describe a user credential that does not exist: {u}",
+                      ()) for u in names]
+
+    def alter_scram(self, upsertions, deletions):
+        self._record("alter_scram", upsertions=list(upsertions), deletions=list(deletions))
+        for user, mech, iterations, _salt, _salted in upsertions:
+            self.scram.setdefault(user, {})[mech] = iterations
+        for user, mech in deletions:
+            self.scram.get(user, {}).pop(mech, None)
+        return [(u, 0, None) for u in dict.fromkeys(
+            [u for u, *_ in upsertions] + [u for u, _ in deletions])]
 
     def delete_acls(self, filters):
         self._record("delete_acls", filters=list(filters))

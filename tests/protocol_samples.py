@@ -46,6 +46,11 @@ from kafka.protocol.producer import (
     TxnOffsetCommitResponse, WriteTxnMarkersRequest, WriteTxnMarkersResponse,
 )
 from kafka.protocol.admin import (
+    AlterClientQuotasRequest, AlterClientQuotasResponse, AlterUserScramCredentialsRequest,
+    AlterUserScramCredentialsResponse, DescribeClientQuotasRequest, DescribeClientQuotasResponse,
+    DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse,
+)
+from kafka.protocol.admin import (
     DescribeProducersRequest, DescribeProducersResponse, DescribeTransactionsRequest,
     DescribeTransactionsResponse, ListTransactionsRequest, ListTransactionsResponse,
 )
@@ -65,7 +70,9 @@ RESPONSES = {0: ProduceResponse, 1: FetchResponse, 2: ListOffsetsResponse,
              31: DeleteAclsResponse, 24: AddPartitionsToTxnResponse,
              25: AddOffsetsToTxnResponse, 26: EndTxnResponse, 27: WriteTxnMarkersResponse,
              28: TxnOffsetCommitResponse, 61: DescribeProducersResponse,
-             65: DescribeTransactionsResponse, 66: ListTransactionsResponse}
+             65: DescribeTransactionsResponse, 66: ListTransactionsResponse,
+             48: DescribeClientQuotasResponse, 49: AlterClientQuotasResponse,
+             50: DescribeUserScramCredentialsResponse, 51: AlterUserScramCredentialsResponse}
 
 # an ACL filter matching everything (resource type ANY 1, pattern ANY 1, operation ANY 1,
 # permission ANY 1), and one literal Read allow for User:alice on topic orders
@@ -264,7 +271,40 @@ def _txn_offset_commit(v):
             committed_metadata="") for p in ps]) for t, ps in ASKED.items()])
 
 
+def _describe_client_quotas(v):
+    c = DescribeClientQuotasRequest.ComponentData
+    return DescribeClientQuotasRequest[v](components=[
+        c(entity_type="user", match_type=0, match="alice"),
+        c(entity_type="client-id", match_type=2, match=None)], strict=False)
+
+
+def _alter_client_quotas(v):
+    e = AlterClientQuotasRequest.EntryData
+    return AlterClientQuotasRequest[v](entries=[
+        e(entity=[e.EntityData(entity_type="user", entity_name="alice"),
+                  e.EntityData(entity_type="client-id", entity_name=None)],
+          ops=[e.OpData(key="producer_byte_rate", value=1048576.0, remove=False),
+               e.OpData(key="request_percentage", value=0.0, remove=True)]),
+        e(entity=[e.EntityData(entity_type="client-id", entity_name="app")],
+          ops=[e.OpData(key="consumer_byte_rate", value=2e6, remove=False)])],
+        validate_only=True)
+
+
+def _alter_user_scram(v):
+    r = AlterUserScramCredentialsRequest
+    return r[v](deletions=[r.ScramCredentialDeletion(name="bob", mechanism=2)],
+                upsertions=[r.ScramCredentialUpsertion(name="alice", mechanism=1,
+                                                       iterations=8192, salt=b"s" * 16,
+                                                       salted_password=b"p" * 32)])
+
+
 SAMPLES = {
+    48: _describe_client_quotas,
+    49: _alter_client_quotas,
+    50: lambda v: DescribeUserScramCredentialsRequest[v](users=[
+        DescribeUserScramCredentialsRequest.UserName(name="alice"),
+        DescribeUserScramCredentialsRequest.UserName(name="bob")]),
+    51: _alter_user_scram,
     8: _offset_commit,
     9: _offset_fetch,
     10: lambda v: FindCoordinatorRequest[v](key="g1", key_type=0, coordinator_keys=["g1"]),

@@ -654,6 +654,30 @@ CASES = [
          lambda r, f, v: [x.error_code for x in r.filter_results] == [0]
          and [m.resource_name for m in r.filter_results[0].matching_acls] == ["orders"]
          and f.acls == []),
+    # quotas and SCRAM administration (KafkaApis: cluster DescribeConfigs / AlterConfigs for
+    # quotas, Describe / Alter for SCRAM)
+    Case("DescribeClientQuotas", 48, lambda v: sample_request(48, v),
+         [cluster_acl(Op.DESCRIBE_CONFIGS)],
+         lambda fake: fake.calls_of("client_quotas"),
+         lambda r, f, v: (r.error_code, r.entries) == (31, None),
+         lambda r, f, v: r.error_code == 0 and r.entries == []),
+    Case("AlterClientQuotas", 49, lambda v: sample_request(49, v),
+         [cluster_acl(Op.ALTER_CONFIGS)],
+         lambda fake: fake.calls_of("alter_client_quotas"),
+         lambda r, f, v: [e.error_code for e in r.entries] == [31, 31],
+         lambda r, f, v: [e.error_code for e in r.entries] == [0, 0]),
+    Case("DescribeUserScramCredentials", 50, lambda v: sample_request(50, v),
+         [cluster_acl(Op.DESCRIBE)],
+         lambda fake: fake.calls_of("describe_scram"),
+         lambda r, f, v: r.error_code == 31 and r.results == [],
+         lambda r, f, v: r.error_code == 0 and [x.error_code for x in r.results] == [91, 91]),
+    Case("AlterUserScramCredentials", 51, lambda v: sample_request(51, v),
+         [cluster_acl(Op.ALTER)],
+         lambda fake: fake.calls_of("alter_scram"),
+         lambda r, f, v: sorted((x.user, x.error_code) for x in r.results)
+         == [("alice", 31), ("bob", 31)],
+         lambda r, f, v: [x.error_code for x in r.results] == [0, 0]
+         and f.scram == {"alice": {1: 8192}}),
 ]
 
 

@@ -3,7 +3,8 @@
 Modules: data (Produce, Fetch, ListOffsets, OffsetForLeaderEpoch, DeleteRecords),
 metadata (ApiVersions, Metadata, DescribeCluster), admin (topics, partitions, configs),
 groups (the consumer-group APIs), txn (InitProducerId and the transaction APIs), security
-(SASL and ACL APIs), authorized (the authorizer's view of a BrokerApi).
+(SASL and ACL APIs), quotas (client quotas and SCRAM administration), authorized (the
+authorizer's view of a BrokerApi).
 
 May import: the stdlib, kio, protocol/ (codec, build, api, versions), replicas/ (errors,
 the record codecs: records, legacy_records).
@@ -26,17 +27,31 @@ Rules:
 
 from __future__ import annotations
 
-from typing import Callable
+import datetime
+from dataclasses import replace
+from typing import Callable, Protocol
 
 from protocol.api import BrokerApi, Deferred
 from protocol.codec import api_versions_response
 from protocol.errors import ProtocolError
-from protocol.handlers import admin, data, groups, metadata, security, txn
+from protocol.handlers import admin, data, groups, metadata, quotas, security, txn
 from protocol.handlers.authorized import AuthorizedApi
 from protocol.security.session import Session, as_session
 from replicas.errors import ErrorCode, KafkaError
 
 API_VERSIONS, SASL_HANDSHAKE = 18, 17
+PRODUCE, FETCH, WRITE_TXN_MARKERS = 0, 1, 27
+
+
+class QuotaHook(Protocol):
+    """What `answer` asks the shell about client quotas (actors/listener.py measures; the
+    decisions are protocol/quotas.py's). Each returns the throttle time in ms (0: none)."""
+
+    def request_time(self, request, principal: str) -> int:
+        """Record the request's handling time so far (request_percentage)."""
+
+    def bandwidth(self, request, principal: str, nbytes: int) -> int:
+        """Record a Produce's request bytes or a Fetch's record bytes (byte-rate quotas)."""
 
 Handler = Callable[[BrokerApi, object, str], object]
 
@@ -81,6 +96,10 @@ SESSION_HANDLERS: dict[int, Handler] = {
     29: security.describe_acls,
     30: security.create_acls,
     31: security.delete_acls,
+    48: quotas.describe_client_quotas,
+    49: quotas.alter_client_quotas,
+    50: quotas.describe_user_scram_credentials,
+    51: quotas.alter_user_scram_credentials,
 }
 
 
@@ -114,8 +133,8 @@ def _dispatch(api: BrokerApi, request, session: Session):
     return HANDLERS[request.api_key](api, request, session.listener)
 
 
-def answer(connection, api: BrokerApi, request, context: Session | str = "PLAINTEXT"
-           ) -> bytes | Deferred | None:
+def answer(connection, api: BrokerApi, request, context: Session | str = "PLAINTEXT",
+           quota: QuotaHook | None = None) -> bytes | Deferred | None:
     """What answers `request` on `connection` (protocol.connection.Connection): the bytes,
     a Deferred of them (a produce appended now whose acknowledgements are pending, a parked
     fetch or group request: the caller sends its result() in request order, and
@@ -138,6 +157,8 @@ def answer(connection, api: BrokerApi, request, context: Session | str = "PLAINT
                                 correlation_id=request.correlation_id) from exc
         return connection.respond_error(request, exc.code)
     _sasl_framing(connection, request, session)
+    if quota is not None and _quota_applies(request):
+        body = _throttled(request, body, quota, session.principal)
     if body is None:
         return None
     if isinstance(body, Deferred):
@@ -155,6 +176,40 @@ def _sasl_framing(connection, request, session: Session) -> None:
         connection.sasl_tokens = sasl.state == "authenticate"
     elif connection.sasl_tokens and sasl.authenticated:
         connection.sasl_tokens = False
+
+
+def _quota_applies(request) -> bool:
+    if request.api_key == WRITE_TXN_MARKERS:
+        return False
+    return request.api_key != FETCH or getattr(request.body, "replica_id", -1) < 0
+
+
+def _record_bytes(body) -> int:
+    total = 0
+    for topic in getattr(body, "responses", ()) or ():
+        for p in getattr(topic, "partitions", ()) or ():
+            records = getattr(p, "records", None)
+            total += len(records) if records else 0
+    return total
+
+
+def _throttled(request, body, quota: QuotaHook, principal: str):
+    """The body with its throttle time set, measured now (a Deferred: when it is ready)."""
+    request_ms = 0 if (request.api_key == PRODUCE and not request.expects_response) \
+        else quota.request_time(request, principal)
+
+    def apply(b):
+        ms = request_ms
+        if request.api_key == PRODUCE:
+            ms = max(ms, quota.bandwidth(request, principal, request.size))
+        elif request.api_key == FETCH:
+            ms = max(ms, quota.bandwidth(request, principal, _record_bytes(b)))
+        if ms > 0 and isinstance(getattr(b, "throttle_time", None), datetime.timedelta):
+            b = replace(b, throttle_time=max(b.throttle_time, datetime.timedelta(milliseconds=ms)))
+        return b
+    if isinstance(body, Deferred):
+        return body.then(apply)
+    return apply(body)
 
 
 def _finish(connection, request, body: Deferred) -> bytes | None:

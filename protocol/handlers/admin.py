@@ -108,12 +108,16 @@ def describe_configs(api: BrokerApi, request, _listener: str):
                  for r in body.resources]
     outcomes = api.describe_configs(resources)
     docs = bool(getattr(body, "include_documentation", False))
+    synonyms = bool(getattr(body, "include_synonyms", False))
     results = []
     for res, _keys in resources:
         o = outcomes[res]
         entries = tuple(build(key, v, "DescribeConfigsResourceResult", name=e.name,
                               value=e.value, read_only=e.read_only, is_default=e.is_default,
-                              config_source=e.source, is_sensitive=e.sensitive, synonyms=(),
+                              config_source=e.source, is_sensitive=e.sensitive,
+                              synonyms=tuple(build(key, v, "DescribeConfigsSynonym", name=n,
+                                                   value=val, source=src)
+                                             for n, val, src in e.synonyms) if synonyms else (),
                               config_type=0, documentation=e.doc if docs else None)
                         for e in o.entries)
         results.append(build(key, v, "DescribeConfigsResult", error_code=o.error,

@@ -32,7 +32,8 @@ from dataclasses import dataclass
 
 __all__ = [
     "MECHANISMS", "MIN_ITERATIONS", "MAX_ITERATIONS", "ScramCredential", "make_credential",
-    "encode_credential", "decode_credential", "encode_user_config", "decode_user_config",
+    "encode_credential", "decode_credential", "credential_from_salted", "encode_user_config",
+    "decode_user_config",
     "verify_password",
 ]
 
@@ -87,6 +88,17 @@ def make_credential(mechanism: str, password: str, iterations: int = MIN_ITERATI
     return ScramCredential(salt=salt,
                            stored_key=hashlib.new(hash_name, client_key).digest(),
                            server_key=hmac.new(salted, b"Server Key", hash_name).digest(),
+                           iterations=iterations)
+
+
+def credential_from_salted(mechanism: str, salt: bytes, salted_password: bytes,
+                           iterations: int) -> ScramCredential:
+    """Kafka's ScramFormatter.generateCredential(salt, saltedPassword, iterations): what
+    AlterUserScramCredentials stores from a client's salted password (KIP-554)."""
+    hash_name = _hash_name(mechanism)
+    client_key = hmac.new(salted_password, b"Client Key", hash_name).digest()
+    return ScramCredential(salt=salt, stored_key=hashlib.new(hash_name, client_key).digest(),
+                           server_key=hmac.new(salted_password, b"Server Key", hash_name).digest(),
                            iterations=iterations)
 
 

@@ -424,6 +424,47 @@ class Admin:
     def list_acls(self, flt=None) -> list:
         return security.list_acls(self.store, flt)
 
+    # -- client quotas (Kafka's /config/users, /config/clients) ---------------------------------
+    def alter_client_quotas(self, user=None, client_id=None, set: Mapping[str, float] | None = None,
+                            remove: Sequence[str] = (), validate_only: bool = False) -> None:
+        """kafka-configs --alter --entity-type users|clients: set and remove quota keys
+        (producer_byte_rate, consumer_byte_rate, request_percentage,
+        controller_mutation_rate) of the entity named by `user` and/or `client_id`
+        (protocol.quotas.DEFAULT for the default entity). InvalidRequest for what Kafka
+        refuses; every broker applies it from the change notification."""
+        from actors.config_store import rewrite_entity
+        from protocol.entity_config import entity_path, quota_value
+        from protocol.quotas import QuotaEntity
+        if user is None and client_id is None:
+            raise InvalidRequest("a quota entity needs a user or a client id")
+        for part in (user, client_id):
+            if part == "":
+                raise InvalidRequest("an empty user or client id is not a quota entity")
+        try:
+            ops = [(k, quota_value(k, float(v))) for k, v in (set or {}).items()] + \
+                  [(k, None) for k in remove]
+        except ValueError as exc:
+            raise InvalidRequest(str(exc)) from None
+
+        def change(config):
+            for key, value in ops:
+                if value is None:
+                    config.pop(key, None)
+                else:
+                    config[key] = value
+            return config
+        if not validate_only:
+            rewrite_entity(self.store, entity_path(QuotaEntity(user, client_id)), change)
+
+    def describe_client_quotas(self, user=None, client_id=None, strict: bool = False) -> list:
+        """DescribeClientQuotas's rules: `user` / `client_id` each None (no filter), a name,
+        protocol.quotas.DEFAULT, or "*" (any); [(QuotaEntity, {key: value})]."""
+        from actors.config_store import read_quotas
+        from protocol.handlers.quotas import ANY_NAME, filter_quotas
+        components = {k: (ANY_NAME if v == "*" else v) for k, v in
+                      (("user", user), ("client-id", client_id)) if v is not None}
+        return filter_quotas(read_quotas(self.store), components, strict)
+
     # -- visibility ----------------------------------------------------------------------------------
     def wait_for_leaders(self, topic: str, timeout_s: float) -> None:
         """Every partition led by a live broker, and every live broker's metadata agrees."""

@@ -1,0 +1,130 @@
+"""The broker's dynamic configs from ZooKeeper, kept current without a restart: client quotas
+(/config/users, /config/clients) into the broker's QuotaTracker (protocol/quotas.py), and
+dynamic broker configs (/config/brokers/<id>, /config/brokers/<default>) into the
+broker's topic-config defaults (`BrokerDynamicConfig`).
+
+Rules:
+- Read once at start, then again whenever a /config/changes notification appears (Kafka's
+  ZkConfigManager), on a thread of its own (ZooKeeper callbacks must not block); the
+  notification names the entity, but a reload re-reads every quota entity (cheap for the
+  hundreds a cluster has, not for 100k).
+- A failed reload (ZooKeeper away) is retried after a pause; until then the last values
+  stay in force.
+- Dynamic broker configs (Kafka's DynamicBrokerConfig, ZooKeeper mode): only the log.*
+  topic-config defaults with Kafka's broker names (log.retention.ms, log.retention.bytes,
+  log.segment.bytes, log.roll.ms, log.cleanup.policy, message.max.bytes,
+  log.cleaner.*.ratio/lag.ms, ...: `DYNAMIC_KEYS`) are dynamic here; they apply to every
+  partition without an override of its own at its next (re)configuration or retention
+  check (log.retention.check.interval.ms), as an altered topic config does. Precedence is
+  Kafka's: /config/brokers/<id> (DYNAMIC_BROKER_CONFIG) over /config/brokers/<default>
+  (DYNAMIC_DEFAULT_BROKER_CONFIG) over the broker's start config (STATIC_BROKER_CONFIG)
+  over Kafka's default (DEFAULT_CONFIG). Every other broker config is read-only
+  (IncrementalAlterConfigs answers INVALID_CONFIG "Cannot update these configs
+  dynamically"), unknown keys too (Kafka stores those).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from actors.config_store import read_entity, read_quotas
+from controller.layout import CONFIG_CHANGES
+from controller.topic_config import CONFIG_DEFS, normalize_topic_config
+from controller.zookeeper.store import ZkStore
+from protocol.api import ConfigEntry
+from replicas.replica_types import BROKER_TOPIC_SYNONYMS, topic_defaults_from_broker_config
+
+log = logging.getLogger(__name__)
+
+
+class DynamicConfigWatcher:
+    def __init__(self, store: ZkStore, tracker, broker_configs=None):
+        self.store, self.tracker, self.broker_configs = store, tracker, broker_configs
+        self._dirty = threading.Event()
+        self._stopped = threading.Event()
+        self._watch = None
+        self.loads = 0                      # reloads done (tests poll it)
+
+    def start(self) -> "DynamicConfigWatcher":
+        self._watch = self.store.watch_notices(CONFIG_CHANGES, lambda _names: self._dirty.set())
+        self._dirty.clear()
+        self._reload()
+        threading.Thread(target=self._run, daemon=True, name="dynamic-config").start()
+        return self
+
+    def stop(self) -> None:
+        self._stopped.set()
+        self._dirty.set()
+        if self._watch is not None:
+            self._watch.cancel()
+
+    def _run(self) -> None:
+        while not self._stopped.is_set():
+            self._dirty.wait()
+            if self._stopped.is_set():
+                return
+            self._dirty.clear()
+            try:
+                self._reload()
+            except Exception:                   # ZooKeeper away: retried after a pause
+                log.exception("reloading dynamic configs failed")
+                self._dirty.set()
+                self._stopped.wait(1.0)
+
+    def _reload(self) -> None:
+        self.tracker.set_quotas(read_quotas(self.store))
+        if self.broker_configs is not None:
+            self.broker_configs.reload(self.store)
+        self.loads += 1
+
+
+DYNAMIC_KEYS = {k: t for k, t in BROKER_TOPIC_SYNONYMS.items() if t in CONFIG_DEFS}
+# Kafka's ConfigSource
+DYNAMIC_BROKER, DYNAMIC_DEFAULT_BROKER, STATIC_BROKER, DEFAULT = 2, 3, 4, 5
+DEFAULT_ENTITY = "<default>"
+
+
+class BrokerDynamicConfig:
+    """This broker's dynamic log.* defaults over its static ones; `topic_defaults` is the
+    broker's live dict (the replica manager's default_topic_config), updated in place."""
+
+    def __init__(self, broker_id: int, topic_defaults: dict, lock):
+        self.broker_id, self.topic_defaults, self.lock = broker_id, topic_defaults, lock
+        self.static = dict(topic_defaults)
+        self.per_broker: dict[str, str] = {}
+        self.cluster_default: dict[str, str] = {}
+
+    def reload(self, store: ZkStore) -> None:
+        per = {k: v for k, v in read_entity(store, f"brokers/{self.broker_id}").items()
+               if k in DYNAMIC_KEYS}
+        dflt = {k: v for k, v in read_entity(store, f"brokers/{DEFAULT_ENTITY}").items()
+                if k in DYNAMIC_KEYS}
+        merged = {**self.static, **topic_defaults_from_broker_config({**dflt, **per})}
+        with self.lock:
+            self.per_broker, self.cluster_default = per, dflt
+            self.topic_defaults.clear()
+            self.topic_defaults.update(merged)
+
+    def entries(self, per_broker: bool, keys) -> list[ConfigEntry]:
+        """DescribeConfigs of the dynamic keys: this broker's (per_broker) with every level
+        as synonyms, most specific first; or the cluster default's entity alone."""
+        out = []
+        for key, topic_name in sorted(DYNAMIC_KEYS.items()):
+            if keys is not None and key not in keys:
+                continue
+            levels = [(DYNAMIC_DEFAULT_BROKER, self.cluster_default.get(key))]
+            if per_broker:
+                static = self.static.get(topic_name)
+                default = normalize_topic_config({topic_name: CONFIG_DEFS[topic_name].default}
+                                                 )[topic_name]
+                levels = [(DYNAMIC_BROKER, self.per_broker.get(key)), *levels,
+                          (STATIC_BROKER, None if static is None else str(static)),
+                          (DEFAULT, default)]
+            synonyms = tuple((key, v, src) for src, v in levels if v is not None)
+            if not synonyms:
+                continue
+            _name, value, source = synonyms[0]
+            out.append(ConfigEntry(key, value, False, source == DEFAULT, source, False,
+                                   CONFIG_DEFS[topic_name].doc, synonyms))
+        return out
