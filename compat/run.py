@@ -42,6 +42,7 @@ sys.path.insert(0, ROOT)
 # a Java producer); Kafka's jars are in no registry this machine reaches
 NEEDS_JAVA = {"0016_client_swname": "checks client names with Kafka's kafka-configs.sh tooling",
               "0098_consumer_txn": "its producer is Kafka's Java TransactionProducerCli",
+              # test_kafka_topics (kafka-topics.sh) has compat/kafka_topics.py as stand-in
               "0109_auto_create_topics": "sets ACLs with Kafka's kafka-acls.sh",
               "0115_producer_auth": "sets ACLs with Kafka's kafka-acls.sh",
               "0119_consumer_auth": "sets ACLs with Kafka's kafka-acls.sh"}
@@ -50,11 +51,13 @@ TEST_TIMEOUT_S = 900
 _ENTRY = re.compile(r"_TEST\(\s*(\w+)\s*,(.*?)\)\s*,\s*(?=_TEST\(|\{|$)", re.S)
 
 
-def broker_tests(tests_dir: str) -> list[str]:
+def broker_tests(tests_dir: str) -> list[tuple[str, str]]:
     """librdkafka's broker tests, from its test list (tests/test.c): every `_TEST(...)` entry
     that is not local (TEST_F_LOCAL: no broker), manual, socket-emulated (TEST_F_SOCKEM: this
     build runs with -E) or a known issue of librdkafka's own, and whose minimum broker
-    version (TEST_BRKVER) rayka serves. In the order of the list."""
+    version (TEST_BRKVER) rayka serves; with the scenario it runs in ("default", or the
+    first it names: "noautocreate" needs a cluster without topic auto-creation). In the
+    order of the list."""
     with open(os.path.join(tests_dir, "test.c")) as f:
         text = f.read()
     table = text[text.index("struct test tests[]"):]
@@ -68,26 +71,49 @@ def broker_tests(tests_dir: str) -> list[str]:
                       rest)
         if m and tuple(int(x) for x in m.groups()) > SERVED:
             continue
-        out.append(name)
+        sc = re.search(r'\.scenario\s*=\s*"([^"]*)"', rest)
+        scenarios = sc.group(1).split(",") if sc else ["default"]
+        out.append((name, "default" if "default" in scenarios else scenarios[0]))
     return out
 
 
-def start_cluster():
+def start_cluster(auto_create: bool = True):
+    """librdkafka's CI cluster: an ACL authorizer with the anonymous PLAINTEXT principal as
+    super user (0081_admin creates and deletes ACLs), topic auto-creation as its scenario
+    says."""
     import ray
     import rayka
-    ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="WARNING")
+    if not ray.is_initialized():
+        ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="WARNING")
     return rayka.start_local(name=f"compat{uuid.uuid4().hex[:6]}", brokers=3, controllers=1,
                              replica_lag_time_max_ms=10000, num_partitions=4,
-                             default_replication_factor=3, include_dashboard=False)
+                             default_replication_factor=3, include_dashboard=False,
+                             auto_create_topics_enable=auto_create, **{
+                                 "authorizer.class.name":
+                                     "kafka.security.authorizer.AclAuthorizer",
+                                 "super.users": "User:ANONYMOUS"})
+
+
+def kafka_path() -> str:
+    """A KAFKA_PATH whose bin/kafka-topics.sh is compat/kafka_topics.py on this Python."""
+    root = tempfile.mkdtemp(prefix="kafka-path-")
+    os.mkdir(os.path.join(root, "bin"))
+    tool = os.path.join(root, "bin", "kafka-topics.sh")
+    with open(tool, "w") as f:
+        f.write(f'#!/bin/sh\nexec "{sys.executable}" "{os.path.join(ROOT, "compat", "kafka_topics.py")}" "$@"\n')
+    os.chmod(tool, 0o755)
+    return root
 
 
 # -- librdkafka --------------------------------------------------------------------------------
-def run_librdkafka(tests_dir: str, bootstrap: str, names, quick: bool) -> dict[str, dict]:
+def run_librdkafka(tests_dir: str, bootstrap: str, names, quick: bool,
+                   scenario: str = "default") -> dict[str, dict]:
     tests_dir = os.path.abspath(tests_dir)
     conf = tempfile.NamedTemporaryFile("w", suffix=".conf", delete=False)
     conf.write(f"metadata.broker.list={bootstrap}\ntest.timeout.multiplier=2\n")
     conf.close()
-    env = dict(os.environ, RDKAFKA_TEST_CONF=conf.name,
+    env = dict(os.environ, RDKAFKA_TEST_CONF=conf.name, KAFKA_PATH=kafka_path(),
+               BROKERS=bootstrap,
                LD_LIBRARY_PATH=os.path.join(tests_dir, "..", "src") + ":"
                + os.path.join(tests_dir, "..", "src-cpp"))
     out = {}
@@ -97,7 +123,8 @@ def run_librdkafka(tests_dir: str, bootstrap: str, names, quick: bool) -> dict[s
             print(f"librdkafka {name}: not run ({NEEDS_JAVA[name]})", flush=True)
             continue
         t0 = time.monotonic()
-        args = ["./test-runner", "-E", "-V", "3.8.0", "-p1"] + (["-Q"] if quick else [])
+        args = ["./test-runner", "-E", "-V", "3.8.0", "-p1", "-s", scenario] + (
+            ["-Q"] if quick else [])
         try:
             proc = subprocess.run(args, cwd=tests_dir, env=dict(env, TESTS=name),
                                   capture_output=True, text=True, timeout=TEST_TIMEOUT_S)
@@ -206,12 +233,20 @@ def main(argv=None) -> int:
     results: dict = {}
     try:
         if args.librdkafka_tests:
-            results["librdkafka"] = run_librdkafka(args.librdkafka_tests,
-                                                   cluster.bootstrap_servers(),
-                                                   broker_tests(args.librdkafka_tests)
-                                                   if args.tests == "all" else
-                                                   [t for t in args.tests.split(",") if t],
-                                                   args.quick)
+            listed = broker_tests(args.librdkafka_tests)
+            chosen = listed if args.tests == "all" else [
+                (t, dict(listed).get(t, "default")) for t in args.tests.split(",") if t]
+            results["librdkafka"] = run_librdkafka(
+                args.librdkafka_tests, cluster.bootstrap_servers(),
+                [t for t, sc in chosen if sc == "default"], args.quick)
+            for scenario in sorted({sc for _, sc in chosen} - {"default"}):
+                other = start_cluster(auto_create=scenario != "noautocreate")
+                try:
+                    results["librdkafka"].update(run_librdkafka(
+                        args.librdkafka_tests, other.bootstrap_servers(),
+                        [t for t, sc in chosen if sc == scenario], args.quick, scenario))
+                finally:
+                    other.shutdown()
         if args.quix_python:
             results["quixstreams"] = run_quix(cluster, args.quix_python)
     finally:

@@ -33,7 +33,8 @@ def tests_dir(tmp_path_factory):
 
 
 def test_broker_tests_are_the_non_local_entries_rayka_can_serve(compat_run, tests_dir):
-    names = compat_run.broker_tests(tests_dir)
+    listed = compat_run.broker_tests(tests_dir)
+    names = [name for name, _ in listed]
     assert len(names) == len(set(names)) > 80
     for wanted in ("0001_multiobj", "0011_produce_batch", "0030_offset_commit", "0081_admin",
                    "0092_mixed_msgver", "0103_transactions", "0129_fetch_aborted_msgs"):
@@ -43,3 +44,7 @@ def test_broker_tests_are_the_non_local_entries_rayka_can_serve(compat_run, test
     assert set(compat_run.NEEDS_JAVA) <= set(names)     # listed as not run, with the reason
     assert names[0] == "0001_multiobj"                  # test.c's order kept
     assert names.index("0011_produce_batch") < names.index("0103_transactions")
+    scenarios = dict(listed)
+    assert scenarios["0107_topic_recreate"] == "noautocreate"      # a cluster of its own
+    assert scenarios["0001_multiobj"] == "default"
+    assert set(scenarios.values()) == {"default", "noautocreate"}
