@@ -3,7 +3,7 @@
 Rules:
 - One cluster for the whole run (real Ray, the embedded ZooKeeper, 3 brokers), configured as
   librdkafka's CI "default" scenario: topic auto-creation on, num.partitions 4,
-  default.replication.factor 3. It is shut down at the end; every process it started is
+  default.replication.factor 3, Kafka's AclAuthorizer allowing what no ACL names. It is shut down at the end; every process it started is
   stopped by pid.
 - librdkafka's own integration tests, built from the pinned source snapshot
   (compat/librdkafka-v2.15.0.tar.gz; the Makefile builds it), run ONE AT A TIME as its
@@ -47,9 +47,13 @@ def start_cluster():
     import ray
     import rayka
     ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="WARNING")
+    # an authorizer that allows what no ACL names, as librdkafka's CI brokers run (its ACL
+    # admin tests need one: without it CreateAcls answers SECURITY_DISABLED)
     return rayka.start_local(name=f"compat{uuid.uuid4().hex[:6]}", brokers=3, controllers=1,
                              replica_lag_time_max_ms=10000, num_partitions=4,
-                             default_replication_factor=3, include_dashboard=False)
+                             default_replication_factor=3, include_dashboard=False,
+                             **{"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+                                "allow.everyone.if.no.acl.found": "true"})
 
 
 # -- librdkafka --------------------------------------------------------------------------------
