@@ -423,10 +423,16 @@ class KafkaBrokerApi:
 
     # -- ACLs (ZooKeeper writes; every broker's authorizer reloads from the notification) ---------
     def create_acls(self, bindings) -> list:
-        return security.create_acls(self.broker.store, bindings)
+        try:
+            return security.create_acls(self.broker.store, bindings)
+        finally:
+            self.broker.security.acls_written()
 
     def delete_acls(self, filters) -> list:
-        return security.delete_acls(self.broker.store, filters)
+        try:
+            return security.delete_acls(self.broker.store, filters)
+        finally:
+            self.broker.security.acls_written()
 
     # -- consumer groups ----------------------------------------------------------------------------
     def coordinator_of(self, key: str, key_type: int = 0) -> tuple[int, int]:

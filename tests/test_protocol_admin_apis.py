@@ -277,3 +277,45 @@ def test_offset_commit_to_a_topic_that_does_not_exist(version):
     only_ghost = commit(fake, version, {("ghost", 3): (1, -1, "")}, group="g3").answer()
     assert commit_codes(only_ghost) == {("ghost", 3): E.UNKNOWN_TOPIC_OR_PARTITION}
     assert fake.coordinator.group("g3") is None      # the coordinator was never asked
+
+
+# -- authorized_operations ------------------------------------------------------------------------
+# kafka-python reads the bitfield as the set of operation codes: Kafka 3.8's supported ones
+TOPIC_OPS = {3, 4, 5, 6, 7, 8, 10, 11}
+CLUSTER_OPS = {5, 9, 10, 11, 12, 7, 8}
+GROUP_OPS = {3, 8, 6}
+
+
+def test_authorized_operations_only_when_asked_and_all_without_an_authorizer():
+    from kafka.protocol.metadata import MetadataRequest
+    from kafka.protocol.admin import DescribeClusterRequest, DescribeGroupsRequest
+    t = MetadataRequest.MetadataRequestTopic
+    fake = groups_cluster()
+    asked = ask(fake, MetadataRequest[10](topics=[t(name="orders", topic_id=None)],
+                                          allow_auto_topic_creation=False,
+                                          include_cluster_authorized_operations=True,
+                                          include_topic_authorized_operations=True))
+    assert (asked.topics[0].authorized_operations,
+            asked.authorized_operations) == (TOPIC_OPS, CLUSTER_OPS)
+    plain = ask(fake, MetadataRequest[10](topics=[t(name="orders", topic_id=None)],
+                                          allow_auto_topic_creation=False,
+                                          include_cluster_authorized_operations=False,
+                                          include_topic_authorized_operations=False))
+    assert plain.topics[0].authorized_operations in (-2147483648, None)      # the sentinel
+    cluster_ops = ask(fake, DescribeClusterRequest[0](include_cluster_authorized_operations=True))
+    assert cluster_ops.authorized_operations == CLUSTER_OPS
+    groups = ask(fake, DescribeGroupsRequest[5](groups=["g1"], include_authorized_operations=True))
+    assert groups.groups[0].authorized_operations == GROUP_OPS
+
+
+def test_authorized_operations_with_an_authorizer_are_the_principals():
+    from kafka.protocol.metadata import MetadataRequest
+    t = MetadataRequest.MetadataRequestTopic
+    session = session_for([acl(Res.TOPIC, "orders", Op.DESCRIBE), acl(Res.TOPIC, "orders", Op.READ)])
+    resp = ask_as(cluster(), MetadataRequest[10](topics=[t(name="orders", topic_id=None)],
+                                                  allow_auto_topic_creation=False,
+                                                  include_cluster_authorized_operations=True,
+                                                  include_topic_authorized_operations=True),
+                  session)
+    assert resp.topics[0].authorized_operations == {3, 8}
+    assert resp.authorized_operations == set()

@@ -42,6 +42,9 @@ unknown topic is TOPIC_AUTHORIZATION_FAILED, not UNKNOWN_TOPIC_OR_PARTITION):
   (AddPartitionsToTxn v4) and WriteTxnMarkers need ClusterAction on the cluster (31).
   ListTransactions lists the transactional ids one may describe; DescribeProducers needs
   Read on the topic (29).
+- authorized_operations (Metadata, DescribeGroups, DescribeCluster, when asked): the
+  bitfield of Kafka 3.8's supported operations on the resource the principal may do; every
+  one of them without an authorizer.
 - AlterConfigs as IncrementalAlterConfigs (Alter on the cluster for brokers).
   DescribeLogDirs and ListPartitionReassignments need Describe on the cluster,
   ElectLeaders and AlterPartitionReassignments Alter: else the whole request is
@@ -75,6 +78,11 @@ class AuthorizedApi:
 
     def __getattr__(self, name):               # calls with nothing to authorise
         return getattr(self._api, name)
+
+    def allowed_operations(self, resource_type, name: str) -> frozenset:
+        """KafkaApis' authorizedOperations: the supported operations this principal may do."""
+        return frozenset(op for op in operations_of(resource_type)
+                         if self._s.allowed(op, resource_type, name))
 
     def _topic(self, op, name: str) -> bool:
         return self._s.allowed(op, Res.TOPIC, name)
@@ -471,6 +479,28 @@ _GROUP_CHECKS = {m.JoinGroup: AuthorizedApi._membership, m.SyncGroup: Authorized
                  m.DeleteGroups: AuthorizedApi._delete_groups,
                  m.OffsetDelete: AuthorizedApi._offset_delete,
                  m.TxnOffsetCommit: AuthorizedApi._txn_offset_commit}
+
+
+# Kafka 3.8's AclEntry.supportedOperations, which authorizedOperations reports (groups have
+# no config operations before Kafka 4)
+_REPORTED = {Res.TOPIC: (Op.READ, Op.WRITE, Op.CREATE, Op.DESCRIBE, Op.DELETE, Op.ALTER,
+                         Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS),
+             Res.GROUP: (Op.READ, Op.DESCRIBE, Op.DELETE),
+             Res.CLUSTER: (Op.CREATE, Op.CLUSTER_ACTION, Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS,
+                           Op.IDEMPOTENT_WRITE, Op.ALTER, Op.DESCRIBE)}
+
+
+def operations_of(resource_type) -> tuple:
+    return _REPORTED[resource_type]
+
+
+def authorized_operations(api, resource_type, name: str) -> int:
+    """The authorized_operations bitfield (Utils.to32BitField of the operation codes): what
+    an AuthorizedApi's principal may do, or every supported operation without an
+    authorizer (Kafka's rule)."""
+    allowed = getattr(api, "allowed_operations", None)
+    ops = operations_of(resource_type) if allowed is None else allowed(resource_type, name)
+    return sum(1 << int(op) for op in set(ops))
 
 
 def _now(result) -> Deferred:

@@ -41,9 +41,12 @@ from __future__ import annotations
 from coordinator import messages as m
 from protocol.api import BrokerApi, Deferred
 from protocol.build import build, millis
+from protocol.handlers.authorized import authorized_operations
+from protocol.security.acl import ResourceType as Res
 from replicas.errors import ErrorCode as E
 
 CLASSIC = "classic"              # Kafka's Group.GroupType.CLASSIC
+NO_AUTHORIZED_OPERATIONS = -2147483648      # Kafka's "not requested" sentinel
 
 
 def _later(api: BrokerApi, make_event, respond) -> Deferred:
@@ -277,12 +280,18 @@ def list_groups(api: BrokerApi, request, _listener: str):
 
 def describe_groups(api: BrokerApi, request, _listener: str):
     body, key, v = request.body, request.api_key, request.api_version
+    with_ops = v >= 3 and bool(getattr(body, "include_authorized_operations", False))
+
+    def operations(g):
+        if not with_ops or g.error != E.NONE:        # KafkaApis: only groups described
+            return NO_AUTHORIZED_OPERATIONS
+        return authorized_operations(api, Res.GROUP, g.group_id)
 
     def respond(r: m.DescribeGroupsResult):
         return build(key, v, "DescribeGroupsResponse", groups=tuple(
             build(key, v, "DescribedGroup", error_code=g.error, group_id=g.group_id,
                   group_state=g.state, protocol_type=g.protocol_type, protocol_data=g.protocol,
-                  authorized_operations=-2147483648, members=tuple(
+                  authorized_operations=operations(g), members=tuple(
                       build(key, v, "DescribedGroupMember", member_id=x.member_id,
                             group_instance_id=x.group_instance_id, client_id=x.client_id,
                             client_host=x.client_host, member_metadata=x.metadata,
