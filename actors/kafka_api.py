@@ -688,7 +688,7 @@ class KafkaBrokerApi:
         answers = self._controller("elect_leaders", tps, election_type)
         out, expected = {}, {}
         for tp in tps:
-            r = answers.get(tp, answers.get(tuple(tp)))
+            r = answers.get(tp)
             if isinstance(r, KafkaError):
                 code = r.code if r.code > 0 else (E.PREFERRED_LEADER_NOT_AVAILABLE if
                                                  election_type == 0 else
