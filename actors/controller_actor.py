@@ -71,6 +71,26 @@ class ControllerCalls:
         return self.ask(lambda reply: ev.PreferredReplicaElection(
             frozenset(tuple(p) for p in partitions), reply=reply))
 
+    def elect_leaders(self, partitions, election_type: int = 0):
+        """ElectLeaders: 0 preferred, 1 unclean; partition → new state or a KafkaError."""
+        return self.ask(lambda reply: ev.PreferredReplicaElection(
+            frozenset(tuple(p) for p in partitions), reply=reply, election_type=election_type))
+
+    def alter_partition_reassignments(self, targets: dict):
+        """KIP-455: partition → target replicas or None (cancel); partition → KafkaError|None."""
+        return self.ask(lambda reply: ev.ApiPartitionReassignment(
+            {tuple(tp): None if r is None else tuple(r) for tp, r in targets.items()},
+            reply=reply))
+
+    def list_partition_reassignments(self, partitions=None):
+        """partition → (replicas, adding, removing) of the reassignments in progress."""
+        answer = self.ask(lambda reply: ev.ListPartitionReassignments(
+            None if partitions is None else frozenset(tuple(p) for p in partitions),
+            reply=reply))
+        if isinstance(answer, Exception):
+            return answer
+        return {tuple(tp): (a.replicas, a.adding, a.removing) for tp, a in answer.items()}
+
 
 @ray.remote(max_restarts=-1, max_task_retries=0, max_concurrency=32, num_cpus=0)
 class ControllerActor:
@@ -148,3 +168,12 @@ class ControllerActor:
         self.controller.shutdown()
         self.channel.stop()
         self.store.close()
+
+    def elect_leaders(self, partitions, election_type: int = 0):
+        return self.calls.elect_leaders(partitions, election_type)
+
+    def alter_partition_reassignments(self, targets: dict):
+        return self.calls.alter_partition_reassignments(targets)
+
+    def list_partition_reassignments(self, partitions=None):
+        return self.calls.list_partition_reassignments(partitions)

@@ -18,9 +18,11 @@ Rules:
   check (log.retention.check.interval.ms), as an altered topic config does. Precedence is
   Kafka's: /config/brokers/<id> (DYNAMIC_BROKER_CONFIG) over /config/brokers/<default>
   (DYNAMIC_DEFAULT_BROKER_CONFIG) over the broker's start config (STATIC_BROKER_CONFIG)
-  over Kafka's default (DEFAULT_CONFIG). Every other broker config is read-only
-  (IncrementalAlterConfigs answers INVALID_CONFIG "Cannot update these configs
-  dynamically"), unknown keys too (Kafka stores those).
+  over Kafka's default (DEFAULT_CONFIG). Kafka's dynamic Kerberos keys (`STORED_ONLY`:
+  sasl.kerberos.*, reconfigurable per listener in Kafka) are stored and described, with
+  no effect: rayka has no GSSAPI, as a Kafka without GSSAPI ignores them too. Every other
+  broker config is read-only (IncrementalAlterConfigs answers INVALID_CONFIG "Cannot
+  update these configs dynamically"), unknown keys too (Kafka stores those).
 """
 
 from __future__ import annotations
@@ -80,6 +82,10 @@ class DynamicConfigWatcher:
 
 
 DYNAMIC_KEYS = {k: t for k, t in BROKER_TOPIC_SYNONYMS.items() if t in CONFIG_DEFS}
+STORED_ONLY = frozenset({"sasl.kerberos.min.time.before.relogin",
+                         "sasl.kerberos.ticket.renew.jitter",
+                         "sasl.kerberos.ticket.renew.window.factor",
+                         "sasl.kerberos.kinit.cmd", "sasl.kerberos.principal.to.local.rules"})
 # Kafka's ConfigSource
 DYNAMIC_BROKER, DYNAMIC_DEFAULT_BROKER, STATIC_BROKER, DEFAULT = 2, 3, 4, 5
 DEFAULT_ENTITY = "<default>"
@@ -97,10 +103,11 @@ class BrokerDynamicConfig:
 
     def reload(self, store: ZkStore) -> None:
         per = {k: v for k, v in read_entity(store, f"brokers/{self.broker_id}").items()
-               if k in DYNAMIC_KEYS}
+               if k in DYNAMIC_KEYS or k in STORED_ONLY}
         dflt = {k: v for k, v in read_entity(store, f"brokers/{DEFAULT_ENTITY}").items()
-                if k in DYNAMIC_KEYS}
-        merged = {**self.static, **topic_defaults_from_broker_config({**dflt, **per})}
+                if k in DYNAMIC_KEYS or k in STORED_ONLY}
+        merged = {**self.static, **topic_defaults_from_broker_config(
+            {k: v for k, v in {**dflt, **per}.items() if k in DYNAMIC_KEYS})}
         with self.lock:
             self.per_broker, self.cluster_default = per, dflt
             self.topic_defaults.clear()
@@ -127,4 +134,13 @@ class BrokerDynamicConfig:
             _name, value, source = synonyms[0]
             out.append(ConfigEntry(key, value, False, source == DEFAULT, source, False,
                                    CONFIG_DEFS[topic_name].doc, synonyms))
+        for key in sorted(STORED_ONLY):
+            if keys is not None and key not in keys:
+                continue
+            levels = ([(DYNAMIC_BROKER, self.per_broker.get(key))] if per_broker else []) + [
+                (DYNAMIC_DEFAULT_BROKER, self.cluster_default.get(key))]
+            synonyms = tuple((key, v, src) for src, v in levels if v is not None)
+            if synonyms:
+                out.append(ConfigEntry(key, synonyms[0][1], False, False, synonyms[0][2], False,
+                                       None, synonyms))
         return out

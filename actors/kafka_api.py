@@ -23,7 +23,11 @@ Rules:
   listed with their endpoint for the listener the request came in on (Kafka's rule). The
   "controller" told to clients is the lowest live broker: rayka's controllers are not
   brokers, and every broker serves admin requests.
-- Admin writes (CreateTopics, DeleteTopics, CreatePartitions, IncrementalAlterConfigs) are
+- ElectLeaders and Alter/ListPartitionReassignments go to the active controller (the one
+  /controller names) as calls; an election's answer waits, up to its timeout, until this
+  broker's metadata shows the new leader (REQUEST_TIMED_OUT after). DescribeLogDirs reports
+  the broker's data dir as its one log dir.
+- Admin writes (CreateTopics, DeleteTopics, CreatePartitions, (Incremental)AlterConfigs) are
   planned by controller/topic_admin.py and written to ZooKeeper as rayka's Admin does; the
   answer waits up to the request's timeout until this broker's metadata shows the change
   (REQUEST_TIMED_OUT after it, the change staying), or answers at once for timeout <= 0.
@@ -44,8 +48,8 @@ import time
 from dataclasses import dataclass, fields
 
 from actors import security_store as security
-from actors.config_store import read_quotas, rewrite_entity
-from actors.dynamic_config import DEFAULT_ENTITY, DYNAMIC_KEYS
+from actors.config_store import read_entity, read_quotas, rewrite_entity
+from actors.dynamic_config import DEFAULT_ENTITY, DYNAMIC_KEYS, STORED_ONLY
 from actors.purgatory import DelayedFetch
 from controller.layout import Endpoint, parse_endpoints
 from controller.topic_admin import plan_partitions, plan_topic
@@ -54,7 +58,8 @@ from protocol.entity_config import entity_path
 from protocol.fetch_session import DEFAULT_SLOTS, FetchSessionCache
 from protocol.quotas import QuotaTracker
 from protocol.api import (BrokerNode, ClusterMetadata, ConfigEntry,
-                          ConfigsOutcome, Deferred, FetchOutcome, OffsetAnswer,
+                          ConfigsOutcome, Deferred, FetchOutcome, LogDir, LogDirPartition,
+                          OffsetAnswer, OngoingReassignment,
                           PartitionMetadata, ProduceOutcome, TopicMetadata, TopicOutcome,
                           TopicSpec)
 from controller.assignment import validate_topic_name
@@ -63,7 +68,7 @@ from replicas.legacy_offsets import offsets_before
 from replicas.replica_types import topic_defaults_from_broker_config
 from replicas.errors import ErrorCode as E
 from replicas.errors import (InvalidConfig, InvalidRequest, KafkaError, LeaderNotAvailable,
-                             NotLeaderOrFollower, RequestTimedOut, TopicAlreadyExists,
+                             NotController, NotLeaderOrFollower, RequestTimedOut, TopicAlreadyExists,
                              UnknownServerError,
                              UnknownTopicOrPartition)
 
@@ -323,7 +328,7 @@ class KafkaBrokerApi:
                     from_consumer=replica_id == -1)))
         return out
 
-    def _known(self, tps) -> set:
+    def known_partitions(self, tps) -> set:
         with self.broker.lock:
             parts = self.broker.rm.metadata.partitions
             return {tuple(tp) for tp in tps if tuple(tp) in parts}
@@ -332,7 +337,7 @@ class KafkaBrokerApi:
         """OffsetCommit v0: offsets kept in ZooKeeper (KafkaApis.commitOffsetsToZookeeper):
         partitions this broker's metadata does not know are UNKNOWN_TOPIC_OR_PARTITION,
         metadata over offset.metadata.max.bytes OFFSET_METADATA_TOO_LARGE."""
-        known = self._known(tp for tp, _, _ in asks)
+        known = self.known_partitions([tp for tp, _, _ in asks])
         max_metadata = self.broker.groups.config.offset_metadata_max_bytes
         out = {}
         for tp, offset, metadata in asks:
@@ -354,7 +359,7 @@ class KafkaBrokerApi:
     def zk_fetch_offsets(self, group_id: str, tps) -> dict:
         """OffsetFetch v0: (error, offset) from ZooKeeper; an unknown partition or one with no
         offset is UNKNOWN_TOPIC_OR_PARTITION with offset -1 (Kafka's UNKNOWN_PARTITION)."""
-        known = self._known(tps)
+        known = self.known_partitions(tps)
         out = {}
         for tp in tps:
             tp = tuple(tp)
@@ -430,10 +435,16 @@ class KafkaBrokerApi:
 
     # -- ACLs (ZooKeeper writes; every broker's authorizer reloads from the notification) ---------
     def create_acls(self, bindings) -> list:
-        return security.create_acls(self.broker.store, bindings)
+        try:
+            return security.create_acls(self.broker.store, bindings)
+        finally:
+            self.broker.security.acls_written()
 
     def delete_acls(self, filters) -> list:
-        return security.delete_acls(self.broker.store, filters)
+        try:
+            return security.delete_acls(self.broker.store, filters)
+        finally:
+            self.broker.security.acls_written()
 
     # -- consumer groups ----------------------------------------------------------------------------
     # -- client quotas and SCRAM credentials (ZooKeeper; protocol/handlers/quotas.py) ----------
@@ -636,7 +647,8 @@ class KafkaBrokerApi:
         only actors/dynamic_config.py's DYNAMIC_KEYS may change."""
         self._check_broker_resource(res)
         entity = f"brokers/{res.name or DEFAULT_ENTITY}"
-        fixed = sorted({name for name, _op, _v in ops if name not in DYNAMIC_KEYS})
+        fixed = sorted({name for name, _op, _v in ops
+                        if name not in DYNAMIC_KEYS and name not in STORED_ONLY})
         if fixed:
             raise InvalidConfig("Cannot update these configs dynamically: "
                                 f"Set({', '.join(fixed)})")
@@ -653,7 +665,8 @@ class KafkaBrokerApi:
                 else:
                     raise InvalidRequest(f"Unknown config operation {op}")
             # Kafka's values, checked as the topic defaults they become
-            normalize_topic_config(topic_defaults_from_broker_config(config))
+            normalize_topic_config(topic_defaults_from_broker_config(
+                {k: v for k, v in config.items() if k in DYNAMIC_KEYS}))
             return None if validate_only else config
         rewrite_entity(self.broker.store, entity, change)
 
@@ -681,6 +694,125 @@ class KafkaBrokerApi:
             except KafkaError as exc:
                 out[res] = ConfigsOutcome(exc.code, exc.message)
         return out
+
+    def replace_configs(self, resources, validate_only: bool):
+        """AlterConfigs (legacy, ZkAdminManager.alterConfigs): a topic's overrides become
+        exactly the ones sent, validated as IncrementalAlterConfigs validates them, written
+        to /config/topics with a change notification. A broker resource's dynamic keys
+        become exactly the ones sent (ZkAdminManager.alterBrokerConfigs, replace-all)."""
+        out = {}
+        for res, entries in resources:
+            try:
+                if res.kind == BROKER:        # the entity's keys become exactly the ones sent
+                    self._check_broker_resource(res)
+                    entity = f"brokers/{res.name or DEFAULT_ENTITY}"
+                    given = dict(entries)
+                    ops = [(k, SET, v) for k, v in entries] + [
+                        (k, DELETE, None) for k in read_entity(self.broker.store, entity)
+                        if k not in given and (k in DYNAMIC_KEYS or k in STORED_ONLY)]
+                    self._alter_broker(res, ops, validate_only)
+                    out[res] = ConfigsOutcome(E.NONE)
+                    continue
+                if res.kind != TOPIC:
+                    raise InvalidRequest(f"Unsupported resource type {res.kind}")
+                current = self.broker.store.get_topic_config(res.name)
+                if current is None and res.name not in self.broker.store.get_topics():
+                    raise UnknownTopicOrPartition(f"Topic '{res.name}' does not exist.")
+                for name, _value in entries:
+                    if name not in CONFIG_DEFS:
+                        raise InvalidConfig(f"Unknown topic config name: {name}")
+                new = normalize_topic_config(dict(entries))
+                if not validate_only:
+                    self.broker.store.set_topic_config(res.name, new)
+                out[res] = ConfigsOutcome(E.NONE)
+            except KafkaError as exc:
+                out[res] = ConfigsOutcome(exc.code, exc.message)
+            except Exception as exc:                     # a ZooKeeper failure: per resource
+                log.warning("alter configs %s: %s", res, exc)
+                out[res] = ConfigsOutcome(UnknownServerError.code, str(exc))
+        return out
+
+    # -- log dirs, elections, reassignments ----------------------------------------------------
+    def describe_log_dirs(self, tps) -> list:
+        """The broker's one log dir (its data dir) with the replicas asked that it holds."""
+        wanted = None if tps is None else {tuple(tp) for tp in tps}
+        parts = []
+        with self.broker.lock:
+            for tp, lg, _bound in self.broker.rm.hosted_logs():
+                tp = tuple(tp)
+                if wanted is not None and tp not in wanted:
+                    continue
+                hw = self.broker.rm.partition_info(tp)["high_watermark"]
+                parts.append(LogDirPartition(tp, lg.size_bytes,
+                                             max(hw - lg.log_end_offset, 0)))
+        try:
+            st = os.statvfs(self.broker.data_dir)
+            total, usable = st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize
+        except OSError:
+            total = usable = -1
+        return [LogDir(os.path.abspath(self.broker.data_dir), E.NONE,
+                       tuple(sorted(parts, key=lambda p: p.tp)),
+                       total, usable)]
+
+    def _controller(self, method: str, *args):
+        """The active controller's answer, or a KafkaError (NOT_CONTROLLER when none)."""
+        try:
+            answer = self.broker._ask_controller(method, *args)
+        except (RuntimeError, ValueError) as exc:
+            raise NotController(str(exc)) from None
+        if isinstance(answer, KafkaError):
+            raise answer
+        return answer
+
+    def elect_leaders(self, election_type: int, tps, timeout_ms: int) -> dict:
+        """Through the controller; then wait (up to the timeout) until this broker's metadata
+        shows each elected leader (Kafka's DelayedElectLeader)."""
+        if tps is None:
+            with self.broker.lock:
+                tps = sorted(self.broker.rm.metadata.partitions)
+        tps = [tuple(tp) for tp in tps]
+        if not tps:
+            return {}
+        answers = self._controller("elect_leaders", tps, election_type)
+        out, expected = {}, {}
+        for tp in tps:
+            r = answers.get(tp)
+            if isinstance(r, KafkaError):
+                code = r.code if r.code > 0 else (E.PREFERRED_LEADER_NOT_AVAILABLE if
+                                                 election_type == 0 else
+                                                 E.ELIGIBLE_LEADERS_NOT_AVAILABLE)
+                out[tp] = (code, r.message)
+            elif r is None:
+                out[tp] = (E.UNKNOWN_TOPIC_OR_PARTITION, f"{tp[0]}-{tp[1]} was not elected")
+            else:
+                expected[tp] = r.leader
+
+        def shown():
+            md = self.broker.rm.metadata
+            return all(md.leader(tp) == leader for tp, leader in expected.items())
+        if expected:
+            self._wait(shown, max(timeout_ms, 0))
+            with self.broker.lock:
+                md = self.broker.rm.metadata
+                for tp, leader in expected.items():
+                    out[tp] = (E.NONE, None) if md.leader(tp) == leader else \
+                        (E.REQUEST_TIMED_OUT, f"{tp[0]}-{tp[1]}: the new leader was not "
+                                              f"known within {timeout_ms} ms")
+        return out
+
+    def alter_partition_reassignments(self, targets: dict, timeout_ms: int) -> dict:
+        answers = self._controller("alter_partition_reassignments", dict(targets))
+        out = {}
+        for tp in targets:
+            r = answers.get(tuple(tp))
+            out[tuple(tp)] = (E.NONE, None) if r is None else (r.code, r.message)
+        return out
+
+    def list_partition_reassignments(self, tps) -> list:
+        answers = self._controller("list_partition_reassignments",
+                                   None if tps is None else [tuple(tp) for tp in tps])
+        return [OngoingReassignment(tuple(tp), tuple(r), tuple(a), tuple(d))
+                for tp, (r, a, d) in sorted(answers.items())]
 
     def alter_configs(self, resources, validate_only: bool):
         out = {}

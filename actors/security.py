@@ -155,6 +155,13 @@ class BrokerSecurity:
                 self._mark(kinds)
                 self._stopped.wait(1.0)
 
+    def acls_written(self) -> None:
+        """This broker changed the ACLs: reload them before answering, so its own next
+        request sees them (Kafka's AclAuthorizer updates its cache in the same call; other
+        brokers follow the notification)."""
+        if self.authorizer is not None:
+            self._reload({ACLS})
+
     def _reload(self, kinds: set[str]) -> None:
         """Only what was announced: a user's change does not re-read every ACL."""
         if USERS in kinds:

@@ -3,8 +3,9 @@
 Rules:
 - One cluster for the whole run (real Ray, the embedded ZooKeeper, 3 brokers), configured as
   librdkafka's CI "default" scenario: topic auto-creation on, num.partitions 4,
-  default.replication.factor 3. It is shut down at the end; every process it started is
-  stopped by pid.
+  default.replication.factor 3, Kafka's AclAuthorizer allowing what no ACL names. A second
+  cluster without auto-creation serves the "noautocreate" scenario's tests. Each is shut
+  down at the end; every process it started is stopped by pid.
 - librdkafka's own integration tests, built from the pinned source snapshot
   (compat/librdkafka-v2.15.0.tar.gz; the Makefile builds it): by default every broker test
   of its test list (`broker_tests`), or those named with --tests; run ONE AT A TIME as its
@@ -91,7 +92,8 @@ def start_cluster(auto_create: bool = True):
                              auto_create_topics_enable=auto_create, **{
                                  "authorizer.class.name":
                                      "kafka.security.authorizer.AclAuthorizer",
-                                 "super.users": "User:ANONYMOUS"})
+                                 "super.users": "User:ANONYMOUS",
+                                 "allow.everyone.if.no.acl.found": "true"})
 
 
 def kafka_path() -> str:

@@ -66,6 +66,8 @@ from controller.topic_deletion import TopicDeletionManager
 from replicas.dispatch import handler_name
 from replicas.errors import NotController
 
+UNCLEAN = 1                 # Kafka's ElectionType.UNCLEAN (0 is PREFERRED)
+
 log = logging.getLogger(__name__)
 
 
@@ -480,14 +482,30 @@ class Controller:
             e.reply({})
             return
         requested = self.store.get_preferred_election() if e.trigger == "zk" else e.partitions
-        electable, answers = split_election_request(self.ctx, requested)
+        unclean = e.election_type == UNCLEAN
+        electable, answers = split_election_request(self.ctx, requested, unclean)
         results = dict(answers)
-        results.update(self.psm.handle_state_changes(electable, P.ONLINE,
-                                                     Election(Strategy.PREFERRED)))
+        election = Election(Strategy.OFFLINE, allow_unclean=True) if unclean \
+            else Election(Strategy.PREFERRED)
+        results.update(self.psm.handle_state_changes(electable, P.ONLINE, election))
         if e.trigger == "zk":
             self.fenced.writer.delete_preferred_election()
         self.send()
         e.reply(results)
+
+    def process_api_partition_reassignment(self, e: ev.ApiPartitionReassignment) -> None:
+        if not self.is_active:
+            e.reply(NotController(f"controller {self.id} is not active"))
+            return
+        results = self.reassignment.process_api_request(e.targets)
+        self.send()
+        e.reply(results)
+
+    def process_list_partition_reassignments(self, e: ev.ListPartitionReassignments) -> None:
+        if not self.is_active:
+            e.reply(NotController(f"controller {self.id} is not active"))
+            return
+        e.reply(self.reassignment.ongoing(e.partitions))
 
     def process_auto_preferred_replica_election(self, _e) -> None:
         if not self.is_active:

@@ -94,11 +94,29 @@ class PartitionReassignmentIsrChange:
 
 @dataclass(frozen=True, slots=True)
 class PreferredReplicaElection:
-    """A preferred-leader election was asked for: by an admin call (`partitions` given), by
-    /admin/preferred_replica_election being created (trigger "zk": partitions read there)."""
+    """A leader election was asked for: by an admin call (`partitions` given; ElectLeaders'
+    `election_type` 0 preferred or 1 unclean), by /admin/preferred_replica_election being
+    created (trigger "zk": partitions read there, preferred)."""
 
     partitions: frozenset = frozenset()
     trigger: str = "admin"
+    reply: Reply = field(default=_no_reply, compare=False)
+    election_type: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ApiPartitionReassignment:
+    """AlterPartitionReassignments (KIP-455): partition → target replicas, None to cancel."""
+
+    targets: Mapping[TopicPartition, Any]
+    reply: Reply = field(default=_no_reply, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class ListPartitionReassignments:
+    """ListPartitionReassignments: of these partitions (None: every one in progress)."""
+
+    partitions: frozenset | None = None
     reply: Reply = field(default=_no_reply, compare=False)
 
 
@@ -155,5 +173,6 @@ class Shutdown:
 EVENTS = (Startup, ControllerChange, Reelect, Expire, BrokerChange, BrokerModification,
           TopicChange, TopicDeletion, PartitionModifications, TopicConfigChange,
           ReassignPartitions, PartitionReassignmentIsrChange, PreferredReplicaElection,
+          ApiPartitionReassignment, ListPartitionReassignments,
           AutoPreferredReplicaElection, IsrChangeNotification, AlterPartition,
           ControlledShutdown, LeaderAndIsrResponse, StopReplicaResponse, Shutdown)

@@ -24,6 +24,11 @@ Rules:
   resume a pending deletion of the topic.
 - A target equal to the current replicas completes immediately (nothing to move).
 - A request for a partition already moving to the same target is a no-op.
+- AlterPartitionReassignments (KIP-455's API) goes straight to the controller: a target
+  starts (or redirects) a reassignment, None cancels one (the target becomes the origin
+  replicas, so the replicas being added are stopped and deleted), a cancel of a partition
+  not moving is NO_REASSIGNMENT_IN_PROGRESS. Those partitions leave
+  /admin/reassign_partitions (the latest request wins).
 - On failover, reassignments found in /admin/reassign_partitions and partitions whose
   assignment still has AR/RR resume from where ZooKeeper says they are.
 """
@@ -38,7 +43,8 @@ from controller.leader_isr import new_leader_and_isr, update_leader_and_isr
 from controller.partition_state_machine import Election, Strategy
 from controller.states import PartitionState as P, ReplicaState as R
 from controller.layout import TopicAssignment
-from replicas.errors import InvalidReplicaAssignment, KafkaError, UnknownTopicOrPartition
+from replicas.errors import (InvalidReplicaAssignment, KafkaError, NoReassignmentInProgress,
+                             UnknownTopicOrPartition)
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +76,49 @@ class ReassignmentManager:
     def process_zk_request(self) -> dict[TopicPartition, KafkaError | None]:
         """/admin/reassign_partitions appeared or changed: start what it asks for."""
         return self._trigger({}, self.c.store.get_reassignment())
+
+    def process_api_request(self, targets: Mapping[tuple, Sequence[int] | None]
+                            ) -> dict[TopicPartition, KafkaError | None]:
+        """AlterPartitionReassignments (KafkaController.processApiPartitionReassignment): a
+        target, or None to cancel (back to the origin replicas); NO_REASSIGNMENT_IN_PROGRESS
+        for a cancel of a partition not moving. The latest request wins over a ZooKeeper
+        one for the same partitions."""
+        results: dict[TopicPartition, KafkaError | None] = {}
+        todo: dict[TopicPartition, ReplicaAssignment] = {}
+        for raw, target in targets.items():
+            tp = TopicPartition(*raw)
+            current = self.ctx.assignment(tp)
+            if target is not None:
+                error = self._validate(tp, tuple(target))
+                if error is not None:
+                    results[tp] = error
+                    continue
+            if current is None:
+                results[tp] = UnknownTopicOrPartition(f"{tp.topic}-{tp.partition} does not exist")
+            elif current.is_being_reassigned:
+                todo[tp] = reassign_to(current, current.origin_replicas if target is None
+                                       else tuple(target))
+            elif target is None:
+                results[tp] = NoReassignmentInProgress(
+                    f"{tp.topic}-{tp.partition} has no reassignment in progress")
+            else:
+                todo[tp] = reassign_to(current, tuple(target))
+        self._remove_from_zk(set(todo))
+        for tp, reassignment in sorted(todo.items()):
+            try:
+                self._on_reassignment(tp, reassignment)
+                results[tp] = None
+            except KafkaError as exc:
+                results[tp] = exc
+        return results
+
+    def ongoing(self, partitions) -> dict[TopicPartition, ReplicaAssignment]:
+        """The reassignments in progress, of `partitions` or all (None)."""
+        moving = {tp for tp in self.ctx.all_partitions()
+                  if self.ctx.assignment(tp).is_being_reassigned}
+        if partitions is not None:
+            moving &= {TopicPartition(*tp) for tp in partitions}
+        return {tp: self.ctx.assignment(tp) for tp in sorted(moving)}
 
     def process_isr_change(self, tp: TopicPartition) -> None:
         if tp in self.in_progress:

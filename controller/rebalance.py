@@ -10,7 +10,9 @@ Rules:
   partitions whose preferred replica can lead. Topics queued for deletion are skipped.
 - An admin election answers per partition: unknown → UnknownTopicOrPartition, topic being
   deleted → InvalidTopic, already led by the preferred replica → ElectionNotNeeded; the
-  rest go to the preferred-replica election.
+  rest go to the preferred-replica election. An unclean election (ElectLeaders type 1)
+  needs no election when the partition has a live leader; the rest are elected as offline
+  partitions with unclean election allowed (KafkaController.processReplicaLeaderElection).
 """
 
 from __future__ import annotations
@@ -43,9 +45,9 @@ def imbalanced_partitions(ctx: ControllerContext, percentage: int) -> list[Topic
     return sorted(out)
 
 
-def split_election_request(ctx: ControllerContext, partitions: Iterable
+def split_election_request(ctx: ControllerContext, partitions: Iterable, unclean: bool = False
                            ) -> tuple[list[TopicPartition], dict[TopicPartition, KafkaError]]:
-    """(partitions to elect, early answers) for an admin preferred-leader election."""
+    """(partitions to elect, early answers) for an admin preferred (or unclean) election."""
     electable: list[TopicPartition] = []
     answers: dict[TopicPartition, KafkaError] = {}
     for raw in partitions:
@@ -56,7 +58,10 @@ def split_election_request(ctx: ControllerContext, partitions: Iterable
             answers[tp] = UnknownTopicOrPartition(f"{name} does not exist")
         elif ctx.is_topic_queued_for_deletion(tp.topic):
             answers[tp] = InvalidTopic(f"{name}: the topic is being deleted")
-        elif leadership is not None and leadership.leader == ctx.replicas(tp)[0]:
+        elif unclean and leadership is not None and leadership.leader >= 0 \
+                and leadership.leader in ctx.live_broker_ids():
+            answers[tp] = ElectionNotNeeded(f"{name} has a live leader")
+        elif not unclean and leadership is not None and leadership.leader == ctx.replicas(tp)[0]:
             answers[tp] = ElectionNotNeeded(f"{name} is already led by its preferred replica")
         else:
             electable.append(tp)

@@ -55,6 +55,12 @@ Rules (Kafka's GroupCoordinator.scala, trunk 1eb7644):
   with NONE; member metadata and assignments only when Stable.
 - DeleteGroups: unknown or Dead → GROUP_ID_NOT_FOUND; Empty → Dead, removed with its offsets
   (storage.py's cleanup), NONE at once; else NON_EMPTY_GROUP.
+- OffsetDelete (handleDeleteOffsets): "" → INVALID_GROUP_ID, then the group status;
+  unknown or Dead → GROUP_ID_NOT_FOUND; Empty → every partition's offset removed
+  (tombstones, storage.py's cleanup); a non-empty "consumer" group → the partitions of
+  topics a member subscribes to are GROUP_SUBSCRIBED_TO_TOPIC (all of them when the
+  subscriptions are unknown), the others removed; any other non-empty group
+  NON_EMPTY_GROUP. Answered at once.
 - LoadPartition: every member of a loaded group gets its session timer armed; a group over
   group.max.size rebalances at once. UnloadPartition: every group of the partition becomes
   Dead; every parked JoinGroup/SyncGroup is answered NOT_COORDINATOR, and so is every commit
@@ -109,7 +115,8 @@ from typing import Callable
 from coordinator import messages as m
 from coordinator.error_codes import group_append_error, txn_commit_answer
 from coordinator.config import NEW_MEMBER_JOIN_TIMEOUT_MS, GroupCoordinatorConfig
-from coordinator.group import GroupMetadata, JoinTimer, MemberMetadata, SyncTimer
+from coordinator.group import (CONSUMER_PROTOCOL_TYPE, GroupMetadata, JoinTimer, MemberMetadata,
+                               SyncTimer)
 from coordinator.states import GroupState
 from coordinator.storage import GroupMetadataManager
 from replicas.dispatch import handler_for
@@ -618,6 +625,32 @@ class GroupCoordinator:
                                              self._now())
         self._respond(e.request_id, m.DeleteGroupsResult(tuple(
             m.DeletedGroup(gid, error) for gid, error in results.items())))
+
+    def process_offset_delete(self, e: m.OffsetDelete) -> None:
+        """Kafka's handleDeleteOffsets: tombstones for the offsets no member consumes."""
+        error = self._validate_group_status(e.group_id)
+        group = None if error is not None else self._storage.groups.get(e.group_id)
+        if error is None and (group is None or group.is_(G.DEAD)):
+            error = E.GROUP_ID_NOT_FOUND
+        eligible, refused = [], []
+        if error is None:
+            if group.is_(G.EMPTY):
+                eligible = list(e.partitions)
+            elif group.protocol_type == CONSUMER_PROTOCOL_TYPE:
+                for tp in e.partitions:
+                    subscribed = group.subscribed_topics is None \
+                        or tp[0] in group.subscribed_topics
+                    (refused if subscribed else eligible).append(tp)
+            else:
+                error = E.NON_EMPTY_GROUP
+        if error is not None:
+            return self._respond(e.request_id, m.OffsetDeleteResult(error))
+        if eligible:
+            self._storage.cleanup_group_metadata(
+                [group], lambda g: g.remove_offsets(eligible), self._now())
+        self._respond(e.request_id, m.OffsetDeleteResult(E.NONE, tuple(
+            [(t, p, E.GROUP_SUBSCRIBED_TO_TOPIC) for t, p in refused]
+            + [(t, p, E.NONE) for t, p in eligible])))
 
     # -- appends, loading and unloading -----------------------------------------------------
     def process_append_done(self, e: m.AppendDone) -> None:

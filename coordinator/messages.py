@@ -154,6 +154,13 @@ class DeleteGroups:
     group_ids: tuple[str, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class OffsetDelete:
+    request_id: int
+    group_id: str
+    partitions: tuple[tuple[str, int], ...]
+
+
 # ---------------------------------------------------------------- broker events
 @dataclass(frozen=True, slots=True)
 class Tick:
@@ -313,6 +320,12 @@ class DeletedGroup:
 @dataclass(frozen=True, slots=True)
 class DeleteGroupsResult:
     groups: tuple[DeletedGroup, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetDeleteResult:
+    error: int                                          # the group's: no partitions then
+    partitions: tuple[tuple[str, int, int], ...] = ()   # (topic, partition, error)
 
 
 # ---------------------------------------------------------------- effects

@@ -182,6 +182,7 @@ class TopicOutcome:
     partitions: int = -1
     replication_factor: int = -1
     configs: tuple[ConfigEntry, ...] = ()
+    config_error: int = 0       # CreateTopics v5+: TOPIC_AUTHORIZATION_FAILED without DescribeConfigs
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,6 +196,31 @@ class ConfigsOutcome:
     error: int
     message: str | None = None
     entries: tuple[ConfigEntry, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class LogDirPartition:
+    tp: TP
+    size: int                   # bytes of its segments
+    offset_lag: int             # max(HW - LEO, 0), Kafka's getLogEndOffsetLag
+    is_future: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class LogDir:
+    path: str
+    error: int
+    partitions: tuple[LogDirPartition, ...] = ()
+    total_bytes: int = -1
+    usable_bytes: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class OngoingReassignment:
+    tp: TP
+    replicas: tuple[int, ...]
+    adding: tuple[int, ...]
+    removing: tuple[int, ...]
 
 
 class BrokerApi(Protocol):
@@ -290,6 +316,33 @@ class BrokerApi(Protocol):
                                                       Sequence[tuple[str, int, str | None]]]],
                       validate_only: bool) -> dict[ConfigResource, ConfigsOutcome]:
         """IncrementalAlterConfigs: (name, op 0 SET / 1 DELETE / 2 APPEND / 3 SUBTRACT, value)."""
+
+    def replace_configs(self, resources: Sequence[tuple[ConfigResource,
+                                                        Sequence[tuple[str, str]]]],
+                        validate_only: bool) -> dict[ConfigResource, ConfigsOutcome]:
+        """AlterConfigs (legacy): each resource's overrides become exactly (name, value)."""
+
+    def known_partitions(self, tps: Sequence[TP]) -> set[TP]:
+        """The partitions this broker's metadata cache knows (Kafka's metadataCache)."""
+
+    def describe_log_dirs(self, tps: Sequence[TP] | None) -> list[LogDir]:
+        """DescribeLogDirs: this broker's log dirs with the replicas asked (None: all) they
+        hold."""
+
+    def elect_leaders(self, election_type: int, tps: Sequence[TP] | None, timeout_ms: int
+                      ) -> dict[TP, tuple[int, str | None]]:
+        """ElectLeaders through the controller (0 preferred, 1 unclean; None: every
+        partition): (error, message) per partition, once this broker's metadata shows the
+        new leaders or the timeout passed (REQUEST_TIMED_OUT)."""
+
+    def alter_partition_reassignments(self, targets: dict[TP, Sequence[int] | None],
+                                      timeout_ms: int) -> dict[TP, tuple[int, str | None]]:
+        """KIP-455 through the controller: a target, or None to cancel; (error, message) per
+        partition. A KafkaError raised is the request's top-level error."""
+
+    def list_partition_reassignments(self, tps: Sequence[TP] | None
+                                     ) -> list[OngoingReassignment]:
+        """The reassignments in progress (of `tps`, or all)."""
 
     def create_acls(self, bindings: Sequence[object]) -> list[tuple[int, str | None]]:
         """CreateAcls: store each (valid, checked) protocol.security.acl.AclBinding;

@@ -300,6 +300,17 @@ def _describe_configs(_v):
     return request, response
 
 
+def _describe_log_dirs(_v):
+    request = S("DescribeLogDirsRequest", ("topics", Arr(S(
+        "DescribableLogDirTopic", ("topic", STR), ("partitions", Arr(I32))), nullable=True)))
+    response = S("DescribeLogDirsResponse", ("throttle_time", MS), ("results", A(
+        "DescribeLogDirsResult", ("error_code", I16), ("log_dir", STR), ("topics", A(
+            "DescribeLogDirsTopic", ("name", STR), ("partitions", A(
+                "DescribeLogDirsPartition", ("partition_index", I32), ("partition_size", I64),
+                ("offset_lag", I64), ("is_future_key", BOOL))))))))
+    return request, response
+
+
 # ACL requests before v1 name no pattern type: LITERAL (3), Kafka's default
 _ACL = (("principal", STR), ("host", STR), ("operation", I8), ("permission_type", I8))
 _ACL_FILTER = (("resource_type_filter", I8), ("resource_name_filter", NSTR),
@@ -353,7 +364,8 @@ _LEGACY = ((0, range(3), _produce), (1, range(4), _fetch), (2, range(1), _list_o
            (23, range(2), _leader_epoch), (19, range(2), _create_topics),
            (20, range(1), _delete_topics), (32, range(1), _describe_configs),
            (29, range(1), _describe_acls), (30, range(1), _create_acls),
-           (31, range(1), _delete_acls), (27, range(1), _write_txn_markers))
+           (31, range(1), _delete_acls), (27, range(1), _write_txn_markers),
+           (35, range(1), _describe_log_dirs))
 SCHEMAS: dict[tuple[int, int], tuple[S, S]] = {
     (key, v): schema(v) for key, versions, schema in _LEGACY for v in versions}
 

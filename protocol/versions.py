@@ -15,8 +15,9 @@ Rules:
   tokens (protocol/connection.py).
 - To serve a new API, add one line here (and its handler); nothing else reads a list of
   APIs. The group APIs (FindCoordinator 10, JoinGroup 11, Heartbeat 12, LeaveGroup 13,
-  SyncGroup 14, OffsetCommit 8, OffsetFetch 9), the transaction APIs (22, 24-28, 61, 65,
-  66), the security APIs and the quota / SCRAM APIs (48-51) are served too.
+  SyncGroup 14, OffsetCommit 8, OffsetFetch 9, OffsetDelete 47), the admin APIs (topics,
+  configs, log dirs, leader elections, reassignments), the transaction APIs (22, 24-28,
+  61, 65, 66), the security APIs and the quota / SCRAM APIs (48-51) are served too.
 """
 
 from __future__ import annotations
@@ -57,10 +58,16 @@ class ApiKey(IntEnum):
     CREATE_ACLS = 30
     DELETE_ACLS = 31
     DESCRIBE_CONFIGS = 32
+    ALTER_CONFIGS = 33
+    DESCRIBE_LOG_DIRS = 35
     SASL_AUTHENTICATE = 36
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
+    ELECT_LEADERS = 43
     INCREMENTAL_ALTER_CONFIGS = 44
+    ALTER_PARTITION_REASSIGNMENTS = 45
+    LIST_PARTITION_REASSIGNMENTS = 46
+    OFFSET_DELETE = 47
     DESCRIBE_CLIENT_QUOTAS = 48
     ALTER_CLIENT_QUOTAS = 49
     DESCRIBE_USER_SCRAM_CREDENTIALS = 50
@@ -93,6 +100,12 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     ApiKey.CREATE_PARTITIONS: (0, 3),
     ApiKey.DESCRIBE_CONFIGS: (0, 4),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
+    ApiKey.ALTER_CONFIGS: (0, 2),              # replace-all; topics only, brokers static
+    ApiKey.DESCRIBE_LOG_DIRS: (0, 4),          # v0: protocol/legacy.py
+    ApiKey.ELECT_LEADERS: (0, 2),              # v1+: unclean elections too
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 0),
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
+    ApiKey.OFFSET_DELETE: (0, 0),
     ApiKey.DESCRIBE_CLUSTER: (0, 1),
     ApiKey.FIND_COORDINATOR: (0, 5),           # v4+ batch keys
     ApiKey.JOIN_GROUP: (0, 9),

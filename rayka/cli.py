@@ -127,6 +127,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--assignment", action="append", required=True, metavar="P=B1,B2,...",
                    help="partition P onto brokers B1,B2,... (first = preferred leader)")
     p = topic_command("elect-leaders", "preferred-leader election (first replica leads)")
+    p.add_argument("--unclean", action="store_true",
+                   help="unclean election of partitions without a live leader")
+    p.add_argument("--partition", type=int, action="append", help="only these (repeatable)")
+    p = topic_command("reassignments", "reassignments in progress (all topics, or --topic)",
+                      with_topic=False)
+    p.add_argument("--topic")
+    p = topic_command("cancel-reassign", "cancel partitions' reassignments (back to the "
+                      "replicas they had)")
+    p.add_argument("--partition", type=int, action="append", required=True)
 
     p = command("produce", "produce lines from stdin, or generated records")
     p.add_argument("topic")
@@ -404,8 +413,20 @@ def cmd_topics(args) -> None:
             print(f"{args.topic}-{p.partition}\treplicas {','.join(map(str, p.replicas))}\t"
                   f"leader {p.leader}")
     elif args.topics_command == "elect-leaders":
-        for tp, r in sorted(admin.elect_preferred_leaders(args.topic).items()):
-            print(f"{tp[0]}-{tp[1]}\t{r if isinstance(r, KafkaError) else f'leader {r.leader}'}")
+        parts = args.partition or [p.partition for p in admin.describe_topic(args.topic)]
+        results = admin.elect_leaders([(args.topic, p) for p in parts], unclean=args.unclean)
+        for tp, r in sorted(results.items()):
+            print(f"{tp[0]}-{tp[1]}\t{r if isinstance(r, KafkaError) else f'leader {r}'}")
+    elif args.topics_command == "reassignments":
+        for tp, (replicas, adding, removing) in sorted(admin.list_reassignments().items()):
+            if args.topic is None or tp[0] == args.topic:
+                print(f"{tp[0]}-{tp[1]}\treplicas {','.join(map(str, replicas))}\t"
+                      f"adding {','.join(map(str, adding)) or '-'}\t"
+                      f"removing {','.join(map(str, removing)) or '-'}")
+    elif args.topics_command == "cancel-reassign":
+        results = admin.alter_reassignments({(args.topic, p): None for p in args.partition})
+        for tp, r in sorted(results.items()):
+            print(f"{tp[0]}-{tp[1]}\t{r if r is not None else 'cancelled'}")
 
 
 def cmd_produce(args) -> None:

@@ -35,14 +35,14 @@ __all__ = [
     "UnknownProducerId", "FencedLeaderEpoch", "UnknownLeaderEpoch", "StaleBrokerEpoch",
     "ElectionNotNeeded", "PreferredLeaderNotAvailable", "EligibleLeadersNotAvailable",
     "FencedInstanceId", "InvalidUpdateVersion", "InconsistentTopicId", "NewLeaderElected",
-    "IneligibleReplica", "ReassignmentInProgress", "TopicDeletionDisabled", "InvalidRecord",
+    "IneligibleReplica", "ReassignmentInProgress", "NoReassignmentInProgress", "TopicDeletionDisabled", "InvalidRecord",
     "PolicyViolation", "OffsetMetadataTooLarge", "CoordinatorLoadInProgress",
     "CoordinatorNotAvailable", "NotCoordinator", "IllegalGeneration",
     "InconsistentGroupProtocol", "InvalidGroupId", "UnknownMemberId", "InvalidSessionTimeout",
     "RebalanceInProgress", "InvalidCommitOffsetSize", "NonEmptyGroup", "GroupIdNotFound",
     "MemberIdRequired", "GroupMaxSizeReached", "InvalidTxnState", "InvalidProducerIdMapping",
     "TransactionCoordinatorFenced", "InvalidTransactionTimeout", "ConcurrentTransactions",
-    "TransactionalIdAuthorizationFailed", "ProducerFenced", "TransactionalIdNotFound",
+    "TransactionalIdAuthorizationFailed", "ClusterAuthorizationFailed", "ProducerFenced", "TransactionalIdNotFound",
     "TransactionAbortable", "UnstableOffsetCommit",
 ]
 
@@ -265,6 +265,7 @@ InconsistentTopicId = _error("InconsistentTopicId", C.INCONSISTENT_TOPIC_ID)
 NewLeaderElected = _error("NewLeaderElected", C.NEW_LEADER_ELECTED)
 IneligibleReplica = _error("IneligibleReplica", C.INELIGIBLE_REPLICA)
 ReassignmentInProgress = _error("ReassignmentInProgress", C.REASSIGNMENT_IN_PROGRESS)
+NoReassignmentInProgress = _error("NoReassignmentInProgress", C.NO_REASSIGNMENT_IN_PROGRESS)
 TopicDeletionDisabled = _error("TopicDeletionDisabled", C.TOPIC_DELETION_DISABLED)
 InvalidRecord = _error("InvalidRecord", C.INVALID_RECORD)
 PolicyViolation = _error("PolicyViolation", C.POLICY_VIOLATION)
@@ -294,6 +295,7 @@ InvalidTransactionTimeout = _error("InvalidTransactionTimeout", C.INVALID_TRANSA
 ConcurrentTransactions = _error("ConcurrentTransactions", C.CONCURRENT_TRANSACTIONS)
 TransactionalIdAuthorizationFailed = _error("TransactionalIdAuthorizationFailed",
                                             C.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+ClusterAuthorizationFailed = _error("ClusterAuthorizationFailed", C.CLUSTER_AUTHORIZATION_FAILED)
 ProducerFenced = _error("ProducerFenced", C.PRODUCER_FENCED,
                         doc="Another producer with the same transactional id has a newer epoch.")
 TransactionalIdNotFound = _error("TransactionalIdNotFound", C.TRANSACTIONAL_ID_NOT_FOUND)

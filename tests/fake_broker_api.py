@@ -55,8 +55,9 @@ from protocol.fetch_session import ChangeJournal, FetchSessionCache
 from replicas.legacy_offsets import offsets_before
 from transactions import messages as tm
 from transactions.coordinator import TransactionCoordinator
+from replicas.errors import ErrorCode as E
 from protocol.api import (
-    BrokerNode, Deferred, ClusterMetadata, ConfigEntry, ConfigResource, ConfigsOutcome, FetchAsk,
+    LogDir, LogDirPartition, OngoingReassignment, BrokerNode, Deferred, ClusterMetadata, ConfigEntry, ConfigResource, ConfigsOutcome, FetchAsk,
     FetchOutcome, OffsetAnswer, PartitionMetadata, ProduceOutcome, TopicMetadata,
     TopicOutcome, TopicSpec,
 )
@@ -200,6 +201,7 @@ class FakeBrokerApi:
                                                       self._new_producer_id)
         self.markers: list = []                    # WriteMarkers the coordinator asked for
         self.zk_offsets: dict = {}                 # OffsetCommit v0: (group, tp) -> offset
+        self.reassignments: dict = {}              # tp -> target replicas (KIP-455)
 
     # -- setup ----------------------------------------------------------------------------------
     def add_broker(self, broker_id: int, rack: str | None = None, **endpoints):
@@ -511,7 +513,7 @@ class FakeBrokerApi:
                                          f"Topic currently has {len(parts)} partitions, "
                                          f"which is higher than the requested {count}.")
             elif assignments is not None and len(assignments) != count - len(parts):
-                out[name] = TopicOutcome(INVALID_REPLICA_ASSIGNMENT,
+                out[name] = TopicOutcome(E.INVALID_REPLICA_ASSIGNMENT,
                                          "Increasing the number of partitions by "
                                          f"{count - len(parts)} but {len(assignments)} "
                                          "assignments provided.")
@@ -570,6 +572,102 @@ class FakeBrokerApi:
                                           f"Topic {res.name} does not exist")
             else:
                 out[res] = self._alter_topic(res.name, ops, validate_only)
+        return out
+
+    def replace_configs(self, resources, validate_only: bool):
+        resources = [(r, [tuple(e) for e in entries]) for r, entries in resources]
+        self._record("replace_configs", resources=resources, validate_only=validate_only)
+        out = {}
+        for res, entries in resources:
+            if res.kind != TOPIC:
+                out[res] = ConfigsOutcome(INVALID_CONFIG, "broker configs are static")
+            elif res.name not in self.topics:
+                out[res] = ConfigsOutcome(UNKNOWN_TOPIC_OR_PARTITION,
+                                          f"Topic {res.name} does not exist")
+            elif any(name not in TOPIC_DEFAULTS for name, _ in entries):
+                out[res] = ConfigsOutcome(INVALID_CONFIG, "unknown config")
+            else:
+                if not validate_only:
+                    self.topic_configs[res.name] = dict(entries)
+                out[res] = ConfigsOutcome(NONE)
+        return out
+
+    # -- replicas: log dirs, elections, reassignments ---------------------------------------
+    def known_partitions(self, tps):
+        return {tuple(tp) for tp in tps if tp[0] in self.topics and tp[1] in self.topics[tp[0]]}
+
+    def describe_log_dirs(self, tps):
+        self._record("describe_log_dirs", tps=tps)
+        wanted = None if tps is None else {tuple(tp) for tp in tps}
+        parts = tuple(LogDirPartition((t, p), sum(len(b.data) for b in part.batches), 0)
+                      for t, ps in sorted(self.topics.items()) for p, part in sorted(ps.items())
+                      if self.broker_id in part.replicas and (wanted is None or (t, p) in wanted))
+        return [LogDir("/data/broker-1", NONE, parts, 1000, 500)]
+
+    def elect_leaders(self, election_type, tps, timeout_ms):
+        """Kafka's controller rules on the fake's partitions: preferred = first replica,
+        which must be live (a known broker or this one) and in the ISR."""
+        self._record("elect_leaders", election_type=election_type, tps=tps,
+                     timeout_ms=timeout_ms)
+        if tps is None:
+            tps = [(t, p) for t, ps in sorted(self.topics.items()) for p in sorted(ps)]
+        live = set(self.brokers) | {self.broker_id}
+        out = {}
+        for tp in tps:
+            part = self.topics.get(tp[0], {}).get(tp[1])
+            if part is None:
+                out[tp] = (UNKNOWN_TOPIC_OR_PARTITION, f"{tp} does not exist")
+            elif election_type == 0:
+                preferred = part.replicas[0]
+                if part.leader == preferred:
+                    out[tp] = (E.ELECTION_NOT_NEEDED, None)
+                elif preferred not in live or preferred not in part.isr:
+                    out[tp] = (E.PREFERRED_LEADER_NOT_AVAILABLE, None)
+                else:
+                    part.leader = preferred
+                    out[tp] = (NONE, None)
+            elif part.leader in live:
+                out[tp] = (E.ELECTION_NOT_NEEDED, None)
+            else:
+                alive = [r for r in part.replicas if r in live]
+                if not alive:
+                    out[tp] = (E.ELIGIBLE_LEADERS_NOT_AVAILABLE, None)
+                else:
+                    part.leader = alive[0]
+                    out[tp] = (NONE, None)
+        return out
+
+    def alter_partition_reassignments(self, targets, timeout_ms):
+        self._record("alter_partition_reassignments", targets=dict(targets))
+        out = {}
+        for tp, target in targets.items():
+            part = self.topics.get(tp[0], {}).get(tp[1])
+            moving = self.reassignments.get(tp)
+            if part is None:
+                out[tp] = (UNKNOWN_TOPIC_OR_PARTITION, None)
+            elif target is None:
+                if moving is None:
+                    out[tp] = (E.NO_REASSIGNMENT_IN_PROGRESS, None)
+                else:
+                    del self.reassignments[tp]
+                    out[tp] = (NONE, None)
+            elif not target or len(set(target)) != len(target):
+                out[tp] = (E.INVALID_REPLICA_ASSIGNMENT, "bad target")
+            else:
+                self.reassignments[tp] = tuple(target)
+                out[tp] = (NONE, None)
+        return out
+
+    def list_partition_reassignments(self, tps):
+        self._record("list_partition_reassignments", tps=tps)
+        out = []
+        for tp, target in sorted(self.reassignments.items()):
+            if tps is not None and tp not in tps:
+                continue
+            origin = self.topics[tp[0]][tp[1]].replicas
+            full = tuple(dict.fromkeys(target + origin))
+            out.append(OngoingReassignment(tp, full, tuple(r for r in full if r not in origin),
+                                           tuple(r for r in full if r not in target)))
         return out
 
     def _alter_topic(self, topic: str, ops, validate_only: bool) -> ConfigsOutcome:

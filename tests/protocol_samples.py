@@ -51,6 +51,13 @@ from kafka.protocol.admin import (
     DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse,
 )
 from kafka.protocol.admin import (
+    AlterConfigsRequest, AlterConfigsResponse, AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse, DescribeLogDirsRequest, DescribeLogDirsResponse,
+    ElectLeadersRequest, ElectLeadersResponse, ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsResponse,
+)
+from kafka.protocol.consumer import OffsetDeleteRequest, OffsetDeleteResponse
+from kafka.protocol.admin import (
     DescribeProducersRequest, DescribeProducersResponse, DescribeTransactionsRequest,
     DescribeTransactionsResponse, ListTransactionsRequest, ListTransactionsResponse,
 )
@@ -72,7 +79,10 @@ RESPONSES = {0: ProduceResponse, 1: FetchResponse, 2: ListOffsetsResponse,
              28: TxnOffsetCommitResponse, 61: DescribeProducersResponse,
              65: DescribeTransactionsResponse, 66: ListTransactionsResponse,
              48: DescribeClientQuotasResponse, 49: AlterClientQuotasResponse,
-             50: DescribeUserScramCredentialsResponse, 51: AlterUserScramCredentialsResponse}
+             50: DescribeUserScramCredentialsResponse, 51: AlterUserScramCredentialsResponse,
+             33: AlterConfigsResponse, 35: DescribeLogDirsResponse, 43: ElectLeadersResponse,
+             45: AlterPartitionReassignmentsResponse, 46: ListPartitionReassignmentsResponse,
+             47: OffsetDeleteResponse}
 
 # an ACL filter matching everything (resource type ANY 1, pattern ANY 1, operation ANY 1,
 # permission ANY 1), and one literal Read allow for User:alice on topic orders
@@ -189,6 +199,50 @@ def _alter_configs(v):
         r(resource_type=2, resource_name="orders",
           configs=[c(name="retention.ms", config_operation=0, value="1000")]),
         r(resource_type=2, resource_name="audit", configs=[])])
+
+
+def _legacy_alter_configs(v):
+    r = AlterConfigsRequest.AlterConfigsResource
+    c = r.AlterableConfig
+    return AlterConfigsRequest[v](validate_only=False, resources=[
+        r(resource_type=2, resource_name="orders",
+          configs=[c(name="retention.ms", value="1000")]),
+        r(resource_type=2, resource_name="audit", configs=[])])
+
+
+def _describe_log_dirs(v):
+    t = DescribeLogDirsRequest.DescribableLogDirTopic
+    return DescribeLogDirsRequest[v](topics=[t(topic="orders", partitions=[0, 1]),
+                                             t(topic="audit", partitions=[0])])
+
+
+def _elect_leaders(v):
+    t = ElectLeadersRequest.TopicPartitions
+    return ElectLeadersRequest[v](election_type=0, timeout_ms=1000, topic_partitions=[
+        t(topic="orders", partitions=[0, 1]), t(topic="audit", partitions=[0])])
+
+
+def _alter_reassignments(v):
+    t = AlterPartitionReassignmentsRequest.ReassignableTopic
+    p = t.ReassignablePartition
+    return AlterPartitionReassignmentsRequest[v](timeout_ms=1000, topics=[
+        t(name="orders", partitions=[p(partition_index=0, replicas=[1, 2]),
+                                     p(partition_index=1, replicas=None)]),
+        t(name="audit", partitions=[p(partition_index=0, replicas=[1])])])
+
+
+def _list_reassignments(v):
+    t = ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics
+    return ListPartitionReassignmentsRequest[v](timeout_ms=1000, topics=[
+        t(name="orders", partition_indexes=[0, 1]), t(name="audit", partition_indexes=[0])])
+
+
+def _offset_delete(v):
+    t = OffsetDeleteRequest.OffsetDeleteRequestTopic
+    p = t.OffsetDeleteRequestPartition
+    return OffsetDeleteRequest[v](group_id="g1", topics=[
+        t(name="orders", partitions=[p(partition_index=0), p(partition_index=1)]),
+        t(name="audit", partitions=[p(partition_index=0)])])
 
 
 def _join_group(v):
@@ -332,6 +386,12 @@ SAMPLES = {
     32: _describe_configs,
     37: _create_partitions,
     44: _alter_configs,
+    33: _legacy_alter_configs,
+    35: _describe_log_dirs,
+    43: _elect_leaders,
+    45: _alter_reassignments,
+    46: _list_reassignments,
+    47: _offset_delete,
     60: lambda v: DescribeClusterRequest[v](include_cluster_authorized_operations=False),
     17: lambda v: SaslHandshakeRequest[v](mechanism="SCRAM-SHA-256"),
     36: lambda v: SaslAuthenticateRequest[v](auth_bytes=b"n,,n=alice,r=abc"),

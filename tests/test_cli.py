@@ -112,6 +112,22 @@ def test_topics_produce_consume_status(cli):
     assert deleted.returncode == 0 and "events" not in run(env, "topics", "list", *n).stdout.decode()
 
 
+def test_admin_commands_elections_reassignments_offsets(cli):
+    env, _home, name, _state, _out = cli
+    n = ["--name", name]
+    assert run(env, "topics", "create", "adm", "--partitions", "2", "--replication-factor",
+               "2", *n).returncode == 0
+    elected = run(env, "topics", "elect-leaders", "adm", *n).stdout.decode().splitlines()
+    assert [line.split("\t")[0] for line in elected] == ["adm-0", "adm-1"]
+    assert all("ELECTION_NOT_NEEDED" in line for line in elected)
+    listed = run(env, "topics", "reassignments", *n)
+    assert listed.returncode == 0 and listed.stdout == b""            # nothing moving
+    cancel = run(env, "topics", "cancel-reassign", "adm", "--partition", "0", *n)
+    assert "NO_REASSIGNMENT_IN_PROGRESS" in cancel.stdout.decode()
+    assert "GROUP_ID_NOT_FOUND" in one_line_error(
+        run(env, "groups", *n, "delete-offsets", "nobody", "--topic", "adm"))
+
+
 def test_user_errors_are_one_line(tmp_path):
     env = dict(os.environ, RAYKA_HOME=str(tmp_path))
     env.pop("RAY_ADDRESS", None)

@@ -11,7 +11,8 @@ from controller import events as ev
 from controller.controller import ControllerConfig
 from controller.requests import LeaderAndIsrRequest, StopReplicaRequest, UpdateMetadataRequest
 from controller.layout import LeaderIsrAndControllerEpoch
-from replicas.errors import ElectionNotNeeded, UnknownTopicOrPartition
+from replicas.errors import (ElectionNotNeeded, NoReassignmentInProgress, PreferredLeaderNotAvailable,
+                             UnknownTopicOrPartition)
 from tests.controller_cluster import cluster, state  # noqa: F401  (fixture)
 from tests.zk_helpers import exists
 
@@ -203,3 +204,47 @@ def test_unclean_config_change_elects_an_out_of_sync_replica(cluster):
     cluster.admin.set_topic_config("u", {"unclean.leader.election.enable": True})
     cluster.settled(c, lambda: state(cluster.admin, "u", 0).leader == 2, "unclean leader elected")
     assert state(cluster.admin, "u", 0).isr == (2,) and c.psm.unclean_elections == 1
+
+
+def test_admin_unclean_election_elects_an_out_of_sync_replica(cluster):
+    for b in (1, 2):
+        cluster.broker(b)
+    c = cluster.controller(101)
+    cluster.active()
+    cluster.admin.create_topic("e", {0: [1, 2], 1: [2, 1]})
+    online(cluster, c, "e", 2)
+    grow_isr(cluster, c, "e", 0, (1,))                           # 2 fell out of the ISR
+    cluster.kill_broker(1)
+    cluster.settled(c, lambda: state(cluster.admin, "e", 0).leader == -1, "e-0 offline")
+    answers = cluster.ask(c, ev.PreferredReplicaElection, frozenset({("e", 0), ("e", 1), ("x", 0)}),
+                          election_type=1)
+    assert answers[("e", 0)].leader == 2 and state(cluster.admin, "e", 0).isr == (2,)
+    assert isinstance(answers[("e", 1)], ElectionNotNeeded)      # led by live broker 2
+    assert isinstance(answers[("x", 0)], UnknownTopicOrPartition)
+    again = cluster.ask(c, ev.PreferredReplicaElection, frozenset({("e", 0)}))
+    assert isinstance(again[("e", 0)], PreferredLeaderNotAvailable)   # 1 is dead
+
+
+def test_api_reassignment_starts_lists_and_cancels(cluster, zk_client):
+    for b in (1, 2, 3):
+        cluster.broker(b)
+    c = cluster.controller(101)
+    cluster.active()
+    cluster.admin.create_topic("k", {0: [1, 2], 1: [2, 3]})
+    online(cluster, c, "k", 2)
+    answers = cluster.ask(c, ev.ApiPartitionReassignment,
+                          {("k", 0): (3, 2), ("k", 1): None, ("nope", 0): (1,),
+                           ("nope", 1): None})
+    assert answers[("k", 0)] is None
+    assert isinstance(answers[("k", 1)], NoReassignmentInProgress)
+    assert isinstance(answers[("nope", 0)], UnknownTopicOrPartition)
+    assert isinstance(answers[("nope", 1)], UnknownTopicOrPartition)
+    listed = cluster.ask(c, ev.ListPartitionReassignments, None)
+    assert {tp: (a.replicas, a.adding, a.removing) for tp, a in listed.items()} == {
+        ("k", 0): ((3, 2, 1), (3,), (1,))}
+    cancelled = cluster.ask(c, ev.ApiPartitionReassignment, {("k", 0): None})
+    assert cancelled[("k", 0)] is None
+    a = cluster.admin.get_topic_assignment("k")
+    # the origin replicas in the moving set's order, as Kafka's originReplicas (RS - AR)
+    assert (a.partitions[0], a.adding_replicas, a.removing_replicas) == ((2, 1), {}, {})
+    assert cluster.ask(c, ev.ListPartitionReassignments, frozenset({("k", 0)})) == {}

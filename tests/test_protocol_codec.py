@@ -175,6 +175,9 @@ def test_error_answers_round_trip_through_kio_and_kafka_python(api_key, version)
     assert answer.header.correlation_id == 4321
     tree = answer.to_dict()
     codes = list(walk(tree, "error_code")) + list(walk(tree, "partition_error_code"))
+    if api_key == 35 and version < 3:     # DescribeLogDirs v0-2 has no field for it (Kafka)
+        assert codes == [] and tree["results"] == []
+        return
     assert codes and set(codes) == {code}
     if api_key in MIRRORED and not (api_key == 9 and version >= 8):
         names = set(walk(tree, "name")) | set(walk(tree, "topic"))

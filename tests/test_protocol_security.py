@@ -642,6 +642,41 @@ CASES = [
          == [(31, "Cluster authorization failed.")],
          lambda r, f, v: [x.error_code for x in r.results] == [0]
          and f.acls == [acl(Res.TOPIC, "orders", Op.READ, pattern=Pat.LITERAL)]),
+    Case("AlterConfigs", 33, lambda v: sample_request(33, v),
+         [acl(Res.TOPIC, "orders", Op.ALTER_CONFIGS), acl(Res.TOPIC, "audit", Op.ALTER_CONFIGS)],
+         lambda fake: [r for c in fake.calls_of("replace_configs") for r in c["resources"]],
+         lambda r, f, v: [(x.error_code, x.error_message) for x in r.responses]
+         == [(29, None), (29, None)] and f.topic_configs["orders"] == {},
+         lambda r, f, v: [x.error_code for x in r.responses] == [0, 0]
+         and f.topic_configs["orders"] == {"retention.ms": "1000"}),
+    Case("DescribeLogDirs", 35, lambda v: sample_request(35, v), [cluster_acl(Op.DESCRIBE)],
+         lambda fake: fake.calls_of("describe_log_dirs"),
+         lambda r, f, v: r.results == [] and codes_of(r) <= {31},
+         lambda r, f, v: [x.log_dir for x in r.results] == ["/data/broker-1"]),
+    Case("ElectLeaders", 43, lambda v: sample_request(43, v), [cluster_acl(Op.ALTER)],
+         lambda fake: fake.calls_of("elect_leaders"),
+         _all_codes(31),
+         lambda r, f, v: 84 in codes_of(r) and 31 not in codes_of(r)),   # preferred leads
+    Case("AlterPartitionReassignments", 45, lambda v: sample_request(45, v),
+         [cluster_acl(Op.ALTER)],
+         lambda fake: fake.calls_of("alter_partition_reassignments"),
+         lambda r, f, v: codes_of(r) == {31} and f.reassignments == {},
+         lambda r, f, v: {(t.name, p.partition_index): p.error_code for t in r.responses
+                          for p in t.partitions}
+         == {("orders", 0): 0, ("orders", 1): 85, ("audit", 0): 0}),
+    Case("ListPartitionReassignments", 46, lambda v: sample_request(46, v),
+         [cluster_acl(Op.DESCRIBE)],
+         lambda fake: fake.calls_of("list_partition_reassignments"),
+         lambda r, f, v: (r.error_code, r.topics) == (31, []),
+         lambda r, f, v: (r.error_code, r.topics) == (0, [])),
+    Case("OffsetDelete", 47, lambda v: sample_request(47, v),
+         [acl(Res.GROUP, "g1", Op.DELETE), acl(Res.TOPIC, "orders", Op.READ),
+          acl(Res.TOPIC, "audit", Op.READ)],
+         lambda fake: [tp for e in groups_seen(fake, gm.OffsetDelete) for tp in e.partitions],
+         lambda r, f, v: (r.error_code, r.topics) == (30, []),
+         lambda r, f, v: r.error_code == 0 and {(t.name, p.partition_index): p.error_code
+                                                for t in r.topics for p in t.partitions}
+         == {("orders", 0): 0, ("orders", 1): 0, ("audit", 0): 0}),
     Case("DescribeAcls", 29, _describe_acls, [cluster_acl(Op.DESCRIBE)],
          lambda fake: [],             # read from this broker's authorizer, not the broker
          lambda r, f, v: (r.error_code, r.resources) == (31, []),

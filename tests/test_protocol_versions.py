@@ -47,7 +47,7 @@ def test_the_table_lists_every_kafka_api_once():
     rows = [r for r in api_table().splitlines()[2:]]
     assert len(rows) == len(KAFKA_38)
     assert "| 0 | Produce | 0-11 | 0-11 |" in rows and "| 1 | Fetch | 0-12 | 0-16 |" in rows
-    assert "| 33 | AlterConfigs | — | 0-2 |" in rows
+    assert "| 33 | AlterConfigs | 0-2 | 0-2 |" in rows and "| 34 | AlterReplicaLogDirs | — | 0-2 |" in rows
 
 
 def test_the_markers_are_required():

@@ -2,9 +2,10 @@
 
 Modules: data (Produce, Fetch, ListOffsets, OffsetForLeaderEpoch, DeleteRecords),
 metadata (ApiVersions, Metadata, DescribeCluster), admin (topics, partitions, configs),
-groups (the consumer-group APIs), txn (InitProducerId and the transaction APIs), security
-(SASL and ACL APIs), quotas (client quotas and SCRAM administration), authorized (the
-authorizer's view of a BrokerApi).
+replication (log dirs, leader elections, partition reassignments), groups (the
+consumer-group APIs), txn (InitProducerId and the transaction APIs), security
+(SASL and ACL APIs), quotas (client quotas and SCRAM administration), authorized
+(the authorizer's view of a BrokerApi).
 
 May import: the stdlib, kio, protocol/ (codec, build, api, versions), replicas/ (errors,
 the record codecs: records, legacy_records).
@@ -34,7 +35,7 @@ from typing import Callable, Protocol
 from protocol.api import BrokerApi, Deferred
 from protocol.codec import api_versions_response
 from protocol.errors import ProtocolError
-from protocol.handlers import admin, data, groups, metadata, quotas, security, txn
+from protocol.handlers import admin, data, groups, metadata, quotas, replication, security, txn
 from protocol.handlers.authorized import AuthorizedApi
 from protocol.security.session import Session, as_session
 from replicas.errors import ErrorCode, KafkaError
@@ -75,7 +76,13 @@ HANDLERS: dict[int, Handler] = {
     23: data.offset_for_leader_epoch,
     32: admin.describe_configs,
     37: admin.create_partitions,
+    33: admin.alter_configs,
+    35: replication.describe_log_dirs,
+    43: replication.elect_leaders,
     44: admin.incremental_alter_configs,
+    45: replication.alter_partition_reassignments,
+    46: replication.list_partition_reassignments,
+    47: groups.offset_delete,
     60: metadata.describe_cluster,
     8: groups.offset_commit,
     9: groups.offset_fetch,

@@ -26,7 +26,8 @@ unknown topic is TOPIC_AUTHORIZATION_FAILED, not UNKNOWN_TOPIC_OR_PARTITION):
 - Groups: FindCoordinator, DescribeGroups, OffsetFetch need Describe on the group;
   JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit need Read on it; DeleteGroups
   Delete (each group once, as Kafka dedupes); a denied group is GROUP_AUTHORIZATION_FAILED
-  (30), a denied JoinGroup with the empty member id. OffsetCommit also needs Read on each
+  (30), a denied JoinGroup with the empty member id. OffsetDelete: Delete on the group
+  (its top-level 30), Read on each topic (29). OffsetCommit also needs Read on each
   topic and OffsetFetch Describe (29 per partition; all-partition fetches leave denied topics
   out; the coordinator is asked even when no topic is left, and its group error is then the
   whole answer). ListGroups: Describe on the cluster lists all, else the groups one may
@@ -41,6 +42,13 @@ unknown topic is TOPIC_AUTHORIZATION_FAILED, not UNKNOWN_TOPIC_OR_PARTITION):
   (AddPartitionsToTxn v4) and WriteTxnMarkers need ClusterAction on the cluster (31).
   ListTransactions lists the transactional ids one may describe; DescribeProducers needs
   Read on the topic (29).
+- authorized_operations (Metadata, DescribeGroups, DescribeCluster, when asked): the
+  bitfield of Kafka 3.8's supported operations on the resource the principal may do; every
+  one of them without an authorizer.
+- AlterConfigs as IncrementalAlterConfigs (Alter on the cluster for brokers).
+  DescribeLogDirs and ListPartitionReassignments need Describe on the cluster,
+  ElectLeaders and AlterPartitionReassignments Alter: else the whole request is
+  CLUSTER_AUTHORIZATION_FAILED (31).
 """
 
 from __future__ import annotations
@@ -53,7 +61,7 @@ from protocol.api import (ClusterMetadata, ConfigsOutcome, Deferred, FetchOutcom
                           OffsetAnswer, ProduceOutcome, TopicMetadata, TopicOutcome)
 from protocol.security.acl import CLUSTER_NAME, AclOperation as Op, ResourceType as Res
 from replicas.errors import ErrorCode as E
-from replicas.errors import TransactionalIdAuthorizationFailed
+from replicas.errors import ClusterAuthorizationFailed, TransactionalIdAuthorizationFailed
 
 DENIED = "Authorization failed."
 TOPIC_CONFIG, BROKER_CONFIG, BROKER_LOGGER, CLIENT_METRICS, GROUP_CONFIG = 2, 4, 8, 16, 32
@@ -70,6 +78,11 @@ class AuthorizedApi:
 
     def __getattr__(self, name):               # calls with nothing to authorise
         return getattr(self._api, name)
+
+    def allowed_operations(self, resource_type, name: str) -> frozenset:
+        """KafkaApis' authorizedOperations: the supported operations this principal may do."""
+        return frozenset(op for op in operations_of(resource_type)
+                         if self._s.allowed(op, resource_type, name))
 
     def _topic(self, op, name: str) -> bool:
         return self._s.allowed(op, Res.TOPIC, name)
@@ -187,7 +200,8 @@ class AuthorizedApi:
                 return TopicOutcome(E.TOPIC_AUTHORIZATION_FAILED, DENIED)
             if self._topic(Op.DESCRIBE_CONFIGS, name):
                 return o
-            return TopicOutcome(o.error, o.message)    # no configs, partitions, replicas
+            return TopicOutcome(o.error, o.message,    # no configs, partitions, replicas
+                                config_error=E.TOPIC_AUTHORIZATION_FAILED)
         return {s.name: outcome(s.name) for s in specs}
 
     def delete_topics(self, names, timeout_ms):
@@ -223,6 +237,38 @@ class AuthorizedApi:
                              lambda ok: self._api.alter_configs(ok, validate_only),
                              lambda r, code: DEFAULT_MESSAGE[code]
                              if r.kind == BROKER_LOGGER else None)
+
+    def replace_configs(self, resources, validate_only):
+        return self._configs(resources, Op.ALTER_CONFIGS,
+                             lambda ok: self._api.replace_configs(ok, validate_only),
+                             lambda r, code: None)
+
+    # -- replicas: log dirs, elections, reassignments (KafkaApis: on the cluster) ------------
+    def describe_log_dirs(self, tps):
+        if not self._cluster(Op.DESCRIBE):
+            raise ClusterAuthorizationFailed("Cluster authorization failed.")
+        return self._api.describe_log_dirs(tps)
+
+    def elect_leaders(self, election_type, tps, timeout_ms):
+        if not self._cluster(Op.ALTER):
+            raise ClusterAuthorizationFailed("Cluster authorization failed.")
+        return self._api.elect_leaders(election_type, tps, timeout_ms)
+
+    def alter_partition_reassignments(self, targets, timeout_ms):
+        if not self._cluster(Op.ALTER):
+            raise ClusterAuthorizationFailed("Cluster authorization failed.")
+        return self._api.alter_partition_reassignments(targets, timeout_ms)
+
+    def list_partition_reassignments(self, tps):
+        if not self._cluster(Op.DESCRIBE):
+            raise ClusterAuthorizationFailed("Cluster authorization failed.")
+        return self._api.list_partition_reassignments(tps)
+
+    def known_partitions(self, tps):
+        """A partition of a topic the principal may not read counts as known here: its
+        refusal (29) comes first, from the group call (authorisation before existence)."""
+        known = self._api.known_partitions(tps)
+        return known | {tuple(tp) for tp in tps if not self._topic(Op.READ, tp[0])}
 
     def _configs(self, resources, op, call, message):
         codes = {r[0]: self._config_denial(r[0], op) for r in resources}
@@ -379,6 +425,19 @@ class AuthorizedApi:
         got = self._api.describe_producers([tp for tp, _ in ok]) if ok else {}
         return {**got, **{tp: (E.TOPIC_AUTHORIZATION_FAILED, []) for tp, _ in denied}}
 
+    def _offset_delete(self, event, make_event):
+        if not self._group(Op.DELETE, event.group_id):
+            return _now(m.OffsetDeleteResult(E.GROUP_AUTHORIZATION_FAILED))
+        ok = tuple(tp for tp in event.partitions if self._topic(Op.READ, tp[0]))
+        refused = tuple((t, p, E.TOPIC_AUTHORIZATION_FAILED)
+                        for t, p in event.partitions if (t, p) not in ok)
+        if not refused:
+            return self._api.group_call(make_event)
+        pending = self._api.group_call(lambda rid: replace(make_event(rid), partitions=ok)) \
+            if ok else _now(m.OffsetDeleteResult(E.NONE))
+        return pending.then(lambda r: r if r.error else replace(
+            r, partitions=tuple(r.partitions) + refused))
+
     def _delete_groups(self, event, make_event):
         return self._per_group(event, make_event, Op.DELETE, "group_ids",
                                lambda g: m.DeletedGroup(g, E.GROUP_AUTHORIZATION_FAILED),
@@ -418,7 +477,30 @@ _GROUP_CHECKS = {m.JoinGroup: AuthorizedApi._membership, m.SyncGroup: Authorized
                  m.ListGroups: AuthorizedApi._list_groups,
                  m.DescribeGroups: AuthorizedApi._describe_groups,
                  m.DeleteGroups: AuthorizedApi._delete_groups,
+                 m.OffsetDelete: AuthorizedApi._offset_delete,
                  m.TxnOffsetCommit: AuthorizedApi._txn_offset_commit}
+
+
+# Kafka 3.8's AclEntry.supportedOperations, which authorizedOperations reports (groups have
+# no config operations before Kafka 4)
+_REPORTED = {Res.TOPIC: (Op.READ, Op.WRITE, Op.CREATE, Op.DESCRIBE, Op.DELETE, Op.ALTER,
+                         Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS),
+             Res.GROUP: (Op.READ, Op.DESCRIBE, Op.DELETE),
+             Res.CLUSTER: (Op.CREATE, Op.CLUSTER_ACTION, Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS,
+                           Op.IDEMPOTENT_WRITE, Op.ALTER, Op.DESCRIBE)}
+
+
+def operations_of(resource_type) -> tuple:
+    return _REPORTED[resource_type]
+
+
+def authorized_operations(api, resource_type, name: str) -> int:
+    """The authorized_operations bitfield (Utils.to32BitField of the operation codes): what
+    an AuthorizedApi's principal may do, or every supported operation without an
+    authorizer (Kafka's rule)."""
+    allowed = getattr(api, "allowed_operations", None)
+    ops = operations_of(resource_type) if allowed is None else allowed(resource_type, name)
+    return sum(1 << int(op) for op in set(ops))
 
 
 def _now(result) -> Deferred:

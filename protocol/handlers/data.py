@@ -82,10 +82,10 @@ def produce(api: BrokerApi, request, listener: str):
         for p in topic.partition_data:
             tp = (topic.name, p.index)
             magic = None if p.records is None else magic_of(p.records)
-            if p.records is None:
+            if may_write is not None and not may_write(topic.name):
+                asks.append((tp, bytes(p.records or b"")))   # refused before it is read
+            elif p.records is None:
                 errors[tp] = (E.INVALID_RECORD, "null records")
-            elif may_write is not None and not may_write(topic.name):
-                asks.append((tp, bytes(p.records)))
             elif v >= 3 and magic in LEGACY_MAGICS:
                 errors[tp] = (E.INVALID_RECORD, f"Produce requests with version {v} are only "
                                                 f"allowed to contain record batches with "

@@ -1,6 +1,6 @@
 """Consumer-group APIs: FindCoordinator (10), JoinGroup (11), Heartbeat (12), LeaveGroup (13),
 SyncGroup (14), OffsetCommit (8), OffsetFetch (9), ListGroups (16), DescribeGroups (15),
-DeleteGroups (42).
+DeleteGroups (42), OffsetDelete (47).
 
 Rules:
 - Every group request becomes a coordinator.messages event given to the broker's group
@@ -23,6 +23,10 @@ Rules:
   no generation, no member; an offset never committed reads as -1 with
   UNKNOWN_TOPIC_OR_PARTITION. OffsetCommit v1's commit timestamp is not kept (the
   coordinator stamps its own time).
+- OffsetCommit v1+ to a topic this broker's metadata does not know is
+  UNKNOWN_TOPIC_OR_PARTITION and never reaches the coordinator (KafkaApis checks
+  metadataCache.contains(topic) after authorisation). rayka's own pipeline keeps its
+  pseudo-topic keys through the native door (TxnOffsetCommit as Ray calls), not here.
 - OffsetFetch v1 has no top-level error code: a group-level error goes on every partition
   asked, with offset -1 (Kafka's OffsetFetchRequest.getErrorResponse); v2-7 answer it at the
   top with no topics; v8+ ask for several groups at once and answer each group with its
@@ -37,9 +41,12 @@ from __future__ import annotations
 from coordinator import messages as m
 from protocol.api import BrokerApi, Deferred
 from protocol.build import build, millis
+from protocol.handlers.authorized import authorized_operations
+from protocol.security.acl import ResourceType as Res
 from replicas.errors import ErrorCode as E
 
 CLASSIC = "classic"              # Kafka's Group.GroupType.CLASSIC
+NO_AUTHORIZED_OPERATIONS = -2147483648      # Kafka's "not requested" sentinel
 
 
 def _later(api: BrokerApi, make_event, respond) -> Deferred:
@@ -149,20 +156,54 @@ def offset_commit(api: BrokerApi, request, _listener: str):
                 build(key, v, "OffsetCommitResponsePartition", partition_index=p.partition_index,
                       error_code=errors[(t.name, p.partition_index)]) for p in t.partitions))
             for t in body.topics))
+    # Kafka asks whether the TOPIC exists: every topic has a partition 0
+    known = {t for t, _ in api.known_partitions([(t.name, 0) for t in body.topics])}
+    unknown = {(t.name, p.partition_index) for t in body.topics for p in t.partitions
+               if t.name not in known}
     offsets = tuple(m.CommitOffset(t.name, p.partition_index, p.committed_offset,
                                    getattr(p, "committed_leader_epoch", -1), p.committed_metadata)
-                    for t in body.topics for p in t.partitions)
+                    for t in body.topics for p in t.partitions
+                    if (t.name, p.partition_index) not in unknown)
 
     def respond(r: m.OffsetCommitResult):
-        errors = {(x.topic, x.partition): x.error for x in r.partitions}
+        errors = {tp: E.UNKNOWN_TOPIC_OR_PARTITION for tp in unknown}
+        errors.update({(x.topic, x.partition): x.error for x in r.partitions})
         return build(key, v, "OffsetCommitResponse", topics=tuple(
             build(key, v, "OffsetCommitResponseTopic", name=t.name, partitions=tuple(
                 build(key, v, "OffsetCommitResponsePartition", partition_index=p.partition_index,
                       error_code=errors.get((t.name, p.partition_index), E.NONE))
                 for p in t.partitions)) for t in body.topics))
+    if unknown and not offsets:          # nothing left for the coordinator (KafkaApis)
+        return respond(m.OffsetCommitResult(()))
     return _later(api, lambda rid: m.OffsetCommit(
         rid, body.group_id, offsets, body.generation_id_or_member_epoch, body.member_id,
         getattr(body, "group_instance_id", None)), respond)
+
+
+def offset_delete(api: BrokerApi, request, _listener: str):
+    """KafkaApis.handleOffsetDeleteRequest: a partition the metadata cache does not know is
+    UNKNOWN_TOPIC_OR_PARTITION (after authorisation); a group-level error is the whole
+    answer (no partitions)."""
+    body, key, v = request.body, request.api_key, request.api_version
+    asked = [(t.name, p.partition_index) for t in body.topics for p in t.partitions]
+    known = api.known_partitions(asked)
+    unknown = [tp for tp in asked if tp not in known]
+    ask = tuple(dict.fromkeys(tp for tp in asked if tp in known))
+
+    def respond(r: m.OffsetDeleteResult):
+        if r.error:
+            return build(key, v, "OffsetDeleteResponse", error_code=r.error, topics=())
+        errors = {tp: E.UNKNOWN_TOPIC_OR_PARTITION for tp in unknown}
+        errors.update({(t, p): code for t, p, code in r.partitions})
+        by_topic: dict = {}
+        for t, p in asked:
+            by_topic.setdefault(t, dict())[p] = errors.get((t, p), E.NONE)
+        return build(key, v, "OffsetDeleteResponse", error_code=E.NONE, topics=tuple(
+            build(key, v, "OffsetDeleteResponseTopic", name=t, partitions=tuple(
+                build(key, v, "OffsetDeleteResponsePartition", partition_index=p,
+                      error_code=code) for p, code in parts.items()))
+            for t, parts in by_topic.items()))
+    return _later(api, lambda rid: m.OffsetDelete(rid, body.group_id, ask), respond)
 
 
 def offset_fetch(api: BrokerApi, request, _listener: str):
@@ -239,12 +280,18 @@ def list_groups(api: BrokerApi, request, _listener: str):
 
 def describe_groups(api: BrokerApi, request, _listener: str):
     body, key, v = request.body, request.api_key, request.api_version
+    with_ops = v >= 3 and bool(getattr(body, "include_authorized_operations", False))
+
+    def operations(g):
+        if not with_ops or g.error != E.NONE:        # KafkaApis: only groups described
+            return NO_AUTHORIZED_OPERATIONS
+        return authorized_operations(api, Res.GROUP, g.group_id)
 
     def respond(r: m.DescribeGroupsResult):
         return build(key, v, "DescribeGroupsResponse", groups=tuple(
             build(key, v, "DescribedGroup", error_code=g.error, group_id=g.group_id,
                   group_state=g.state, protocol_type=g.protocol_type, protocol_data=g.protocol,
-                  authorized_operations=-2147483648, members=tuple(
+                  authorized_operations=operations(g), members=tuple(
                       build(key, v, "DescribedGroupMember", member_id=x.member_id,
                             group_instance_id=x.group_instance_id, client_id=x.client_id,
                             client_host=x.client_host, member_metadata=x.metadata,

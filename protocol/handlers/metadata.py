@@ -10,6 +10,8 @@ Rules (Kafka's KafkaApis.handleTopicMetadataRequest, ZooKeeper mode):
   offline_replicas are its replicas that are not live; leader -1 with LEADER_NOT_AVAILABLE
   when it has no live leader.
 - Topic ids are not tracked yet: the zero UUID (clients read it as "unknown").
+- authorized_operations (v8+ topics, v8-10 cluster; DescribeCluster's) only when asked,
+  else Kafka's sentinel; a topic answered 29 keeps the sentinel.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ import uuid
 
 from protocol.api import BrokerApi, ClusterMetadata
 from protocol.build import build
+from protocol.handlers.authorized import authorized_operations
+from protocol.security.acl import CLUSTER_NAME, ResourceType as Res
 from replicas.errors import ErrorCode as E
 
 ZERO_UUID = uuid.UUID(int=0)
@@ -36,11 +40,21 @@ def metadata(api: BrokerApi, request, listener: str):
     v = request.api_version
     allow = v < 4 or bool(getattr(request.body, "allow_auto_topic_creation", True))
     md: ClusterMetadata = api.metadata(requested_topics(request), allow, listener)
-    return encode(request, md)
+    return encode(request, md, api)
 
 
-def encode(request, md: ClusterMetadata):
+def encode(request, md: ClusterMetadata, api=None):
     key, v = request.api_key, request.api_version
+    body = request.body
+    topic_ops = api is not None and bool(getattr(body, "include_topic_authorized_operations",
+                                                 False))
+    cluster_ops = api is not None and bool(
+        getattr(body, "include_cluster_authorized_operations", False))
+
+    def topic_operations(t):
+        if not topic_ops or t.error == E.TOPIC_AUTHORIZATION_FAILED:
+            return NO_AUTHORIZED_OPERATIONS
+        return authorized_operations(api, Res.TOPIC, t.name)
 
     def partition(p):
         return build(key, v, "MetadataResponsePartition", error_code=p.error,
@@ -51,22 +65,26 @@ def encode(request, md: ClusterMetadata):
     topics = tuple(build(key, v, "MetadataResponseTopic", error_code=t.error, name=t.name,
                          topic_id=ZERO_UUID, is_internal=t.internal,
                          partitions=tuple(partition(p) for p in t.partitions),
-                         topic_authorized_operations=NO_AUTHORIZED_OPERATIONS)
+                         topic_authorized_operations=topic_operations(t))
                    for t in md.topics)
     brokers = tuple(build(key, v, "MetadataResponseBroker", node_id=b.id, host=b.host,
                           port=b.port, rack=b.rack) for b in md.brokers)
     return build(key, v, "MetadataResponse", brokers=brokers, cluster_id=md.cluster_id,
                  controller_id=md.controller_id, topics=topics,
-                 cluster_authorized_operations=NO_AUTHORIZED_OPERATIONS)
+                 cluster_authorized_operations=authorized_operations(api, Res.CLUSTER,
+                                                                     CLUSTER_NAME)
+                 if cluster_ops else NO_AUTHORIZED_OPERATIONS)
 
 
 def describe_cluster(api: BrokerApi, request, listener: str):
-    """Answered to anyone, as Kafka 3 does (Describe on the cluster would only fill
-    cluster_authorized_operations, which is not computed here)."""
+    """Answered to anyone, as Kafka 3 does; cluster_authorized_operations when asked."""
     key, v = request.api_key, request.api_version
     md = api.metadata([], False, listener)
     brokers = tuple(build(key, v, "DescribeClusterBroker", broker_id=b.id, host=b.host,
                           port=b.port, rack=b.rack) for b in md.brokers)
     return build(key, v, "DescribeClusterResponse", error_code=E.NONE, error_message=None,
                  endpoint_type=1, cluster_id=md.cluster_id, controller_id=md.controller_id,
-                 brokers=brokers, cluster_authorized_operations=NO_AUTHORIZED_OPERATIONS)
+                 brokers=brokers, cluster_authorized_operations=authorized_operations(
+                     api, Res.CLUSTER, CLUSTER_NAME)
+                 if request.body.include_cluster_authorized_operations
+                 else NO_AUTHORIZED_OPERATIONS)

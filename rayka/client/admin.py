@@ -162,6 +162,45 @@ class Admin:
                 tuple(result.isr))
         return out
 
+    def elect_leaders(self, partitions: Sequence[tuple] | None = None, *,
+                      unclean: bool = False) -> dict:
+        """Kafka's ElectLeaders: a preferred (or unclean) election of `partitions` (None:
+        every partition); per partition the new leader's id or a KafkaError
+        (ElectionNotNeeded, PreferredLeaderNotAvailable, EligibleLeadersNotAvailable,
+        UnknownTopicOrPartition)."""
+        if partitions is None:
+            partitions = [(t, p.partition) for t in self.list_topics()
+                          for p in self.describe_topic(t)]
+        controller = self.cluster.active_controller_actor()
+        answers = ray.get(controller.elect_leaders.remote(
+            [tuple(tp) for tp in partitions], 1 if unclean else 0))
+        if isinstance(answers, KafkaError):
+            raise answers
+        return {TopicPartition(*tp): r if isinstance(r, KafkaError) else r.leader
+                for tp, r in answers.items()}
+
+    def list_reassignments(self, partitions: Sequence[tuple] | None = None) -> dict:
+        """Kafka's ListPartitionReassignments: {tp: (replicas, adding, removing)} of the
+        reassignments in progress."""
+        controller = self.cluster.active_controller_actor()
+        answers = ray.get(controller.list_partition_reassignments.remote(
+            None if partitions is None else [tuple(tp) for tp in partitions]))
+        if isinstance(answers, KafkaError):
+            raise answers
+        return {TopicPartition(*tp): r for tp, r in answers.items()}
+
+    def alter_reassignments(self, targets: Mapping[tuple, Sequence[int] | None]) -> dict:
+        """Kafka's AlterPartitionReassignments (KIP-455): {tp: target replicas, or None to
+        cancel}; per partition None (started or cancelled) or a KafkaError
+        (NoReassignmentInProgress, InvalidReplicaAssignment, UnknownTopicOrPartition). Does
+        not wait for the move (list_reassignments shows it)."""
+        controller = self.cluster.active_controller_actor()
+        answers = ray.get(controller.alter_partition_reassignments.remote(
+            {tuple(tp): None if r is None else list(r) for tp, r in targets.items()}))
+        if isinstance(answers, KafkaError):
+            raise answers
+        return {TopicPartition(*tp): r for tp, r in answers.items()}
+
     def reassign_partitions(self, topic: str, targets: Mapping[int, Sequence[int]], *,
                             wait: bool = True, timeout_s: float = 60.0) -> list[PartitionInfo]:
         current = self.describe_topic(topic)
@@ -271,6 +310,19 @@ class Admin:
             m.DeleteGroups(0, (group_id,)), time.monotonic() + 60)
         if result.groups[0].error:
             raise error_for_code(result.groups[0].error, f"delete group {group_id}")
+
+    def delete_offsets(self, group_id: str, partitions: Sequence[tuple]) -> dict:
+        """Kafka's OffsetDelete: forget the group's committed offsets of `partitions`; per
+        partition 0 or Kafka's error code (GROUP_SUBSCRIBED_TO_TOPIC while a member consumes
+        the topic). GroupIdNotFound and other group errors raise."""
+        from coordinator import messages as m
+        from rayka.client.group import CoordinatorLink
+        result = CoordinatorLink(self.cluster, group_id).call(
+            m.OffsetDelete(0, group_id, tuple(tuple(tp) for tp in partitions)),
+            time.monotonic() + 60)
+        if result.error:
+            raise error_for_code(result.error, f"delete offsets of group {group_id}")
+        return {TopicPartition(t, p): code for t, p, code in result.partitions}
 
     def reset_offsets(self, group_id: str, topic: str, to: str | int,
                       partitions=None) -> dict[tuple, int]:

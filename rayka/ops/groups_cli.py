@@ -1,4 +1,5 @@
-"""`rayka groups list | describe <g> | delete <g> | reset-offsets <g> --topic t ...`: Kafka's
+"""`rayka groups list | describe <g> | delete <g> | reset-offsets <g> --topic t ... |
+delete-offsets <g> --topic t [--partition p]`: Kafka's
 kafka-consumer-groups habits over rayka's Admin (rayka/client/admin.py).
 
 Rules:
@@ -7,6 +8,8 @@ Rules:
   scripts.
 - `reset-offsets` works only on an inactive group (NON_EMPTY_GROUP otherwise, as Kafka's
   tool refuses) and needs exactly one of --to-earliest, --to-latest, --to-offset N.
+- `delete-offsets` is kafka-consumer-groups --delete-offsets (OffsetDelete): per partition
+  "deleted" or Kafka's error name (GROUP_SUBSCRIBED_TO_TOPIC while a member consumes it).
 - Errors are the Admin's typed Kafka errors: one line from `rayka` (GROUP_ID_NOT_FOUND,
   NON_EMPTY_GROUP, UNKNOWN_TOPIC_OR_PARTITION ...).
 """
@@ -14,6 +17,8 @@ Rules:
 from __future__ import annotations
 
 import json
+
+from replicas.errors import ErrorCode
 
 
 def add_parser(sub, command) -> None:
@@ -33,6 +38,12 @@ def add_parser(sub, command) -> None:
     where.add_argument("--to-earliest", action="store_true")
     where.add_argument("--to-latest", action="store_true")
     where.add_argument("--to-offset", type=int)
+    p.add_argument("--partition", type=int, action="append",
+                   help="only these partitions (repeatable; default all)")
+    p = gsub.add_parser("delete-offsets", help="forget committed offsets of a topic "
+                        "(refused while a member consumes it)")
+    p.add_argument("group")
+    p.add_argument("--topic", required=True)
     p.add_argument("--partition", type=int, action="append",
                    help="only these partitions (repeatable; default all)")
 
@@ -57,6 +68,11 @@ def run(args, cluster) -> int:
     elif cmd == "delete":
         admin.delete_group(args.group)
         print(f"deleted group {args.group}")
+    elif cmd == "delete-offsets":
+        parts = args.partition or [p.partition for p in admin.describe_topic(args.topic)]
+        results = admin.delete_offsets(args.group, [(args.topic, p) for p in parts])
+        for (topic, partition), code in sorted(results.items()):
+            print(f"{topic}\t{partition}\t{'deleted' if not code else ErrorCode(code).name}")
     else:
         to = "earliest" if args.to_earliest else "latest" if args.to_latest else args.to_offset
         new = admin.reset_offsets(args.group, args.topic, to, args.partition)
