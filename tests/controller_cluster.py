@@ -54,9 +54,8 @@ class Cluster:
         return wait_until(find, timeout_s, "exactly one active controller")
 
     def settled(self, controller, predicate, what, timeout_s=10):
-        def check():
-            controller.loop.idle(1)
-            return predicate()
+        def check():      # between events only: one event may write several znodes
+            return controller.loop.idle(1) and predicate()
         return wait_until(check, timeout_s, what)
 
     def ask(self, controller, event_cls, *args, timeout_s=10, **kw):
