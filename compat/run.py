@@ -49,6 +49,7 @@ NEEDS_JAVA = {"0016_client_swname": "checks client names with Kafka's kafka-conf
               "0119_consumer_auth": "sets ACLs with Kafka's kafka-acls.sh"}
 SERVED = (3, 8, 0, 0)           # the broker version rayka answers as (-V)
 TEST_TIMEOUT_S = 900
+LOGS = os.environ.get("RAYKA_COMPAT_LOGS")       # a directory: each test's output kept there
 _ENTRY = re.compile(r"_TEST\(\s*(\w+)\s*,(.*?)\)\s*,\s*(?=_TEST\(|\{|$)", re.S)
 
 
@@ -133,6 +134,9 @@ def run_librdkafka(tests_dir: str, bootstrap: str, names, quick: bool,
             text = proc.stdout + proc.stderr
         except subprocess.TimeoutExpired as exc:
             text = (exc.stdout or "") + (exc.stderr or "") + "\nTIMEOUT"
+        if LOGS:
+            with open(os.path.join(LOGS, f"{name}.log"), "w") as f:
+                f.write(text)
         verdict = _verdict(name, text)
         out[name] = {"verdict": verdict, "seconds": round(time.monotonic() - t0, 1)}
         if verdict == "failed":

@@ -1,7 +1,9 @@
 """Per-topic configuration (Kafka's LogConfig keys kept in /config/topics/<topic>).
 
 Rules:
-- Only the keys in CONFIG_DEFS are accepted; anything else, or a value that does not parse
+- Only the keys in CONFIG_DEFS are accepted (IGNORED ones are stored and described but
+  change nothing: message.format.version, which Kafka 3.x ignores too, and
+  file.delete.delay.ms, as rayka deletes files at once); anything else, or a value that does not parse
   or is out of range, raises InvalidConfig (40) naming the key, before anything is written.
 - Values are stored as strings (Kafka's JSON keeps strings); `normalize_topic_config`
   returns the canonical string form (booleans lower-case, integers without spaces).
@@ -86,7 +88,13 @@ CONFIG_DEFS: dict[str, ConfigDef] = {
     "compression.type": ConfigDef(_one_of("producer", "uncompressed", "gzip", "snappy", "lz4",
                                           "zstd"), "producer",
                                   "the codec batches are stored in; producer: as sent"),
+    # accepted as Kafka 3.8 accepts them, with Kafka 3.8's effect or none (IGNORED)
+    "message.format.version": ConfigDef(str, "3.0-IV1",
+                                        "ignored, as by Kafka 3.x (inter.broker.protocol >= 3.0)"),
+    "file.delete.delay.ms": ConfigDef(_int_in(0, _LONG_MAX), 60_000,
+                                      "ignored: rayka deletes a removed segment's files at once"),
 }
+IGNORED = frozenset({"message.format.version", "file.delete.delay.ms"})
 
 
 def _canonical(value: object) -> str:
@@ -134,4 +142,5 @@ class TopicConfig:
                      defaults: Mapping[str, object] | None = None) -> "TopicConfig":
         """Typed values: `config` over `defaults` (e.g. broker-wide settings) over Kafka's."""
         merged = {**normalize_topic_config(defaults), **normalize_topic_config(config)}
-        return cls(**{underscored_key(k): CONFIG_DEFS[k].parse(v) for k, v in merged.items()})
+        return cls(**{underscored_key(k): CONFIG_DEFS[k].parse(v) for k, v in merged.items()
+                      if k not in IGNORED})

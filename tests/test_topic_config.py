@@ -2,7 +2,7 @@
 
 import pytest
 
-from controller.topic_config import CONFIG_DEFS, TopicConfig, normalize_topic_config
+from controller.topic_config import CONFIG_DEFS, IGNORED, TopicConfig, normalize_topic_config
 from replicas.errors import InvalidConfig
 
 pytestmark = pytest.mark.unit
@@ -35,6 +35,14 @@ def test_typed_view_defaults_and_overrides():
     tc = TopicConfig.from_mapping({"min.insync.replicas": "2"}, defaults={"min.insync.replicas": 3,
                                                                           "segment.bytes": 1024})
     assert (tc.min_insync_replicas, tc.segment_bytes, tc.unclean_leader_election_enable) == (2, 1024, False)
-    # every defined key maps to a TopicConfig field with the same default
+    # every defined key maps to a TopicConfig field with the same default, but the ignored
     for key, d in CONFIG_DEFS.items():
-        assert getattr(TopicConfig(), key.replace(".", "_")) == d.default
+        if key in IGNORED:
+            assert not hasattr(TopicConfig(), key.replace(".", "_"))
+        else:
+            assert getattr(TopicConfig(), key.replace(".", "_")) == d.default
+    # accepted and stored as Kafka 3.8 does, changing nothing
+    stored = normalize_topic_config({"message.format.version": "0.10.0.0",
+                                     "file.delete.delay.ms": 10000})
+    assert stored == {"message.format.version": "0.10.0.0", "file.delete.delay.ms": "10000"}
+    assert TopicConfig.from_mapping(stored) == TopicConfig()
