@@ -207,7 +207,11 @@ class KafkaBrokerApi:
             parts.append(PartitionMetadata(p, E.NONE if leader >= 0 else LeaderNotAvailable.code,
                                            leader, s.leader_epoch, replicas, isr,
                                            tuple(r for r in replicas if r not in live)))
-        return TopicMetadata(topic, E.NONE, tuple(parts))
+        return TopicMetadata(topic, E.NONE, tuple(parts), topic_id=md.topic_id(topic))
+
+    def topic_ids(self) -> dict[str, str]:
+        with self.broker.lock:
+            return self.broker.rm.metadata.topic_ids()
 
     def _auto_create(self, topic: str, live) -> int:
         """Kafka's auto.create.topics.enable: create with the broker defaults and answer
@@ -488,12 +492,15 @@ class KafkaBrokerApi:
                                   default_partitions=self.config.num_partitions,
                                   default_replication_factor=self.config.default_replication_factor,
                                   rng=random.Random())
+                topic_id = None
                 if not validate_only:
-                    self.broker.store.create_topic(spec.name, plan.assignment, plan.config)
+                    topic_id = self.broker.store.create_topic(spec.name, plan.assignment,
+                                                              plan.config).topic_id
                     created.append((spec.name, plan.partitions))
                 out[spec.name] = TopicOutcome(E.NONE, None, plan.partitions,
                                               plan.replication_factor,
-                                              self._topic_entries(plan.config, None))
+                                              self._topic_entries(plan.config, None),
+                                              topic_id=topic_id)
             except KafkaError as exc:
                 out[spec.name] = TopicOutcome(exc.code, exc.message)
         if created and timeout_ms > 0:

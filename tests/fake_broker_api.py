@@ -31,6 +31,8 @@ What it is:
   `group_call` returns a Deferred whose result() is the coordinator's result for that
   request id, or raises `NotAnsweredYet` while it is parked. Member ids are deterministic
   (client id + "-" + UUID(int=1), UUID(int=2), ...). `group_events` lists every event given.
+- Topic ids: every topic created or added gets a new id (UUID(int=0x7000 + n) in Kafka's
+  text form: a re-created name gets another), kept in `topic_id_of`; `topic_ids()`.
 - Fetch sessions: a real protocol.fetch_session.FetchSessionCache (`fetch_sessions`, seeded
   ids, `fetch_session_slots` of them).
 - Transactions: `txn_call` drives a REAL pure `transactions.coordinator.
@@ -55,6 +57,7 @@ from protocol.fetch_session import ChangeJournal, FetchSessionCache
 from replicas.legacy_offsets import offsets_before
 from transactions import messages as tm
 from transactions.coordinator import TransactionCoordinator
+from protocol.api import topic_id_text
 from protocol.api import (
     BrokerNode, Deferred, ClusterMetadata, ConfigEntry, ConfigResource, ConfigsOutcome, FetchAsk,
     FetchOutcome, OffsetAnswer, PartitionMetadata, ProduceOutcome, TopicMetadata,
@@ -173,6 +176,8 @@ class FakeBrokerApi:
         self.brokers: dict[int, tuple[dict[str, tuple[str, int]], str | None]] = {}
         self.topics: dict[str, dict[int, Partition]] = {}
         self.topic_configs: dict[str, dict[str, str]] = {}
+        self.topic_id_of: dict[str, str] = {}
+        self._topic_seq = 0
         self.errors: dict[object, int] = {}
         self.raises: dict[str, Exception] = {}
         self.calls: list[tuple[str, dict]] = []
@@ -215,7 +220,16 @@ class FakeBrokerApi:
                          epochs=[(leader_epoch, 0)])
             for p in range(partitions)}
         self.topic_configs[name] = dict(configs or {})
+        self._new_topic_id(name)
         return self
+
+    def _new_topic_id(self, name: str) -> str:
+        self._topic_seq += 1
+        tid = self.topic_id_of[name] = topic_id_text(uuid.UUID(int=0x7000 + self._topic_seq))
+        return tid
+
+    def topic_ids(self) -> dict[str, str]:
+        return {t: self.topic_id_of[t] for t in self.topics}
 
     def partition(self, tp: TP) -> Partition:
         return self.topics[tp[0]][tp[1]]
@@ -278,7 +292,8 @@ class FakeBrokerApi:
             elif name in self.topics:
                 out.append(TopicMetadata(name, NONE, tuple(
                     self._partition_metadata((name, p), part)
-                    for p, part in sorted(self.topics[name].items()))))
+                    for p, part in sorted(self.topics[name].items())),
+                    topic_id=self.topic_id_of[name]))
             elif not (allow_auto_create and self.auto_create_topics_enable):
                 out.append(TopicMetadata(name, UNKNOWN_TOPIC_OR_PARTITION))
             elif not _LEGAL_NAME.fullmatch(name) or name in (".", ".."):
@@ -326,8 +341,10 @@ class FakeBrokerApi:
 
     def _fetch_one(self, ask: FetchAsk, replica_id: int) -> FetchOutcome:
         error = self._partition_error(ask.tp, ask.current_leader_epoch)
-        if error:
-            return FetchOutcome(error)
+        if error:       # the current leader, as the real broker answers it (KIP-951)
+            part = self.topics.get(ask.tp[0], {}).get(ask.tp[1])
+            return FetchOutcome(error, leader=(part.leader, part.leader_epoch)
+                                if part is not None else (-1, -1))
         part = self.partition(ask.tp)
         hw = part.high_watermark
         leader = (part.leader, part.leader_epoch)
@@ -472,8 +489,9 @@ class FakeBrokerApi:
                 for reps in [tuple(spec.assignments.get(p, ())) or
                              tuple(live[(p + i) % len(live)] for i in range(rf))]}
             self.topic_configs[spec.name] = configs
+        topic_id = None if validate_only else self._new_topic_id(spec.name)
         entries = tuple(self._topic_entries(configs, None))
-        return TopicOutcome(NONE, None, count, rf, entries)
+        return TopicOutcome(NONE, None, count, rf, entries, topic_id=topic_id)
 
     def delete_topics(self, names, timeout_ms: int):
         names = list(names)

@@ -7,16 +7,20 @@ rule) and is not acted on; validate_only checks everything and writes nothing; t
 bounds how long the broker waits for the change to be visible (leaders elected, topic
 gone), and a change not visible in time is answered REQUEST_TIMED_OUT (the change stays).
 DeleteTopics below v3 cannot say TOPIC_DELETION_DISABLED: INVALID_REQUEST instead
-(KafkaApis.handleDeleteTopicsRequest).
+(KafkaApis.handleDeleteTopicsRequest). CreateTopics v7 answers the new topic's id;
+DeleteTopics v6 names a topic by name or by id (not both: INVALID_REQUEST for the whole
+request): an id this broker's metadata does not know is UNKNOWN_TOPIC_ID, a known one is
+deleted as its topic, and every answer carries the name and the id.
 """
 
 from __future__ import annotations
 
 import collections
 
-from protocol.api import BrokerApi, ConfigResource, TopicSpec
+from protocol.api import BrokerApi, ConfigResource, TopicSpec, topic_id_text, topic_uuid
 from protocol.build import build, millis
 from replicas.errors import ErrorCode as E
+from replicas.errors import InvalidRequest
 
 
 def _duplicates(names) -> set:
@@ -46,6 +50,7 @@ def create_topics(api: BrokerApi, request, _listener: str):
                               is_sensitive=c.sensitive) for c in o.configs) \
             if not o.error and v >= 5 else None             # configs answered from v5
         return build(key, v, "CreatableTopicResult", name=name, error_code=o.error,
+                     topic_id=topic_uuid(o.topic_id),
                      error_message=o.message, topic_config_error_code=E.NONE,
                      num_partitions=o.partitions, replication_factor=o.replication_factor,
                      configs=configs)
@@ -60,26 +65,37 @@ def create_topics(api: BrokerApi, request, _listener: str):
 
 def delete_topics(api: BrokerApi, request, _listener: str):
     body, key, v = request.body, request.api_key, request.api_version
-    names = list(body.topic_names) if hasattr(body, "topic_names") else \
-        [t.name for t in body.topics if t.name is not None]
-    by_id = [] if hasattr(body, "topic_names") else \
-        [t.topic_id for t in body.topics if t.name is None]     # v6: ids are not tracked
+    if hasattr(body, "topic_names"):
+        asked = [(n, None) for n in body.topic_names]
+    else:
+        asked = [(t.name, topic_id_text(t.topic_id)) for t in body.topics]
+        if any(n is not None and i is not None for n, i in asked):
+            raise InvalidRequest("Topic name and topic ID can not both be specified.")
+    ids = api.topic_ids() if any(i is not None for _, i in asked) else {}
+    names_of = {i: n for n, i in ids.items()}
+    # (name or None, id or None) in the order asked, ids resolved to names where known
+    items = [(n if i is None else names_of.get(i), i) for n, i in asked]
+    names = [n for n, _ in items if n is not None]
     dup = _duplicates(names)
     outcomes = api.delete_topics([n for n in dict.fromkeys(names) if n not in dup],
                                  millis(body.timeout))
-    results = []
-    for name in dict.fromkeys(names):
-        if name in dup:
+    results, seen = [], set()
+    for name, topic_id in items:
+        if name is None:
+            code, message = E.UNKNOWN_TOPIC_ID, f"unknown topic id {topic_id}"
+        elif name in seen:
+            continue
+        elif name in dup:
             code, message = E.INVALID_REQUEST, f"duplicate topic {name} in the request"
         else:
             code, message = outcomes[name].error, outcomes[name].message
             if code == E.TOPIC_DELETION_DISABLED and v < 3:
                 code = E.INVALID_REQUEST
-        results.append(build(key, v, "DeletableTopicResult", name=name, error_code=code,
+        if name is not None:
+            seen.add(name)
+        results.append(build(key, v, "DeletableTopicResult", name=name,
+                             topic_id=topic_uuid(topic_id), error_code=code,
                              error_message=message))
-    results += [build(key, v, "DeletableTopicResult", name=None, topic_id=topic_id,
-                      error_code=E.UNKNOWN_TOPIC_ID, error_message=f"unknown topic id {topic_id}")
-                for topic_id in by_id]
     return build(key, v, "DeleteTopicsResponse", responses=tuple(results))
 
 

@@ -187,7 +187,7 @@ class AuthorizedApi:
                 return TopicOutcome(E.TOPIC_AUTHORIZATION_FAILED, DENIED)
             if self._topic(Op.DESCRIBE_CONFIGS, name):
                 return o
-            return TopicOutcome(o.error, o.message)    # no configs, partitions, replicas
+            return TopicOutcome(o.error, o.message, topic_id=o.topic_id)  # no configs, counts
         return {s.name: outcome(s.name) for s in specs}
 
     def delete_topics(self, names, timeout_ms):
