@@ -143,7 +143,7 @@ class Broker:
         self.rm = ReplicaManager(broker_id, BrokerConfig(data_dir=data_dir,
                                                          default_topic_config=self.topic_defaults,
                                                          **settings.replica_manager),
-                                   _clock_ms)
+                                   _clock_ms, wall_clock_ms=lambda: int(time.time() * 1000))
         self.recovery = self.rm.startup()
         self.fetchers: dict[int, Fetcher] = {}
         self._cut_until: dict[int | None, float] = {}    # link-cut failpoint, by leader
@@ -216,6 +216,13 @@ class Broker:
     def kafka_stats(self) -> dict:
         """Per listener and API: requests, handler CPU seconds, bytes in and out."""
         return {x.endpoint.listener: x.stats() for x in self.listeners}
+
+    def fetch_session_stats(self) -> dict:
+        """Kafka fetch sessions (KIP-227): full, incremental and sessionless fetches served,
+        session errors, evictions, and the sessions cached now."""
+        cache = self.kafka_api.fetch_sessions
+        with cache.lock:
+            return dict(cache.stats, sessions=len(cache))
 
     def _register(self) -> None:
         reg = BrokerRegistration.for_listeners(

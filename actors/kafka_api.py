@@ -244,7 +244,8 @@ class KafkaBrokerApi:
             with self.broker.lock:
                 starts = {tp: self._log_start(tp) for tp in results}
             return {tp: ProduceOutcome(r["error"], r["base_offset"] if not r["error"] else -1,
-                                       starts[tp], r.get("message") or None)
+                                       starts[tp], r.get("message") or None,
+                                       tuple(r.get("record_errors", ())))
                     for tp, r in results.items()}
         return Deferred(outcomes, pending.when_ready)
 

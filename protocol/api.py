@@ -149,6 +149,7 @@ class ProduceOutcome:
     base_offset: int = -1
     log_start_offset: int = -1
     message: str | None = None
+    record_errors: tuple[tuple[int, str], ...] = ()    # KIP-467: (batch index, message)
 
 
 @dataclass(slots=True)      # not frozen: built per partition per fetch, 5x cheaper

@@ -181,10 +181,12 @@ class _Partition:
 
 # ---------------------------------------------------------------- the replica manager
 class ReplicaManager:
-    def __init__(self, broker_id: int, config: BrokerConfig, clock_ms: Callable[[], int]):
+    def __init__(self, broker_id: int, config: BrokerConfig, clock_ms: Callable[[], int],
+                 wall_clock_ms: Callable[[], int] | None = None):
         self.broker_id = broker_id
         self.config = config
         self._clock = clock_ms
+        self._wall_clock = wall_clock_ms      # record timestamps are checked against it
         self.data_dir = Path(config.data_dir)
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.controller_epoch = 0
@@ -236,7 +238,8 @@ class ReplicaManager:
     def _open(self, tp: TopicPartition, log_config: LogConfig,
               partition_config: ps.PartitionConfig, recovery_point: int = 0) -> _Partition:
         log = Log(self.data_dir / partition_dir_name(tp.topic, tp.partition), log_config,
-                  recovery_point=recovery_point, clock_ms=self._clock, files=self.open_files)
+                  recovery_point=recovery_point, clock_ms=self._clock, files=self.open_files,
+                  wall_clock_ms=self._wall_clock)
         state = ps.PartitionState(tp.topic, tp.partition, self.broker_id, partition_config)
         state.log_end_offset = log.log_end_offset
         state.high_watermark = min(state.high_watermark, log.log_end_offset)
@@ -486,7 +489,9 @@ class ReplicaManager:
             info = part.producers.append_as_leader(batches, part.state.leader_epoch, origin,
                                                    verification_guard)
         except KafkaError as exc:
-            return AppendResult(exc.code, message=str(exc))
+            record_errors = getattr(exc, "record_errors", ())
+            return AppendResult(exc.code, message=exc.message if record_errors else str(exc),
+                                record_errors=record_errors)
         if isinstance(info, BatchMetadata):
             return self._answer(part, info.first_offset, info.last_offset, acks, timeout_ms,
                                 [], duplicate=True)

@@ -33,6 +33,8 @@ What it is:
   (client id + "-" + UUID(int=1), UUID(int=2), ...). `group_events` lists every event given.
 - Topic ids: every topic created or added gets a new id (UUID(int=0x7000 + n) in Kafka's
   text form: a re-created name gets another), kept in `topic_id_of`; `topic_ids()`.
+- Produce checks records as the real log does (replicas/record_validation.py: a compacted
+  topic's keyless records, message.timestamp.* bounds on the fake clock).
 - Fetch sessions: a real protocol.fetch_session.FetchSessionCache (`fetch_sessions`, seeded
   ids, `fetch_session_slots` of them).
 - Transactions: `txn_call` drives a REAL pure `transactions.coordinator.
@@ -54,7 +56,10 @@ from coordinator import messages as gm
 from coordinator.config import GroupCoordinatorConfig
 from coordinator.coordinator import GroupCoordinator
 from protocol.fetch_session import ChangeJournal, FetchSessionCache
+from replicas.errors import RecordValidationError
 from replicas.legacy_offsets import offsets_before
+from replicas.record_validation import LONG_MAX, TimestampBounds, validate_records
+from replicas.records import iter_headers
 from transactions import messages as tm
 from transactions.coordinator import TransactionCoordinator
 from protocol.api import topic_id_text
@@ -321,10 +326,29 @@ class FakeBrokerApi:
             error = INVALID_REQUIRED_ACKS if acks not in (-1, 0, 1) else self._partition_error(tp)
             if error:
                 out[tp] = ProduceOutcome(error, message=f"error {error} for {tp}")
-            else:
-                out[tp] = ProduceOutcome(NONE, self.append(tp, data),
-                                         self.partition(tp).log_start)
+                continue
+            try:
+                self._validate(tp, data)
+            except RecordValidationError as exc:
+                out[tp] = ProduceOutcome(exc.code, message=exc.message,
+                                         record_errors=exc.record_errors)
+                continue
+            out[tp] = ProduceOutcome(NONE, self.append(tp, data),
+                                     self.partition(tp).log_start)
         return out
+
+    def _validate(self, tp: TP, data: bytes) -> None:
+        """The real per-record checks (replicas/record_validation.py), by the topic's configs
+        and the fake clock."""
+        if not data or data[16:17] != b"\x02":
+            return
+        cfg = self.topic_configs.get(tp[0], {})
+        bounds = TimestampBounds.from_configs(*(
+            int(cfg.get(f"message.timestamp.{k}.max.ms", LONG_MAX))
+            for k in ("difference", "before", "after")))
+        validate_records(data, list(iter_headers(data)), f"{tp[0]}-{tp[1]}",
+                         "compact" in str(cfg.get("cleanup.policy", "")), bounds,
+                         lambda: self.clock_ms)
 
     def fetch(self, replica_id: int, max_wait_ms: int, min_bytes: int, max_bytes: int,
               isolation_level: int, asks, reads=None) -> dict[TP, FetchOutcome]:

@@ -221,6 +221,26 @@ def produce_request(version, parts, acks=-1, transactional_id=None):
 
 
 @pytest.mark.parametrize("version", versions(0, 3))
+def test_produce_names_each_bad_record_from_v8(version):
+    """KIP-467: a compacted topic's keyless records fail their batch; v8+ say which."""
+    fake = cluster()
+    fake.add_topic("keyed", 1, configs={"cleanup.policy": "compact"})
+    batch = build_batch([b"a", b"b", b"c"], keys=[b"k", None, None], timestamps_ms=1)
+    resp = ask(fake, produce_request(version, {"keyed": [(0, bytes(batch))],
+                                               "audit": [(0, bytes(batch))]}))
+    keyed, audit = (t.partition_responses[0] for t in resp.responses)
+    assert (keyed.error_code, audit.error_code) == (87, 0)
+    assert fake.partition(("keyed", 0)).batches == []
+    if version >= 8:
+        assert [(e.batch_index, e.batch_index_error_message) for e in keyed.record_errors] == [
+            (i, "Compacted topic cannot accept message without key in topic partition "
+                "keyed-0.") for i in (1, 2)]
+        assert keyed.error_message.startswith("One or more records have been rejected due "
+                                              "to 2 record errors in total")
+        assert audit.record_errors == [] and audit.error_message is None
+
+
+@pytest.mark.parametrize("version", versions(0, 3))
 def test_produce_acks_0_is_answered_with_no_bytes(version):
     fake = cluster()
     conn = Connection()

@@ -19,6 +19,8 @@ Rules (Kafka's KafkaApis, ZooKeeper mode):
   on the listener asked on (KIP-951). v11 is answered as v10: a failed KIP-890
   verification still reaches it as INVALID_TXN_STATE where Kafka 3.8 would say
   TRANSACTION_ABORTABLE (the broker's translation does not see the request's version).
+  From v8 a batch refused for its records (replicas/record_validation.py) answers each bad
+  record's index and message in record_errors, and the batch's message (KIP-467).
   acks=0 gets no answer at all (Kafka sends none), and a failed acks=0 produce closes the
   connection (Kafka's way of telling the client). A Deferred from the broker (appended,
   acknowledgements pending) becomes a Deferred response.
@@ -132,18 +134,22 @@ def produce(api: BrokerApi, request, listener: str):
 
 def _produce_response(api, request, errors, outcomes, listener):
     body, key, v = request.body, request.api_key, request.api_version
-    answers = {tp: (code, -1, -1, message) for tp, (code, message) in errors.items()}
+    answers = {tp: (code, -1, -1, message, ()) for tp, (code, message) in errors.items()}
     answers.update((tp, (o.error, o.base_offset, o.log_start_offset,
-                         o.message if o.error else None)) for tp, o in outcomes.items())
+                         o.message if o.error else None, o.record_errors))
+                   for tp, o in outcomes.items())
     moved = {tp for tp, a in answers.items() if a[0] == E.NOT_LEADER_OR_FOLLOWER}
     leaders, nodes = _current_leaders(api, moved, listener) if v >= 10 and moved else ({}, {})
 
     def partition(tp):
-        code, base, start, message = answers[tp]
+        code, base, start, message, record_errors = answers[tp]
         leader = leaders.get(tp) if code == E.NOT_LEADER_OR_FOLLOWER else None
         return build(key, v, "PartitionProduceResponse", index=tp[1], error_code=code,
                      base_offset=base, log_append_time=None, log_start_offset=start,
-                     record_errors=(), error_message=message,
+                     record_errors=tuple(build(key, v, "BatchIndexAndErrorMessage",
+                                               batch_index=i, batch_index_error_message=m)
+                                         for i, m in record_errors) if v >= 8 else (),
+                     error_message=message,
                      **({} if leader is None else {"current_leader": build(
                          key, v, "LeaderIdAndEpoch", leader_id=leader[0],
                          leader_epoch=leader[1])}))
