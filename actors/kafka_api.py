@@ -39,6 +39,8 @@ import time
 from dataclasses import dataclass, fields
 
 from actors import security_store as security
+from actors.group_host import OFFSETS_TOPIC
+from actors.txn_host import TXN_TOPIC
 from actors.purgatory import DelayedFetch
 from controller.layout import Endpoint, parse_endpoints
 from controller.topic_admin import plan_partitions, plan_topic
@@ -58,6 +60,7 @@ from replicas.errors import (InvalidConfig, InvalidRequest, KafkaError, LeaderNo
                              UnknownTopicOrPartition)
 
 log = logging.getLogger(__name__)
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TXN_TOPIC})       # Metadata's is_internal
 
 TOPIC, BROKER = 2, 4                                  # Kafka's ConfigResource.Type
 SOURCE_TOPIC, SOURCE_STATIC_BROKER, SOURCE_DEFAULT = 1, 4, 5
@@ -207,15 +210,28 @@ class KafkaBrokerApi:
             parts.append(PartitionMetadata(p, E.NONE if leader >= 0 else LeaderNotAvailable.code,
                                            leader, s.leader_epoch, replicas, isr,
                                            tuple(r for r in replicas if r not in live)))
-        return TopicMetadata(topic, E.NONE, tuple(parts), topic_id=md.topic_id(topic))
+        return TopicMetadata(topic, E.NONE, tuple(parts), topic_id=md.topic_id(topic),
+                             internal=topic in INTERNAL_TOPICS)
 
     def topic_ids(self) -> dict[str, str]:
         with self.broker.lock:
             return self.broker.rm.metadata.topic_ids()
 
+    def _internal_hosts(self) -> dict:
+        """The coordinators' topics, by name (__consumer_offsets, __transaction_state)."""
+        return {h.topic: h for h in (getattr(self.broker, "groups", None),
+                                     getattr(self.broker, "txns", None)) if h is not None}
+
     def _auto_create(self, topic: str, live) -> int:
         """Kafka's auto.create.topics.enable: create with the broker defaults and answer
-        LEADER_NOT_AVAILABLE until the topic has leaders (the client asks again)."""
+        LEADER_NOT_AVAILABLE until the topic has leaders (the client asks again). An internal
+        topic is created as its coordinator creates it (AutoTopicCreationManager: its
+        partitions, replication and configs), whoever asks first: a lag checker reading
+        __consumer_offsets before any group exists must not make it a plain topic."""
+        internal = self._internal_hosts().get(topic)
+        if internal is not None:
+            internal.ensure_topic()
+            return LeaderNotAvailable.code
         try:
             plan = plan_topic(topic, -1, -1, list(live),
                               default_partitions=self.config.num_partitions,

@@ -96,13 +96,23 @@ def _get(port: int, path: str):
         return None
 
 
-def _commit(bootstrap: str, group: str, topic: str) -> None:
-    from confluent_kafka import Consumer, TopicPartition
+def _commit(bootstrap: str, group: str, topic: str, deadline: float) -> bool:
+    """Commit COMMITTED for `group`; retried while the coordinator is being found (the first
+    group creates __consumer_offsets)."""
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
                   "enable.auto.commit": False})
     try:
-        c.commit(offsets=[TopicPartition(topic, p, o) for p, o in COMMITTED.items()],
-                 asynchronous=False)
+        while True:
+            try:
+                c.commit(offsets=[TopicPartition(topic, p, o) for p, o in COMMITTED.items()],
+                         asynchronous=False)
+                return True
+            except KafkaException as exc:
+                if not exc.args[0].retriable() and "coordinator" not in str(exc).lower() \
+                        or time.monotonic() > deadline:
+                    return False
+                time.sleep(0.5)     # the coordinator's partition is still being loaded
     finally:
         c.close()
 
@@ -118,11 +128,9 @@ def run_burrow(cluster, burrow: str = BURROW) -> dict:
     if not os.path.exists(burrow):
         return {"verdict": "not run", "why": f"{burrow} is not installed"}
     from confluent_kafka import Producer
-    from confluent_kafka.admin import AdminClient, NewTopic
     bootstrap = cluster.bootstrap_servers()
     topic, group = f"burrow-{uuid.uuid4().hex[:6]}", f"burrow-{uuid.uuid4().hex[:6]}"
-    AdminClient({"bootstrap.servers": bootstrap}).create_topics(
-        [NewTopic(topic, 3, 3)])[topic].result(60)
+    cluster.admin().create_topic(topic, 3, 3)
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
     for p, n in RECORDS.items():
         for i in range(n):
@@ -152,8 +160,7 @@ def run_burrow(cluster, burrow: str = BURROW) -> dict:
         lags = None
         commits = 0
         while time.monotonic() < deadline and proc.poll() is None:
-            if commits < 2:
-                _commit(bootstrap, group, topic)
+            if commits < 2 and _commit(bootstrap, group, topic, deadline):
                 commits += 1
             lags = _lags(_get(port, f"/v3/kafka/rayka/consumer/{group}/lag"))
             if lags == expected:

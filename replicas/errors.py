@@ -23,7 +23,8 @@ import enum
 
 __all__ = [
     "ErrorCode", "RETRIABLE",
-    "KafkaError", "RecordValidationError", "ERRORS_BY_CODE", "error_for_code", "UnknownServerError",
+    "KafkaError", "RecordValidationError", "ERRORS_BY_CODE", "error_for_code",
+    "UnknownServerError",
     "OffsetOutOfRange", "CorruptRecord", "UnknownTopicOrPartition", "InvalidFetchSize",
     "LeaderNotAvailable", "NotLeaderOrFollower", "RequestTimedOut", "BrokerNotAvailable",
     "ReplicaNotAvailable", "RecordTooLarge", "StaleControllerEpoch", "InvalidTopic",

@@ -106,7 +106,8 @@ def _fetch(v):
         return dict(topic_id=TOPIC_IDS[name]) if v >= 13 else dict(topic=name)
     state = FetchRequest[15].ReplicaState(replica_id=-1, replica_epoch=-1) if v >= 15 else None
     return FetchRequest[v](
-        replica_id=-1, replica_state=state, max_wait_ms=500, min_bytes=1, max_bytes=1 << 20, isolation_level=1,
+        replica_id=-1, replica_state=state, max_wait_ms=500, min_bytes=1, max_bytes=1 << 20,
+        isolation_level=1,
         session_id=0, session_epoch=-1, rack_id="",
         topics=[ft(**topic("orders"), partitions=[
             fp(partition=0, fetch_offset=10, partition_max_bytes=1 << 20,

@@ -203,7 +203,8 @@ class NaiveCache:
 
     def create(self, name, privileged, size, now):
         if len(self.sessions) >= self.slots:
-            lru = min(self.sessions, key=lambda n: (self.sessions[n]["last"], self.sessions[n]["id"]))
+            lru = min(self.sessions,
+                      key=lambda n: (self.sessions[n]["last"], self.sessions[n]["id"]))
             if now - self.sessions[lru]["last"] > MIN:
                 del self.sessions[lru]
             else:

@@ -525,7 +525,7 @@ def test_burrow_style_list_offsets_v0_and_zookeeper_kept_offsets(cluster):
     assert [(x.committed_offset, x.error_code) for x in fetched.topics[0].partitions] == [(5, 0)]
 
 
-# -- topic ids and fetch sessions ------------------------------------------------------------------
+# -- topic ids and fetch sessions ---------------------------------------------------------------
 def _session_stats(cluster) -> dict:
     total: dict = {}
     for stats in ray.get([b.fetch_session_stats.remote() for b in cluster.broker_actors()]):

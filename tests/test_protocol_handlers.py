@@ -358,7 +358,8 @@ def fetch_request(version, parts, isolation=0, session_id=0, session_epoch=-1, r
     state = FetchRequest[15].ReplicaState(replica_id=replica_id, replica_epoch=-1) \
         if version >= 15 else None                  # v15+: the replica in replica_state
     return FetchRequest[version](
-        replica_id=replica_id, replica_state=state, max_wait_ms=max_wait_ms, min_bytes=7, max_bytes=123456,
+        replica_id=replica_id, replica_state=state, max_wait_ms=max_wait_ms, min_bytes=7,
+        max_bytes=123456,
         isolation_level=isolation, session_id=session_id, session_epoch=session_epoch,
         rack_id="", forgotten_topics_data=[],
         topics=[ft(**fetch_topic(version, t), partitions=[
@@ -450,7 +451,8 @@ def test_fetch_session_full_then_incremental_answers_only_what_changed(version):
     parts = {"orders": [(0, 2, -1, -1, 1 << 20)], "audit": [(0, 0, -1, -1, 1 << 20)]}
     full = ask(fake, fetch_request(version, parts, session_epoch=0))
     assert full.session_id > 0
-    assert [(name_of(t), len(t.partitions)) for t in full.responses] == [("orders", 1), ("audit", 1)]
+    assert [(name_of(t), len(t.partitions)) for t in full.responses] == \
+        [("orders", 1), ("audit", 1)]
     # Only the moved position is sent; nothing new: the broker reads both, answers none.
     quiet = ask(fake, fetch_request(version, {"orders": [(0, 5, -1, -1, 1 << 20)]},
                                     session_id=full.session_id, session_epoch=1))
