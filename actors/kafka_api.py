@@ -65,6 +65,7 @@ INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TXN_TOPIC})       # Metadata's is_in
 TOPIC, BROKER = 2, 4                                  # Kafka's ConfigResource.Type
 SOURCE_TOPIC, SOURCE_STATIC_BROKER, SOURCE_DEFAULT = 1, 4, 5
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+LIST_CONFIGS = frozenset({"cleanup.policy"})      # the list-typed topic configs (APPEND/SUBTRACT)
 
 
 @dataclass(frozen=True)
@@ -648,6 +649,14 @@ class KafkaBrokerApi:
                         new[name] = value
                     elif op == DELETE:
                         new.pop(name, None)
+                    elif op in (APPEND, SUBTRACT) and name in LIST_CONFIGS:
+                        # ConfigAdminManager.prepareIncrementalConfigs: on the value, else the
+                        # default; distinct items in order
+                        old = str(new.get(name, CONFIG_DEFS[name].default)).split(",")
+                        given = [x for x in (value or "").split(",") if x]
+                        items = old + given if op == APPEND else \
+                            [x for x in old if x not in given]
+                        new[name] = ",".join(dict.fromkeys(x for x in items if x))
                     elif op in (APPEND, SUBTRACT):
                         raise InvalidConfig(f"Config value append/subtract is not allowed for "
                                             f"config key {name}: it is not a list")

@@ -814,6 +814,20 @@ class ReplicaManager:
         return [(tp, p.log, p.last_stable_offset() if p.log.config.cleaner.compact
                  else p.state.high_watermark) for tp, p in self._partitions.items()]
 
+    def apply_topic_config(self, topic: str, config: Mapping) -> None:
+        """The topic's config as ZooKeeper has it now, to every hosted replica of it (Kafka's
+        TopicConfigHandler): appends, retention and the cleaner follow it from now on."""
+        parts = [p for tp, p in self._partitions.items() if tp.topic == topic]
+        if not parts:
+            return
+        try:
+            log_config, partition_config = partition_configs(
+                config, self.config.default_topic_config, self.config.replica_lag_time_max_ms)
+        except InvalidConfig:
+            return               # validated at create/alter time; keep what works
+        for part in parts:
+            part.log.config, part.state.config = log_config, partition_config
+
     def apply_retention(self, now_ms: int, topic_configs: Mapping[str, Mapping] | None = None
                         ) -> dict:
         """One retention check of every replica (replicas/retention.py) at wall-clock `now_ms`
@@ -821,15 +835,9 @@ class ReplicaManager:
         partitions' configs first, so an altered topic config applies from this check on.
         Answers {tp: RetentionResult} for the logs that deleted segments."""
         out = {}
+        for topic, given in (topic_configs or {}).items():
+            self.apply_topic_config(topic, given)
         for tp, part in self._partitions.items():
-            given = (topic_configs or {}).get(tp.topic)
-            if given is not None:
-                try:
-                    part.log.config, part.state.config = partition_configs(
-                        given, self.config.default_topic_config,
-                        self.config.replica_lag_time_max_ms)
-                except InvalidConfig:
-                    pass                 # validated at create/alter time; keep what works
             result = part.log.apply_retention(part.state.high_watermark, now_ms)
             if result.deleted_segments:
                 out[tp] = result
