@@ -220,11 +220,13 @@ class Broker:
         return {x.endpoint.listener: x.stats() for x in self.listeners}
 
     def fetch_session_stats(self) -> dict:
-        """Kafka fetch sessions (KIP-227): full, incremental and sessionless fetches served,
-        session errors, evictions, and the sessions cached now."""
+        """Kafka fetch sessions (KIP-227), per kind of fetcher (consumer, follower): full,
+        incremental and sessionless fetches served, session errors, evictions; and the
+        sessions cached now."""
         cache = self.kafka_api.fetch_sessions
         with cache.lock:
-            return dict(cache.stats, sessions=len(cache))
+            return {**{kind: dict(counts) for kind, counts in cache.stats.items()},
+                    "sessions": len(cache)}
 
     def _register(self) -> None:
         reg = BrokerRegistration.for_listeners(

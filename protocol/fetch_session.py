@@ -46,8 +46,9 @@ Rules, broker side (`FetchSessionCache.new_context`):
   newcomer (privileged, partitions, 0); else no session is made (session_id 0). Which
   sessions are evictable and their sizes are taken when a session is last used, as
   Kafka's touch does. Ids are random positive int32s.
-- `stats`: counts of full (session made or not), incremental and sessionless fetches,
-  session errors and evictions (the broker reports them with its listener counters).
+- `stats`: per kind of fetcher (consumer, follower), counts of full (session made or not),
+  incremental and sessionless fetches, session errors and the evictions its new sessions
+  made (`Broker.fetch_session_stats()`).
 
 Rules, fetcher side (`FetchSessionHandler`):
 - `build(wanted)` with {tp: FetchData} of everything this fetcher wants now → a FetchPlan:
@@ -231,8 +232,8 @@ class FetchSessionCache:
         self._rng = rng or random.Random()
         self._sessions: OrderedDict[int, _Session] = OrderedDict()   # least recently used first
         self.lock = threading.Lock()
-        self.stats = {"full": 0, "incremental": 0, "sessionless": 0, "errors": 0,
-                      "evictions": 0}
+        self.stats = {kind: {"full": 0, "incremental": 0, "sessionless": 0, "errors": 0,
+                             "evictions": 0} for kind in ("consumer", "follower")}
 
     def __len__(self) -> int:
         return len(self._sessions)
@@ -245,7 +246,7 @@ class FetchSessionCache:
         """The context of a fetch request, or an error code (70, 71, 106) to answer it with.
         `requested` {tp: FetchData} in request order; `forgotten` [tp]."""
         with self.lock:
-            stats = self.stats
+            stats = self.stats["follower" if privileged else "consumer"]
             if epoch == FINAL_EPOCH:
                 self._sessions.pop(session_id, None)
                 stats["sessionless"] += 1
@@ -311,7 +312,7 @@ class FetchSessionCache:
             if (privileged, size, 0) < (victim.privileged, victim.cached_size, victim.id):
                 return False
         del self._sessions[victim.id]
-        self.stats["evictions"] += 1
+        self.stats["follower" if privileged else "consumer"]["evictions"] += 1
         return True
 
     def _create(self, privileged: bool, size: int, uses_topic_ids: bool) -> _Session | None:

@@ -526,18 +526,21 @@ def test_burrow_style_list_offsets_v0_and_zookeeper_kept_offsets(cluster):
 
 
 # -- topic ids and fetch sessions ---------------------------------------------------------------
-def _session_stats(cluster) -> dict:
+def _consumer_session_stats(cluster) -> dict:
     total: dict = {}
     for stats in ray.get([b.fetch_session_stats.remote() for b in cluster.broker_actors()]):
-        for k, v in stats.items():
+        for k, v in stats["consumer"].items():
             total[k] = total.get(k, 0) + v
     return total
 
 
-def test_topic_ids_and_incremental_fetch_sessions_with_librdkafka(cluster):
-    """librdkafka learns the topic id ZooKeeper holds (Metadata v12), fetches by id (Fetch
-    v13+, offered now) and keeps a fetch session: most of its fetches are incremental."""
+def test_topic_ids_and_incremental_fetch_sessions(cluster):
+    """librdkafka learns the topic id ZooKeeper holds (Metadata v12) and reads by id (Fetch
+    v13+, offered now); kafka-python keeps a fetch session (KIP-227): after one full fetch
+    per broker its fetches are incremental (librdkafka 2.x fetches sessionless)."""
     from confluent_kafka import TopicCollection
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition as KTP
     topic = topic_name("ids")
     bootstrap = cluster.bootstrap_servers()
     admin = AdminClient({"bootstrap.servers": bootstrap})
@@ -555,11 +558,22 @@ def test_topic_ids_and_incremental_fetch_sessions_with_librdkafka(cluster):
     for i in range(300):
         p.produce(topic, b"v%d" % i, partition=i % 3)
     assert p.flush(30) == 0
-    before = _session_stats(cluster)
-    got = read_all_confluent(bootstrap, topic, 3, 300)
+    got = read_all_confluent(bootstrap, topic, 3, 300)          # Fetch v13+ by topic id
     assert sorted(m.value() for m in got) == sorted(b"v%d" % i for i in range(300))
-    after = _session_stats(cluster)
+    before = _consumer_session_stats(cluster)
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap.split(","), fetch_max_wait_ms=100,
+                             auto_offset_reset="earliest", enable_auto_commit=False)
+    consumer.assign([KTP(topic, p) for p in range(3)])
+    values, polls = [], 0
+    while (len(values) < 300 or polls < 20) and time.monotonic() < deadline:
+        polls += 1
+        for records in consumer.poll(timeout_ms=200).values():
+            values += [r.value for r in records]
+    consumer.close()
+    after = _consumer_session_stats(cluster)
+    assert sorted(values) == sorted(b"v%d" % i for i in range(300))
     incremental = after["incremental"] - before["incremental"]
     full = after["full"] - before["full"]
+    print(f"kafka-python fetches: {full} full, {incremental} incremental")
     assert incremental > full >= 1, (before, after)
     assert after["errors"] == before["errors"]
