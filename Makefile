@@ -66,8 +66,9 @@ bench: install $(NATS_SERVER)
 	$(PY) bench/run_all.py $(BENCH_ARGS)
 
 # Peer suites (not part of `make test`: minutes): librdkafka's own integration tests, built
-# from the pinned snapshot in compat/, and a quixstreams exactly-once app in a venv of its
-# own (quixstreams pins an older confluent-kafka). e.g. make compat COMPAT_ARGS="--quick"
+# from the pinned snapshot in compat/, a quixstreams exactly-once app in a venv of its
+# own (quixstreams pins an older confluent-kafka), and Burrow's lag per partition (Debian's
+# burrow). e.g. make compat COMPAT_ARGS="--quick"
 RDK_VERSION := 2.15.0
 RDK_DIR := compat/build/librdkafka-$(RDK_VERSION)
 RDK_RUNNER := $(RDK_DIR)/tests/test-runner
@@ -92,9 +93,15 @@ $(QUIX_VENV)/.installed: compat/quix-requirements.txt
 	$(QUIX_VENV)/bin/python -m pip install -q -r compat/quix-requirements.txt
 	@touch $@
 
-compat: install $(RDK_RUNNER) $(QUIX_VENV)/.installed
+/usr/bin/Burrow:
+	@echo "== installing Debian package burrow (LinkedIn's lag checker; its service stays off)"
+	$(SUDO) apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq burrow >/dev/null
+	-$(SUDO) systemctl disable --now burrow >/dev/null 2>&1
+
+compat: install $(RDK_RUNNER) $(QUIX_VENV)/.installed /usr/bin/Burrow
 	$(PY) compat/run.py --librdkafka-tests $(RDK_DIR)/tests \
-		--quix-python $(QUIX_VENV)/bin/python $(COMPAT_ARGS)
+		--quix-python $(QUIX_VENV)/bin/python --burrow $(COMPAT_ARGS)
 
 # Before merging: the committed HEAD, cloned into a fresh directory, passes `make test`.
 check-clean:

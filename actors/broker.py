@@ -36,7 +36,8 @@ Rules:
   and HW moves wake the waiting threads, leadership changes start/stop follower fetchers.
 - Config: actors/broker_config.py splits it. Background: the replica manager's tick every
   `tick_ms` (ISR shrink, produce timeouts, HW checkpoints, flush.ms); a retention check
-  every `log.retention.check.interval.ms` with the topic configs ZooKeeper has then.
+  every `log.retention.check.interval.ms` with the topic configs ZooKeeper has then; an
+  altered topic config reaches the hosted replicas when ZooKeeper's watch fires.
 - Evidence for the chaos checker: the first time this incarnation ACCEPTS (error 0) a
   controller request of a (controller_epoch, controller_id) pair, it appends
   `<controller_epoch> <controller_id>` to `<data_dir>/controller-epochs.log`. Two ids on one epoch would
@@ -137,6 +138,7 @@ class Broker:
         self._controller_terms: set[tuple[int, int]] = set()  # recorded by THIS incarnation
         self.lock = threading.RLock()
         self.changed = threading.Condition(self.lock)   # metadata waits, reordered produces
+        self._config_watches: dict = {}                 # topic → its config's ZooKeeper watch
         self.parked = FetchPurgatory()                   # long-poll fetches, by partition
         self.network = EventLoop(f"broker-{broker_id}-network")   # sockets, timers, fetchers
         self.timers = Timers(self.network)
@@ -144,7 +146,7 @@ class Broker:
         self.rm = ReplicaManager(broker_id, BrokerConfig(data_dir=data_dir,
                                                          default_topic_config=self.topic_defaults,
                                                          **settings.replica_manager),
-                                   _clock_ms)
+                                   _clock_ms, wall_clock_ms=lambda: int(time.time() * 1000))
         self.recovery = self.rm.startup()
         self.fetchers: dict[int, Fetcher] = {}
         self._cut_until: dict[int | None, float] = {}    # link-cut failpoint, by leader
@@ -220,6 +222,15 @@ class Broker:
     def kafka_stats(self) -> dict:
         """Per listener and API: requests, handler CPU seconds, bytes in and out."""
         return {x.endpoint.listener: x.stats() for x in self.listeners}
+
+    def fetch_session_stats(self) -> dict:
+        """Kafka fetch sessions (KIP-227), per kind of fetcher (consumer, follower): full,
+        incremental and sessionless fetches served, session errors, evictions; and the
+        sessions cached now."""
+        cache = self.kafka_api.fetch_sessions
+        with cache.lock:
+            return {**{kind: dict(counts) for kind, counts in cache.stats.items()},
+                    "sessions": len(cache)}
 
     def _register(self) -> None:
         reg = BrokerRegistration.for_listeners(
@@ -329,6 +340,7 @@ class Broker:
             topic_configs = {t: self.store.get_topic_config(t) or {}
                              for t in {s.topic for s in request.partition_states}}
             out = self.rm.handle_leader_and_isr(request, topic_configs)
+            self._watch_topic_configs(topic_configs)
             self.apply_effects(out.effects)
             self._move_fetchers(out.became_leader, out.became_follower)
             self._offsets_leadership(out.became_leader, out.became_follower)
@@ -341,12 +353,32 @@ class Broker:
             return {"error": error, "partition_errors": {}}
         if isinstance(request, StopReplicaRequest):
             out = self.rm.handle_stop_replica(request)
+            hosted = self.rm.topics()
+            for topic in [t for t in self._config_watches if t not in hosted]:
+                self._config_watches.pop(topic).cancel()
             self.apply_effects(out.effects)
             self._move_fetchers(out.stopped, {})
             self._offsets_leadership((), out.stopped)
             self.changed.notify_all()
             return {"error": out.error, "partition_errors": dict(out.partition_errors)}
         raise TypeError(f"not a controller request: {type(request).__name__}")
+
+    def _watch_topic_configs(self, topics) -> None:
+        """Watch /config/topics/<t> of every hosted topic: an altered config reaches the
+        replicas within moments (Kafka's config change notifications), applied on the
+        network loop (never on ZooKeeper's event thread); caller holds the lock."""
+        for topic in topics:
+            if topic not in self._config_watches and topic in self.rm.topics():
+                self._config_watches[topic] = self.store.watch_topic_config(
+                    topic, lambda config, t=topic: self._on_topic_config(t, config))
+
+    def _on_topic_config(self, topic: str, config: dict | None) -> None:
+        if config is not None:
+            self.timers.add(0, lambda: self._apply_topic_config(topic, config))
+
+    def _apply_topic_config(self, topic: str, config: dict) -> None:
+        with self.lock:
+            self.rm.apply_topic_config(topic, config)
 
     def _offsets_leadership(self, led, not_led) -> None:
         """Tell the coordinators which `__consumer_offsets` / `__transaction_state`

@@ -16,7 +16,10 @@ Rules:
   when it is; a native client's Ray call blocks in its concurrency group). Callbacks run
   after the lock is released.
 - Time: a ticker thread sends `Tick` at the coordinator's next deadline (at least every
-  TICK_MS) with the broker's monotonic clock.
+  TICK_MS). The coordinators' clock is the wall clock, as Kafka's time.milliseconds():
+  it is written into `__consumer_offsets` (commit timestamps, which offset retention and
+  lag checkers such as Burrow read) and `__transaction_state`, so it must mean the same
+  after a restart or on another broker.
 - Leadership: the broker reports, in order, every partition of the coordinator's topic it
   starts or stops leading, with the partition's leader epoch (`became_leader`, `lost`); one
   worker thread loads it (the kind reads its log from the log start to the end and names
@@ -51,7 +54,7 @@ CALL_TIMEOUT_S = 30 * 60             # a parked JoinGroup may wait out a long re
 
 
 def clock_ms() -> int:
-    return int(time.monotonic() * 1000)
+    return int(time.time() * 1000)
 
 
 class Waiter(Completion):

@@ -50,6 +50,8 @@ from dataclasses import dataclass, fields
 from actors import security_store as security
 from actors.config_store import read_entity, read_quotas, rewrite_entity
 from actors.dynamic_config import DEFAULT_ENTITY, DYNAMIC_KEYS, STORED_ONLY
+from actors.group_host import OFFSETS_TOPIC
+from actors.txn_host import TXN_TOPIC
 from actors.purgatory import DelayedFetch
 from controller.layout import Endpoint, parse_endpoints
 from controller.topic_admin import plan_partitions, plan_topic
@@ -73,10 +75,12 @@ from replicas.errors import (InvalidConfig, InvalidRequest, KafkaError, LeaderNo
                              UnknownTopicOrPartition)
 
 log = logging.getLogger(__name__)
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TXN_TOPIC})       # Metadata's is_internal
 
 TOPIC, BROKER = 2, 4                                  # Kafka's ConfigResource.Type
 SOURCE_TOPIC, SOURCE_STATIC_BROKER, SOURCE_DEFAULT = 1, 4, 5
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+LIST_CONFIGS = frozenset({"cleanup.policy"})      # the list-typed topic configs (APPEND/SUBTRACT)
 
 
 @dataclass(frozen=True)
@@ -224,11 +228,28 @@ class KafkaBrokerApi:
             parts.append(PartitionMetadata(p, E.NONE if leader >= 0 else LeaderNotAvailable.code,
                                            leader, s.leader_epoch, replicas, isr,
                                            tuple(r for r in replicas if r not in live)))
-        return TopicMetadata(topic, E.NONE, tuple(parts))
+        return TopicMetadata(topic, E.NONE, tuple(parts), topic_id=md.topic_id(topic),
+                             internal=topic in INTERNAL_TOPICS)
+
+    def topic_ids(self) -> dict[str, str]:
+        with self.broker.lock:
+            return self.broker.rm.metadata.topic_ids()
+
+    def _internal_hosts(self) -> dict:
+        """The coordinators' topics, by name (__consumer_offsets, __transaction_state)."""
+        return {h.topic: h for h in (getattr(self.broker, "groups", None),
+                                     getattr(self.broker, "txns", None)) if h is not None}
 
     def _auto_create(self, topic: str, live) -> int:
         """Kafka's auto.create.topics.enable: create with the broker defaults and answer
-        LEADER_NOT_AVAILABLE until the topic has leaders (the client asks again)."""
+        LEADER_NOT_AVAILABLE until the topic has leaders (the client asks again). An internal
+        topic is created as its coordinator creates it (AutoTopicCreationManager: its
+        partitions, replication and configs), whoever asks first: a lag checker reading
+        __consumer_offsets before any group exists must not make it a plain topic."""
+        internal = self._internal_hosts().get(topic)
+        if internal is not None:
+            internal.ensure_topic()
+            return LeaderNotAvailable.code
         try:
             plan = plan_topic(topic, -1, -1, list(live),
                               default_partitions=self.config.num_partitions,
@@ -257,7 +278,8 @@ class KafkaBrokerApi:
             with self.broker.lock:
                 starts = {tp: self._log_start(tp) for tp in results}
             return {tp: ProduceOutcome(r["error"], r["base_offset"] if not r["error"] else -1,
-                                       starts[tp], r.get("message") or None)
+                                       starts[tp], r.get("message") or None,
+                                       tuple(r.get("record_errors", ())))
                     for tp, r in results.items()}
         return Deferred(outcomes, pending.when_ready)
 
@@ -540,12 +562,15 @@ class KafkaBrokerApi:
                                   default_partitions=self.config.num_partitions,
                                   default_replication_factor=self.config.default_replication_factor,
                                   rng=random.Random())
+                topic_id = None
                 if not validate_only:
-                    self.broker.store.create_topic(spec.name, plan.assignment, plan.config)
+                    topic_id = self.broker.store.create_topic(spec.name, plan.assignment,
+                                                              plan.config).topic_id
                     created.append((spec.name, plan.partitions))
                 out[spec.name] = TopicOutcome(E.NONE, None, plan.partitions,
                                               plan.replication_factor,
-                                              self._topic_entries(plan.config, None))
+                                              self._topic_entries(plan.config, None),
+                                              topic_id=topic_id)
             except KafkaError as exc:
                 out[spec.name] = TopicOutcome(exc.code, exc.message)
         if created and timeout_ms > 0:
@@ -835,6 +860,14 @@ class KafkaBrokerApi:
                         new[name] = value
                     elif op == DELETE:
                         new.pop(name, None)
+                    elif op in (APPEND, SUBTRACT) and name in LIST_CONFIGS:
+                        # ConfigAdminManager.prepareIncrementalConfigs: on the value, else the
+                        # default; distinct items in order
+                        old = str(new.get(name, CONFIG_DEFS[name].default)).split(",")
+                        given = [x for x in (value or "").split(",") if x]
+                        items = old + given if op == APPEND else \
+                            [x for x in old if x not in given]
+                        new[name] = ",".join(dict.fromkeys(x for x in items if x))
                     elif op in (APPEND, SUBTRACT):
                         raise InvalidConfig(f"Config value append/subtract is not allowed for "
                                             f"config key {name}: it is not a list")

@@ -144,7 +144,7 @@ def _append(broker, pending: PendingProduce, i, tp, data, acks, timeout_ms, guar
     if r.pending_id is None:
         pending.out[i] = {"error": r.error, "base_offset": r.base_offset,
                           "last_offset": r.last_offset, "duplicate": r.duplicate,
-                          "message": r.message}
+                          "message": r.message, "record_errors": r.record_errors}
     else:   # registered BEFORE the effects run, so no completion is missed
         broker._produce_waiters[r.pending_id] = pending
         pending.waiting[r.pending_id] = (i, r)

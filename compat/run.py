@@ -18,6 +18,8 @@ Rules:
   (SIGKILL) once it has committed some output, and restarted: read_committed, every
   word's counts in the output are exactly 1, 2, ..., n, n its true count (no duplicate, no
   gap, nothing lost).
+- Burrow (Debian's `burrow`, --burrow) reports a group's lag per partition from rayka's
+  __consumer_offsets and end offsets (compat/burrow_lag.py).
 - Prints passed / failed / skipped and writes them as JSON (--out).
 """
 
@@ -233,6 +235,8 @@ def main(argv=None) -> int:
                         help="comma-separated librdkafka test names, or all: every broker test")
     parser.add_argument("--quick", action="store_true", help="librdkafka's quick mode (-Q)")
     parser.add_argument("--quix-python", help="the python of a venv with quixstreams")
+    parser.add_argument("--burrow", action="store_true",
+                        help="check Burrow's lag per partition (compat/burrow_lag.py)")
     parser.add_argument("--out", help="write the results as JSON here")
     args = parser.parse_args(argv)
     cluster = start_cluster()
@@ -255,11 +259,14 @@ def main(argv=None) -> int:
                     other.shutdown()
         if args.quix_python:
             results["quixstreams"] = run_quix(cluster, args.quix_python)
+        if args.burrow:
+            from compat.burrow_lag import run_burrow
+            results["burrow"] = run_burrow(cluster)
     finally:
         cluster.shutdown()
     verdicts = collections.Counter(
         r["verdict"] for r in list(results.get("librdkafka", {}).values())
-        + ([results["quixstreams"]] if "quixstreams" in results else []))
+        + [results[k] for k in ("quixstreams", "burrow") if k in results])
     print("compat: " + ", ".join(f"{n} {v}" for v, n in sorted(verdicts.items())))
     if args.out:
         with open(args.out, "w") as f:

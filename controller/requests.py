@@ -10,6 +10,8 @@ Rules (Kafka's ControllerChannelManager.scala):
 - Adding a LeaderAndIsr for a partition also queues an UpdateMetadata for it to every live
   (or shutting-down) broker. A partition queued twice for the same broker keeps the latest
   state; `is_new` and StopReplica's `delete` are sticky (OR-ed), as in Kafka.
+- Every partition state carries its topic's id (from `/brokers/topics/<t>`), as
+  LeaderAndIsr v5+ and UpdateMetadata v7+ do: brokers learn topic ids only this way.
 - A partition of a topic queued for deletion is announced with leader -2
   (LeaderDuringDelete) in UpdateMetadata; a StopReplica that deletes carries leader
   epoch -2 (EpochDuringDelete), otherwise the current leader epoch.
@@ -45,6 +47,7 @@ class PartitionLeaderState:
     adding_replicas: tuple[int, ...] = ()
     removing_replicas: tuple[int, ...] = ()
     offline_replicas: tuple[int, ...] = ()
+    topic_id: str | None = None     # Kafka's Uuid text form; LeaderAndIsr v5+ / UpdateMetadata v7+
 
     @property
     def tp(self) -> TopicPartition:
@@ -155,7 +158,8 @@ class RequestBatch:
                 leadership.leader_epoch, leadership.isr, leadership.zk_version, tuple(replicas),
                 is_new=is_new or (previous is not None and previous.is_new),
                 adding_replicas=assignment.adding if assignment else (),
-                removing_replicas=assignment.removing if assignment else ())
+                removing_replicas=assignment.removing if assignment else (),
+                topic_id=self.context.topic_ids.get(tp.topic))
         self.add_update_metadata(self.context.live_or_shutting_down_broker_ids(), [tp])
 
     def add_stop_replica(self, broker_ids, tp: TopicPartition, delete: bool) -> None:
@@ -196,7 +200,8 @@ class RequestBatch:
         return PartitionLeaderState(
             tp.topic, tp.partition, leadership.controller_epoch, leader, leadership.leader_epoch,
             leadership.isr, leadership.zk_version, replicas,
-            offline_replicas=tuple(r for r in replicas if r not in live))
+            offline_replicas=tuple(r for r in replicas if r not in live),
+            topic_id=self.context.topic_ids.get(tp.topic))
 
     def build(self) -> list[tuple[int, ControllerRequest]]:
         """The batch's requests in Kafka's order, without clearing it."""

@@ -88,6 +88,13 @@ CONFIG_DEFS: dict[str, ConfigDef] = {
     "compression.type": ConfigDef(_one_of("producer", "uncompressed", "gzip", "snappy", "lz4",
                                           "zstd"), "producer",
                                   "the codec batches are stored in; producer: as sent"),
+    "message.timestamp.difference.max.ms": ConfigDef(
+        _int_in(0, _LONG_MAX), _LONG_MAX, "bound of a record's timestamp around the broker's "
+        "clock, where the before/after keys are left at their default"),
+    "message.timestamp.before.max.ms": ConfigDef(
+        _int_in(0, _LONG_MAX), _LONG_MAX, "how far in the past a record's timestamp may be"),
+    "message.timestamp.after.max.ms": ConfigDef(
+        _int_in(0, _LONG_MAX), _LONG_MAX, "how far in the future a record's timestamp may be"),
     # accepted as Kafka 3.8 accepts them, with Kafka 3.8's effect or none (IGNORED)
     "message.format.version": ConfigDef(str, "3.0-IV1",
                                         "ignored, as by Kafka 3.x (inter.broker.protocol >= 3.0)"),
@@ -136,6 +143,9 @@ class TopicConfig:
     min_compaction_lag_ms: int = 0
     max_compaction_lag_ms: int = _LONG_MAX
     delete_retention_ms: int = 86_400_000
+    message_timestamp_difference_max_ms: int = _LONG_MAX
+    message_timestamp_before_max_ms: int = _LONG_MAX
+    message_timestamp_after_max_ms: int = _LONG_MAX
 
     @classmethod
     def from_mapping(cls, config: Mapping[str, object] | None,

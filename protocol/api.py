@@ -10,6 +10,9 @@ Rules:
   problem; a raise means the whole request failed (the handler answers its error code
   everywhere).
 - Record batches stay bytes end to end. Partitions are `(topic, partition)` tuples.
+- Topic ids travel in Kafka's Uuid text form (url-safe base64 of 16 bytes, unpadded, as
+  ZooKeeper stores them); `topic_uuid` / `topic_id_text` convert to and from the wire's
+  UUID (None is the zero UUID: "no id").
 - A call that has to wait answers a `Deferred` instead of blocking: `produce` (appended
   when the call returns, in the order the requests came; the acknowledgements come later),
   `fetch` (parked until data arrives or max_wait passes), `group_call` (a JoinGroup parks
@@ -22,10 +25,33 @@ Rules:
 
 from __future__ import annotations
 
+import base64
+import binascii
+import uuid
 from dataclasses import dataclass, field
 from typing import Mapping, Protocol, Sequence
 
 TP = tuple[str, int]
+ZERO_UUID = uuid.UUID(int=0)
+
+
+def topic_uuid(text: str | None) -> uuid.UUID:
+    """The wire UUID of a topic id in Kafka's text form (the zero UUID for None or a text
+    that is not one)."""
+    if not text:
+        return ZERO_UUID
+    try:
+        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    except (binascii.Error, ValueError):
+        return ZERO_UUID
+    return uuid.UUID(bytes=raw) if len(raw) == 16 else ZERO_UUID
+
+
+def topic_id_text(value: uuid.UUID | None) -> str | None:
+    """Kafka's text form of a wire UUID; None for the zero UUID (kafka-python's None too)."""
+    if value is None or value == ZERO_UUID:
+        return None
+    return base64.urlsafe_b64encode(value.bytes).rstrip(b"=").decode("ascii")
 
 
 class Deferred:
@@ -106,6 +132,7 @@ class TopicMetadata:
     error: int
     partitions: tuple[PartitionMetadata, ...] = ()
     internal: bool = False
+    topic_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +149,7 @@ class ProduceOutcome:
     base_offset: int = -1
     log_start_offset: int = -1
     message: str | None = None
+    record_errors: tuple[tuple[int, str], ...] = ()    # KIP-467: (batch index, message)
 
 
 @dataclass(slots=True)      # not frozen: built per partition per fetch, 5x cheaper
@@ -183,6 +211,7 @@ class TopicOutcome:
     replication_factor: int = -1
     configs: tuple[ConfigEntry, ...] = ()
     config_error: int = 0       # CreateTopics v5+: TOPIC_AUTHORIZATION_FAILED without DescribeConfigs
+    topic_id: str | None = None         # CreateTopics: the new topic's id
 
 
 @dataclass(frozen=True, slots=True)
@@ -283,6 +312,11 @@ class BrokerApi(Protocol):
     def describe_producers(self, tps: Sequence[TP]) -> dict[TP, tuple[int, list]]:
         """DescribeProducers: {tp: (error, [(producer id, epoch, last sequence, last
         timestamp, coordinator epoch, current transaction start offset)])}."""
+
+    def topic_ids(self) -> dict[str, str]:
+        """{topic: its id} of every topic this broker's metadata knows (Fetch v13+ and
+        DeleteTopics v6 address topics by id)."""
+        ...
 
     def create_topics(self, specs: Sequence[TopicSpec], timeout_ms: int,
                       validate_only: bool) -> dict[str, TopicOutcome]: ...

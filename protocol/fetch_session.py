@@ -32,10 +32,23 @@ Rules, broker side (`FetchSessionCache.new_context`):
   only the partitions with records, an error, a diverging epoch, or a high watermark, last
   stable offset or log start offset other than the one the session last answered (Kafka's
   maybeUpdateResponseData); the session remembers what it answered either way.
+- Topic ids: a session made by Fetch v13+ uses topic ids, one made below v13 does not; an
+  incremental fetch of the other kind is FETCH_SESSION_TOPIC_ID_ERROR (106), checked after
+  the epoch (FetchManager.newContext). An incremental fetch that forgets every partition
+  closes the session and is answered sessionless.
 - The cache holds at most `max_slots` sessions (max.incremental.fetch.session.cache.slots,
-  1000). A new session takes a free slot, else evicts the least recently used session of
-  lower or equal privilege (a follower's outranks a consumer's), else is not made. Ids are
-  random positive int32s.
+  1000), with Kafka's eviction (FetchSessionCacheShard.tryEvict, evictionMs 120 s on the
+  cache's clock): a new session takes a free slot; else the least recently used session,
+  if unused for more than `eviction_ms`, makes room; else a privileged (follower) fetcher
+  may evict the smallest of the consumer sessions and of the sessions created more than
+  `eviction_ms` before their last use, a consumer only the smallest of the latter, where
+  smallest orders (privileged, partitions, id) and the victim must not be larger than the
+  newcomer (privileged, partitions, 0); else no session is made (session_id 0). Which
+  sessions are evictable and their sizes are taken when a session is last used, as
+  Kafka's touch does. Ids are random positive int32s.
+- `stats`: per kind of fetcher (consumer, follower), counts of full (session made or not),
+  incremental and sessionless fetches, session errors and the evictions its new sessions
+  made (`Broker.fetch_session_stats()`).
 
 Rules, fetcher side (`FetchSessionHandler`):
 - `build(wanted)` with {tp: FetchData} of everything this fetcher wants now → a FetchPlan:
@@ -44,7 +57,8 @@ Rules, fetcher side (`FetchSessionHandler`):
   longer wanted as forgotten.
 - `on_response(plan, error, session_id)`: after an error the next request is full (and
   sessionless until the broker gives a new id); after a full answer the session is the
-  id given (epoch 1 next), after an incremental one the epoch moves on (1 after 2^31-1).
+  id given (epoch 1 next), after an incremental one the epoch moves on (1 after 2^31-1),
+  unless it came sessionless (session_id 0: the broker closed the session).
   `reset()` after a lost connection.
 """
 
@@ -61,6 +75,7 @@ from replicas.errors import ErrorCode as E
 FINAL_EPOCH, INITIAL_EPOCH = -1, 0
 MAX_EPOCH = 2**31 - 1
 DEFAULT_SLOTS = 1000
+EVICTION_MS = 120_000       # Kafka's MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS
 
 __all__ = ["FetchData", "FetchSessionCache", "FetchContext", "FetchSessionHandler", "FetchPlan",
            "ChangeJournal"]
@@ -74,6 +89,7 @@ class FetchData:
     last_fetched_epoch: int = -1
     log_start_offset: int = -1
     max_bytes: int = 1 << 20
+    topic_id: str | None = None     # Fetch v13+: the id the fetcher named the topic by
 
 
 def _next_epoch(epoch: int) -> int:
@@ -122,10 +138,15 @@ class ChangeJournal:
 
 class _Session:
     __slots__ = ("id", "privileged", "epoch", "partitions", "answered", "token", "unfinished",
-                 "full_read_ms")
+                 "full_read_ms", "uses_topic_ids", "created_ms", "evictable_by_all",
+                 "evictable_by_privileged", "cached_size", "last_used_ms")
 
-    def __init__(self, session_id: int, privileged: bool):
+    def __init__(self, session_id: int, privileged: bool, uses_topic_ids: bool = False,
+                 now_ms: int = 0):
         self.id, self.privileged, self.epoch = session_id, privileged, 1
+        self.uses_topic_ids, self.created_ms = uses_topic_ids, now_ms
+        self.evictable_by_all = self.evictable_by_privileged = False
+        self.cached_size, self.last_used_ms = 0, now_ms
         self.partitions: OrderedDict[tuple, FetchData] = OrderedDict()
         self.answered: dict[tuple, tuple] = {}     # tp → (hw, last stable, log start)
         self.token = 0                  # the journal's token when the session last read
@@ -203,57 +224,106 @@ class FetchContext:
 class FetchSessionCache:
     def __init__(self, max_slots: int = DEFAULT_SLOTS, rng: random.Random | None = None,
                  clock_ms: Callable[[], int] | None = None,
-                 full_read_interval_ms: int = 1000):
+                 full_read_interval_ms: int = 1000, eviction_ms: int = EVICTION_MS):
         self.max_slots = max_slots
         self.clock_ms = clock_ms
         self.full_read_interval_ms = full_read_interval_ms
+        self.eviction_ms = eviction_ms
         self._rng = rng or random.Random()
         self._sessions: OrderedDict[int, _Session] = OrderedDict()   # least recently used first
         self.lock = threading.Lock()
+        self.stats = {kind: {"full": 0, "incremental": 0, "sessionless": 0, "errors": 0,
+                             "evictions": 0} for kind in ("consumer", "follower")}
 
     def __len__(self) -> int:
         return len(self._sessions)
 
+    def _now(self) -> int:
+        return self.clock_ms() if self.clock_ms is not None else 0
+
     def new_context(self, session_id: int, epoch: int, requested: dict, forgotten,
-                    privileged: bool) -> FetchContext | int:
-        """The context of a fetch request, or an error code (70, 71) to answer it with.
+                    privileged: bool, uses_topic_ids: bool = False) -> FetchContext | int:
+        """The context of a fetch request, or an error code (70, 71, 106) to answer it with.
         `requested` {tp: FetchData} in request order; `forgotten` [tp]."""
         with self.lock:
+            stats = self.stats["follower" if privileged else "consumer"]
             if epoch == FINAL_EPOCH:
                 self._sessions.pop(session_id, None)
+                stats["sessionless"] += 1
                 return FetchContext(self, None, OrderedDict(requested), False)
             if epoch == INITIAL_EPOCH:
                 self._sessions.pop(session_id, None)
-                session = self._create(privileged)
+                stats["full"] += 1
+                session = self._create(privileged, len(requested), uses_topic_ids)
                 if session is not None:
                     session.partitions.update(requested)
+                    self._touch(session)
                 return FetchContext(self, session, OrderedDict(requested), False, requested)
             session = self._sessions.get(session_id)
             if session is None:
-                return E.FETCH_SESSION_ID_NOT_FOUND
-            if epoch != session.epoch:
-                return E.INVALID_FETCH_SESSION_EPOCH
-            self._sessions.move_to_end(session_id)
+                error = E.FETCH_SESSION_ID_NOT_FOUND
+            elif epoch != session.epoch:
+                error = E.INVALID_FETCH_SESSION_EPOCH
+            elif session.uses_topic_ids != uses_topic_ids:
+                error = E.FETCH_SESSION_TOPIC_ID_ERROR
+            else:
+                error = None
+            if error is not None:
+                stats["errors"] += 1
+                return error
             for tp in forgotten:
                 session.partitions.pop(tp, None)
                 session.answered.pop(tp, None)
                 session.unfinished.discard(tp)
             session.partitions.update(requested)
+            if not session.partitions:      # nothing left: closed, answered sessionless
+                del self._sessions[session_id]
+                stats["sessionless"] += 1
+                return FetchContext(self, None, OrderedDict(requested), False)
+            stats["incremental"] += 1
+            self._touch(session)
             session.epoch = _next_epoch(epoch)
             return FetchContext(self, session, OrderedDict(session.partitions), True, requested)
 
-    def _create(self, privileged: bool) -> _Session | None:
-        if len(self._sessions) >= self.max_slots:
-            victim = next((s for s in self._sessions.values()
-                           if privileged or not s.privileged), None)
-            if victim is None:
-                return None
-            del self._sessions[victim.id]
+    def _touch(self, session: _Session) -> None:
+        """Kafka's FetchSessionCacheShard.touch: most recently used now; evictability and
+        size as of now."""
+        now = self._now()
+        self._sessions.move_to_end(session.id)
+        session.last_used_ms = now
+        session.cached_size = len(session.partitions)
+        old = now - session.created_ms > self.eviction_ms
+        session.evictable_by_all = old
+        session.evictable_by_privileged = old or not session.privileged
+
+    def _evict(self, privileged: bool, size: int) -> bool:
+        """Kafka's tryEvict (module rules)."""
+        if not self._sessions:
+            return False
+        lru = min(self._sessions.values(), key=lambda s: (s.last_used_ms, s.id))
+        if self._now() - lru.last_used_ms > self.eviction_ms:
+            victim = lru
+        else:
+            allowed = [s for s in self._sessions.values()
+                       if (s.evictable_by_privileged if privileged else s.evictable_by_all)]
+            if not allowed:
+                return False
+            victim = min(allowed, key=lambda s: (s.privileged, s.cached_size, s.id))
+            if (privileged, size, 0) < (victim.privileged, victim.cached_size, victim.id):
+                return False
+        del self._sessions[victim.id]
+        self.stats["follower" if privileged else "consumer"]["evictions"] += 1
+        return True
+
+    def _create(self, privileged: bool, size: int, uses_topic_ids: bool) -> _Session | None:
+        if len(self._sessions) >= self.max_slots and not self._evict(privileged, size):
+            return None
         while True:
             session_id = self._rng.randint(1, MAX_EPOCH)
             if session_id not in self._sessions:
                 break
-        session = self._sessions[session_id] = _Session(session_id, privileged)
+        session = self._sessions[session_id] = _Session(session_id, privileged, uses_topic_ids,
+                                                        self._now())
         return session
 
 
@@ -289,6 +359,9 @@ class FetchSessionHandler:
         if plan.epoch == INITIAL_EPOCH:
             self.session_id = session_id
             self.epoch = 1 if session_id else INITIAL_EPOCH
+        elif session_id == 0:       # the broker closed the session (nothing left in it)
+            self.reset()
+            return
         else:
             self.epoch = _next_epoch(plan.epoch)
         self.held = plan.wanted if self.session_id else {}

@@ -7,8 +7,7 @@ Rules:
 - `KAFKA_38` is what a Kafka 3.8 ZooKeeper-mode broker advertises: every API whose schema
   lists the zkBroker listener, over its whole validVersions (clients/src/main/resources/
   common/message/*Request.json; 3.8 marks no latest version unstable). For each API rayka
-  serves, the range is Kafka 3.8's, except the versions that address topics by id (Fetch
-  13-16) while topic ids are not tracked. `api_table()` is README's table, checked by a test.
+  serves, the range is Kafka 3.8's. `api_table()` is README's table, checked by a test.
 - The versions kio has no schema for (below Kafka 4's minimums) are protocol/legacy.py's;
   Produce v0-2 and Fetch v0-3 carry message formats v0/v1, converted to and from
   RecordBatch v2 (replicas/legacy_records.py). SaslHandshake v0 is followed by raw SASL
@@ -82,7 +81,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     ApiKey.API_VERSIONS: (0, 3),               # v4 requests get the KIP-511 v0 answer
     ApiKey.METADATA: (0, 12),
     ApiKey.PRODUCE: (0, 11),                   # v0-2: message formats v0/v1, up-converted
-    ApiKey.FETCH: (0, 12),                     # v0-3 down-converted; v13+ address topics by id
+    ApiKey.FETCH: (0, 16),                     # v0-3 down-converted; v13+ address topics by id
     ApiKey.LIST_OFFSETS: (0, 8),               # v0: Kafka's offsets before a time (Burrow)
     ApiKey.OFFSET_FOR_LEADER_EPOCH: (0, 4),
     ApiKey.INIT_PRODUCER_ID: (0, 5),

@@ -5,6 +5,7 @@ What lives here (one module each):
   leader epoch in place; batches stay bytes); legacy_records: message formats v0/v1 and
   their conversion to and from v2 (old producers and consumers);
 - segment, log: the segmented log (`.log` + sparse `.index`), crash recovery, truncation;
+  record_validation: a leader append's per-record checks with KIP-467 record errors;
   offsets: ListOffsets (by time, earliest, latest) and OffsetForLeaderEpoch answers;
   legacy_offsets: ListOffsets v0 (segment start offsets before a time);
 - checkpoints, epoch_cache: Kafka's checkpoint files and the leader-epoch cache (KIP-101/279);

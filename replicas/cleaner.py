@@ -59,7 +59,6 @@ from replicas import records
 from replicas.checkpoints import fsync_dir
 from replicas.compression import rebuild
 from replicas.control import ABORT, COMMIT, CONTROL_FLAG, TRANSACTIONAL_FLAG, control_type
-from replicas.errors import InvalidRecord
 from replicas.txn_index import AbortedTxn
 
 LONG_MAX = 2**63 - 1
@@ -103,15 +102,6 @@ class CleanStats:
     records_kept: int = 0
     records_dropped: int = 0
     cleaned: list = field(default_factory=list)  # (base offset, path of the .cleaned file)
-
-
-def require_keys(buf, headers: Sequence[records.BatchHeader], where: str) -> None:
-    """INVALID_RECORD if any record of `buf` has no key (a compacted topic's rule)."""
-    view = memoryview(buf)
-    for h in headers:
-        if any(r.key is None for r in DefaultRecordBatch(bytes(view[h.position:h.position + h.size]))):
-            raise InvalidRecord(f"Compacted topic cannot accept message without key in topic "
-                                f"partition {where}.")
 
 
 def plan_cleaning(segments: Sequence[SegmentView], log_start: int, checkpoint: int | None,

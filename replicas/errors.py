@@ -23,7 +23,8 @@ import enum
 
 __all__ = [
     "ErrorCode", "RETRIABLE",
-    "KafkaError", "ERRORS_BY_CODE", "error_for_code", "UnknownServerError",
+    "KafkaError", "RecordValidationError", "ERRORS_BY_CODE", "error_for_code",
+    "UnknownServerError",
     "OffsetOutOfRange", "CorruptRecord", "UnknownTopicOrPartition", "InvalidFetchSize",
     "LeaderNotAvailable", "NotLeaderOrFollower", "RequestTimedOut", "BrokerNotAvailable",
     "ReplicaNotAvailable", "RecordTooLarge", "StaleControllerEpoch", "InvalidTopic",
@@ -304,6 +305,25 @@ UnstableOffsetCommit = _error("UnstableOffsetCommit", C.UNSTABLE_OFFSET_COMMIT)
 del C
 
 ERRORS_BY_CODE: dict[int, type[KafkaError]] = {cls.code: cls for cls in _NAMES}
+
+
+class RecordValidationError(KafkaError):
+    """Kafka's RecordValidationException (KIP-467): a batch refused for its records; `code`
+    is the batch's error (INVALID_RECORD or INVALID_TIMESTAMP), `record_errors` the
+    (index in the batch, message) of every bad record (replicas/record_validation.py)."""
+
+    def __init__(self, code: int, message: str, record_errors=()):
+        super().__init__(message)
+        self.code = int(code)
+        self.retriable = int(code) in RETRIABLE
+        self.record_errors = tuple(record_errors)
+
+    @property
+    def name(self) -> str:
+        return ErrorCode(self.code).name
+
+    def __reduce__(self):
+        return (type(self), (self.code, self.message, self.record_errors))
 
 
 def error_for_code(code: int, message: str = "") -> KafkaError:

@@ -5,8 +5,10 @@ Rules:
   would exceed `segment_bytes` (or relative offsets would overflow 32 bits).
 - Offsets rise: every batch starts where the previous one ended, except across batches the
   cleaner removed from a compacted log (replicas/cleaner.py; followers accept such gaps).
-- Compacted topics (cleanup.policy has compact) refuse records without a key at the leader:
-  INVALID_RECORD (87), nothing appended.
+- Leader appends check every record as Kafka's LogValidator does (replicas/
+  record_validation.py: a compacted topic's record without a key, a timestamp out of
+  message.timestamp.* bounds on `wall_clock_ms`): the batch fails with its record errors
+  (KIP-467), nothing appended.
 - Leader append: validate every batch (header, CRC, size) BEFORE writing anything; with a
   topic codec, rebuild the batches in another codec (replicas/compression.py); then
   assign offsets from the log end offset (LEO) and stamp the leader epoch in the headers,
@@ -53,12 +55,13 @@ from typing import Callable
 from replicas import records
 from replicas.checkpoints import leader_epoch_checkpoint
 from replicas.cleaner import (CleanerPolicy, CleanPlan, CleanStats, SegmentView, discard_cleaned,
-                              finish_interrupted_swaps, require_keys, swap_in, swap_in_txn_index)
+                              finish_interrupted_swaps, swap_in, swap_in_txn_index)
 from replicas.compression import needs_recompression, recompress
 from replicas.control import ABORT, COMMIT, control_type, end_txn_marker
 from replicas.epoch_cache import LeaderEpochCache
 from replicas.errors import CorruptRecord, KafkaStorageError, OffsetOutOfRange
 from replicas.open_files import UNBOUNDED, OpenFiles
+from replicas.record_validation import TimestampBounds, validate_records
 from replicas.retention import RetentionPolicy, plan_retention, time_to_roll
 from replicas.segment import Segment
 from replicas.txn_index import AbortedTxn
@@ -77,6 +80,7 @@ class LogConfig:
     retention: RetentionPolicy = RetentionPolicy()   # retention.ms/.bytes, cleanup.policy
     compression: int | None = None              # compression.type's codec; None = producer
     cleaner: CleanerPolicy = CleanerPolicy()     # compaction settings (cleanup.policy etc.)
+    timestamps: TimestampBounds = TimestampBounds()   # message.timestamp.*.max.ms
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,8 +127,9 @@ def partition_dir_name(topic: str, partition: int) -> str:
 class Log:
     def __init__(self, directory: str | Path, config: LogConfig = LogConfig(),
                  recovery_point: int = 0, clock_ms: Callable[[], int] | None = None,
-                 files: OpenFiles = UNBOUNDED):
+                 files: OpenFiles = UNBOUNDED, wall_clock_ms: Callable[[], int] | None = None):
         self.dir = Path(directory)
+        self._wall_clock_ms = wall_clock_ms
         self._files = files
         self.dir.mkdir(parents=True, exist_ok=True)
         self.config = config
@@ -232,8 +237,8 @@ class Log:
     def append_as_leader(self, buf, leader_epoch: int) -> AppendInfo:
         """Validate, assign offsets from the LEO, stamp `leader_epoch`, write."""
         headers = records.validate_batches(buf, self.config.max_message_bytes)
-        if self.config.cleaner.compact:
-            require_keys(buf, headers, self.dir.name)
+        validate_records(buf, headers, self.dir.name, self.config.cleaner.compact,
+                         self.config.timestamps, self._wall_clock_ms)
         if needs_recompression(headers, self.config.compression):
             buf = recompress(buf, headers, self.config.compression)
             headers = records.validate_batches(buf, self.config.max_message_bytes)

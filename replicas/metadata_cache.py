@@ -7,6 +7,9 @@ Rules:
 - The requests are duck-typed: anything with the attributes of
   controller.requests.UpdateMetadataRequest / PartitionLeaderState / LiveBroker works
   (replicas/ may not import controller/: docs/architecture.md).
+- Topic ids (Kafka's Uuid text form) come with the partition states: a topic's id is the
+  last one a state of it carried, and is forgotten with the topic's last partition.
+  `topic_id(name)` and `topic_name(id)` answer None for what is not known.
 - Clients ask any broker for leaders and live brokers; a missing partition or a leader
   that is not live answers None (the client refreshes and retries).
 """
@@ -31,6 +34,8 @@ class MetadataCache:
         self.controller_id: int = -1
         self.live_brokers: dict[int, object] = {}          # id -> LiveBroker
         self.partitions: dict[TopicPartition, object] = {}  # tp -> PartitionLeaderState
+        self._ids: dict[str, str] = {}                      # topic -> topic id
+        self._names: dict[str, str] = {}                    # topic id -> topic
 
     def update(self, request) -> list[TopicPartition]:
         """Apply an UpdateMetadataRequest; returns the partitions removed (being deleted)."""
@@ -44,11 +49,34 @@ class MetadataCache:
                     deleted.append(tp)
             else:
                 self.partitions[tp] = state
+                topic_id = getattr(state, "topic_id", None)
+                if topic_id and self._ids.get(state.topic) != topic_id:
+                    self._forget_id(state.topic)
+                    self._ids[state.topic], self._names[topic_id] = topic_id, state.topic
+        if deleted:
+            left = {tp.topic for tp in self.partitions}
+            for topic in {tp.topic for tp in deleted} - left:
+                self._forget_id(topic)
         return deleted
+
+    def _forget_id(self, topic: str) -> None:
+        old = self._ids.pop(topic, None)
+        if old is not None:
+            self._names.pop(old, None)
 
     # -- queries ---------------------------------------------------------------------------
     def topics(self) -> list[str]:
         return sorted({tp.topic for tp in self.partitions})
+
+    def topic_id(self, topic: str) -> str | None:
+        return self._ids.get(topic)
+
+    def topic_name(self, topic_id: str) -> str | None:
+        return self._names.get(topic_id)
+
+    def topic_ids(self) -> dict[str, str]:
+        """{topic: id}, a copy."""
+        return dict(self._ids)
 
     def partitions_of(self, topic: str) -> list[int]:
         return sorted(tp.partition for tp in self.partitions if tp.topic == topic)

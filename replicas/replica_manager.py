@@ -181,10 +181,12 @@ class _Partition:
 
 # ---------------------------------------------------------------- the replica manager
 class ReplicaManager:
-    def __init__(self, broker_id: int, config: BrokerConfig, clock_ms: Callable[[], int]):
+    def __init__(self, broker_id: int, config: BrokerConfig, clock_ms: Callable[[], int],
+                 wall_clock_ms: Callable[[], int] | None = None):
         self.broker_id = broker_id
         self.config = config
         self._clock = clock_ms
+        self._wall_clock = wall_clock_ms      # record timestamps are checked against it
         self.data_dir = Path(config.data_dir)
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.controller_epoch = 0
@@ -236,7 +238,8 @@ class ReplicaManager:
     def _open(self, tp: TopicPartition, log_config: LogConfig,
               partition_config: ps.PartitionConfig, recovery_point: int = 0) -> _Partition:
         log = Log(self.data_dir / partition_dir_name(tp.topic, tp.partition), log_config,
-                  recovery_point=recovery_point, clock_ms=self._clock, files=self.open_files)
+                  recovery_point=recovery_point, clock_ms=self._clock, files=self.open_files,
+                  wall_clock_ms=self._wall_clock)
         state = ps.PartitionState(tp.topic, tp.partition, self.broker_id, partition_config)
         state.log_end_offset = log.log_end_offset
         state.high_watermark = min(state.high_watermark, log.log_end_offset)
@@ -486,7 +489,9 @@ class ReplicaManager:
             info = part.producers.append_as_leader(batches, part.state.leader_epoch, origin,
                                                    verification_guard)
         except KafkaError as exc:
-            return AppendResult(exc.code, message=str(exc))
+            record_errors = getattr(exc, "record_errors", ())
+            return AppendResult(exc.code, message=exc.message if record_errors else str(exc),
+                                record_errors=record_errors)
         if isinstance(info, BatchMetadata):
             return self._answer(part, info.first_offset, info.last_offset, acks, timeout_ms,
                                 [], duplicate=True)
@@ -809,6 +814,20 @@ class ReplicaManager:
         return [(tp, p.log, p.last_stable_offset() if p.log.config.cleaner.compact
                  else p.state.high_watermark) for tp, p in self._partitions.items()]
 
+    def apply_topic_config(self, topic: str, config: Mapping) -> None:
+        """The topic's config as ZooKeeper has it now, to every hosted replica of it (Kafka's
+        TopicConfigHandler): appends, retention and the cleaner follow it from now on."""
+        parts = [p for tp, p in self._partitions.items() if tp.topic == topic]
+        if not parts:
+            return
+        try:
+            log_config, partition_config = partition_configs(
+                config, self.config.default_topic_config, self.config.replica_lag_time_max_ms)
+        except InvalidConfig:
+            return               # validated at create/alter time; keep what works
+        for part in parts:
+            part.log.config, part.state.config = log_config, partition_config
+
     def apply_retention(self, now_ms: int, topic_configs: Mapping[str, Mapping] | None = None
                         ) -> dict:
         """One retention check of every replica (replicas/retention.py) at wall-clock `now_ms`
@@ -816,15 +835,9 @@ class ReplicaManager:
         partitions' configs first, so an altered topic config applies from this check on.
         Answers {tp: RetentionResult} for the logs that deleted segments."""
         out = {}
+        for topic, given in (topic_configs or {}).items():
+            self.apply_topic_config(topic, given)
         for tp, part in self._partitions.items():
-            given = (topic_configs or {}).get(tp.topic)
-            if given is not None:
-                try:
-                    part.log.config, part.state.config = partition_configs(
-                        given, self.config.default_topic_config,
-                        self.config.replica_lag_time_max_ms)
-                except InvalidConfig:
-                    pass                 # validated at create/alter time; keep what works
             result = part.log.apply_retention(part.state.high_watermark, now_ms)
             if result.deleted_segments:
                 out[tp] = result

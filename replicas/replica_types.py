@@ -29,6 +29,7 @@ from typing import Mapping, NamedTuple
 from replicas import partition_state as ps
 from replicas.errors import InvalidConfig
 from replicas.log import LogConfig
+from replicas.record_validation import TimestampBounds
 from replicas.metadata_cache import TopicPartition
 from replicas.cleaner import CleanerPolicy
 from replicas.compression import topic_codec
@@ -73,6 +74,7 @@ class AppendResult:
     duplicate: bool = False
     effects: list = field(default_factory=list)
     message: str = ""
+    record_errors: tuple = ()        # KIP-467: (index in the batch, message) per bad record
 
 
 READ_UNCOMMITTED, READ_COMMITTED = 0, 1      # Kafka's IsolationLevel ids
@@ -90,6 +92,7 @@ class FetchResult:
     diverging_epoch: tuple[int, int] | None = None
     effects: list = field(default_factory=list)
     message: str = ""
+    record_errors: tuple = ()        # KIP-467: (index in the batch, message) per bad record
 
 
 class LeaderMarks(NamedTuple):
@@ -159,6 +162,9 @@ BROKER_TOPIC_SYNONYMS = {
     "log.cleaner.min.compaction.lag.ms": "min.compaction.lag.ms",
     "log.cleaner.max.compaction.lag.ms": "max.compaction.lag.ms",
     "log.cleaner.delete.retention.ms": "delete.retention.ms",
+    "log.message.timestamp.difference.max.ms": "message.timestamp.difference.max.ms",
+    "log.message.timestamp.before.max.ms": "message.timestamp.before.max.ms",
+    "log.message.timestamp.after.max.ms": "message.timestamp.after.max.ms",
 }
 _HOURS_MINUTES = {"log.retention.hours": ("retention.ms", 3_600_000),
                   "log.retention.minutes": ("retention.ms", 60_000),
@@ -216,6 +222,10 @@ def partition_configs(topic_config: Mapping[str, object] | None,
             _setting(merged, "min.compaction.lag.ms", base.cleaner.min_compaction_lag_ms),
             _setting(merged, "max.compaction.lag.ms", base.cleaner.max_compaction_lag_ms),
             _setting(merged, "delete.retention.ms", base.cleaner.delete_retention_ms)),
+        timestamps=TimestampBounds.from_configs(
+            _setting(merged, "message.timestamp.difference.max.ms", _LONG_MAX),
+            _setting(merged, "message.timestamp.before.max.ms", _LONG_MAX),
+            _setting(merged, "message.timestamp.after.max.ms", _LONG_MAX)),
         retention=RetentionPolicy(
             _setting(merged, "retention.ms", base.retention.retention_ms),
             _setting(merged, "retention.bytes", base.retention.retention_bytes),

@@ -31,6 +31,10 @@ What it is:
   `group_call` returns a Deferred whose result() is the coordinator's result for that
   request id, or raises `NotAnsweredYet` while it is parked. Member ids are deterministic
   (client id + "-" + UUID(int=1), UUID(int=2), ...). `group_events` lists every event given.
+- Topic ids: every topic created or added gets a new id (UUID(int=0x7000 + n) in Kafka's
+  text form: a re-created name gets another), kept in `topic_id_of`; `topic_ids()`.
+- Produce checks records as the real log does (replicas/record_validation.py: a compacted
+  topic's keyless records, message.timestamp.* bounds on the fake clock).
 - Fetch sessions: a real protocol.fetch_session.FetchSessionCache (`fetch_sessions`, seeded
   ids, `fetch_session_slots` of them).
 - Transactions: `txn_call` drives a REAL pure `transactions.coordinator.
@@ -52,9 +56,13 @@ from coordinator import messages as gm
 from coordinator.config import GroupCoordinatorConfig
 from coordinator.coordinator import GroupCoordinator
 from protocol.fetch_session import ChangeJournal, FetchSessionCache
+from replicas.errors import RecordValidationError
 from replicas.legacy_offsets import offsets_before
+from replicas.record_validation import LONG_MAX, TimestampBounds, validate_records
+from replicas.records import iter_headers
 from transactions import messages as tm
 from transactions.coordinator import TransactionCoordinator
+from protocol.api import topic_id_text
 from replicas.errors import ErrorCode as E
 from protocol.api import (
     LogDir, LogDirPartition, OngoingReassignment, BrokerNode, Deferred, ClusterMetadata, ConfigEntry, ConfigResource, ConfigsOutcome, FetchAsk,
@@ -174,6 +182,8 @@ class FakeBrokerApi:
         self.brokers: dict[int, tuple[dict[str, tuple[str, int]], str | None]] = {}
         self.topics: dict[str, dict[int, Partition]] = {}
         self.topic_configs: dict[str, dict[str, str]] = {}
+        self.topic_id_of: dict[str, str] = {}
+        self._topic_seq = 0
         self.errors: dict[object, int] = {}
         self.raises: dict[str, Exception] = {}
         self.calls: list[tuple[str, dict]] = []
@@ -219,7 +229,16 @@ class FakeBrokerApi:
                          epochs=[(leader_epoch, 0)])
             for p in range(partitions)}
         self.topic_configs[name] = dict(configs or {})
+        self._new_topic_id(name)
         return self
+
+    def _new_topic_id(self, name: str) -> str:
+        self._topic_seq += 1
+        tid = self.topic_id_of[name] = topic_id_text(uuid.UUID(int=0x7000 + self._topic_seq))
+        return tid
+
+    def topic_ids(self) -> dict[str, str]:
+        return {t: self.topic_id_of[t] for t in self.topics}
 
     def partition(self, tp: TP) -> Partition:
         return self.topics[tp[0]][tp[1]]
@@ -282,7 +301,8 @@ class FakeBrokerApi:
             elif name in self.topics:
                 out.append(TopicMetadata(name, NONE, tuple(
                     self._partition_metadata((name, p), part)
-                    for p, part in sorted(self.topics[name].items()))))
+                    for p, part in sorted(self.topics[name].items())),
+                    topic_id=self.topic_id_of[name]))
             elif not (allow_auto_create and self.auto_create_topics_enable):
                 out.append(TopicMetadata(name, UNKNOWN_TOPIC_OR_PARTITION))
             elif not _LEGAL_NAME.fullmatch(name) or name in (".", ".."):
@@ -310,10 +330,29 @@ class FakeBrokerApi:
             error = INVALID_REQUIRED_ACKS if acks not in (-1, 0, 1) else self._partition_error(tp)
             if error:
                 out[tp] = ProduceOutcome(error, message=f"error {error} for {tp}")
-            else:
-                out[tp] = ProduceOutcome(NONE, self.append(tp, data),
-                                         self.partition(tp).log_start)
+                continue
+            try:
+                self._validate(tp, data)
+            except RecordValidationError as exc:
+                out[tp] = ProduceOutcome(exc.code, message=exc.message,
+                                         record_errors=exc.record_errors)
+                continue
+            out[tp] = ProduceOutcome(NONE, self.append(tp, data),
+                                     self.partition(tp).log_start)
         return out
+
+    def _validate(self, tp: TP, data: bytes) -> None:
+        """The real per-record checks (replicas/record_validation.py), by the topic's configs
+        and the fake clock."""
+        if not data or data[16:17] != b"\x02":
+            return
+        cfg = self.topic_configs.get(tp[0], {})
+        bounds = TimestampBounds.from_configs(*(
+            int(cfg.get(f"message.timestamp.{k}.max.ms", LONG_MAX))
+            for k in ("difference", "before", "after")))
+        validate_records(data, list(iter_headers(data)), f"{tp[0]}-{tp[1]}",
+                         "compact" in str(cfg.get("cleanup.policy", "")), bounds,
+                         lambda: self.clock_ms)
 
     def fetch(self, replica_id: int, max_wait_ms: int, min_bytes: int, max_bytes: int,
               isolation_level: int, asks, reads=None) -> dict[TP, FetchOutcome]:
@@ -330,8 +369,10 @@ class FakeBrokerApi:
 
     def _fetch_one(self, ask: FetchAsk, replica_id: int) -> FetchOutcome:
         error = self._partition_error(ask.tp, ask.current_leader_epoch)
-        if error:
-            return FetchOutcome(error)
+        if error:       # the current leader, as the real broker answers it (KIP-951)
+            part = self.topics.get(ask.tp[0], {}).get(ask.tp[1])
+            return FetchOutcome(error, leader=(part.leader, part.leader_epoch)
+                                if part is not None else (-1, -1))
         part = self.partition(ask.tp)
         hw = part.high_watermark
         leader = (part.leader, part.leader_epoch)
@@ -476,8 +517,9 @@ class FakeBrokerApi:
                 for reps in [tuple(spec.assignments.get(p, ())) or
                              tuple(live[(p + i) % len(live)] for i in range(rf))]}
             self.topic_configs[spec.name] = configs
+        topic_id = None if validate_only else self._new_topic_id(spec.name)
         entries = tuple(self._topic_entries(configs, None))
-        return TopicOutcome(NONE, None, count, rf, entries)
+        return TopicOutcome(NONE, None, count, rf, entries, topic_id=topic_id)
 
     def delete_topics(self, names, timeout_ms: int):
         names = list(names)

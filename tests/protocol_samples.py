@@ -63,6 +63,8 @@ from kafka.protocol.admin import (
 )
 
 TOPIC_ID = uuid.UUID("0123456789abcdef0123456789abcdef")
+# The ids FakeBrokerApi gives the topics a test adds first and second ("orders", "audit").
+TOPIC_IDS = {"orders": uuid.UUID(int=0x7001), "audit": uuid.UUID(int=0x7002)}
 # kafka-python's response class per API key: decodes what rayka answers
 RESPONSES = {0: ProduceResponse, 1: FetchResponse, 2: ListOffsetsResponse,
              3: MetadataResponse, 18: ApiVersionsResponse, 19: CreateTopicsResponse,
@@ -116,15 +118,20 @@ def _produce(v):
 def _fetch(v):
     ft = FetchRequest.FetchTopic
     fp = ft.FetchPartition
+
+    def topic(name):            # v13+ name topics by id
+        return dict(topic_id=TOPIC_IDS[name]) if v >= 13 else dict(topic=name)
+    state = FetchRequest[15].ReplicaState(replica_id=-1, replica_epoch=-1) if v >= 15 else None
     return FetchRequest[v](
-        replica_id=-1, max_wait_ms=500, min_bytes=1, max_bytes=1 << 20, isolation_level=1,
+        replica_id=-1, replica_state=state, max_wait_ms=500, min_bytes=1, max_bytes=1 << 20,
+        isolation_level=1,
         session_id=0, session_epoch=-1, rack_id="",
-        topics=[ft(topic="orders", partitions=[
+        topics=[ft(**topic("orders"), partitions=[
             fp(partition=0, fetch_offset=10, partition_max_bytes=1 << 20,
                current_leader_epoch=3, log_start_offset=-1, last_fetched_epoch=-1),
             fp(partition=2, fetch_offset=0, partition_max_bytes=1 << 20)]),
-            ft(topic="audit", partitions=[fp(partition=1, fetch_offset=5,
-                                             partition_max_bytes=4096)])],
+            ft(**topic("audit"), partitions=[fp(partition=1, fetch_offset=5,
+                                                partition_max_bytes=4096)])],
         forgotten_topics_data=[])
 
 
@@ -171,10 +178,10 @@ def _create_topics(v):
 
 
 def _delete_topics(v):
-    s = DeleteTopicsRequest.DeleteTopicState
+    s = DeleteTopicsRequest.DeleteTopicState      # v6: by name or by id, never both
     return DeleteTopicsRequest[v](timeout_ms=30000, topic_names=["orders", "audit"],
-                                  topics=[s(name="orders", topic_id=TOPIC_ID),
-                                          s(name="audit", topic_id=TOPIC_ID)])
+                                  topics=[s(name="orders", topic_id=uuid.UUID(int=0)),
+                                          s(name=None, topic_id=TOPIC_IDS["audit"])])
 
 
 def _create_partitions(v):
@@ -442,3 +449,10 @@ def walk(tree, key):
     elif isinstance(tree, list):
         for item in tree:
             yield from walk(item, key)
+
+
+def asked_names(tree) -> set:
+    """The topics an answer's to_dict() tree names: by name, or by the id TOPIC_IDS gives."""
+    ids = {str(i) for i in walk(tree, "topic_id") if i is not None}
+    return ({n for n in walk(tree, "name") if n} | {n for n in walk(tree, "topic") if n} |
+            {n for n, i in TOPIC_IDS.items() if str(i) in ids})

@@ -13,6 +13,7 @@ live broker that does not lead it; topics are created through the api itself.
 
 from __future__ import annotations
 
+import time
 import uuid
 
 import pytest
@@ -243,3 +244,22 @@ def test_find_coordinator_names_a_live_broker_by_its_endpoint(side):
     brokers = {b.id: (b.host, b.port) for b in api.metadata([], False, "PLAINTEXT").brokers}
     assert error == 0
     assert brokers[node] == (host, port)
+
+
+def test_a_topic_made_compacted_refuses_keyless_records_naming_each(side):
+    """IncrementalAlterConfigs APPEND on cleanup.policy reaches the replicas (the real broker
+    applies it when ZooKeeper's watch fires), then a keyless batch fails whole with one
+    record error per record (KIP-467)."""
+    tp = (side.new_topic(), 0)
+    api = side.leader(tp)
+    res = ConfigResource(2, tp[0])
+    assert api.alter_configs([(res, [("cleanup.policy", 2, "compact")])], False)[res].error == 0
+    deadline = time.monotonic() + 30
+    while True:
+        out = settled(api.produce(-1, 5000, [(tp, batch(b"a", b"b"))]))[tp]
+        if out.error or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)        # poll interval until the config is applied
+    assert out.error == 87 and [i for i, _ in out.record_errors] == [0, 1]
+    assert out.message.startswith("One or more records have been rejected due to 2 record "
+                                  "errors in total")

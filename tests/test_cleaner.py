@@ -9,7 +9,7 @@ from kafka.record import MemoryRecords
 from replicas import records
 from replicas.cleaner import CleanerPolicy, SegmentView, plan_cleaning, run_clean
 from replicas.cleaner_manager import CleanerManager
-from replicas.errors import InvalidRecord
+from replicas.errors import InvalidRecord, RecordValidationError
 from replicas.log import Log, LogConfig
 
 pytestmark = pytest.mark.unit
@@ -129,9 +129,11 @@ def test_tombstones_stay_until_the_clean_part_is_delete_retention_newer(tmp_path
 
 def test_keyless_records_are_refused_on_a_compacted_log(tmp_path):
     log = compacted(tmp_path)
-    with pytest.raises(InvalidRecord):
+    with pytest.raises(RecordValidationError) as caught:
         log.append_as_leader(records.build_batch([b"x", b"y"], keys=[b"k", None],
                                                  timestamps_ms=1), leader_epoch=0)
+    assert caught.value.code == InvalidRecord.code
+    assert [i for i, _ in caught.value.record_errors] == [1]      # KIP-467: the keyless one
     assert log.log_end_offset == 0 and log.size_bytes == 0
 
 

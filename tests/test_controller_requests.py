@@ -82,3 +82,25 @@ def test_update_metadata_for_all_partitions_marks_deleting_topics_and_offline_re
     assert [(s.partition, s.leader, s.offline_replicas) for s in um.partition_states] == \
         [(0, LEADER_DURING_DELETE, (3,)), (1, LEADER_DURING_DELETE, (3,))]
     assert [b.id for b in um.live_brokers] == [1, 2]
+
+
+def test_partition_states_carry_the_topic_id_and_brokers_learn_it():
+    from replicas.metadata_cache import MetadataCache
+    ctx = context()
+    ctx.topic_ids["t"] = "AAAAAAAAAAAAAAAAAAAAAQ"
+    batch = RequestBatch(10, ctx)
+    batch.add_leader_and_isr([1], TP("t", 0), (1, 2, 3), is_new=True)
+    reqs = dict((type(r).__name__ + str(b), r) for b, r in batch.build())
+    assert reqs["LeaderAndIsrRequest1"].partition_states[0].topic_id == "AAAAAAAAAAAAAAAAAAAAAQ"
+    update = reqs["UpdateMetadataRequest2"]
+    assert {s.topic_id for s in update.partition_states} == {"AAAAAAAAAAAAAAAAAAAAAQ"}
+    cache = MetadataCache()
+    cache.update(update)
+    assert cache.topic_id("t") == "AAAAAAAAAAAAAAAAAAAAAQ"
+    assert cache.topic_name("AAAAAAAAAAAAAAAAAAAAAQ") == "t"
+    ctx.topics_to_delete.add("t")            # queued for deletion: leader -2, id forgotten
+    batch.clear()
+    batch.add_update_metadata([2], [TP("t", 0), TP("t", 1)])
+    (deleting,) = [r for _, r in batch.build()]
+    cache.update(deleting)
+    assert cache.topic_id("t") is None and cache.topic_ids() == {}

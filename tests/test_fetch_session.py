@@ -104,39 +104,155 @@ def test_a_full_answer_lists_all_an_incremental_one_only_what_changed():
 
 def test_a_forgotten_then_readded_partition_is_answered_again():
     c = cache()
-    sid = c.new_context(0, 0, {A: d(0)}, (), False).session_id
-    c.new_context(sid, 1, {}, (), False).respond({A: Outcome()})
+    sid = c.new_context(0, 0, {A: d(0), B: d(0)}, (), False).session_id
+    c.new_context(sid, 1, {}, (), False).respond({A: Outcome(), B: Outcome()})
     c.new_context(sid, 2, {}, [A], False)
     ctx = c.new_context(sid, 3, {A: d(0)}, (), False)
-    assert [tp for tp, _ in ctx.respond({A: Outcome()})] == [A]
+    assert [tp for tp, _ in ctx.respond({A: Outcome(), B: Outcome()})] == [A]
 
 
-@pytest.mark.parametrize("existing, newcomer, made, evicted", [
-    ([False, False], False, True, 0),    # the least recently used consumer goes
-    ([False, False], True, True, 0),
-    ([True, False], False, True, 1),     # a consumer never evicts a follower
-    ([True, True], False, False, None),
-    ([True, True], True, True, 0),       # a follower evicts the oldest follower
+def test_forgetting_every_partition_closes_the_session():
+    c = cache()
+    sid = c.new_context(0, 0, {A: d(0)}, (), False).session_id
+    ctx = c.new_context(sid, 1, {}, [A], False)
+    assert ctx.session_id == 0 and len(c) == 0 and ctx.asks() == []
+    assert c.new_context(sid, 2, {}, (), False) == FETCH_SESSION_ID_NOT_FOUND
+
+
+@pytest.mark.parametrize("made_with, asked_with", [(False, True), (True, False)])
+def test_a_session_keeps_its_kind_of_topic_naming(made_with, asked_with):
+    c = cache()
+    sid = c.new_context(0, 0, {A: d(0)}, (), False, uses_topic_ids=made_with).session_id
+    assert c.new_context(sid, 1, {}, (), False, uses_topic_ids=asked_with) == \
+        ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR
+    assert c.new_context(sid, 2, {}, (), False, uses_topic_ids=asked_with) == \
+        INVALID_FETCH_SESSION_EPOCH       # the epoch is checked first
+    assert c.new_context(sid, 1, {}, (), False, uses_topic_ids=made_with).incremental
+
+
+class Clock:
+    def __init__(self):
+        self.ms = 0
+
+    def __call__(self) -> int:
+        return self.ms
+
+
+def parts(n: int) -> dict:
+    return {("p", i): d(0) for i in range(n)}
+
+
+MIN = 120_000       # Kafka's eviction time
+
+
+# existing: [(privileged, partitions, created at s)]; newcomer (privileged, partitions);
+# now s; evicted: the index of the session evicted, None when none is made.
+@pytest.mark.parametrize("existing, newcomer, now_s, evicted", [
+    ([(False, 1, 0), (False, 1, 0)], (False, 1), 10, None),   # young consumers: no room
+    ([(False, 1, 0), (False, 1, 0)], (True, 1), 10, "smaller id"),  # a follower takes one
+    ([(False, 3, 0), (False, 1, 0)], (True, 1), 10, 1),       # the smallest goes
+    ([(True, 1, 0), (True, 1, 0)], (True, 5), 10, None),      # young followers: no room
+    ([(True, 1, 0), (False, 1, 0)], (False, 1), 10, None),
+    ([(False, 1, 0), (False, 1, 1)], (False, 1), 130, 0),     # unused > 120 s: the LRU goes
+    ([(True, 2, 0), (True, 4, 0)], (True, 3), 119, None),
 ])
-def test_a_full_cache_evicts_by_privilege_then_age(existing, newcomer, made, evicted):
-    c = cache(slots=2)
-    ids = [c.new_context(0, 0, {A: d(0)}, (), privileged=p).session_id for p in existing]
-    ctx = c.new_context(0, 0, {A: d(0)}, (), privileged=newcomer)
-    assert bool(ctx.session_id) == made
-    assert len(c) == 2
-    for i, sid in enumerate(ids):
-        gone = c.new_context(sid, 1, {}, (), False) == FETCH_SESSION_ID_NOT_FOUND
-        assert gone == (i == evicted)
+def test_a_full_cache_evicts_as_kafka_does(existing, newcomer, now_s, evicted):
+    clock = Clock()
+    c = FetchSessionCache(len(existing), random.Random(1), clock)
+    ids = []
+    for privileged, n, at in existing:
+        clock.ms = at * 1000
+        ids.append(c.new_context(0, 0, parts(n), (), privileged).session_id)
+    clock.ms = now_s * 1000
+    ctx = c.new_context(0, 0, parts(newcomer[1]), (), newcomer[0])
+    assert bool(ctx.session_id) == (evicted is not None)
+    if evicted == "smaller id":
+        evicted = ids.index(min(ids))
+    gone = [i for i, sid in enumerate(ids) if c.new_context(sid, 1, {}, (), False) ==
+            FETCH_SESSION_ID_NOT_FOUND]
+    assert gone == ([] if evicted is None else [evicted])
+    assert sum(k["evictions"] for k in c.stats.values()) == len(gone)
 
 
-def test_use_makes_a_session_recent():
-    c = cache(slots=2)
-    first = c.new_context(0, 0, {A: d(0)}, (), False).session_id
-    second = c.new_context(0, 0, {A: d(0)}, (), False).session_id
-    c.new_context(first, 1, {}, (), False)                  # first is now the recent one
-    c.new_context(0, 0, {A: d(0)}, (), False)
-    assert c.new_context(second, 1, {}, (), False) == FETCH_SESSION_ID_NOT_FOUND
-    assert c.new_context(first, 2, {}, (), False) != FETCH_SESSION_ID_NOT_FOUND
+def test_old_sessions_become_evictable_by_size_once_used_after_120_s():
+    clock = Clock()
+    c = FetchSessionCache(2, random.Random(1), clock)
+    small = c.new_context(0, 0, parts(1), (), True).session_id
+    big = c.new_context(0, 0, parts(4), (), True).session_id
+    clock.ms = 121_000                          # both old now, touched again: evictable
+    c.new_context(small, 1, {}, (), True)
+    c.new_context(big, 1, {}, (), True)
+    assert c.new_context(0, 0, parts(1), (), False).session_id == 0   # a consumer < a follower
+    assert c.new_context(0, 0, parts(2), (), True).session_id != 0    # a follower: smallest
+    assert c.new_context(small, 2, {}, (), True) == FETCH_SESSION_ID_NOT_FOUND
+    assert c.new_context(big, 2, {}, (), True).incremental
+
+
+class NaiveCache:
+    """Kafka's FetchSessionCacheShard restated with plain lists: what a session's
+    evictability and size were at its last use, and tryEvict over sorted copies."""
+
+    def __init__(self, slots):
+        self.slots, self.sessions = slots, {}     # name -> dict
+
+    def use(self, name, now):
+        s = self.sessions[name]
+        s["last"], s["size_key"] = now, s["size"]
+        s["by_all"] = now - s["created"] > MIN
+        s["by_priv"] = s["by_all"] or not s["privileged"]
+
+    def create(self, name, privileged, size, now):
+        if len(self.sessions) >= self.slots:
+            lru = min(self.sessions,
+                      key=lambda n: (self.sessions[n]["last"], self.sessions[n]["id"]))
+            if now - self.sessions[lru]["last"] > MIN:
+                del self.sessions[lru]
+            else:
+                flag = "by_priv" if privileged else "by_all"
+                keys = sorted((s["privileged"], s["size_key"], s["id"], n)
+                              for n, s in self.sessions.items() if s[flag])
+                if not keys or (privileged, size, 0) < keys[0][:3]:
+                    return False
+                del self.sessions[keys[0][3]]
+        self.sessions[name] = dict(privileged=privileged, size=size, created=now, id=None,
+                                   order=0)
+        return True
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["new", "use"]), st.booleans(),
+                          st.integers(1, 4), st.integers(0, 90), st.integers(0, 9)),
+                max_size=40))
+def test_eviction_matches_a_naive_restatement_of_kafka(script):
+    clock = Clock()
+    c, ref = FetchSessionCache(3, random.Random(3), clock), NaiveCache(3)
+    live, epochs, order = {}, {}, 0           # name -> session id
+    for i, (op, privileged, size, advance_s, pick) in enumerate(script):
+        clock.ms += advance_s * 1000
+        order += 1
+        if op == "new":
+            ctx = c.new_context(0, 0, parts(size), (), privileged)
+            made = ref.create(i, privileged, size, clock.ms)
+            assert bool(ctx.session_id) == made
+            if made:
+                live[i], epochs[i] = ctx.session_id, 1
+                ref.sessions[i]["id"] = ctx.session_id
+                ref.sessions[i]["order"] = order
+                ref.use(i, clock.ms)
+        elif live:
+            name = sorted(live)[pick % len(live)]
+            ctx = c.new_context(live[name], epochs[name], {}, (), False)
+            if name in ref.sessions:
+                assert not isinstance(ctx, int)
+                epochs[name] += 1
+                ref.sessions[name]["order"] = order
+                ref.use(name, clock.ms)
+            else:
+                assert ctx == FETCH_SESSION_ID_NOT_FOUND
+                del live[name]
+        assert {live[n] for n in ref.sessions} == {sid for n, sid in live.items()
+                                                   if n in ref.sessions}
+        assert len(c) == len(ref.sessions)
 
 
 # -- the fetcher's side ---------------------------------------------------------------------
@@ -185,11 +301,13 @@ steps = st.lists(st.tuples(
 @settings(max_examples=300, deadline=None)
 @given(steps)
 def test_the_broker_reads_exactly_what_the_fetcher_wants(script):
-    c, h = cache(slots=1), FetchSessionHandler()
+    clock = Clock()
+    c, h = FetchSessionCache(1, random.Random(1), clock), FetchSessionHandler()
     for wants, fate in script:
         wanted = {tp: d(o) for tp, o in wants.items()}
         plan = h.build(wanted)
-        if fate == "evicted":           # another privileged fetcher takes the only slot
+        if fate == "evicted":           # unused past the eviction time: another takes the slot
+            clock.ms += MIN + 1
             c.new_context(0, 0, {}, (), privileged=True)
         forgotten = list(plan.forgotten)
         ctx = c.new_context(plan.session_id, plan.epoch, plan.partitions, forgotten, True)
@@ -219,14 +337,6 @@ def test_journal_names_what_changed_since_a_token_and_nothing_when_it_cannot_tel
     fresh, _ = j.since(0)
     j.note([C])
     assert j.since(fresh)[1] == {C}
-
-
-class Clock:
-    def __init__(self):
-        self.ms = 0
-
-    def __call__(self) -> int:
-        return self.ms
 
 
 def journal_cache(clock, interval_ms=1000) -> FetchSessionCache:

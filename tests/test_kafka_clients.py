@@ -523,3 +523,57 @@ def test_burrow_style_list_offsets_v0_and_zookeeper_kept_offsets(cluster):
     fetched = _wire(addr, OffsetFetchRequest[0](group_id="zk-group", topics=[
         ft(name=topic, partition_indexes=[0])]))
     assert [(x.committed_offset, x.error_code) for x in fetched.topics[0].partitions] == [(5, 0)]
+
+
+# -- topic ids and fetch sessions ---------------------------------------------------------------
+def _consumer_session_stats(cluster) -> dict:
+    total: dict = {}
+    for stats in ray.get([b.fetch_session_stats.remote() for b in cluster.broker_actors()]):
+        for k, v in stats["consumer"].items():
+            total[k] = total.get(k, 0) + v
+    return total
+
+
+def test_topic_ids_and_incremental_fetch_sessions(cluster):
+    """librdkafka learns the topic id ZooKeeper holds (Metadata v12) and reads by id (Fetch
+    v13+, offered now); kafka-python keeps a fetch session (KIP-227): after one full fetch
+    per broker its fetches are incremental (librdkafka 2.x fetches sessionless)."""
+    from confluent_kafka import TopicCollection
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition as KTP
+    topic = topic_name("ids")
+    bootstrap = cluster.bootstrap_servers()
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, 3, 2)])[topic].result(60)
+    stored = cluster.store.get_topic_assignment(topic).topic_id
+    deadline = time.monotonic() + TIMEOUT_S
+
+    def seen() -> str:      # librdkafka prints standard base64, Kafka (and ZooKeeper) url-safe
+        desc = admin.describe_topics(TopicCollection([topic]))[topic].result(30)
+        return str(desc.topic_id).replace("+", "-").replace("/", "_")
+    while seen() != stored and time.monotonic() < deadline:
+        time.sleep(0.2)     # brokers learn the id with the topic's UpdateMetadata
+    assert seen() == stored and len(stored) == 22
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    for i in range(300):
+        p.produce(topic, b"v%d" % i, partition=i % 3)
+    assert p.flush(30) == 0
+    got = read_all_confluent(bootstrap, topic, 3, 300)          # Fetch v13+ by topic id
+    assert sorted(m.value() for m in got) == sorted(b"v%d" % i for i in range(300))
+    before = _consumer_session_stats(cluster)
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap.split(","), fetch_max_wait_ms=100,
+                             auto_offset_reset="earliest", enable_auto_commit=False)
+    consumer.assign([KTP(topic, p) for p in range(3)])
+    values, polls = [], 0
+    while (len(values) < 300 or polls < 20) and time.monotonic() < deadline:
+        polls += 1
+        for records in consumer.poll(timeout_ms=200).values():
+            values += [r.value for r in records]
+    consumer.close()
+    after = _consumer_session_stats(cluster)
+    assert sorted(values) == sorted(b"v%d" % i for i in range(300))
+    incremental = after["incremental"] - before["incremental"]
+    full = after["full"] - before["full"]
+    print(f"kafka-python fetches: {full} full, {incremental} incremental")
+    assert incremental > full >= 1, (before, after)
+    assert after["errors"] == before["errors"]

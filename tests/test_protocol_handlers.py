@@ -22,7 +22,7 @@ from kafka.protocol.producer import InitProducerIdRequest, ProduceRequest
 from kio.index import load_response_schema
 from kio.serial import entity_reader
 
-from protocol.api import Deferred, BrokerApi, ConfigResource, FetchAsk
+from protocol.api import BrokerApi, ConfigResource, Deferred, FetchAsk, topic_id_text, topic_uuid
 from protocol.codec import has_request_schema
 from protocol.connection import Connection
 from protocol.handlers import HANDLERS, answer
@@ -31,7 +31,9 @@ from protocol.errors import ProtocolError
 from replicas.errors import KafkaStorageError, NotController
 from replicas.records import build_batch
 from tests.fake_broker_api import FakeBrokerApi, Partition
-from tests.protocol_samples import ASKED, RESPONSES, frame_of, sample_request, walk
+from tests.protocol_samples import (ASKED, RESPONSES, TOPIC_IDS, asked_names, frame_of,
+                                    sample_request,
+                                    walk)
 
 pytestmark = pytest.mark.unit
 
@@ -181,7 +183,7 @@ def test_metadata_partitions_controller_and_cluster_by_version(version):
     (topic,) = resp.topics
     assert (topic.name, topic.error_code, topic.is_internal) == ("orders", 0, False)
     if version >= 10:
-        assert topic.topic_id is None             # kafka-python reads the zero UUID as None
+        assert topic.topic_id == TOPIC_IDS["orders"]
     rows = [(p.partition_index, p.error_code, p.leader_id, p.leader_epoch, p.replica_nodes,
              p.isr_nodes, p.offline_replicas) for p in topic.partitions]
     epoch = 4 if version >= 7 else -1
@@ -218,6 +220,26 @@ def produce_request(version, parts, acks=-1, transactional_id=None):
         transactional_id=transactional_id, acks=acks, timeout_ms=1500,
         topic_data=[tpd(name=t, partition_data=[ppd(index=i, records=r) for i, r in ps])
                     for t, ps in parts.items()])
+
+
+@pytest.mark.parametrize("version", versions(0, 3))
+def test_produce_names_each_bad_record_from_v8(version):
+    """KIP-467: a compacted topic's keyless records fail their batch; v8+ say which."""
+    fake = cluster()
+    fake.add_topic("keyed", 1, configs={"cleanup.policy": "compact"})
+    batch = build_batch([b"a", b"b", b"c"], keys=[b"k", None, None], timestamps_ms=1)
+    resp = ask(fake, produce_request(version, {"keyed": [(0, bytes(batch))],
+                                               "audit": [(0, bytes(batch))]}))
+    keyed, audit = (t.partition_responses[0] for t in resp.responses)
+    assert (keyed.error_code, audit.error_code) == (87, 0)
+    assert fake.partition(("keyed", 0)).batches == []
+    if version >= 8:
+        assert [(e.batch_index, e.batch_index_error_message) for e in keyed.record_errors] == [
+            (i, "Compacted topic cannot accept message without key in topic partition "
+                "keyed-0.") for i in (1, 2)]
+        assert keyed.error_message.startswith("One or more records have been rejected due "
+                                              "to 2 record errors in total")
+        assert audit.record_errors == [] and audit.error_message is None
 
 
 @pytest.mark.parametrize("version", versions(0, 3))
@@ -319,17 +341,30 @@ def test_transactional_records_without_a_transactional_id_are_refused_everywhere
 
 
 # -- Fetch -------------------------------------------------------------------------------------
+def fetch_topic(version, name) -> dict:
+    """How Fetch names a topic: by name, or from v13 by the id cluster() gave it."""
+    return dict(topic_id=TOPIC_IDS[name]) if version >= 13 else dict(topic=name)
+
+
+def name_of(t) -> str:
+    """A Fetch answer's topic: its name, or from v13 the name of its id."""
+    return t.topic or {i: n for n, i in TOPIC_IDS.items()}.get(t.topic_id)
+
+
 def fetch_request(version, parts, isolation=0, session_id=0, session_epoch=-1, replica_id=-1,
                   max_wait_ms=500):
     """parts: {topic: [(partition, offset, current_leader_epoch, last_fetched_epoch,
     partition_max_bytes)]}."""
     ft = FetchRequest.FetchTopic
     fp = ft.FetchPartition
+    state = FetchRequest[15].ReplicaState(replica_id=replica_id, replica_epoch=-1) \
+        if version >= 15 else None                  # v15+: the replica in replica_state
     return FetchRequest[version](
-        replica_id=replica_id, max_wait_ms=max_wait_ms, min_bytes=7, max_bytes=123456,
+        replica_id=replica_id, replica_state=state, max_wait_ms=max_wait_ms, min_bytes=7,
+        max_bytes=123456,
         isolation_level=isolation, session_id=session_id, session_epoch=session_epoch,
         rack_id="", forgotten_topics_data=[],
-        topics=[ft(topic=t, partitions=[
+        topics=[ft(**fetch_topic(version, t), partitions=[
             fp(partition=p, fetch_offset=o, current_leader_epoch=cle, last_fetched_epoch=lfe,
                log_start_offset=-1, partition_max_bytes=mb) for p, o, cle, lfe, mb in ps])
             for t, ps in parts.items()])
@@ -375,7 +410,7 @@ def test_fetch_answers_every_partition_asked(version, isolation):
     if version >= 7:
         assert (resp.error_code, resp.session_id) == (0, 0)
     start = (lambda n: n) if version >= 5 else (lambda n: -1)
-    rows = [(t.topic, p.partition_index, p.error_code, p.high_watermark,
+    rows = [(name_of(t), p.partition_index, p.error_code, p.high_watermark,
              p.last_stable_offset, p.log_start_offset, p.records)
             for t in resp.responses for p in t.partitions]
     # The batch holding offset 3, unchanged; the one at 5 is above the HW.
@@ -418,7 +453,8 @@ def test_fetch_session_full_then_incremental_answers_only_what_changed(version):
     parts = {"orders": [(0, 2, -1, -1, 1 << 20)], "audit": [(0, 0, -1, -1, 1 << 20)]}
     full = ask(fake, fetch_request(version, parts, session_epoch=0))
     assert full.session_id > 0
-    assert [(t.topic, len(t.partitions)) for t in full.responses] == [("orders", 1), ("audit", 1)]
+    assert [(name_of(t), len(t.partitions)) for t in full.responses] == \
+        [("orders", 1), ("audit", 1)]
     # Only the moved position is sent; nothing new: the broker reads both, answers none.
     quiet = ask(fake, fetch_request(version, {"orders": [(0, 5, -1, -1, 1 << 20)]},
                                     session_id=full.session_id, session_epoch=1))
@@ -427,7 +463,7 @@ def test_fetch_session_full_then_incremental_answers_only_what_changed(version):
         [(("orders", 0), 5), (("audit", 0), 0)]
     fake.append(("audit", 0), b"news", count=1)                  # HW 1: audit changed
     news = ask(fake, fetch_request(version, {}, session_id=full.session_id, session_epoch=2))
-    assert [(t.topic, [p.records for p in t.partitions]) for t in news.responses] == \
+    assert [(name_of(t), [p.records for p in t.partitions]) for t in news.responses] == \
         [("audit", [b"news"])]
     stale = ask(fake, fetch_request(version, {}, session_id=full.session_id, session_epoch=2))
     assert (stale.error_code, stale.responses) == (71, [])       # INVALID_FETCH_SESSION_EPOCH
@@ -453,7 +489,7 @@ def test_a_session_with_a_change_journal_reads_only_what_changed():
     news = ask(fake, fetch_request(12, {}, session_id=full.session_id, session_epoch=2,
                                    replica_id=2))
     assert fake.calls_of("fetch")[-1]["reads"] == {("audit", 0)}
-    assert [(t.topic, [p.records for p in t.partitions]) for t in news.responses] == \
+    assert [(name_of(t), [p.records for p in t.partitions]) for t in news.responses] == \
         [("audit", [b"news"])]
     ask(fake, fetch_request(12, {"audit": [(0, 1, -1, -1, 1 << 20)]},
                             session_id=full.session_id, session_epoch=3, replica_id=2))
@@ -488,7 +524,7 @@ def test_what_a_session_reads_is_decided_where_the_broker_orders_its_changes():
     fake.land = (("audit", 0), b"late", 1)
     got = ask(fake, fetch_request(12, {}, session_id=full.session_id, session_epoch=1,
                                   replica_id=2))
-    assert [(t.topic, [p.records for p in t.partitions]) for t in got.responses] == \
+    assert [(name_of(t), [p.records for p in t.partitions]) for t in got.responses] == \
         [("audit", [b"late"])]
 
 
@@ -699,17 +735,92 @@ def test_delete_topics(version):
     assert set(fake.topics) == {"audit"}
 
 
-def test_delete_topics_v6_by_id_answers_unknown_topic_id():
-    # rayka tracks no topic ids: a topic named only by id gets UNKNOWN_TOPIC_ID (100), as
-    # every asked item must get an answer.
+def test_delete_topics_v6_by_id_deletes_known_ids_and_answers_unknown_topic_id():
     fake = cluster()
     s = DeleteTopicsRequest.DeleteTopicState
     some_id = uuid.UUID("0123456789abcdef0123456789abcdef")
     resp = ask(fake, DeleteTopicsRequest[6](timeout_ms=1000, topics=[
-        s(name="audit", topic_id=uuid.UUID(int=0)), s(name=None, topic_id=some_id)]))
+        s(name="audit", topic_id=uuid.UUID(int=0)), s(name=None, topic_id=some_id),
+        s(name=None, topic_id=TOPIC_IDS["orders"])]))
     assert [(r.name, r.topic_id, r.error_code) for r in resp.responses] == [
-        ("audit", None, 0), (None, some_id, 100)]
-    assert fake.calls_of("delete_topics") == [{"names": ["audit"], "timeout_ms": 1000}]
+        ("audit", None, 0), (None, some_id, 100), ("orders", TOPIC_IDS["orders"], 0)]
+    assert fake.calls_of("delete_topics") == [{"names": ["audit", "orders"], "timeout_ms": 1000}]
+    assert fake.topics == {}
+
+
+def test_delete_topics_v6_with_a_name_and_an_id_is_invalid_request():
+    fake = cluster()
+    s = DeleteTopicsRequest.DeleteTopicState
+    resp = ask(fake, DeleteTopicsRequest[6](timeout_ms=1000, topics=[
+        s(name="audit", topic_id=TOPIC_IDS["audit"])]))
+    assert [(r.name, r.error_code) for r in resp.responses] == [("audit", 42)]
+    assert fake.calls_of("delete_topics") == [] and "audit" in fake.topics
+
+
+def test_metadata_v12_by_topic_id():
+    fake = cluster()
+    t = MetadataRequest.MetadataRequestTopic
+    ghost = uuid.UUID(int=5)
+    resp = ask(fake, MetadataRequest[12](topics=[t(name=None, topic_id=TOPIC_IDS["audit"]),
+                                                 t(name=None, topic_id=ghost)],
+                                         allow_auto_topic_creation=True,
+                                         include_topic_authorized_operations=False))
+    assert [(x.name, x.topic_id, x.error_code, len(x.partitions)) for x in resp.topics] == [
+        ("audit", TOPIC_IDS["audit"], 0, 1), (None, ghost, 100, 0)]
+    assert set(fake.topics) == {"orders", "audit"}        # an id is never auto-created
+
+
+@pytest.mark.parametrize("version", versions(19, 7))
+def test_create_topics_v7_answers_the_new_topic_id(version):
+    fake = cluster()
+    t = CreateTopicsRequest.CreatableTopic
+    resp = ask(fake, CreateTopicsRequest[version](timeout_ms=1000, validate_only=False, topics=[
+        t(name="fresh", num_partitions=1, replication_factor=1, assignments=[], configs=[])]))
+    (result,) = resp.topics
+    assert result.error_code == 0
+    assert result.topic_id == topic_uuid(fake.topic_id_of["fresh"]) != uuid.UUID(int=0)
+
+
+@pytest.mark.parametrize("version", versions(1, 13))
+def test_fetch_by_topic_id_unknown_and_reused_ids(version):
+    fake = fetch_cluster()
+    ghost = uuid.UUID(int=5)
+    ft, fp = FetchRequest.FetchTopic, FetchRequest.FetchTopic.FetchPartition
+    req = fetch_request(version, {"orders": [(0, 3, -1, -1, 1 << 20)]}, session_epoch=0)
+    req.topics.append(ft(topic_id=ghost, partitions=[fp(partition=0, fetch_offset=0,
+                                                        current_leader_epoch=-1,
+                                                        last_fetched_epoch=-1,
+                                                        log_start_offset=-1,
+                                                        partition_max_bytes=100)]))
+    resp = ask(fake, req)
+    rows = [(t.topic_id, p.partition_index, p.error_code) for t in resp.responses
+            for p in t.partitions]
+    assert rows == [(TOPIC_IDS["orders"], 0, 0), (ghost, 0, 100)]
+    assert [a.tp for a in fake.calls_of("fetch")[0]["asks"]] == [("orders", 0)]
+    # "orders" is re-created under a new id: the session's partition is inconsistent
+    sid = resp.session_id
+    fake.topic_id_of["orders"] = topic_id_text(uuid.UUID(int=0x7777))
+    again = ask(fake, fetch_request(version, {}, session_id=sid, session_epoch=1))
+    assert [(t.topic_id, p.error_code) for t in again.responses for p in t.partitions] == \
+        [(uuid.UUID(int=0x7777), 103)]
+    # a session made by v13+ is not for v12, nor the other way round
+    old = ask(fake, fetch_request(12, {}, session_id=sid, session_epoch=2))
+    assert (old.error_code, old.session_id) == (106, 0)
+
+
+def test_fetch_v15_reads_the_replica_from_replica_state():
+    fake = fetch_cluster()
+    req = fetch_request(15, {"orders": [(0, 3, -1, -1, 1 << 20)]}, replica_id=2)
+    ask(fake, req)
+    assert fake.calls_of("fetch")[0]["replica_id"] == 2
+
+
+def test_fetch_v16_answers_the_new_leaders_endpoint():
+    fake = fetch_cluster()
+    resp = ask(fake, fetch_request(16, {"orders": [(1, 0, -1, -1, 1 << 20)]}))
+    (p,) = resp.responses[0].partitions
+    assert (p.error_code, p.current_leader.leader_id) == (6, 2)
+    assert [(n.node_id, n.host, n.port) for n in resp.node_endpoints] == [(2, "10.0.0.2", 9092)]
 
 
 @pytest.mark.parametrize("validate_only", [False, True])
@@ -841,7 +952,7 @@ def test_a_kafka_error_raised_by_the_broker_is_answered_everywhere(api_key, vers
     groups_batched = api_key == 9 and version >= 8
     if api_key in (0, 1, 2, 3, 8, 9, 19, 20, 23, 37, 27, 28, 61) and not groups_batched or \
             (api_key, version) < (24, 4) and api_key == 24:     # topics asked are echoed
-        assert set(walk(tree, "name")) | set(walk(tree, "topic")) == set(ASKED)
+        assert asked_names(tree) == set(ASKED)
     if api_key in (15, 42) or groups_batched or (api_key, version) == (10, 4):  # groups
         assert set(walk(tree, "group_id")) | set(walk(tree, "key")) == (
             {"g1"} if api_key == 10 else {"g1", "g2"})
@@ -854,7 +965,7 @@ def test_any_other_exception_propagates_to_the_caller():
         send(fake, sample_request(1, 12))
 
 
-@pytest.mark.parametrize("api_key,version", [(3, 13), (1, 13), (2, 9), (22, 6), (60, 2)])
+@pytest.mark.parametrize("api_key,version", [(3, 13), (1, 17), (2, 9), (22, 6), (60, 2)])
 def test_a_version_not_served_is_answered_unsupported_version(api_key, version):
     assert has_request_schema(api_key, version)           # decodable, just not served
     fake = cluster()

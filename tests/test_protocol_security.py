@@ -47,8 +47,8 @@ from protocol.security.authorizer import Authorizer
 from protocol.security.session import Session
 from tests.fake_broker_api import FakeBrokerApi, NotAnsweredYet
 from replicas.records import decode_records
-from tests.protocol_samples import (ACL_ANY, ACL_READ, RESPONSES, frame_of, legacy_message_set,
-                                    sample_request, walk)
+from tests.protocol_samples import (ACL_ANY, ACL_READ, RESPONSES, TOPIC_IDS, frame_of,
+                                    legacy_message_set, sample_request, walk)
 from tests.test_protocol_group_handlers import groups_cluster
 from tests.test_protocol_handlers import (
     delete_topics_request, fetch_request, kio_read, metadata_request, produce_request,
@@ -300,9 +300,10 @@ def per_partition(resp, topics="responses", parts="partitions", code="error_code
     tree = resp.to_dict()
     if "groups" in tree and topics == "topics":          # OffsetFetch v8+: one group asked
         tree = tree["groups"][0]
-    return {((t.get("name") or t.get("topic")), p.get("index", p.get("partition_index",
-                                                                    p.get("partition")))):
-            p[code] for t in tree[topics] for p in t[parts]}
+    by_id = {str(i): n for n, i in TOPIC_IDS.items()}         # Fetch v13+: topics by id
+    return {((t.get("name") or t.get("topic") or by_id.get(str(t.get("topic_id")))),
+             p.get("index", p.get("partition_index", p.get("partition")))): p[code]
+            for t in tree[topics] for p in t[parts]}
 
 
 def produce_codes(resp):

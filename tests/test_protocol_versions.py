@@ -21,13 +21,12 @@ _script = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_script)
 START, END, with_table = _script.START, _script.END, _script.with_table
 # what rayka serves short of Kafka 3.8, and why
-SHORT = {1: 12}      # Fetch 13-16 address topics by id: not tracked yet
 
 
 def test_every_api_served_is_served_over_kafka_38s_whole_range():
     for key, (lo, hi) in SUPPORTED.items():
         name, klo, khi = KAFKA_38[key]
-        assert (lo, hi) == (klo, SHORT.get(key, khi)), name
+        assert (lo, hi) == (klo, khi), name
     assert REJECTED_VERSIONS == {}       # Kafka 3.8 rejects nothing it advertises
 
 
@@ -46,7 +45,7 @@ def test_readme_shows_the_current_table():
 def test_the_table_lists_every_kafka_api_once():
     rows = [r for r in api_table().splitlines()[2:]]
     assert len(rows) == len(KAFKA_38)
-    assert "| 0 | Produce | 0-11 | 0-11 |" in rows and "| 1 | Fetch | 0-12 | 0-16 |" in rows
+    assert "| 0 | Produce | 0-11 | 0-11 |" in rows and "| 1 | Fetch | 0-16 | 0-16 |" in rows
     assert "| 33 | AlterConfigs | 0-2 | 0-2 |" in rows and "| 34 | AlterReplicaLogDirs | — | 0-2 |" in rows
 
 

@@ -8,7 +8,10 @@ validate_only checks everything and writes nothing; the timeout
 bounds how long the broker waits for the change to be visible (leaders elected, topic
 gone), and a change not visible in time is answered REQUEST_TIMED_OUT (the change stays).
 DeleteTopics below v3 cannot say TOPIC_DELETION_DISABLED: INVALID_REQUEST instead
-(KafkaApis.handleDeleteTopicsRequest).
+(KafkaApis.handleDeleteTopicsRequest). CreateTopics v7 answers the new topic's id;
+DeleteTopics v6 names a topic by name or by id (not both: INVALID_REQUEST for the whole
+request): an id this broker's metadata does not know is UNKNOWN_TOPIC_ID, a known one is
+deleted as its topic, and every answer carries the name and the id.
 Configs (ConfigAdminManager.preprocess, BEFORE authorisation): a resource named twice is
 INVALID_REQUEST for every copy, so is one naming a config twice, a null value (except an
 incremental DELETE) or an unknown resource type; the rest are answered in the order asked.
@@ -20,9 +23,10 @@ from __future__ import annotations
 
 import collections
 
-from protocol.api import BrokerApi, ConfigResource, TopicSpec
+from protocol.api import BrokerApi, ConfigResource, TopicSpec, topic_id_text, topic_uuid
 from protocol.build import build, millis
 from replicas.errors import ErrorCode as E
+from replicas.errors import InvalidRequest
 
 # Kafka 3.8's ConfigResource.Type (GROUP, 32, is Kafka 4's: unknown here)
 TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS = 2, 4, 8, 16
@@ -55,6 +59,7 @@ def create_topics(api: BrokerApi, request, _listener: str):
                               is_sensitive=c.sensitive) for c in o.configs) \
             if not o.error and v >= 5 else None             # configs answered from v5
         return build(key, v, "CreatableTopicResult", name=name, error_code=o.error,
+                     topic_id=topic_uuid(o.topic_id),
                      error_message=o.message, topic_config_error_code=o.config_error,
                      num_partitions=o.partitions, replication_factor=o.replication_factor,
                      configs=configs)
@@ -67,21 +72,29 @@ def delete_topics(api: BrokerApi, request, _listener: str):
     """A name given twice is deleted once and answered per copy (Kafka 3.8 has no duplicate
     rule for DeleteTopics)."""
     body, key, v = request.body, request.api_key, request.api_version
-    names = list(body.topic_names) if hasattr(body, "topic_names") else \
-        [t.name for t in body.topics if t.name is not None]
-    by_id = [] if hasattr(body, "topic_names") else \
-        [t.topic_id for t in body.topics if t.name is None]     # v6: ids are not tracked
+    if hasattr(body, "topic_names"):
+        asked = [(n, None) for n in body.topic_names]
+    else:
+        asked = [(t.name, topic_id_text(t.topic_id)) for t in body.topics]
+        if any(n is not None and i is not None for n, i in asked):
+            raise InvalidRequest("Topic name and topic ID can not both be specified.")
+    ids = api.topic_ids() if any(i is not None for _, i in asked) else {}
+    names_of = {i: n for n, i in ids.items()}
+    # (name or None, id or None) in the order asked, ids resolved to names where known
+    items = [(n if i is None else names_of.get(i), i) for n, i in asked]
+    names = [n for n, _ in items if n is not None]
     outcomes = api.delete_topics(list(dict.fromkeys(names)), millis(body.timeout))
     results = []
-    for name in names:
-        code, message = outcomes[name].error, outcomes[name].message
-        if code == E.TOPIC_DELETION_DISABLED and v < 3:
-            code = E.INVALID_REQUEST
-        results.append(build(key, v, "DeletableTopicResult", name=name, error_code=code,
+    for name, topic_id in items:
+        if name is None:
+            code, message = E.UNKNOWN_TOPIC_ID, f"unknown topic id {topic_id}"
+        else:
+            code, message = outcomes[name].error, outcomes[name].message
+            if code == E.TOPIC_DELETION_DISABLED and v < 3:
+                code = E.INVALID_REQUEST
+        results.append(build(key, v, "DeletableTopicResult", name=name,
+                             topic_id=topic_uuid(topic_id), error_code=code,
                              error_message=message))
-    results += [build(key, v, "DeletableTopicResult", name=None, topic_id=topic_id,
-                      error_code=E.UNKNOWN_TOPIC_ID, error_message=f"unknown topic id {topic_id}")
-                for topic_id in by_id]
     return build(key, v, "DeleteTopicsResponse", responses=tuple(results))
 
 

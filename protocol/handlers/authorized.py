@@ -200,7 +200,7 @@ class AuthorizedApi:
                 return TopicOutcome(E.TOPIC_AUTHORIZATION_FAILED, DENIED)
             if self._topic(Op.DESCRIBE_CONFIGS, name):
                 return o
-            return TopicOutcome(o.error, o.message,    # no configs, partitions, replicas
+            return TopicOutcome(o.error, o.message, topic_id=o.topic_id,  # no configs, counts
                                 config_error=E.TOPIC_AUTHORIZATION_FAILED)
         return {s.name: outcome(s.name) for s in specs}
 

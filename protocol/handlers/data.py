@@ -19,6 +19,8 @@ Rules (Kafka's KafkaApis, ZooKeeper mode):
   on the listener asked on (KIP-951). v11 is answered as v10: a failed KIP-890
   verification still reaches it as INVALID_TXN_STATE where Kafka 3.8 would say
   TRANSACTION_ABORTABLE (the broker's translation does not see the request's version).
+  From v8 a batch refused for its records (replicas/record_validation.py) answers each bad
+  record's index and message in record_errors, and the batch's message (KIP-467).
   acks=0 gets no answer at all (Kafka sends none), and a failed acks=0 produce closes the
   connection (Kafka's way of telling the client). A Deferred from the broker (appended,
   acknowledgements pending) becomes a Deferred response.
@@ -32,6 +34,15 @@ Rules (Kafka's KafkaApis, ZooKeeper mode):
   answer lists every partition asked, an incremental one only those with something new.
   Without a cache (or below v7) sessions are declined: session_id 0 in every answer, and
   an incremental fetch (session_id != 0) is FETCH_SESSION_ID_NOT_FOUND.
+  Fetch v13+ names topics by id (FetchRequest.fetchData with the metadata cache's
+  topicIdsToNames): an id this broker does not know is answered UNKNOWN_TOPIC_ID for each
+  of its partitions (not kept in a session); a partition whose topic now has another id
+  than the one the fetcher named (the topic was re-created) is INCONSISTENT_TOPIC_ID
+  (ReplicaManager.readFromLog); answers carry the topic id. A session keeps the kind of
+  naming it was made with (protocol/fetch_session.py: FETCH_SESSION_TOPIC_ID_ERROR).
+  v15+ name the fetching replica in replica_state (KIP-903); v16 answers the endpoints of
+  the current leaders of partitions answered NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH
+  (KIP-951, as Produce v10 does).
   isolation_level 1 (read_committed) reads below the last stable offset and carries the
   aborted transactions of the data returned (producer id, first offset); null for
   read_uncommitted; preferred_read_replica -1.
@@ -44,7 +55,7 @@ Rules (Kafka's KafkaApis, ZooKeeper mode):
 
 from __future__ import annotations
 
-from protocol.api import BrokerApi, Deferred, FetchAsk
+from protocol.api import BrokerApi, Deferred, FetchAsk, FetchOutcome, topic_id_text, topic_uuid
 from protocol.build import build, millis
 from protocol.errors import ProtocolError
 from protocol.fetch_session import FetchContext, FetchData
@@ -54,6 +65,7 @@ from replicas.legacy_records import down_convert, magic_of, up_convert
 from replicas.records import MAGIC, iter_headers
 
 READ_COMMITTED = 1
+NEW_LEADER_ERRORS = (E.NOT_LEADER_OR_FOLLOWER, E.FENCED_LEADER_EPOCH)   # KIP-951: v16 endpoints
 LEGACY_MAGICS = (0, 1)
 EARLIEST_LOCAL, EARLIEST = -4, -2
 
@@ -122,18 +134,22 @@ def produce(api: BrokerApi, request, listener: str):
 
 def _produce_response(api, request, errors, outcomes, listener):
     body, key, v = request.body, request.api_key, request.api_version
-    answers = {tp: (code, -1, -1, message) for tp, (code, message) in errors.items()}
+    answers = {tp: (code, -1, -1, message, ()) for tp, (code, message) in errors.items()}
     answers.update((tp, (o.error, o.base_offset, o.log_start_offset,
-                         o.message if o.error else None)) for tp, o in outcomes.items())
+                         o.message if o.error else None, o.record_errors))
+                   for tp, o in outcomes.items())
     moved = {tp for tp, a in answers.items() if a[0] == E.NOT_LEADER_OR_FOLLOWER}
     leaders, nodes = _current_leaders(api, moved, listener) if v >= 10 and moved else ({}, {})
 
     def partition(tp):
-        code, base, start, message = answers[tp]
+        code, base, start, message, record_errors = answers[tp]
         leader = leaders.get(tp) if code == E.NOT_LEADER_OR_FOLLOWER else None
         return build(key, v, "PartitionProduceResponse", index=tp[1], error_code=code,
                      base_offset=base, log_append_time=None, log_start_offset=start,
-                     record_errors=(), error_message=message,
+                     record_errors=tuple(build(key, v, "BatchIndexAndErrorMessage",
+                                               batch_index=i, batch_index_error_message=m)
+                                         for i, m in record_errors) if v >= 8 else (),
+                     error_message=message,
                      **({} if leader is None else {"current_leader": build(
                          key, v, "LeaderIdAndEpoch", leader_id=leader[0],
                          leader_epoch=leader[1])}))
@@ -158,12 +174,45 @@ def _current_leaders(api: BrokerApi, tps, listener: str):
 
 
 # -- Fetch --------------------------------------------------------------------------------------
-def fetch(api: BrokerApi, request, _listener: str):
+def _fetch_topics(api: BrokerApi, body, v: int):
+    """({tp: FetchData} asked, [tp] forgotten, {(topic id, partition): outcome} of unknown
+    ids, {topic: id} known) — names as asked below v13, ids resolved from v13."""
+    if v < 13:
+        requested = {(t.topic, p.partition): FetchData(
+            p.fetch_offset, getattr(p, "current_leader_epoch", -1),
+            getattr(p, "last_fetched_epoch", -1), getattr(p, "log_start_offset", -1),
+            p.partition_max_bytes) for t in body.topics for p in t.partitions}
+        forgotten = [(t.topic, p) for t in getattr(body, "forgotten_topics_data", ())
+                     for p in t.partitions]
+        return requested, forgotten, {}, {}
+    ids = api.topic_ids()
+    names = {i: t for t, i in ids.items()}
+    requested, unknown = {}, {}
+    for t in body.topics:
+        topic_id = topic_id_text(t.topic_id)
+        name = names.get(topic_id)
+        for p in t.partitions:
+            if name is None:
+                unknown[(topic_id, p.partition)] = FetchOutcome(E.UNKNOWN_TOPIC_ID)
+            else:
+                requested[(name, p.partition)] = FetchData(
+                    p.fetch_offset, p.current_leader_epoch, p.last_fetched_epoch,
+                    p.log_start_offset, p.partition_max_bytes, topic_id)
+    forgotten = [(names[i], p) for t in body.forgotten_topics_data
+                 if (i := topic_id_text(t.topic_id)) in names for p in t.partitions]
+    return requested, forgotten, unknown, ids
+
+
+def _replica_id(body) -> int:
+    """The fetching replica: v15+ carry it in replica_state (KIP-903)."""
+    state = getattr(body, "replica_state", None)
+    return state.replica_id if state is not None else body.replica_id
+
+
+def fetch(api: BrokerApi, request, listener: str):
     body, key, v = request.body, request.api_key, request.api_version
-    requested = {(t.topic, p.partition): FetchData(
-        p.fetch_offset, getattr(p, "current_leader_epoch", -1),
-        getattr(p, "last_fetched_epoch", -1), getattr(p, "log_start_offset", -1),
-        p.partition_max_bytes) for t in body.topics for p in t.partitions}
+    replica_id = _replica_id(body)
+    requested, forgotten, unknown, ids = _fetch_topics(api, body, v)
     session_id, epoch = getattr(body, "session_id", 0), getattr(body, "session_epoch", -1)
     cache = getattr(api, "fetch_sessions", None)
     if cache is None or v < 7:
@@ -172,27 +221,36 @@ def fetch(api: BrokerApi, request, _listener: str):
                          session_id=0, responses=())
         context = FetchContext(None, None, requested, False)
     else:
-        forgotten = [(t.topic, p) for t in body.forgotten_topics_data for p in t.partitions]
         context = cache.new_context(session_id, epoch, requested, forgotten,
-                                    privileged=body.replica_id >= 0)
+                                    privileged=replica_id >= 0, uses_topic_ids=v >= 13)
         if isinstance(context, int):
             return build(key, v, "FetchResponse", error_code=context, session_id=0,
                          responses=())
+    # a topic re-created since the fetcher learnt its id: not read
+    inconsistent = {tp: FetchOutcome(E.INCONSISTENT_TOPIC_ID) for tp, d in context.asks()
+                    if d.topic_id is not None and ids.get(tp[0]) not in (None, d.topic_id)}
     asks = [FetchAsk(tp, d.fetch_offset, d.current_leader_epoch, d.last_fetched_epoch,
-                     d.max_bytes) for tp, d in context.asks()]
+                     d.max_bytes) for tp, d in context.asks() if tp not in inconsistent]
     journal = getattr(api, "fetch_changes", None)
     max_bytes = getattr(body, "max_bytes", 0x7FFFFFFF)
-    args = (body.replica_id, millis(body.max_wait), body.min_bytes, max_bytes,
+    args = (replica_id, millis(body.max_wait), body.min_bytes, max_bytes,
             getattr(body, "isolation_level", 0), asks)
     if journal is None or context.session is None:
         outcomes = api.fetch(*args)
     else:       # decided where the broker orders its changes: none can fall in between
         outcomes = api.fetch(*args, reads=lambda: context.reads(journal))
     offsets = {tp: d.fetch_offset for tp, d in requested.items()} if v <= 3 else None
+
+    def respond(got):
+        if inconsistent:
+            got = {**got, **inconsistent}
+        moved = {tp for tp, o in got.items() if o.error in NEW_LEADER_ERRORS} if v >= 16 \
+            else ()
+        nodes = _current_leaders(api, moved, listener)[1] if moved else {}
+        return _fetch_response(request, context, got, max_bytes, offsets, unknown, ids, nodes)
     if isinstance(outcomes, Deferred):     # parked until data arrives or max_wait passes
-        return outcomes.then(lambda got: _fetch_response(request, context, got, max_bytes,
-                                                         offsets))
-    return _fetch_response(request, context, outcomes, max_bytes, offsets)
+        return outcomes.then(respond)
+    return respond(outcomes)
 
 
 def _down_converted(o, to_magic: int, fetch_offset: int):
@@ -205,7 +263,8 @@ def _down_converted(o, to_magic: int, fetch_offset: int):
     return o.error, converted.records
 
 
-def _fetch_response(request, context: FetchContext, outcomes, max_bytes: int, offsets=None):
+def _fetch_response(request, context: FetchContext, outcomes, max_bytes: int, offsets=None,
+                    unknown=None, ids=None, nodes=None):
     body, key, v = request.body, request.api_key, request.api_version
     committed = getattr(body, "isolation_level", 0) == READ_COMMITTED
     to_magic = 0 if v <= 1 else 1
@@ -234,13 +293,18 @@ def _fetch_response(request, context: FetchContext, outcomes, max_bytes: int, of
                      aborted_transactions=aborted(o), preferred_read_replica=-1,
                      records=records)
 
-    by_topic: dict[str, list] = {}
+    by_topic: dict[tuple, list] = {}       # (name, id): partitions
     for tp, o in context.respond(outcomes, max_bytes):
-        by_topic.setdefault(tp[0], []).append(partition(tp, o))
-    topics = tuple(build(key, v, "FetchableTopicResponse", topic=t, partitions=tuple(ps))
-                   for t, ps in by_topic.items())
+        by_topic.setdefault((tp[0], (ids or {}).get(tp[0])), []).append(partition(tp, o))
+    for (topic_id, p), o in (unknown or {}).items():
+        by_topic.setdefault((None, topic_id), []).append(partition((None, p), o))
+    topics = tuple(build(key, v, "FetchableTopicResponse", topic=name,
+                         topic_id=topic_uuid(topic_id), partitions=tuple(ps))
+                   for (name, topic_id), ps in by_topic.items())
+    endpoints = tuple(build(key, v, "NodeEndpoint", node_id=n.id, host=n.host, port=n.port,
+                            rack=n.rack) for _, n in sorted((nodes or {}).items()))
     return build(key, v, "FetchResponse", error_code=E.NONE, session_id=context.session_id,
-                 responses=topics)
+                 responses=topics, node_endpoints=endpoints)
 
 
 # -- ListOffsets, OffsetForLeaderEpoch -------------------------------------------------------

@@ -9,22 +9,22 @@ Rules (Kafka's KafkaApis.handleTopicMetadataRequest, ZooKeeper mode):
 - Brokers are listed by the endpoint of the listener the request came in on; a partition's
   offline_replicas are its replicas that are not live; leader -1 with LEADER_NOT_AVAILABLE
   when it has no live leader.
-- Topic ids are not tracked yet: the zero UUID (clients read it as "unknown").
+- v10+ answer each topic's id (the zero UUID for one not known). v12 may ask topics by id
+  (name null): a known id is answered as its topic, an unknown one UNKNOWN_TOPIC_ID with a
+  null name (KafkaApis.getTopicMetadata); ids are never auto-created. A topic named by
+  neither is INVALID_REQUEST for the whole request, as is an id below v12.
 - authorized_operations (v8+ topics, v8-10 cluster; DescribeCluster's) only when asked,
   else Kafka's sentinel; a topic answered 29 keeps the sentinel.
 """
 
 from __future__ import annotations
 
-import uuid
-
-from protocol.api import BrokerApi, ClusterMetadata
+from protocol.api import BrokerApi, ClusterMetadata, TopicMetadata, topic_id_text, topic_uuid
 from protocol.build import build
 from protocol.handlers.authorized import authorized_operations
 from protocol.security.acl import CLUSTER_NAME, ResourceType as Res
 from replicas.errors import ErrorCode as E
-
-ZERO_UUID = uuid.UUID(int=0)
+from replicas.errors import InvalidRequest
 NO_AUTHORIZED_OPERATIONS = -2147483648      # Kafka's "not requested" sentinel
 
 
@@ -36,11 +36,36 @@ def requested_topics(request) -> list[str] | None:
     return [t.name for t in topics if t.name is not None]
 
 
+def _asked_ids(request) -> list[str]:
+    """The topic ids asked (v10+), in Kafka's text form."""
+    if request.api_version < 10 or not request.body.topics:
+        return []
+    ids = []
+    for t in request.body.topics:
+        text = topic_id_text(getattr(t, "topic_id", None))
+        if text is not None and request.api_version < 12:
+            raise InvalidRequest(f"Topic IDs are not supported in requests for version "
+                                 f"{request.api_version}")
+        if t.name is None and text is None:
+            raise InvalidRequest("a topic must be named by its name or its id")
+        if t.name is None:
+            ids.append(text)
+    return ids
+
+
 def metadata(api: BrokerApi, request, listener: str):
     v = request.api_version
     allow = v < 4 or bool(getattr(request.body, "allow_auto_topic_creation", True))
-    md: ClusterMetadata = api.metadata(requested_topics(request), allow, listener)
-    return encode(request, md, api)
+    ids = _asked_ids(request)
+    if not ids:
+        return encode(request, api.metadata(requested_topics(request), allow, listener), api)
+    names = {i: t for t, i in api.topic_ids().items()}
+    known = [names[i] for i in dict.fromkeys(ids) if i in names]
+    md: ClusterMetadata = api.metadata(known, False, listener)
+    unknown = tuple(TopicMetadata(None, E.UNKNOWN_TOPIC_ID, topic_id=i)
+                    for i in dict.fromkeys(ids) if i not in names)
+    return encode(request, ClusterMetadata(md.cluster_id, md.controller_id, md.brokers,
+                                           md.topics + unknown), api)
 
 
 def encode(request, md: ClusterMetadata, api=None):
@@ -63,7 +88,7 @@ def encode(request, md: ClusterMetadata, api=None):
                      offline_replicas=p.offline)
 
     topics = tuple(build(key, v, "MetadataResponseTopic", error_code=t.error, name=t.name,
-                         topic_id=ZERO_UUID, is_internal=t.internal,
+                         topic_id=topic_uuid(t.topic_id), is_internal=t.internal,
                          partitions=tuple(partition(p) for p in t.partitions),
                          topic_authorized_operations=topic_operations(t))
                    for t in md.topics)
