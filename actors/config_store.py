@@ -68,6 +68,18 @@ def rewrite_entity(store: ZkStore, path: str,
     raise BadVersion(full)
 
 
+def set_or_delete(ops) -> Callable[[dict], dict]:
+    """A rewrite_entity change: each (key, value) sets the key, a None value deletes it."""
+    def change(config: dict) -> dict:
+        for key, value in ops:
+            if value is None:
+                config.pop(key, None)
+            else:
+                config[key] = value
+        return config
+    return change
+
+
 def read_configs(store: ZkStore, kind: str, depth: int = 1) -> dict[str, dict[str, str]]:
     """Every entity `depth` levels under /config/<kind>: path below /config → config."""
     out = {}

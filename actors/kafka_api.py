@@ -48,7 +48,7 @@ import time
 from dataclasses import dataclass, fields
 
 from actors import security_store as security
-from actors.config_store import read_entity, read_quotas, rewrite_entity
+from actors.config_store import read_entity, read_quotas, rewrite_entity, set_or_delete
 from actors.dynamic_config import DEFAULT_ENTITY, DYNAMIC_KEYS, STORED_ONLY
 from actors.group_host import OFFSETS_TOPIC
 from actors.txn_host import TXN_TOPIC
@@ -476,16 +476,9 @@ class KafkaBrokerApi:
     def alter_client_quotas(self, asks, validate_only: bool) -> list:
         out = []
         for entity, ops in asks:
-            def change(config, ops=ops):
-                for key, value in ops:
-                    if value is None:
-                        config.pop(key, None)
-                    else:
-                        config[key] = value
-                return config
             try:
                 if not validate_only:
-                    rewrite_entity(self.broker.store, entity_path(entity), change)
+                    rewrite_entity(self.broker.store, entity_path(entity), set_or_delete(ops))
                 out.append((E.NONE, None))
             except Exception as exc:                 # a ZooKeeper failure: per entity
                 log.warning("alter client quotas %s: %s", entity, exc)

@@ -110,19 +110,7 @@ def _all(asked, respond):
     from protocol.api import Deferred
     if not asked:
         return respond(None)
-    deferreds = [d for _, _, d in asked]
-
-    def ready(callback):
-        left = [len(deferreds)]
-
-        def one():
-            left[0] -= 1
-            if left[0] == 0:
-                callback()
-        for d in deferreds:
-            if not d.when_ready(one):
-                one()
-    return Deferred(lambda: respond([d.result() for d in deferreds]), ready)
+    return Deferred.gather(d for _, _, d in asked).then(respond)
 
 
 # -- AddOffsetsToTxn, EndTxn ------------------------------------------------------------------------

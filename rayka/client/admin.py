@@ -484,7 +484,7 @@ class Admin:
         controller_mutation_rate) of the entity named by `user` and/or `client_id`
         (protocol.quotas.DEFAULT for the default entity). InvalidRequest for what Kafka
         refuses; every broker applies it from the change notification."""
-        from actors.config_store import rewrite_entity
+        from actors.config_store import rewrite_entity, set_or_delete
         from protocol.entity_config import entity_path, quota_value
         from protocol.quotas import QuotaEntity
         if user is None and client_id is None:
@@ -498,15 +498,9 @@ class Admin:
         except ValueError as exc:
             raise InvalidRequest(str(exc)) from None
 
-        def change(config):
-            for key, value in ops:
-                if value is None:
-                    config.pop(key, None)
-                else:
-                    config[key] = value
-            return config
         if not validate_only:
-            rewrite_entity(self.store, entity_path(QuotaEntity(user, client_id)), change)
+            rewrite_entity(self.store, entity_path(QuotaEntity(user, client_id)),
+                           set_or_delete(ops))
 
     def describe_client_quotas(self, user=None, client_id=None, strict: bool = False) -> list:
         """DescribeClientQuotas's rules: `user` / `client_id` each None (no filter), a name,
