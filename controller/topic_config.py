@@ -88,6 +88,9 @@ CONFIG_DEFS: dict[str, ConfigDef] = {
     "compression.type": ConfigDef(_one_of("producer", "uncompressed", "gzip", "snappy", "lz4",
                                           "zstd"), "producer",
                                   "the codec batches are stored in; producer: as sent"),
+    "message.timestamp.type": ConfigDef(_one_of("CreateTime", "LogAppendTime"), "CreateTime",
+                                        "LogAppendTime: the leader stamps each batch with "
+                                        "its append time"),
     "message.timestamp.difference.max.ms": ConfigDef(
         _int_in(0, _LONG_MAX), _LONG_MAX, "bound of a record's timestamp around the broker's "
         "clock, where the before/after keys are left at their default"),
@@ -143,6 +146,7 @@ class TopicConfig:
     min_compaction_lag_ms: int = 0
     max_compaction_lag_ms: int = _LONG_MAX
     delete_retention_ms: int = 86_400_000
+    message_timestamp_type: str = "CreateTime"
     message_timestamp_difference_max_ms: int = _LONG_MAX
     message_timestamp_before_max_ms: int = _LONG_MAX
     message_timestamp_after_max_ms: int = _LONG_MAX

@@ -8,7 +8,9 @@ Rules:
 - Leader appends check every record as Kafka's LogValidator does (replicas/
   record_validation.py: a compacted topic's record without a key, a timestamp out of
   message.timestamp.* bounds on `wall_clock_ms`): the batch fails with its record errors
-  (KIP-467), nothing appended.
+  (KIP-467), nothing appended. A LogAppendTime topic (message.timestamp.type) has each
+  batch stamped with `wall_clock_ms` as its MaxTimestamp and timestamp type, CRC sealed
+  again (Kafka's LogValidator); followers copy the stamped batches as they are.
 - Leader append: validate every batch (header, CRC, size) BEFORE writing anything; with a
   topic codec, rebuild the batches in another codec (replicas/compression.py); then
   assign offsets from the log end offset (LEO) and stamp the leader epoch in the headers,
@@ -81,6 +83,7 @@ class LogConfig:
     compression: int | None = None              # compression.type's codec; None = producer
     cleaner: CleanerPolicy = CleanerPolicy()     # compaction settings (cleanup.policy etc.)
     timestamps: TimestampBounds = TimestampBounds()   # message.timestamp.*.max.ms
+    log_append_time: bool = False               # message.timestamp.type=LogAppendTime
 
 
 @dataclass(frozen=True, slots=True)
@@ -234,15 +237,23 @@ class Log:
         return self.epoch_cache.latest_epoch
 
     # -- appends -----------------------------------------------------------------------
+    def _append_time_ms(self) -> int:
+        if self._wall_clock_ms is None:         # a log built without one (tests): no append
+            raise ValueError("a LogAppendTime topic needs the log's wall clock")
+        return int(self._wall_clock_ms())
+
     def append_as_leader(self, buf, leader_epoch: int) -> AppendInfo:
         """Validate, assign offsets from the LEO, stamp `leader_epoch`, write."""
         headers = records.validate_batches(buf, self.config.max_message_bytes)
         validate_records(buf, headers, self.dir.name, self.config.cleaner.compact,
-                         self.config.timestamps, self._wall_clock_ms)
+                         self.config.timestamps, self._wall_clock_ms,
+                         self.config.log_append_time)
         if needs_recompression(headers, self.config.compression):
             buf = recompress(buf, headers, self.config.compression)
             headers = records.validate_batches(buf, self.config.max_message_bytes)
         data = buf if isinstance(buf, bytearray) else bytearray(buf)
+        if self.config.log_append_time:
+            headers = records.stamp_log_append_time(data, headers, self._append_time_ms())
         first = self.log_end_offset
         next_offset = records.assign_offsets(data, headers, first, leader_epoch)
         self.epoch_cache.assign(leader_epoch, first)

@@ -8,13 +8,15 @@ processRecordErrors):
   nothing of the buffer is written.
 - A compacted topic's record without a key: INVALID_RECORD, "Compacted topic cannot accept
   message without key in topic partition <tp>.".
-- A record whose timestamp is not -1, in a topic whose timestamps are CreateTime (rayka's
-  only type), outside [now - before, now + after]: INVALID_TIMESTAMP, "Timestamp <ts> of
+- A record whose timestamp is not -1, in a topic whose timestamps are CreateTime, outside
+  [now - before, now + after]: INVALID_TIMESTAMP, "Timestamp <ts> of
   message with offset <offset> is out of range. The timestamp should be within [lo, hi]".
   `before` is message.timestamp.before.max.ms unless left at its default (2^63-1), then
-  message.timestamp.difference.max.ms; `after` likewise (Kafka 3.8's LogConfig). A record
-  without a timestamp in a batch whose timestamp type is LogAppendTime: INVALID_TIMESTAMP
-  ("Producer should not set timestamp type to LogAppendTime").
+  message.timestamp.difference.max.ms; `after` likewise (Kafka 3.8's LogConfig). Any other
+  record (one without a timestamp, or any record of a LogAppendTime topic) in a batch the
+  producer sent with timestamp type LogAppendTime: INVALID_TIMESTAMP ("Producer should
+  not set timestamp type to LogAppendTime"). A LogAppendTime topic's batches are stamped
+  after these checks (records.stamp_log_append_time).
 - The failure (`RecordValidationError`) carries every record error of that batch
   (batch index, message) and the batch's error: INVALID_TIMESTAMP if any record error is
   one, with "One or more records have been rejected due to invalid timestamp"; else
@@ -64,9 +66,11 @@ def _record_error(index: int, message: str) -> str:
 
 
 def validate_records(buf, headers: Sequence[records.BatchHeader], where: str, compacted: bool,
-                     bounds: TimestampBounds, now_ms: Callable[[], int] | None) -> None:
+                     bounds: TimestampBounds, now_ms: Callable[[], int] | None,
+                     topic_log_append_time: bool = False) -> None:
     """Raise RecordValidationError for the first batch of `buf` with a bad record (rules)."""
-    timed = not bounds.unbounded and now_ms is not None
+    create_time = not topic_log_append_time
+    timed = create_time and not bounds.unbounded and now_ms is not None
     if not compacted and not timed and not any(h.attributes & LOG_APPEND_TIME_FLAG
                                                for h in headers):
         return
@@ -84,11 +88,12 @@ def validate_records(buf, headers: Sequence[records.BatchHeader], where: str, co
             if compacted and record.key is None:
                 errors.append((index, E.INVALID_RECORD, f"Compacted topic cannot accept "
                                f"message without key in topic partition {where}."))
-            elif timed and record.timestamp != NO_TIMESTAMP and not lo <= record.timestamp <= hi:
-                errors.append((index, E.INVALID_TIMESTAMP, f"Timestamp {record.timestamp} of "
-                               f"message with offset {record.offset} is out of range. The "
-                               f"timestamp should be within [{lo}, {hi}]"))
-            elif record.timestamp == NO_TIMESTAMP and log_append_time:
+            elif create_time and record.timestamp != NO_TIMESTAMP:
+                if timed and not lo <= record.timestamp <= hi:
+                    errors.append((index, E.INVALID_TIMESTAMP, f"Timestamp {record.timestamp} "
+                                   f"of message with offset {record.offset} is out of range. "
+                                   f"The timestamp should be within [{lo}, {hi}]"))
+            elif log_append_time:
                 errors.append((index, E.INVALID_TIMESTAMP, "Invalid timestamp type in message. "
                                "Producer should not set timestamp type to LogAppendTime."))
         if not errors:

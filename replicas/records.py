@@ -37,6 +37,8 @@ LEADER_EPOCH_OFFSET = 12
 MAGIC_OFFSET = 16
 CRC_OFFSET = 17
 ATTRIBUTES_OFFSET = 21
+MAX_TIMESTAMP_OFFSET = 35
+TIMESTAMP_TYPE_FLAG = 0x08         # attributes bit 3: LogAppendTime
 NO_PARTITION_LEADER_EPOCH = -1
 NO_PRODUCER_ID = -1
 NO_SEQUENCE = -1
@@ -44,6 +46,8 @@ NO_TIMESTAMP = -1
 _BASE_OFFSET = struct.Struct(">q")
 _INT32 = struct.Struct(">i")
 _UINT32 = struct.Struct(">I")
+_INT16 = struct.Struct(">h")
+_INT64 = struct.Struct(">q")
 _MIN_LENGTH = HEADER_SIZE - LOG_OVERHEAD  # a batch with no records at all
 
 
@@ -198,6 +202,23 @@ def assign_offsets(buf: bytearray, headers: Sequence[BatchHeader], first_offset:
         _INT32.pack_into(buf, header.position + LEADER_EPOCH_OFFSET, leader_epoch)
         offset += header.last_offset_delta + 1
     return offset
+
+
+def stamp_log_append_time(buf: bytearray, headers: Sequence[BatchHeader], now_ms: int
+                          ) -> list[BatchHeader]:
+    """Kafka's LogValidator for a LogAppendTime topic (v2): each batch's timestamp type
+    becomes LogAppendTime and its MaxTimestamp the append time (readers take every record's
+    timestamp from it); the records are left as sent and the CRC is sealed again. The
+    headers as they are now."""
+    out = []
+    for h in headers:
+        attributes = h.attributes | TIMESTAMP_TYPE_FLAG
+        _INT16.pack_into(buf, h.position + ATTRIBUTES_OFFSET, attributes)
+        _INT64.pack_into(buf, h.position + MAX_TIMESTAMP_OFFSET, now_ms)
+        crc = crc_of(buf, h.position, h.size)
+        _UINT32.pack_into(buf, h.position + CRC_OFFSET, crc)
+        out.append(h._replace(attributes=attributes, max_timestamp=now_ms, crc=crc))
+    return out
 
 
 def build_batch(values: Sequence[bytes | None], keys: Sequence[bytes | None] | None = None,

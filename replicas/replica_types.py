@@ -222,6 +222,8 @@ def partition_configs(topic_config: Mapping[str, object] | None,
             _setting(merged, "min.compaction.lag.ms", base.cleaner.min_compaction_lag_ms),
             _setting(merged, "max.compaction.lag.ms", base.cleaner.max_compaction_lag_ms),
             _setting(merged, "delete.retention.ms", base.cleaner.delete_retention_ms)),
+        log_append_time=str(merged.get("message.timestamp.type", "CreateTime"))
+        == "LogAppendTime",
         timestamps=TimestampBounds.from_configs(
             _setting(merged, "message.timestamp.difference.max.ms", _LONG_MAX),
             _setting(merged, "message.timestamp.before.max.ms", _LONG_MAX),

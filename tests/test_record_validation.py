@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from aiokafka.record.default_records import DefaultRecordBatch
+
 from replicas import records
 from replicas.cleaner import CleanerPolicy
 from replicas.errors import ErrorCode, RecordValidationError
@@ -92,3 +94,27 @@ def test_without_a_wall_clock_timestamps_are_not_checked(tmp_path):
     log = Log(tmp_path / "t-0", LogConfig(timestamps=TimestampBounds(1, 1)))
     log.append_as_leader(records.build_batch([b"a"], timestamps_ms=5), leader_epoch=0)
     assert log.log_end_offset == 1
+
+
+# -- LogAppendTime topics (message.timestamp.type) ----------------------------------------------
+def test_a_log_append_time_topic_stamps_each_batch_and_seals_its_crc(tmp_path):
+    log = Log(tmp_path / "t-0", LogConfig(log_append_time=True), wall_clock_ms=lambda: 777_000)
+    sent = records.build_batch([b"a", b"b"], timestamps_ms=[5, 6])
+    info = log.append_as_leader(sent, 0)
+    assert info.max_timestamp_ms == 777_000
+    stored = bytes(log.read(0))
+    (h,) = records.validate_batches(stored)                  # the CRC holds
+    assert h.attributes & records.TIMESTAMP_TYPE_FLAG and h.max_timestamp == 777_000
+    batch = DefaultRecordBatch(bytes(stored))
+    assert batch.timestamp_type == 1
+    assert [r.timestamp for r in batch] == [777_000, 777_000]   # readers take the append time
+
+
+def test_create_time_bounds_do_not_apply_to_a_log_append_time_topic():
+    late = records.build_batch([b"x"], timestamps_ms=[1])
+    validate_records(late, records.validate_batches(late), "t-0", False,
+                     TimestampBounds.from_configs(1000, LONG_MAX, LONG_MAX), lambda: 10**12,
+                     topic_log_append_time=True)
+    with pytest.raises(RecordValidationError):
+        validate_records(late, records.validate_batches(late), "t-0", False,
+                         TimestampBounds.from_configs(1000, LONG_MAX, LONG_MAX), lambda: 10**12)
