@@ -714,41 +714,25 @@ class KafkaBrokerApi:
         return out
 
     def replace_configs(self, resources, validate_only: bool):
-        """AlterConfigs (legacy, ZkAdminManager.alterConfigs): a topic's overrides become
-        exactly the ones sent, validated as IncrementalAlterConfigs validates them, written
-        to /config/topics with a change notification. A broker resource's dynamic keys
-        become exactly the ones sent (ZkAdminManager.alterBrokerConfigs, replace-all)."""
-        out = {}
+        """AlterConfigs (legacy, ZkAdminManager.alterConfigs): a topic's overrides, or a
+        broker entity's dynamic keys (alterBrokerConfigs), become exactly the ones sent:
+        IncrementalAlterConfigs' SET of each, DELETE of every other key stored."""
+        as_ops = []
         for res, entries in resources:
+            given = dict(entries)
+            stored: dict = {}
             try:
-                if res.kind == BROKER:        # the entity's keys become exactly the ones sent
-                    self._check_broker_resource(res)
-                    entity = f"brokers/{res.name or DEFAULT_ENTITY}"
-                    given = dict(entries)
-                    ops = [(k, SET, v) for k, v in entries] + [
-                        (k, DELETE, None) for k in read_entity(self.broker.store, entity)
-                        if k not in given and (k in DYNAMIC_KEYS or k in STORED_ONLY)]
-                    self._alter_broker(res, ops, validate_only)
-                    out[res] = ConfigsOutcome(E.NONE)
-                    continue
-                if res.kind != TOPIC:
-                    raise InvalidRequest(f"Unsupported resource type {res.kind}")
-                current = self.broker.store.get_topic_config(res.name)
-                if current is None and res.name not in self.broker.store.get_topics():
-                    raise UnknownTopicOrPartition(f"Topic '{res.name}' does not exist.")
-                for name, _value in entries:
-                    if name not in CONFIG_DEFS:
-                        raise InvalidConfig(f"Unknown topic config name: {name}")
-                new = normalize_topic_config(dict(entries))
-                if not validate_only:
-                    self.broker.store.set_topic_config(res.name, new)
-                out[res] = ConfigsOutcome(E.NONE)
-            except KafkaError as exc:
-                out[res] = ConfigsOutcome(exc.code, exc.message)
-            except Exception as exc:                     # a ZooKeeper failure: per resource
-                log.warning("alter configs %s: %s", res, exc)
-                out[res] = ConfigsOutcome(UnknownServerError.code, str(exc))
-        return out
+                if res.kind == TOPIC:
+                    stored = self.broker.store.get_topic_config(res.name) or {}
+                elif res.kind == BROKER:
+                    stored = {k: v for k, v in read_entity(
+                        self.broker.store, f"brokers/{res.name or DEFAULT_ENTITY}").items()
+                        if k in DYNAMIC_KEYS or k in STORED_ONLY}
+            except Exception:             # ZooKeeper away: alter_configs answers per resource
+                pass
+            as_ops.append((res, [(k, SET, v) for k, v in entries]
+                           + [(k, DELETE, None) for k in stored if k not in given]))
+        return self.alter_configs(as_ops, validate_only)
 
     # -- log dirs, elections, reassignments ----------------------------------------------------
     def describe_log_dirs(self, tps) -> list:
