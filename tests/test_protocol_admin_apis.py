@@ -17,9 +17,9 @@ from kafka.protocol.consumer import OffsetDeleteRequest
 
 from protocol.security.acl import AclOperation as Op, ResourceType as Res
 from replicas.errors import ErrorCode as E
+from tests.handler_wire import ask, cluster, versions
 from tests.test_protocol_group_handlers import (commit, commit_codes, groups_cluster, join,
                                                 stable_group)
-from tests.test_protocol_handlers import ask, cluster, versions
 from tests.test_protocol_security import acl, session_for
 from tests.test_protocol_security import ask as ask_as
 

@@ -19,9 +19,9 @@ from protocol.errors import ProtocolError
 from protocol.security.acl import (
     AclOperation as Op, AclPermissionType as Perm, PatternType as Pat, ResourceType as Res,
 )
+from tests.handler_wire import metadata_request, produce_request, send, versions
 from tests.protocol_samples import walk
 from tests.test_protocol_group_handlers import not_owned_group
-from tests.test_protocol_handlers import metadata_request, produce_request, send, versions
 from tests.test_protocol_security import (
     ALICE, BOB, BOTH, LEADER_NOT_AVAILABLE, NOT_COORDINATOR, UNKNOWN_TOPIC_OR_PARTITION,
     _alter_configs, _commit, _create_acls, _create_topics, _find_coordinator, _offset_fetch,

@@ -28,8 +28,8 @@ from protocol.codec import has_request_schema
 from protocol.connection import Connection
 from protocol.handlers import answer
 from tests.fake_broker_api import NotAnsweredYet
+from tests.handler_wire import cluster, kio_read, versions
 from tests.protocol_samples import RESPONSES
-from tests.test_protocol_handlers import cluster, kio_read, versions
 
 pytestmark = pytest.mark.unit
 

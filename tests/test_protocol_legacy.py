@@ -32,11 +32,11 @@ from replicas.errors import KafkaStorageError
 from replicas.legacy_records import read_messages
 from replicas.records import build_batch, decode_records
 from tests.fake_broker_api import Batch
+from tests.handler_wire import ask, cluster, send
 from tests.protocol_samples import (ACL_ANY, ACL_READ, RESPONSES, frame_of, legacy_message_set,
                                     sample_frame, sample_request)
 from tests.test_legacy_records import kp_read
 from tests.test_protocol_group_handlers import groups_cluster
-from tests.test_protocol_handlers import ask, cluster, send
 from tests.test_protocol_security import _create_acls, _describe_acls, acl, session_for
 from tests.test_protocol_security import ask as secure_ask
 from tests.test_protocol_security_apis import MECHANISM, PASSWORD, sasl_fake, sasl_session
@@ -429,7 +429,7 @@ def test_saslhandshake_v0_then_raw_scram_tokens_authenticate():
     final = token(client.get_client_final().encode())
     client.set_server_final(final.decode())                     # the server proved itself
     assert session.principal == "User:alice" and not conn.sasl_tokens
-    from tests.test_protocol_handlers import metadata_request
+    from tests.handler_wire import metadata_request
     md = ask(fake, metadata_request(12, ["orders"]), session, conn)   # framed again
     assert [t.name for t in md.topics] == ["orders"]
 

@@ -19,8 +19,8 @@ from protocol.security.authorizer import Authorizer
 from protocol.security.session import Session
 from protocol.versions import SUPPORTED
 from replicas.errors import ErrorCode as C
+from tests.handler_wire import cluster, kio_read
 from tests.protocol_samples import RESPONSES, frame_of, sample_request
-from tests.test_protocol_handlers import cluster, kio_read
 
 pytestmark = pytest.mark.unit
 

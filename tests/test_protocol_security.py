@@ -47,13 +47,13 @@ from protocol.security.authorizer import Authorizer
 from protocol.security.session import Session
 from tests.fake_broker_api import FakeBrokerApi, NotAnsweredYet
 from replicas.records import decode_records
-from tests.protocol_samples import (ACL_ANY, ACL_READ, RESPONSES, TOPIC_IDS, frame_of,
-                                    legacy_message_set, sample_request, walk)
-from tests.test_protocol_group_handlers import groups_cluster
-from tests.test_protocol_handlers import (
+from tests.handler_wire import (
     delete_topics_request, fetch_request, kio_read, metadata_request, produce_request,
     versions,
 )
+from tests.protocol_samples import (ACL_ANY, ACL_READ, RESPONSES, TOPIC_IDS, frame_of,
+                                    legacy_message_set, sample_request, walk)
+from tests.test_protocol_group_handlers import groups_cluster
 
 pytestmark = pytest.mark.unit
 
@@ -128,7 +128,7 @@ def codes_of(resp) -> set:
 
 
 def fresh_fake() -> FakeBrokerApi:
-    """tests.test_protocol_handlers.cluster() (orders: 3 partitions led here at epoch 4,
+    """tests.handler_wire.cluster() (orders: 3 partitions led here at epoch 4,
     audit: 1) whose coordinator owns g1, g2, g3; group g1 has committed offsets."""
     fake = groups_cluster()
     done = fake.group_call(lambda rid: gm.OffsetCommit(

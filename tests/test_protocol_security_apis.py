@@ -24,8 +24,8 @@ from protocol.security.credentials import make_credential
 from protocol.security.sasl import SaslServer
 from protocol.security.session import Session
 from tests.fake_broker_api import FakeBrokerApi
+from tests.handler_wire import ask as wire_ask, metadata_request, send, versions
 from tests.protocol_samples import ACL_ANY, ACL_READ
-from tests.test_protocol_handlers import ask as wire_ask, metadata_request, send, versions
 from tests.test_protocol_security import (
     ALICE, BOB, HOST, ILLEGAL_SASL_STATE, INVALID_REQUEST, SASL_AUTHENTICATION_FAILED,
     SECURITY_DISABLED, UNSUPPORTED_SASL_MECHANISM, UNSUPPORTED_VERSION, _create_acls,
