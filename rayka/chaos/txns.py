@@ -56,6 +56,7 @@ import time
 
 import ray
 
+from rayka.chaos.workload import read_to_end
 from rayka.client.admin import wait_for
 from replicas.errors import KafkaError, RequestTimedOut
 from transactions.records import partition_for
@@ -132,6 +133,19 @@ class _Txn:
             self.tw.retire(self.current.producer)
         self.current = None
 
+    def begin(self) -> tuple[_Instance, str] | None:
+        """Begin a transaction on the current instance: (instance, label), or None when it
+        could not begin (the instance is replaced)."""
+        inst = self.current
+        label = self.next_label(inst)
+        try:
+            inst.producer.begin_transaction()
+        except KafkaError:
+            self.replace()
+            return None
+        self.in_txn = True
+        return inst, label
+
     def next_label(self, inst: _Instance) -> str:
         self.n += 1
         return f"{self.name}.{inst.number}.{self.n}"
@@ -196,15 +210,11 @@ class _Writer(_Txn):
         self.close()
 
     def transaction(self) -> None:
-        inst = self.current
-        label = self.next_label(inst)
-        p = inst.producer
-        try:
-            p.begin_transaction()
-        except KafkaError:
-            self.replace()
+        begun = self.begin()
+        if begun is None:
             return
-        self.in_txn = True
+        inst, label = begun
+        p = inst.producer
         keys, futures, failed = [], [], False
         for j in range(self.rng.randint(1, MAX_RECORDS)):
             key = f"{label}:{j}"
@@ -280,16 +290,12 @@ class _Pipeline(_Txn):
         self.close()
 
     def transaction(self, records) -> None:
-        inst = self.current
-        label = self.next_label(inst)
-        p = inst.producer
-        try:
-            p.begin_transaction()
-        except KafkaError:
-            self.replace()
+        begun = self.begin()
+        if begun is None:
             self.rewind()
             return
-        self.in_txn = True
+        inst, label = begun
+        p = inst.producer
         keys, futures, inputs, offsets = [], [], [], {}
         failed = False
         try:
@@ -597,22 +603,15 @@ class TxnWorkload:
     def _read_all(self, topic: str, isolation: str, timeout_s: float) -> None:
         consumer = self.cluster.consumer(isolation_level=isolation)
         tps = [(topic, p) for p in range(self.partitions)]
-        consumer.assign(tps)
-        consumer.seek_to_beginning()
-        ends = consumer.end_offsets(tps)
         f = "ctp-input-final" if topic == CTP_IN else "txn-final-read"
 
-        def done():
-            for r in consumer.poll(timeout_ms=200):
-                if r.offset < ends[(r.topic, r.partition)]:
-                    fields = {"partition": r.partition, "offset": r.offset,
-                              "value": r.value.decode()}
-                    if f == "txn-final-read":
-                        fields.update(isolation=isolation, topic=topic, key=r.key.decode())
-                    self.history.record("ok", f, **fields)
-            return all(consumer.position(tp) >= ends[tp] for tp in tps)
+        def record(r) -> None:
+            fields = {"partition": r.partition, "offset": r.offset, "value": r.value.decode()}
+            if f == "txn-final-read":
+                fields.update(isolation=isolation, topic=topic, key=r.key.decode())
+            self.history.record("ok", f, **fields)
         try:
-            wait_for(done, timeout_s, f"the final {isolation} read of {topic}")
+            read_to_end(consumer, tps, record, timeout_s, f"the final {isolation} read of {topic}")
         finally:
             consumer.close()
 

@@ -273,24 +273,36 @@ class Workload:
         infos = admin.describe_topic(self.topic)
         consumer = self.cluster.consumer()
         tps = [(self.topic, p.partition) for p in infos]
-        consumer.assign(tps)
-        consumer.seek_to_beginning()
-        ends = consumer.end_offsets(tps)
-        starts = {tp: consumer.position(tp) for tp in tps}
         total = 0
 
-        def done():
+        def record(r) -> None:
             nonlocal total
-            for r in consumer.poll(timeout_ms=200):
-                if r.offset < ends[(r.topic, r.partition)]:
-                    self.history.record("ok", "final-read", partition=r.partition,
-                                        offset=r.offset, value=r.value.decode())
-                    total += 1
-            return all(consumer.position(tp) >= ends[tp] for tp in tps)
-        wait_for(done, timeout_s, f"the final read of {self.topic}")
+            self.history.record("ok", "final-read", partition=r.partition, offset=r.offset,
+                                value=r.value.decode())
+            total += 1
+        starts, ends = read_to_end(consumer, tps, record, timeout_s,
+                                   f"the final read of {self.topic}")
         for p in infos:
             tp = (self.topic, p.partition)
             self.history.record("ok", "final-hw", partition=p.partition,
                                 log_start_offset=starts[tp], high_watermark=ends[tp],
                                 isr=list(p.isr), leader=p.leader)
         return total
+
+
+def read_to_end(consumer, tps: list, on_record, timeout_s: float, what: str) -> tuple:
+    """Read `tps` from their log start to the end offsets taken at the start, calling
+    `on_record` on each record below them; returns (start offsets, end offsets). Records past
+    the ends (a writer still at work) are not the read's business."""
+    consumer.assign(tps)
+    consumer.seek_to_beginning()
+    ends = consumer.end_offsets(tps)
+    starts = {tp: consumer.position(tp) for tp in tps}
+
+    def done():
+        for r in consumer.poll(timeout_ms=200):
+            if r.offset < ends[(r.topic, r.partition)]:
+                on_record(r)
+        return all(consumer.position(tp) >= ends[tp] for tp in tps)
+    wait_for(done, timeout_s, what)
+    return starts, ends
