@@ -137,6 +137,7 @@ def run_librdkafka(tests_dir: str, bootstrap: str, names, quick: bool,
         except subprocess.TimeoutExpired as exc:
             text = (exc.stdout or "") + (exc.stderr or "") + "\nTIMEOUT"
         if LOGS:
+            os.makedirs(LOGS, exist_ok=True)
             with open(os.path.join(LOGS, f"{name}.log"), "w") as f:
                 f.write(text)
         verdict = _verdict(name, text)
