@@ -67,12 +67,14 @@ bench: install $(NATS_SERVER)
 
 # Peer suites (not part of `make test`: minutes): librdkafka's own integration tests, built
 # from the pinned snapshot in compat/, a quixstreams exactly-once app in a venv of its
-# own (quixstreams pins an older confluent-kafka), and Burrow's lag per partition (Debian's
-# burrow). e.g. make compat COMPAT_ARGS="--quick"
+# own (quixstreams pins an older confluent-kafka), Burrow's lag per partition (Debian's
+# burrow) and kafkajs (npm, pinned by compat/kafkajs/package-lock.json).
+# e.g. make compat COMPAT_ARGS="--quick"
 RDK_VERSION := 2.15.0
 RDK_DIR := compat/build/librdkafka-$(RDK_VERSION)
 RDK_RUNNER := $(RDK_DIR)/tests/test-runner
 QUIX_VENV := compat/.venv-quix
+KAFKAJS_DIR := compat/kafkajs
 COMPAT_ARGS ?=
 
 /usr/include/rapidjson/document.h:
@@ -93,15 +95,28 @@ $(QUIX_VENV)/.installed: compat/quix-requirements.txt
 	$(QUIX_VENV)/bin/python -m pip install -q -r compat/quix-requirements.txt
 	@touch $@
 
+# node and npm: Debian's nodejs and npm when missing (kafkajs needs node >= 14)
+/usr/bin/node /usr/bin/npm:
+	@echo "== installing Debian packages nodejs and npm (kafkajs's runtime)"
+	$(SUDO) apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends \
+		nodejs npm >/dev/null
+
+# npm ci wipes node_modules first, so this stamp goes whenever the lock changes
+$(KAFKAJS_DIR)/node_modules/.installed: $(KAFKAJS_DIR)/package-lock.json /usr/bin/node /usr/bin/npm
+	cd $(KAFKAJS_DIR) && npm ci --silent --no-audit --no-fund
+	@touch $@
+
 /usr/bin/Burrow:
 	@echo "== installing Debian package burrow (LinkedIn's lag checker; its service stays off)"
 	$(SUDO) apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq burrow >/dev/null
 	-$(SUDO) systemctl disable --now burrow >/dev/null 2>&1
 
-compat: install $(RDK_RUNNER) $(QUIX_VENV)/.installed /usr/bin/Burrow
+compat: install $(RDK_RUNNER) $(QUIX_VENV)/.installed /usr/bin/Burrow \
+		$(KAFKAJS_DIR)/node_modules/.installed
 	$(PY) compat/run.py --librdkafka-tests $(RDK_DIR)/tests \
-		--quix-python $(QUIX_VENV)/bin/python --burrow $(COMPAT_ARGS)
+		--quix-python $(QUIX_VENV)/bin/python --burrow --kafkajs $(COMPAT_ARGS)
 
 # Before merging: the committed HEAD, cloned into a fresh directory, passes `make test`.
 check-clean:

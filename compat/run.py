@@ -20,6 +20,14 @@ Rules:
   gap, nothing lost).
 - Burrow (Debian's `burrow`, --burrow) reports a group's lag per partition from rayka's
   __consumer_offsets and end offsets (compat/burrow_lag.py).
+- kafkajs (2.2.4 from npm, --kafkajs; compat/kafkajs/check.js under node, installed by the
+  Makefile's `npm ci`): admin createTopics / fetchTopicMetadata / describeCluster /
+  fetchOffsets / fetchTopicOffsets / deleteTopics, an idempotent producer (acks -1, part
+  GZIP), a consumer group reading every message exactly once with key, value, headers and
+  timestamp intact, committed offsets equal to the end offsets, a second member's
+  rebalance splitting the partitions, and a transactional producer (commit, abort, commit,
+  with sendOffsets) read back with readUncommitted false and true. Its verdict is its exit
+  code and the JSON line it prints; "not run" only without node or the installed kafkajs.
 - Prints passed / failed / skipped and writes them as JSON (--out).
 """
 
@@ -31,6 +39,7 @@ import json
 import os
 import random
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -214,6 +223,58 @@ def run_quix(cluster, python: str, sentences: int = 600) -> dict:
     return result
 
 
+# -- kafkajs -----------------------------------------------------------------------------------
+KAFKAJS_DIR = os.path.join(ROOT, "compat", "kafkajs")
+KAFKAJS_TIMEOUT_S = 900
+
+
+def run_kafkajs(cluster, node: str = "node") -> dict:
+    """compat/kafkajs/check.js (kafkajs 2.2.4, installed by the Makefile's `npm ci`) against
+    the cluster: admin, an idempotent producer with GZIP, a consumer group and its rebalance,
+    committed offsets, transactions under read_committed. Its verdict is its exit code and
+    the JSON line it prints last; "not run" only when node or the installed kafkajs is
+    missing."""
+    node_bin = shutil.which(node)
+    if not node_bin or not os.path.isdir(os.path.join(KAFKAJS_DIR, "node_modules", "kafkajs")):
+        why = ("no node on PATH" if not node_bin else
+               "kafkajs not installed: run `npm ci` in compat/kafkajs (make compat does)")
+        print(f"kafkajs: not run ({why})", flush=True)
+        return {"verdict": "not run", "why": why}
+    t0 = time.monotonic()
+    try:
+        proc = subprocess.run([node_bin, os.path.join(KAFKAJS_DIR, "check.js"),
+                               cluster.bootstrap_servers()], cwd=KAFKAJS_DIR,
+                              capture_output=True, text=True, timeout=KAFKAJS_TIMEOUT_S)
+        stdout, stderr, code = proc.stdout, proc.stderr, proc.returncode
+    except subprocess.TimeoutExpired as exc:
+        stdout, stderr = (x.decode(errors="replace") if isinstance(x, bytes) else x or ""
+                          for x in (exc.stdout, exc.stderr))
+        stderr, code = stderr + "\nTIMEOUT", None
+    if LOGS:
+        os.makedirs(LOGS, exist_ok=True)
+        with open(os.path.join(LOGS, "kafkajs.log"), "w") as f:
+            f.write(stdout + stderr)
+    report: dict = {}
+    for line in reversed(stdout.strip().splitlines()):
+        try:
+            report = json.loads(line)
+            break
+        except ValueError:
+            continue
+    verdict = "passed" if code == 0 and report.get("ok") is True else "failed"
+    result = {"verdict": verdict, "seconds": round(time.monotonic() - t0, 1), **{
+        k: v for k, v in report.items() if k not in ("ok", "seconds")}}
+    if verdict == "failed":
+        result["why"] = (report.get("error") or
+                         (f"timed out after {KAFKAJS_TIMEOUT_S} s" if code is None else
+                          f"exit code {code}: {stderr.strip()[-300:]}"))
+    print(f"kafkajs: {verdict} ({result['seconds']} s)" + (
+        f": {result['why']}" if verdict == "failed" else
+        f" ({report.get('messages')} messages, rebalance {report.get('rebalance')})"),
+        flush=True)
+    return result
+
+
 def _read_committed(cluster, topic: str, partitions: int, settle_s: float = 3.0) -> list:
     consumer = cluster.consumer(isolation_level="read_committed")
     consumer.assign([(topic, p) for p in range(partitions)])
@@ -238,6 +299,8 @@ def main(argv=None) -> int:
     parser.add_argument("--quix-python", help="the python of a venv with quixstreams")
     parser.add_argument("--burrow", action="store_true",
                         help="check Burrow's lag per partition (compat/burrow_lag.py)")
+    parser.add_argument("--kafkajs", action="store_true",
+                        help="run kafkajs's check (compat/kafkajs/check.js; needs npm ci there)")
     parser.add_argument("--out", help="write the results as JSON here")
     args = parser.parse_args(argv)
     cluster = start_cluster()
@@ -263,11 +326,13 @@ def main(argv=None) -> int:
         if args.burrow:
             from compat.burrow_lag import run_burrow
             results["burrow"] = run_burrow(cluster)
+        if args.kafkajs:
+            results["kafkajs"] = run_kafkajs(cluster)
     finally:
         cluster.shutdown()
     verdicts = collections.Counter(
         r["verdict"] for r in list(results.get("librdkafka", {}).values())
-        + [results[k] for k in ("quixstreams", "burrow") if k in results])
+        + [results[k] for k in ("quixstreams", "burrow", "kafkajs") if k in results])
     print("compat: " + ", ".join(f"{n} {v}" for v, n in sorted(verdicts.items())))
     if args.out:
         with open(args.out, "w") as f:
