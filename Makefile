@@ -2,6 +2,10 @@
 # `make install` is idempotent: it only does work when something is missing or
 # pyproject.toml changed since the last install.
 SHELL := /bin/bash
+# Bytecode caches on: without them every Ray worker (each broker and controller actor)
+# compiles the project's sources again, and pytest rewrites every test module's asserts
+# again on each run. The caches land in __pycache__ (gitignored).
+unexport PYTHONDONTWRITEBYTECODE
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -42,8 +46,8 @@ demo: install
 # Tests without Ray (pure core, protocol, real ZooKeeper, sockets) run on both cores; the
 # Ray, chaos and pipeline tests one at a time (each starts a Ray of its own).
 test: install
-	$(PY) -m pytest -m "not slow and not ray" -n 2 $(PYTEST_ARGS)
-	$(PY) -m pytest -m "not slow and ray" $(PYTEST_ARGS)
+	$(PY) -m pytest -m "not slow and not ray" -n 2 --durations=15 $(PYTEST_ARGS)
+	$(PY) -m pytest -m "not slow and ray" --durations=40 $(PYTEST_ARGS)
 
 # The long soaks (marked slow): every fault kind five times with librdkafka clients too.
 chaos: install

@@ -88,14 +88,11 @@ def run(clicks_total: int = 300_000, executors: int = 3, seed: int = 7, keep: bo
     from rayka.ops.demo import local_cluster
     console = console or Console(stderr=True)
     with local_cluster(keep, console) as cluster:
-        admin = cluster.admin()
-        admin.create_topic(CLICKS, 12, 3, {"min.insync.replicas": 2})
-        admin.create_topic(COUNTS, 6, 3, {"min.insync.replicas": 2})
         t = time.monotonic()
         spark = start_spark(cluster, executors=executors)
         console.print(f"Spark on Ray up in {time.monotonic() - t:.1f} s ({executors} executors)")
         try:
-            summary = _job(spark, cluster, clicks_total, seed, executors, console)
+            summary = run_on(spark, cluster, clicks_total, seed, executors, console)
         finally:
             stop_spark()
     _print(summary, console)
@@ -105,11 +102,14 @@ def run(clicks_total: int = 300_000, executors: int = 3, seed: int = 7, keep: bo
     return summary
 
 
-def _job(spark, cluster, clicks_total: int, seed: int, executors: int, console) -> dict:
-    """Produce, then the Spark job with the leader kill; returns the summary."""
+def run_on(spark, cluster, clicks_total: int, seed: int, executors: int, console) -> dict:
+    """The demo's topics on `cluster`, the clicks produced, then the Spark job with the
+    leader kill; returns the summary."""
     from pipeline import holding, placements, plan_of, read_topic, release, write_topic
     from rayka.client.admin import wait_for
     admin = cluster.admin()
+    admin.create_topic(CLICKS, 12, 3, {"min.insync.replicas": 2})
+    admin.create_topic(COUNTS, 6, 3, {"min.insync.replicas": 2})
     expected, produce_s = produce_clicks(cluster, clicks_total, seed, console)
 
     # the biggest partition's task parks half-way; its leader dies; the task goes on

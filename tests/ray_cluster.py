@@ -1,6 +1,13 @@
-"""Module-scoped fixtures for tests on real Ray and the real ZooKeeper: a private Ray
-instance and one rayka cluster (3 brokers, 2 controllers, embedded ZooKeeper) shared by the
-tests of a module. Import both names into a test module to use them."""
+"""Fixtures for tests on real Ray and the real ZooKeeper, shared by every module that asks
+for them (starting Ray or a cluster costs 10-15 s on 2 cores): `ray_session`, a private Ray
+instance, and `cluster`, one rayka cluster (3 brokers, 2 controllers, embedded ZooKeeper).
+Import the names into a test module to use them. A test on `cluster` leaves it healthy (every
+broker back, every ISR full) and names its topics for itself.
+
+Both live from the first module that asks for them. conftest runs the modules on the shared
+cluster first, then the other modules on the shared Ray (the shared cluster stopped), then
+the rest, each starting a Ray of its own (a multi-node test cluster, a chaos run), with the
+shared Ray stopped: Ray is one per process."""
 
 from __future__ import annotations
 
@@ -12,22 +19,45 @@ import ray
 import rayka
 
 
-@pytest.fixture(scope="module")
+_shared_cluster = None
+
+
+@pytest.fixture(scope="session")
 def ray_session():
     # address="local": always a private Ray instance, never a `ray start` cluster that another
     # process left running on this machine (ray.init would attach to it and refuse num_cpus).
-    ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="WARNING")
+    if not ray.is_initialized():
+        ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="WARNING")
     yield
-    ray.shutdown()
+    stop_shared_ray()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def cluster(ray_session, tmp_path_factory):
-    c = rayka.start_local(name=f"t{uuid.uuid4().hex[:8]}", brokers=3, controllers=2,
-                          data_dir=str(tmp_path_factory.mktemp("rayka")),
-                          replica_lag_time_max_ms=3000)
-    yield c
-    c.shutdown()
+    global _shared_cluster
+    _shared_cluster = rayka.start_local(name=f"t{uuid.uuid4().hex[:8]}", brokers=3,
+                                        controllers=2,
+                                        data_dir=str(tmp_path_factory.mktemp("rayka")),
+                                        replica_lag_time_max_ms=3000)
+    yield _shared_cluster
+    stop_shared_ray()
+
+
+def stop_shared_cluster() -> None:
+    """The shared cluster stops: before a module with a cluster of its own (two idle
+    clusters on 2 cores slow each other's ZooKeeper sessions)."""
+    global _shared_cluster
+    if _shared_cluster is not None:
+        _shared_cluster.shutdown()
+        _shared_cluster = None
+
+
+def stop_shared_ray() -> None:
+    """The shared cluster and Ray instance stop: at the end, or before a module that starts
+    a Ray of its own."""
+    stop_shared_cluster()
+    if ray.is_initialized():
+        ray.shutdown()
 
 
 def kill_brokers_and_wait_back(c, brokers, timeout_s: float = 120.0) -> None:

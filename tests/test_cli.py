@@ -137,6 +137,13 @@ def test_user_errors_are_one_line(tmp_path):
         run(env, "topics", "create", "t", "--config", "novalue", "--name", "ghost"))
 
 
+def test_a_launcher_error_of_the_demo_is_one_line(tmp_path):
+    env = dict(os.environ, RAYKA_HOME=str(tmp_path),
+               RAYKA_ZK_CLASSPATH="/nonexistent/zookeeper.jar")
+    env.pop("RAY_ADDRESS", None)
+    assert "zookeeper" in one_line_error(run(env, "demo", "--records", "1000")).lower()
+
+
 def test_errors_against_a_running_cluster_are_typed_one_liners(cli):
     env, _home, name, _state, _out = cli
     n = ["--name", name]

@@ -293,3 +293,17 @@ def test_offset_specs_committed_latest_explicit_and_bad_input(env):
         read_topic(spark, cl, "specs", starting_offsets="newest")
     with pytest.raises(UnknownTopicOrPartition):
         read_topic(spark, cl, "no-such-topic")
+
+
+def test_the_demo_job_counts_match_and_every_partition_is_pinned(env):
+    """What `make demo` runs (pipeline/demo.py), on this module's cluster and Spark: its
+    own start-up is `rayka.start_local` and `start_spark`, both exercised above."""
+    from rich.console import Console
+
+    from pipeline import demo
+    cl, spark, _ = env
+    s = demo.run_on(spark, cl, clicks_total=30_000, seed=7, executors=3,
+                    console=Console(stderr=True))
+    assert s["mismatched"] == 0 and s["rows_written"] == s["page_minutes"] > 0
+    assert s["pinned"] == s["partitions"] == 12
+    assert s["task_resolves"] >= 1 and s["new_leader"] not in (None, s["killed_broker"])

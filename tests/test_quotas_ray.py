@@ -12,21 +12,20 @@ import json
 import uuid
 
 import pytest
-import ray
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import (AdminClient, ScramCredentialInfo, ScramMechanism,
                                    UserScramCredentialUpsertion)
 
 import rayka
 from protocol.quotas import QuotaEntity
+from tests.ray_cluster import ray_session  # noqa: F401  (fixture)
 
 pytestmark = [pytest.mark.ray, pytest.mark.timeout(180)]
 PASSWORD = "dora-secret"
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="WARNING")
+def cluster(ray_session, tmp_path_factory):
     c = rayka.start_local(name=f"q{uuid.uuid4().hex[:8]}", brokers=1, controllers=1,
                           data_dir=str(tmp_path_factory.mktemp("rayka")),
                           listeners="PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
@@ -35,7 +34,6 @@ def cluster(tmp_path_factory):
         yield c
     finally:
         c.shutdown()
-        ray.shutdown()
 
 
 def test_a_scram_user_over_its_quota_is_throttled_and_loses_nothing(cluster):

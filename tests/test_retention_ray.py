@@ -16,6 +16,7 @@ import ray
 
 import rayka
 from rayka.client.admin import wait_for
+from tests.ray_cluster import ray_session  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.ray
 TIMEOUT_S = 120
@@ -23,14 +24,12 @@ RETAIN = {"retention.bytes": 100_000, "segment.bytes": 20_000, "min.insync.repli
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="WARNING")
+def cluster(ray_session, tmp_path_factory):
     c = rayka.start_local(name=f"r{uuid.uuid4().hex[:8]}", brokers=3, controllers=1,
                           data_dir=str(tmp_path_factory.mktemp("rayka")),
                           log_retention_check_interval_ms=1000, log_cleaner_backoff_ms=500)
     yield c
     c.shutdown()
-    ray.shutdown()
 
 
 def replica_views(cluster, tp):

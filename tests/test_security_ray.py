@@ -14,7 +14,6 @@ import time
 import uuid
 
 import pytest
-import ray
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
@@ -23,6 +22,7 @@ import rayka
 from protocol.security import acl as a
 from rayka.client.admin import wait_for
 from tests.certs import make_certs
+from tests.ray_cluster import ray_session  # noqa: F401  (fixture)
 from tests.wire import client_hello, closed, read_frame
 
 pytestmark = pytest.mark.ray
@@ -33,9 +33,8 @@ ZK_AUTH = "rayka:zk-secret"
 
 
 @pytest.fixture(scope="module")
-def secured(tmp_path_factory):
+def secured(ray_session, tmp_path_factory):
     certs = make_certs(tmp_path_factory.mktemp("certs"))
-    ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="WARNING")
     config = {"listeners": "PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0",
               "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
               "super.users": "User:admin", "sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512",
@@ -62,7 +61,6 @@ def secured(tmp_path_factory):
     ]) == [(0, None)] * 6
     yield c, certs
     c.shutdown()
-    ray.shutdown()
 
 
 def binding(user, rtype, name, op, pattern=a.PatternType.LITERAL,
