@@ -44,6 +44,7 @@ import ray
 from actors.cluster_host import (HOST_NAME, ClusterHost, broker_actor_name,
                                  controller_actor_name, namespace_for)
 from controller.controller import ControllerConfig
+from controller.store_api import ZkUnavailable
 from controller.zookeeper.store import ZkStore
 from rayka.client.admin import Admin, wait_for
 from rayka.client.types import BrokerInfo, ControllerInfo
@@ -259,8 +260,14 @@ class Cluster:
         """Every broker registered, a controller elected, and every broker's metadata cache
         listing every broker (so a Kafka client's first Metadata answer is complete)."""
         want = set(self.facts["brokers"])
-        wait_for(lambda: want <= self.store.get_broker_ids() and self.store.get_controller(),
-                 timeout_s, f"brokers {sorted(want)} registered and a controller elected")
+
+        def registered():
+            try:
+                return want <= self.store.get_broker_ids() and self.store.get_controller()
+            except ZkUnavailable:      # a dropped connection: kazoo reconnects in the session
+                return False
+        wait_for(registered, timeout_s, f"brokers {sorted(want)} registered and a controller "
+                 "elected")
 
         def caches_complete():
             try:
