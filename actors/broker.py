@@ -24,7 +24,8 @@ Rules:
   the one-partition case; `produce_batches` answers a list, one result per entry, and takes
   a partition more than once (the native producer's pipeline). actors/produce.py appends.
 - Start (also after a Ray restart, which re-runs __init__): recover the logs from disk,
-  register in ZooKeeper (an ephemeral /brokers/ids/<id> whose czxid is the broker epoch),
+  register in ZooKeeper (an ephemeral /brokers/ids/<id> whose czxid is the broker epoch,
+  with its broker.rack, which reaches every broker's metadata through the controller),
   then obey the controller. A fresh broker waits out a previous registration's session; a
   RESTARTED one (the host says so: Ray only restarts a dead actor) deletes its dead
   incarnation's node, so the controller sees a bounce within the restart time instead of
@@ -77,8 +78,9 @@ from actors.log_cleaner import LogCleaner
 from controller.requests import LeaderAndIsrRequest, StopReplicaRequest, UpdateMetadataRequest
 from controller.layout import BrokerRegistration, LeaderIsrAndControllerEpoch
 from replicas.errors import BrokerNotAvailable, KafkaError, NotController, RequestTimedOut
-from replicas.replica_manager import (CLIENT, BrokerConfig, FetchResult, HighWatermarkChanged,
-                                      ProduceDone, ProposeIsr, ReplicaManager)
+from replicas.replica_manager import (CLIENT, BrokerConfig, ClientMetadata, FetchResult,
+                                      HighWatermarkChanged, ProduceDone, ProposeIsr,
+                                      ReplicaManager)
 
 log = logging.getLogger(__name__)
 CONTROLLER_EPOCHS_LOG = "controller-epochs.log"
@@ -235,7 +237,8 @@ class Broker:
     def _register(self) -> None:
         reg = BrokerRegistration.for_listeners(
             self.id, self.host.node_ip(), self.advertised,
-            node_id=self.host.node_id(), actor_name=self.host.registration_name())
+            rack=self.kafka_config.broker_rack or None, node_id=self.host.node_id(),
+            actor_name=self.host.registration_name())
         # after a Ray restart the old incarnation is dead: take its registration over at once
         epoch = self.store.register_broker(
             reg, wait_s=60, replace_dead_incarnation=self.host.was_restarted())
@@ -499,7 +502,7 @@ class Broker:
                    max_bytes: int = 4 << 20, isolation_level: int = 0) -> dict:
         """requests: [(tp, offset, current_leader_epoch, last_fetched_epoch)] → {tp: result};
         `max_bytes` per partition, no cap on the whole answer (the fetchers' Ray call)."""
-        asks = [(tuple(tp), offset, ce, le, max_bytes) for tp, offset, ce, le in requests]
+        asks = [(tuple(tp), offset, ce, le, max_bytes, -1) for tp, offset, ce, le in requests]
         return {tp: {"error": r.error, "records": r.records, "high_watermark": r.high_watermark,
                      "log_start_offset": r.log_start_offset, "log_end_offset": r.log_end_offset,
                      "last_stable_offset": r.last_stable_offset,
@@ -517,10 +520,13 @@ class Broker:
         return got.result() if isinstance(got, DelayedFetch) else got
 
     def fetch_begin(self, replica_id: int, asks, max_wait_ms: int, min_bytes: int,
-                    max_bytes: int | None, reads=None, isolation_level: int = 0):
-        """Kafka's fetch: asks [(tp, offset, current_epoch, last_epoch, partition_max_bytes)]
-        → {tp: replicas FetchResult} when at least `min_bytes` (an error counts) are there
-        or max_wait_ms <= 0; else a DelayedFetch (actors/purgatory.py) completed by the
+                    max_bytes: int | None, reads=None, isolation_level: int = 0,
+                    client: ClientMetadata | None = None):
+        """Kafka's fetch: asks [(tp, offset, current_epoch, last_epoch, partition_max_bytes,
+        the follower's log start or -1)] → {tp: replicas FetchResult} when at least
+        `min_bytes` (an error counts) are there, a partition is answered with a preferred
+        read replica (Kafka answers those at once), or max_wait_ms <= 0; else a
+        DelayedFetch (actors/purgatory.py) completed by the
         partitions' appends and HW moves, leadership changes, or its deadline. The answer
         holds at most `max_bytes` (None: no cap) but at least one batch of the first
         partition with data (KIP-74; later partitions then answer their HW with no
@@ -529,25 +535,28 @@ class Broker:
         (a fetch session's, protocol/fetch_session.py): called under the lock, it names the
         asks to read at once, the others only watched (None: read them all).
         `isolation_level` 1 (read_committed): consumers read below the last stable offset
-        and the answers carry the aborted transactions of what they return."""
+        and the answers carry the aborted transactions of what they return. `client`: a
+        consumer's Fetch v11+ metadata (replicas' fetch from follower, KIP-392)."""
         by_tp = {a[0]: a for a in asks}
 
         def read(only=None, previous=None):
-            out, total = {}, 0
-            for tp, offset, current_epoch, last_epoch, part_max in asks:
+            out, total, redirected = {}, 0, False
+            for tp, offset, current_epoch, last_epoch, part_max, log_start in asks:
                 if only is not None and tp not in only:
                     r = previous.get(tp)
                     if r is None:                  # watched, never read: not answered
                         continue
                     if not (r.error or r.records or r.diverging_epoch):
-                        marks = self.rm.leader_marks(tp, current_epoch, isolation_level)
+                        marks = self.rm.leader_marks(tp, current_epoch, isolation_level,
+                                                     client, offset)
                         if marks is not None:      # still quiet: refresh HW and log start
                             out[tp] = FetchResult(0, b"", *marks)
                             continue
                 budget = part_max if max_bytes is None else min(part_max, max_bytes - total)
                 r = self.rm.fetch(tp, offset, max(budget, 1), replica_id=replica_id,
                                   current_leader_epoch=current_epoch, last_fetched_epoch=last_epoch,
-                                  isolation_level=isolation_level)
+                                  isolation_level=isolation_level, client=client,
+                                  log_start_offset=log_start)
                 if r.effects:
                     self.apply_effects(r.effects)
                 if budget <= 0 and r.records:     # the answer is full: HW only
@@ -555,11 +564,13 @@ class Broker:
                         () if r.aborted_transactions is not None else None))
                 out[tp] = r
                 total += len(r.records) + (1 if r.error or r.diverging_epoch else 0)
-            return out, total >= min_bytes
+                redirected |= r.preferred_read_replica >= 0
+            return out, total >= min_bytes or redirected
 
         def ready(tp) -> bool:
-            _, offset, current_epoch, _, _ = by_tp[tp]
-            return self.rm.fetch_ready(tp, offset, replica_id, current_epoch, isolation_level)
+            offset, current_epoch = by_tp[tp][1:3]
+            return self.rm.fetch_ready(tp, offset, replica_id, current_epoch, isolation_level,
+                                       client)
 
         with self.lock:
             out, enough = read(reads() if reads is not None else None, {})

@@ -2,11 +2,14 @@
 
 Rules:
 - Keys come dotted (Kafka's names, `rayka start --config`) or underscored (Python keywords
-  to `start_local`); both mean the same key.
+  to `start_local`); both mean the same key. A broker's own static keys (`broker_configs`
+  of start_local, `rayka start --broker-config`; broker.rack) are laid over the
+  cluster-wide ones (`broker_config_for`).
 - Shell settings: `tick_ms` (100), `metrics_interval_s`, `zk_session_timeout_ms` (3000).
-- Listener settings go to KafkaConfig (actors/kafka_api.py); security settings (ssl.*, sasl.*,
-  listener.name.*, authorizer.class.name, super.users, ...) to SecurityConfig
-  (actors/security.py); group.*, offsets.*, offset.*
+- Listener settings, broker.rack and replica.selector.class go to KafkaConfig
+  (actors/kafka_api.py; the selector is handed on to the replica manager); security
+  settings (ssl.*, sasl.*, listener.name.*, authorizer.class.name, super.users, ...) to
+  SecurityConfig (actors/security.py); group.*, offsets.*, offset.*
   to the group coordinator's config; transaction.*, transactional.id.expiration.ms to the
   transaction coordinator's; `transaction.partition.verification.enable` (KIP-890, true)
   and replica-manager settings (`replica.lag.time.max.ms`,
@@ -89,6 +92,16 @@ def default_max_open_files() -> int:
     return max(64, (soft if soft != resource.RLIM_INFINITY else 1 << 20) // 2)
 
 
+def broker_config_for(shared: dict, own: dict | None) -> dict:
+    """One broker's config: the cluster-wide keys with its own static keys laid over them
+    (a key given dotted in one and underscored in the other is the same key: its own
+    wins)."""
+    if not own:
+        return dict(shared)
+    mine = {underscored_key(k) for k in own}
+    return {**{k: v for k, v in shared.items() if underscored_key(k) not in mine}, **own}
+
+
 def split_broker_config(config: dict | None) -> BrokerSettings:
     config = dict(config or {})
     tick_ms = int(config.pop("tick_ms", 100))
@@ -102,6 +115,8 @@ def split_broker_config(config: dict | None) -> BrokerSettings:
     config = underscored_keys(config)
     replica_manager = {k: int(config.pop(k)) for k in list(config) if k in BROKER_KEYS}
     replica_manager.setdefault("log_max_open_files", default_max_open_files())
+    # a KafkaConfig key (DescribeConfigs lists it there) that the replica manager applies
+    replica_manager["replica_selector_class"] = kafka.replica_selector_class
     for flag in ("log_cleaner_enable", "transaction_partition_verification_enable"):
         if flag in config:
             replica_manager[flag] = str(config.pop(flag)).strip().lower() in ("true", "1")

@@ -18,7 +18,11 @@ Rules:
   replica.fetch.max.bytes (1 MiB per partition), replica.fetch.response.max.bytes
   (10 MiB), replica.fetch.backoff.ms (100; Kafka's 1000: a follower that lost its leader
   tries again sooner), max.incremental.fetch.session.cache.slots (1000 fetch sessions,
-  KIP-227, followers' outranking consumers'). Dots or underscores alike.
+  KIP-227, followers' outranking consumers'); broker.rack (registered in /brokers/ids,
+  so every broker's metadata answers it) and replica.selector.class (none, or Kafka's
+  RackAwareReplicaSelector: the leader names a consumer in another broker's rack that
+  broker as its preferred read replica, KIP-392; the replica manager applies it). Dots or
+  underscores alike.
 - Metadata answers come from the broker's metadata cache (fed by UpdateMetadata), brokers
   listed with their endpoint for the listener the request came in on (Kafka's rule). The
   "controller" told to clients is the lowest live broker: rayka's controllers are not
@@ -67,6 +71,7 @@ from protocol.api import (BrokerNode, ClusterMetadata, ConfigEntry,
 from controller.assignment import validate_topic_name
 from replicas.config_keys import dotted_key
 from replicas.legacy_offsets import offsets_before
+from replicas.replica_selector import selector_for
 from replicas.replica_types import topic_defaults_from_broker_config
 from replicas.errors import ErrorCode as E
 from replicas.errors import (InvalidConfig, InvalidRequest, KafkaError, LeaderNotAvailable,
@@ -101,6 +106,8 @@ class KafkaConfig:
     replica_fetch_response_max_bytes: int = 10 * 1024 * 1024
     replica_fetch_backoff_ms: int = 100
     max_incremental_fetch_session_cache_slots: int = DEFAULT_SLOTS
+    broker_rack: str | None = None
+    replica_selector_class: str | None = None
 
     @classmethod
     def pop_from(cls, config: dict) -> "KafkaConfig":
@@ -114,6 +121,7 @@ class KafkaConfig:
         out = cls(**kw)
         parse_endpoints(out.listeners, out.listener_security_protocol_map)   # InvalidConfig early
         out.inter_broker_listener()
+        selector_for(out.replica_selector_class)
         return out
 
     def inter_broker_listener(self) -> str:
@@ -295,11 +303,11 @@ class KafkaBrokerApi:
         return self.broker.parked.journal
 
     def fetch(self, replica_id, max_wait_ms, min_bytes, max_bytes, isolation_level, asks,
-              reads=None):
+              reads=None, client=None):
         raw = self.broker.fetch_begin(
             replica_id, [(a.tp, a.offset, a.current_leader_epoch, a.last_fetched_epoch,
-                          a.max_bytes) for a in asks], max_wait_ms, min_bytes, max_bytes,
-            reads, isolation_level if replica_id < 0 else 0)
+                          a.max_bytes, a.log_start_offset) for a in asks], max_wait_ms,
+            min_bytes, max_bytes, reads, isolation_level if replica_id < 0 else 0, client)
         if isinstance(raw, DelayedFetch):      # parked: answered when the purgatory says
             return Deferred(raw.result, raw.when_ready).then(self._fetch_outcomes)
         return self._fetch_outcomes(raw)
@@ -313,7 +321,8 @@ class KafkaBrokerApi:
                                  r.last_stable_offset if r.last_stable_offset >= 0
                                  else r.high_watermark,
                                  r.log_start_offset, r.diverging_epoch,
-                                 leaders.get(tp, (-1, -1)), r.aborted_transactions)
+                                 leaders.get(tp, (-1, -1)), r.aborted_transactions,
+                                 r.preferred_read_replica)
                 for tp, r in raw.items()}
 
     def list_offsets(self, isolation_level, asks) -> dict:

@@ -4,8 +4,10 @@ Rules:
 - One cluster for the whole run (real Ray, the embedded ZooKeeper, 3 brokers), configured as
   librdkafka's CI "default" scenario: topic auto-creation on, num.partitions 4,
   default.replication.factor 3, Kafka's AclAuthorizer allowing what no ACL names. A second
-  cluster without auto-creation serves the "noautocreate" scenario's tests. Each is shut
-  down at the end; every process it started is stopped by pid.
+  cluster without auto-creation serves the "noautocreate" scenario's tests, and a "rack"
+  cluster (each broker's broker.rack RACK<id>, Kafka's RackAwareReplicaSelector) the
+  tests `CLUSTER_OF` maps to it; each such cluster is started only when a test chosen
+  needs it. Each is shut down at the end; every process it started is stopped by pid.
 - librdkafka's own integration tests, built from the pinned source snapshot
   (compat/librdkafka-v2.15.0.tar.gz; the Makefile builds it): by default every broker test
   of its test list (`broker_tests`), or those named with --tests; run ONE AT A TIME as its
@@ -58,6 +60,16 @@ NEEDS_JAVA = {"0016_client_swname": "checks client names with Kafka's kafka-conf
               "0109_auto_create_topics": "sets ACLs with Kafka's kafka-acls.sh",
               "0115_producer_auth": "sets ACLs with Kafka's kafka-acls.sh",
               "0119_consumer_auth": "sets ACLs with Kafka's kafka-acls.sh"}
+# The cluster a test needs when its scenario (test.c) does not say it: the test still runs
+# with its own scenario (-s), against this cluster.
+CLUSTER_OF = {
+    # names no scenario, yet skips itself unless the brokers report three broker.rack
+    # values; its comments (0101-fetch-from-follower.cpp) want broker.rack per broker and
+    # the RackAwareReplicaSelector, client.rack being RACK<id of a follower>
+    "0101_fetch_from_follower": "rack",
+}
+RACK_AWARE = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+BROKERS = (1, 2, 3)
 SERVED = (3, 8, 0, 0)           # the broker version rayka answers as (-V)
 TEST_TIMEOUT_S = 900
 LOGS = os.environ.get("RAYKA_COMPAT_LOGS")       # a directory: each test's output kept there
@@ -90,22 +102,28 @@ def broker_tests(tests_dir: str) -> list[tuple[str, str]]:
     return out
 
 
-def start_cluster(auto_create: bool = True):
+def start_cluster(kind: str = "default"):
     """librdkafka's CI cluster: an ACL authorizer with the anonymous PLAINTEXT principal as
-    super user (0081_admin creates and deletes ACLs), topic auto-creation as its scenario
-    says."""
+    super user (0081_admin creates and deletes ACLs); without topic auto-creation for
+    "noautocreate"; for "rack" broker.rack=RACK<id> on each broker and the rack-aware
+    replica selector (fetch from follower, KIP-392)."""
     import ray
     import rayka
     if not ray.is_initialized():
         ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="WARNING")
-    return rayka.start_local(name=f"compat{uuid.uuid4().hex[:6]}", brokers=3, controllers=1,
-                             replica_lag_time_max_ms=10000, num_partitions=4,
+    extra, per_broker = {}, None
+    if kind == "rack":
+        extra["replica.selector.class"] = RACK_AWARE
+        per_broker = {b: {"broker.rack": f"RACK{b}"} for b in BROKERS}
+    return rayka.start_local(name=f"compat{uuid.uuid4().hex[:6]}", brokers=len(BROKERS),
+                             controllers=1, replica_lag_time_max_ms=10000, num_partitions=4,
                              default_replication_factor=3, include_dashboard=False,
-                             auto_create_topics_enable=auto_create, **{
+                             auto_create_topics_enable=kind != "noautocreate",
+                             broker_configs=per_broker, **{
                                  "authorizer.class.name":
                                      "kafka.security.authorizer.AclAuthorizer",
                                  "super.users": "User:ANONYMOUS",
-                                 "allow.everyone.if.no.acl.found": "true"})
+                                 "allow.everyone.if.no.acl.found": "true", **extra})
 
 
 def kafka_path() -> str:
@@ -310,15 +328,18 @@ def main(argv=None) -> int:
             listed = broker_tests(args.librdkafka_tests)
             chosen = listed if args.tests == "all" else [
                 (t, dict(listed).get(t, "default")) for t in args.tests.split(",") if t]
+            kinds = {t: CLUSTER_OF.get(t, sc) for t, sc in chosen}
             results["librdkafka"] = run_librdkafka(
                 args.librdkafka_tests, cluster.bootstrap_servers(),
-                [t for t, sc in chosen if sc == "default"], args.quick)
-            for scenario in sorted({sc for _, sc in chosen} - {"default"}):
-                other = start_cluster(auto_create=scenario != "noautocreate")
+                [t for t, _ in chosen if kinds[t] == "default"], args.quick)
+            for kind in sorted(set(kinds.values()) - {"default"}):
+                other = start_cluster(kind)
                 try:
-                    results["librdkafka"].update(run_librdkafka(
-                        args.librdkafka_tests, other.bootstrap_servers(),
-                        [t for t, sc in chosen if sc == scenario], args.quick, scenario))
+                    for scenario in sorted({sc for t, sc in chosen if kinds[t] == kind}):
+                        results["librdkafka"].update(run_librdkafka(
+                            args.librdkafka_tests, other.bootstrap_servers(),
+                            [t for t, sc in chosen if kinds[t] == kind and sc == scenario],
+                            args.quick, scenario))
                 finally:
                     other.shutdown()
         if args.quix_python:

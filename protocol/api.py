@@ -31,6 +31,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Mapping, Protocol, Sequence
 
+from replicas.replica_types import ClientMetadata
+
 TP = tuple[str, int]
 ZERO_UUID = uuid.UUID(int=0)
 
@@ -159,6 +161,7 @@ class FetchAsk:
     current_leader_epoch: int = -1
     last_fetched_epoch: int = -1
     max_bytes: int = 1 << 20
+    log_start_offset: int = -1          # a follower's own (the leader keeps it, KIP-392)
 
 
 @dataclass(slots=True)      # not frozen: built per partition per fetch, 5x cheaper
@@ -172,6 +175,7 @@ class FetchOutcome:
     leader: tuple[int, int] = (-1, -1)                   # current (leader id, leader epoch)
     # read_committed: (producer id, first offset) of the aborted transactions in `records`
     aborted_transactions: tuple[tuple[int, int], ...] | None = None
+    preferred_read_replica: int = -1     # KIP-392: the client should fetch from this broker
 
 
 @dataclass(frozen=True, slots=True)
@@ -269,14 +273,16 @@ class BrokerApi(Protocol):
         before they are appended (KIP-890)."""
 
     def fetch(self, replica_id: int, max_wait_ms: int, min_bytes: int, max_bytes: int,
-              isolation_level: int, asks: Sequence[FetchAsk], reads=None
-              ) -> dict[TP, FetchOutcome]:
+              isolation_level: int, asks: Sequence[FetchAsk], reads=None,
+              client: ClientMetadata | None = None) -> dict[TP, FetchOutcome]:
         """Every ask is watched (a parked fetch wakes on any). `reads`, when given, is a
         callable the api calls under the lock that orders its partitions' changes (so none
         falls between the decision and the read); it names the asks to read at once (None:
         all), the others being left out of the answer unless they wake it. An api taking
         `reads` has `fetch_changes`, the ChangeJournal of its partitions
-        (protocol/fetch_session.py)."""
+        (protocol/fetch_session.py). `client`: a consumer's Fetch v11+ (its rack, the
+        listener it came in on): a follower may serve it, and a leader may answer a
+        partition with its preferred read replica instead (KIP-392); None: leader only."""
 
     def list_offsets(self, isolation_level: int,
                      asks: Sequence[tuple[TP, int, int]]) -> dict[TP, OffsetAnswer]:

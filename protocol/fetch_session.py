@@ -21,17 +21,19 @@ Rules, broker side (`FetchSessionCache.new_context`):
   them. Here an incremental fetch reads only the partitions asked in this request, those
   the broker's ChangeJournal names as changed (an append, a high watermark or log start
   move) since the session's last read, and those whose last answer was unfinished (records,
-  an error, a diverging epoch); the others would answer exactly what the session last
-  answered, so they are left out of the answer, as Kafka's incremental answer leaves them.
+  an error, a diverging epoch, a preferred read replica); the others would answer exactly
+  what the session last answered, so they are left out of the answer, as Kafka's
+  incremental answer leaves them.
   Everything is read when the journal cannot tell (leadership moved, retention ran, the
   session is new, the last answer came near its byte budget) and at least every
   `full_read_interval_ms` (the cache's clock; the broker uses a quarter of
   replica.lag.time.max.ms), so that the leader's view of its followers (caught-up times,
   ISR expansion retries) is never staler than that. Without a clock everything is read.
 - `context.respond(outcomes)`: a full fetch answers every partition; an incremental one
-  only the partitions with records, an error, a diverging epoch, or a high watermark, last
-  stable offset or log start offset other than the one the session last answered (Kafka's
-  maybeUpdateResponseData); the session remembers what it answered either way.
+  only the partitions with records, an error, a diverging epoch, a preferred read replica
+  (KIP-392), or a high watermark, last stable offset or log start offset other than the
+  one the session last answered (Kafka's maybeUpdateResponseData); the session remembers
+  what it answered either way.
 - Topic ids: a session made by Fetch v13+ uses topic ids, one made below v13 does not; an
   incremental fetch of the other kind is FETCH_SESSION_TOPIC_ID_ERROR (106), checked after
   the epoch (FetchManager.newContext). An incremental fetch that forgets every partition
@@ -210,12 +212,13 @@ class FetchContext:
                 changed = answered.get(tp) != marks
                 answered[tp] = marks
                 diverging = o.diverging_epoch is not None and o.diverging_epoch[0] >= 0
-                if o.records or o.error or diverging:
+                urgent = diverging or getattr(o, "preferred_read_replica", -1) >= 0
+                if o.records or o.error or urgent:
                     unfinished.add(tp)
                     size += len(o.records)
                 elif unfinished:
                     unfinished.discard(tp)
-                if not self.incremental or changed or o.records or o.error or diverging:
+                if not self.incremental or changed or o.records or o.error or urgent:
                     out.append((tp, o))
             session.token = 0 if budget is not None and size >= budget // 2 else self._token
         return out

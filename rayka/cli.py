@@ -50,6 +50,17 @@ def _config_pairs(items) -> dict:
     return out
 
 
+def _broker_configs(items) -> dict[int, dict]:
+    out: dict[int, dict] = {}
+    for item in items or []:
+        broker, sep, pair = item.partition(":")
+        if not sep or not broker.strip().isdigit():
+            raise argparse.ArgumentTypeError(
+                f"--broker-config wants ID:key=value, got {item!r}")
+        out.setdefault(int(broker), {}).update(_config_pairs([pair]))
+    return out
+
+
 def _assignments(items) -> dict[int, list[int]]:
     out = {}
     for item in items or []:
@@ -89,6 +100,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="resource for controllers and the cluster host (auto: rayka_control)")
     p.add_argument("--config", action="append", metavar="KEY=VALUE",
                    help="broker/controller config, e.g. min.insync.replicas=2 (repeatable)")
+    p.add_argument("--broker-config", action="append", metavar="ID:KEY=VALUE",
+                   help="one broker's own static config, e.g. 2:broker.rack=rack-b "
+                        "(repeatable; over --config for that broker)")
     p.add_argument("--listeners", help="Kafka listeners each broker binds (default "
                    "PLAINTEXT://127.0.0.1:0: a free loopback port; on a cluster e.g. "
                    "PLAINTEXT://0.0.0.0:9092)")
@@ -227,6 +241,7 @@ def _attach(args):
 def cmd_start(args) -> None:
     import rayka
     config = underscored_keys(_config_pairs(args.config))
+    broker_configs = _broker_configs(args.broker_config)
     for key in ("listeners", "advertised_listeners"):
         if getattr(args, key):
             config[key] = getattr(args, key)
@@ -252,7 +267,8 @@ def cmd_start(args) -> None:
         placement = _placement(args)
         cluster = rayka.start_local(name=args.name, brokers=args.brokers,
                                     controllers=args.controllers, zookeeper=args.zookeeper,
-                                    data_dir=args.data_dir, **placement, **config)
+                                    data_dir=args.data_dir, broker_configs=broker_configs,
+                                    **placement, **config)
     except BaseException:
         if started_head:
             ray_head.stop_head(state)

@@ -17,6 +17,11 @@ Rules:
   ("user:password": every rayka ZooKeeper session authenticates with it and creates the
   cluster's znodes writable by it alone, controller/zookeeper/client.py) go to both and to
   the driver's own session.
+- Per-broker static config: `broker_configs={broker_id: {"broker.rack": "r1", ...}}` is laid
+  over the cluster-wide keyword config for that broker alone (Kafka's static configs are
+  per broker: broker.rack above all). Kept in the cluster's facts; given again to a
+  running cluster it is merged in and reaches a broker at its next start (a new broker,
+  a restart), as a changed server.properties does in Kafka.
 - Placement: `broker_resources` (e.g. {"rayka_broker": 1} with one unit per node: one
   broker per node) and `control_resources` (controllers and the ClusterHost) are Ray
   custom resources every incarnation asks for, restarts included.
@@ -41,6 +46,7 @@ import time
 
 import ray
 
+from actors.broker_config import broker_config_for
 from actors.cluster_host import (HOST_NAME, ClusterHost, broker_actor_name,
                                  controller_actor_name, namespace_for)
 from controller.controller import ControllerConfig
@@ -153,8 +159,9 @@ def start_local(name: str = "default", brokers: int = 3, controllers: int = 2,
                 start_timeout_s: float = 60.0, zk_connect_timeout_s: float = 10.0,
                 broker_resources: dict | None = None, control_resources: dict | None = None,
                 ray_address: str | None = None, include_dashboard: bool = True,
-                **config) -> "Cluster":
+                broker_configs: dict | None = None, **config) -> "Cluster":
     ensure_ray(ray_address, include_dashboard=include_dashboard)
+    per_broker = {int(b): dict(c) for b, c in (broker_configs or {}).items()}
     ns = namespace_for(name)
     try:
         host = ray.get_actor(HOST_NAME, namespace=ns)
@@ -165,7 +172,8 @@ def start_local(name: str = "default", brokers: int = 3, controllers: int = 2,
         facts = {"name": name, "brokers": list(range(1, brokers + 1)),
                  "controllers": [CONTROLLER_ID_BASE + i + 1 for i in range(controllers)],
                  "data_dir": data_dir or tempfile.mkdtemp(prefix=f"rayka-{name}-"),
-                 "config": dict(config), "broker_resources": dict(broker_resources or {}),
+                 "config": dict(config), "broker_configs": per_broker,
+                 "broker_resources": dict(broker_resources or {}),
                  "control_resources": dict(control_resources or {})}
         host = ClusterHost.options(name=HOST_NAME, namespace=ns, lifetime="detached",
                                    resources=facts["control_resources"]).remote(facts, zookeeper)
@@ -174,6 +182,11 @@ def start_local(name: str = "default", brokers: int = 3, controllers: int = 2,
     except ray.exceptions.RayTaskError as exc:   # e.g. the embedded ZooKeeper did not start
         ray.kill(host, no_restart=True)
         raise exc.cause from None
+    merged = {**facts.get("broker_configs", {}),
+              **{b: {**facts.get("broker_configs", {}).get(b, {}), **c}
+                 for b, c in per_broker.items()}}
+    if merged != facts.get("broker_configs", {}):
+        facts = ray.get(host.update.remote(broker_configs=merged))
     if brokers > len(facts["brokers"]):        # scale out: brokers are only ever added
         facts = ray.get(host.update.remote(brokers=sorted(
             set(facts["brokers"]) | set(range(1, brokers + 1)))))
@@ -254,7 +267,8 @@ class Cluster:
                                     lifetime="detached",
                                     resources=self.facts.get("broker_resources", {})).remote(
                     b, self.name, self.zookeeper, self.namespace,
-                    os.path.join(self.facts["data_dir"], f"broker-{b}"), broker_cfg)
+                    os.path.join(self.facts["data_dir"], f"broker-{b}"),
+                    broker_config_for(broker_cfg, self.facts.get("broker_configs", {}).get(b)))
 
     def wait_ready(self, timeout_s: float = 60.0) -> None:
         """Every broker registered, a controller elected, and every broker's metadata cache

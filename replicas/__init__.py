@@ -17,6 +17,7 @@ What lives here (one module each):
 - replica_manager (+ replica_types, metadata_cache): Kafka's ReplicaManager for one broker —
   LeaderAndIsr/StopReplica, produce (acks 0/1/all), fetch (KIP-320), ISR proposals, and the
   follower side (fetch positions, epoch-based truncation, appends of the leader's batches);
+  replica_selector: the preferred read replica a leader names to a consumer (KIP-392);
 - errors: Kafka's error-code table (name, number, retriable) and the typed errors;
   config_keys: Kafka config keys dotted or underscored; dispatch: the state machines'
   `process_<event>` dispatcher. These three are Kafka's vocabulary for every layer.

@@ -12,7 +12,8 @@ Leader side (Kafka's `Partition` + `Replica`):
   by all three min-ISR rules below.
 - Follower progress (`Replica.updateFetchState`), fetch at offset f, time t, leader LEO L:
   f ≥ L → last_caught_up = max(old, t); elif f ≥ last_fetch_leader_LEO → last_caught_up =
-  max(old, last_fetch_time); then last_fetch_leader_LEO = max(L, old), last_fetch_time = t.
+  max(old, last_fetch_time); then last_fetch_leader_LEO = max(L, old), last_fetch_time = t,
+  and its log start is the one the fetch carried (the leader's KIP-392 candidates need it).
   `resetReplicaState` on becoming leader: last_caught_up = now for ISR members else 0; a NEW
   leader forgets follower LEOs (-1 = unknown), a re-elected one keeps them.
 - HW (`maybeIncrementLeaderHW`) = min LEO over the leader and the maximal ISR (an unknown
@@ -125,6 +126,7 @@ class FollowerFetched:
     replica_id: int
     fetch_offset: int  # = the follower's LEO
     now_ms: int
+    log_start_offset: int = UNKNOWN_OFFSET   # the follower's, as its fetch carries it
 
 @dataclass(frozen=True, slots=True)
 class Tick:
@@ -189,10 +191,12 @@ class FollowerProgress:
     last_caught_up_time_ms: int = 0
     last_fetch_time_ms: int = 0
     last_fetch_leader_log_end_offset: int = UNKNOWN_OFFSET
+    log_start_offset: int = UNKNOWN_OFFSET      # as its last fetch said (KIP-392 candidates)
 
 
 def update_fetch_state(progress: FollowerProgress, fetch_offset: int, fetch_time_ms: int,
-                       leader_log_end_offset: int) -> FollowerProgress:
+                       leader_log_end_offset: int,
+                       log_start_offset: int = UNKNOWN_OFFSET) -> FollowerProgress:
     """Kafka's Replica.updateFetchState."""
     caught_up = progress.last_caught_up_time_ms
     if fetch_offset >= leader_log_end_offset:
@@ -204,7 +208,8 @@ def update_fetch_state(progress: FollowerProgress, fetch_offset: int, fetch_time
         last_caught_up_time_ms=caught_up,
         last_fetch_time_ms=fetch_time_ms,
         last_fetch_leader_log_end_offset=max(leader_log_end_offset,
-                                             progress.last_fetch_leader_log_end_offset))
+                                             progress.last_fetch_leader_log_end_offset),
+        log_start_offset=log_start_offset)
 
 
 def is_caught_up(progress: FollowerProgress, leader_log_end_offset: int, now_ms: int,
@@ -297,7 +302,8 @@ class PartitionState:
         caught_up = now_ms if in_sync else 0
         if is_new_leader or old is None:
             return FollowerProgress(last_caught_up_time_ms=caught_up)
-        return FollowerProgress(old.log_end_offset, caught_up, caught_up, self.log_end_offset)
+        return FollowerProgress(old.log_end_offset, caught_up, caught_up, self.log_end_offset,
+                                old.log_start_offset)
 
     def process_become_follower(self, e: BecomeFollower) -> list[Effect]:
         replicas = tuple(e.replicas)
@@ -346,7 +352,7 @@ class PartitionState:
         self.now_ms = e.now_ms
         before = self.followers[e.replica_id]
         self.followers[e.replica_id] = update_fetch_state(
-            before, e.fetch_offset, e.now_ms, self.log_end_offset)
+            before, e.fetch_offset, e.now_ms, self.log_end_offset, e.log_start_offset)
         if e.fetch_offset == before.log_end_offset and e.replica_id in self.isr:
             return []       # nothing the HW, the ISR or a waiting produce depends on moved
         return self.maybe_expand_isr(e.replica_id) + self._leader_progress()

@@ -46,16 +46,25 @@ Produce (`appendRecordsToLeader`), every rejection appends NOTHING:
   too): `pending_id` is returned and the answer comes later as ProduceDone, unless it is
   already satisfied (then answered at once, pending_id None).
 Fetch (`fetchRecords`), KIP-320 fencing by current_leader_epoch first (74 older / 75
-  newer), then leader only (6). Consumers (replica_id -1): offsets outside [log start, LEO]
-  → OFFSET_OUT_OF_RANGE (1); data only below the HW (an offset in [HW, LEO] reads nothing,
-  as Kafka: a consumer may be ahead of a new leader's HW). Followers (replica_id >= 0) must
+  newer), then the role (6): leader only, except for a consumer carrying client metadata
+  (`client`: Fetch v11+, FetchParams.fetchOnlyLeader false), which a follower serves too
+  from its own log, below its own HW (its own LSO for read_committed: a follower keeps
+  its producer state from the leader's batches and markers). KIP-392: when this broker
+  leads, has a `replica.selector.class` and the selector prefers a follower for that
+  client (replicas/replica_selector.py; followers in the committed ISR whose LEO and log
+  start, as their last fetch said, cover the offset), the answer is that
+  `preferred_read_replica` with no records, no error and this replica's marks, the read
+  skipped (ReplicaManager.readFromLog). Consumers (replica_id -1): offsets outside [log
+  start, LEO] → OFFSET_OUT_OF_RANGE (1); data only below the HW (an offset in [HW, LEO]
+  reads nothing, as Kafka: a consumer may be ahead of a new leader's or a follower's HW).
+  Followers (replica_id >= 0) must
   be a replica of the partition (else 6); below the log start → OFFSET_OUT_OF_RANGE; with
   last_fetched_epoch >= 0 the leader checks divergence (Kafka's
   `validateFetchOffsetAndMaybeGetDivergingEpoch`): its (epoch, end) for
   that epoch has end < fetch offset or epoch < last_fetched_epoch → diverging_epoch=(epoch,
   end), no records, follower state untouched; else reads up to the LEO and records
-  FollowerFetched (HW, ISR expansion, acks=-1 completions). The returned HW is the one AFTER
-  that update.
+  FollowerFetched (HW, ISR expansion, acks=-1 completions; the follower's log start as
+  its fetch carried it). The returned HW is the one AFTER that update.
 Transactions, the log side (Kafka's UnifiedLog / ReplicaManager / Partition; the rules in
   replicas/producer_log.py and producer_state.py): `needs_verification` and
   `maybe_start_verification` (KIP-890, the shell's sequence in the latter's docstring), the
@@ -141,8 +150,10 @@ from replicas.partition_state import (ACKS_ALL, FENCED_LEADER_EPOCH, INVALID_REQ
 from replicas.open_files import OpenFiles
 from replicas.producer_log import ProducerLog, TxnProducer, needs_verification
 from replicas.producer_state import CLIENT, COORDINATOR, BatchMetadata, VerificationGuard
+from replicas.replica_selector import ReplicaView, preferred_read_replica, selector_for
 from replicas.replica_types import (READ_COMMITTED, READ_UNCOMMITTED, AppendResult,
-                                    BrokerConfig, Effect, FetchPosition, FetchResult,
+                                    BrokerConfig, ClientMetadata, Effect, FetchPosition,
+                                    FetchResult,
                                     HighWatermarkChanged, LeaderAndIsrOutcome, LeaderMarks,
                                     ProduceDone, ProposeIsr, StopReplicaOutcome,
                                     TruncationResult, partition_configs)
@@ -151,7 +162,7 @@ __all__ = ["BrokerConfig", "ReplicaManager", "TopicPartition", "HighWatermarkCha
            "ProposeIsr", "ProduceDone", "Effect", "AppendResult", "FetchResult",
            "FetchPosition", "TruncationResult", "LeaderAndIsrOutcome", "StopReplicaOutcome",
            "LeaderMarks", "VerificationGuard", "TxnProducer", "READ_UNCOMMITTED",
-           "READ_COMMITTED", "CLIENT", "COORDINATOR", "partition_configs"]
+           "READ_COMMITTED", "CLIENT", "COORDINATOR", "partition_configs", "ClientMetadata"]
 
 # Kafka error codes: partition_state's int constants, the others from the typed errors.
 UNKNOWN_TOPIC_OR_PARTITION = UnknownTopicOrPartition.code
@@ -185,6 +196,7 @@ class ReplicaManager:
                  wall_clock_ms: Callable[[], int] | None = None):
         self.broker_id = broker_id
         self.config = config
+        self._selector = selector_for(config.replica_selector_class)
         self._clock = clock_ms
         self._wall_clock = wall_clock_ms      # record timestamps are checked against it
         self.data_dir = Path(config.data_dir)
@@ -613,18 +625,55 @@ class ReplicaManager:
                 return AppendResult(e.error, base, last, None, duplicate, effects)
         return AppendResult(NONE, base, last, pending_id, duplicate, effects)
 
-    # ---- fetch (leader side) ---------------------------------------------------------------
+    # ---- fetch (the leader's, and a follower's for consumers) ----------------------------------
+    @staticmethod
+    def _read_error(part: _Partition, replica_id: int, current_leader_epoch: int,
+                    client: ClientMetadata | None) -> int:
+        """Kafka's Partition.getLocalLog with FetchParams.fetchOnlyLeader: the leader epoch
+        asked first, then the role: followers' fetches and consumers without client
+        metadata (Fetch < 11, the native door) need the leader; a consumer with it may
+        read a follower too (an inactive replica, stopped without deletion, serves none)."""
+        state = part.state
+        code = ps.check_leader_epoch(state.leader_epoch, current_leader_epoch)
+        if code != NONE or state.is_leader:
+            return code
+        if replica_id < 0 and client is not None and state.role is ps.Role.FOLLOWER:
+            return NONE
+        return NOT_LEADER_OR_FOLLOWER
+
+    def _preferred_read_replica(self, part: _Partition, client: ClientMetadata | None,
+                                offset: int) -> int:
+        """Kafka's findPreferredReadReplica (replicas/replica_selector.py): a consumer's
+        preferred read replica when this broker leads `part`, -1 for none."""
+        state = part.state
+        if self._selector is None or client is None or not state.is_leader:
+            return -1
+        live = self.metadata.live_brokers
+
+        def rack_of(broker_id: int) -> str | None:
+            broker = live.get(broker_id)
+            if broker is None or (client.listener is not None and not any(
+                    e.listener == client.listener for e in getattr(broker, "endpoints", ()))):
+                return None
+            return broker.rack
+        now = self._clock()
+        followers = [ReplicaView(r, rack_of(r), p.log_end_offset,
+                                 now - p.last_caught_up_time_ms)
+                     for r, p in state.followers.items()
+                     if r in state.isr and p.log_start_offset <= offset <= p.log_end_offset]
+        leader = ReplicaView(self.broker_id, rack_of(self.broker_id), part.log.log_end_offset, 0)
+        return preferred_read_replica(self._selector, client.rack_id, leader, followers)
+
     def fetch(self, tp, offset: int, max_bytes: int, replica_id: int = -1,
               current_leader_epoch: int = -1, last_fetched_epoch: int = -1,
-              isolation_level: int = READ_UNCOMMITTED) -> FetchResult:
+              isolation_level: int = READ_UNCOMMITTED, client: ClientMetadata | None = None,
+              log_start_offset: int = -1) -> FetchResult:
         part = self._partitions.get(TopicPartition(*tp))
         if part is None:
             return FetchResult(self._not_hosted(tp),
                                message=f"{tp[0]}-{tp[1]} is not hosted on broker {self.broker_id}")
         state, log = part.state, part.log
-        code = ps.check_leader_epoch(state.leader_epoch, current_leader_epoch)
-        if code == NONE and not state.is_leader:
-            code = NOT_LEADER_OR_FOLLOWER
+        code = self._read_error(part, replica_id, current_leader_epoch, client)
         if code == NONE and replica_id >= 0 and (replica_id == self.broker_id
                                                  or replica_id not in state.followers):
             code = NOT_LEADER_OR_FOLLOWER
@@ -634,6 +683,11 @@ class ReplicaManager:
                                f"{current_leader_epoch} by replica {replica_id}")
         start, end, hw = log.log_start_offset, log.log_end_offset, state.high_watermark
         lso = part.last_stable_offset()
+        if replica_id < 0:
+            preferred = self._preferred_read_replica(part, client, offset)
+            if preferred >= 0:       # Kafka skips the read: the client goes there instead
+                return FetchResult(NONE, b"", hw, start, end, lso,
+                                   preferred_read_replica=preferred)
         if replica_id >= 0 and last_fetched_epoch >= 0 and offset >= start:
             # Kafka's validateFetchOffsetAndMaybeGetDivergingEpoch: below the log start is
             # out of range whatever the epochs say (the follower restarts at our start)
@@ -654,21 +708,23 @@ class ReplicaManager:
             return FetchResult(NONE, data, hw, start, end, lso,
                                part.producers.aborted_transactions(offset, data))
         data = log.read(offset, limit)
-        effects = self._process(part, ps.FollowerFetched(replica_id, offset, self._clock()))
+        effects = self._process(part, ps.FollowerFetched(replica_id, offset, self._clock(),
+                                                         log_start_offset))
         self._persist()
         return FetchResult(NONE, data, state.high_watermark, start, end,
                            part.last_stable_offset(), effects=effects)
 
     def fetch_ready(self, tp, offset: int, replica_id: int = -1,
                     current_leader_epoch: int = -1,
-                    isolation_level: int = READ_UNCOMMITTED) -> bool:
+                    isolation_level: int = READ_UNCOMMITTED,
+                    client: ClientMetadata | None = None) -> bool:
         """Whether a fetch parked at `offset` may have something to answer now: records past
         it within what that replica may read (a follower: the log end; a consumer: the HW,
-        the LSO for read_committed), or an error (unknown, not leader, another leader epoch,
-        out of range). The purgatory's cheap check before it reads again."""
+        the LSO for read_committed, of whichever replica serves it here), or an error
+        (unknown, not served here, another leader epoch, out of range). The purgatory's
+        cheap check before it reads again (Kafka's DelayedFetch.tryComplete)."""
         part = self._partitions.get(TopicPartition(*tp))
-        if part is None or not part.state.is_leader or \
-                ps.check_leader_epoch(part.state.leader_epoch, current_leader_epoch) != NONE:
+        if part is None or self._read_error(part, replica_id, current_leader_epoch, client):
             return True
         end = part.log.log_end_offset
         if replica_id >= 0:
@@ -680,14 +736,18 @@ class ReplicaManager:
         return offset < limit or offset > end or offset < part.log.log_start_offset
 
     def leader_marks(self, tp, current_leader_epoch: int = -1,
-                     isolation_level: int = READ_UNCOMMITTED) -> LeaderMarks | None:
+                     isolation_level: int = READ_UNCOMMITTED,
+                     client: ClientMetadata | None = None,
+                     fetch_offset: int = -1) -> LeaderMarks | None:
         """What a quiet partition's fetch answer carries, without a read, while this broker
-        leads `tp` at that epoch, else None: (high watermark, log start, log end, last
-        stable offset, aborted transactions: () for read_committed, None otherwise), in
+        serves `tp` at that epoch to that fetcher (its leader; a follower too for
+        a client with metadata) and would not send it to a preferred read replica (from
+        `fetch_offset`), else None: (high watermark, log start, log end, last stable offset,
+        aborted transactions: () for read_committed, None otherwise) of this replica, in
         FetchResult's order after `records` (`FetchResult(0, b"", *marks)`)."""
         part = self._partitions.get(TopicPartition(*tp))
-        if part is None or not part.state.is_leader or \
-                ps.check_leader_epoch(part.state.leader_epoch, current_leader_epoch) != NONE:
+        if part is None or self._read_error(part, -1, current_leader_epoch, client) or \
+                self._preferred_read_replica(part, client, fetch_offset) >= 0:
             return None
         log = part.log
         return LeaderMarks(part.state.high_watermark, log.log_start_offset, log.log_end_offset,

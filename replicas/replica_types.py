@@ -13,7 +13,12 @@ Results are frozen dataclasses answered per call (error codes are Kafka's); a re
 stable offset (every leader answer; the HW when no transaction is open) and, for a
 read_committed consumer (isolation level 1, READ_COMMITTED), the aborted transactions
 overlapping the records returned as (producer id, first offset) pairs (None for
-read_uncommitted); `LeaderMarks` is the same answer without records, for a quiet partition.
+read_uncommitted); `LeaderMarks` is the same answer without records, for a quiet partition
+(Kafka's LogReadResult calls these marks the leader's even when a follower answers). A
+consumer fetch the leader sends elsewhere (KIP-392) has `preferred_read_replica` set to
+that broker and no records; -1 otherwise. `ClientMetadata` is what a consumer's Fetch v11+
+tells about itself (Kafka's ClientMetadata: its rack, and the listener it came in on);
+without it (older fetches, the native door) only the leader serves.
 Topic config (`partition_configs`): the topic's keys over the broker defaults; missing keys
 take LogConfig's / PartitionConfig's defaults; a value that is not an integer, or a
 min.insync.replicas below 1, raises InvalidConfig (40). Broker-level defaults may use
@@ -80,6 +85,12 @@ class AppendResult:
 READ_UNCOMMITTED, READ_COMMITTED = 0, 1      # Kafka's IsolationLevel ids
 
 
+class ClientMetadata(NamedTuple):
+    """A consumer's Fetch v11+ (Kafka's ClientMetadata, the parts a selector reads)."""
+    rack_id: str
+    listener: str | None = None      # None: every live broker counts as reachable
+
+
 @dataclass(slots=True)      # not frozen: built per partition per fetch, 5x cheaper
 class FetchResult:
     error: int
@@ -93,6 +104,7 @@ class FetchResult:
     effects: list = field(default_factory=list)
     message: str = ""
     record_errors: tuple = ()        # KIP-467: (index in the batch, message) per bad record
+    preferred_read_replica: int = -1     # KIP-392: fetch from this broker instead
 
 
 class LeaderMarks(NamedTuple):
@@ -149,6 +161,7 @@ class BrokerConfig:
     log_cleaner_backoff_ms: int = 15_000             # log.cleaner.backoff.ms
     log_max_open_files: int | None = None            # open .log files (LRU); None: no cap
     transaction_partition_verification_enable: bool = True   # KIP-890 part 1 (Kafka's)
+    replica_selector_class: str | None = None        # replica.selector.class (KIP-392)
 
 
 # Kafka's broker-level names of topic-config defaults (KafkaConfig / LogConfig synonyms).

@@ -6,7 +6,8 @@ What it is:
   are not brokers) with its own ZooKeeper session; its requests reach the brokers through
   the product's `QueuedBrokerChannel` (one sender thread per broker) delivering by a
   direct call of `Broker.handle_controller_request`.
-- Brokers on temp directories, each with its own ZooKeeper session and a `LocalHost`
+- Brokers on temp directories (the shared `config` with each one's `broker_configs` laid
+  over it), each with its own ZooKeeper session and a `LocalHost`
   (listeners advertised on 127.0.0.1; the controller asked through
   actors.controller_actor.ControllerCalls). Replication runs over the brokers' real
   Kafka listeners, as in a Ray cluster.
@@ -24,7 +25,7 @@ import time
 import uuid
 
 from actors.broker import Broker
-from actors.broker_config import split_broker_config
+from actors.broker_config import broker_config_for, split_broker_config
 from actors.channel import QueuedBrokerChannel
 from actors.controller_actor import ControllerCalls
 from controller.controller import Controller, ControllerConfig
@@ -67,10 +68,12 @@ class LocalHost:
 
 
 class InProcessCluster:
-    def __init__(self, zk_connect: str, data_root, broker_ids=(1,), config: dict | None = None):
+    def __init__(self, zk_connect: str, data_root, broker_ids=(1,), config: dict | None = None,
+                 broker_configs: dict | None = None):
         self.name = f"inproc-{uuid.uuid4().hex[:8]}"
         self.zk_connect, self.data_root = zk_connect, data_root
         self.config = dict(config or {})
+        self.broker_configs = dict(broker_configs or {})     # broker id → its own static keys
         self.brokers: dict[int, Broker] = {}
         self.calls = None
         for b in broker_ids:
@@ -94,7 +97,8 @@ class InProcessCluster:
         return broker.handle_controller_request(request)
 
     def start_broker(self, broker_id: int) -> Broker:
-        settings = split_broker_config(dict(self.config))
+        settings = split_broker_config(broker_config_for(self.config,
+                                                         self.broker_configs.get(broker_id)))
         store = ZkStore(self.zk_connect, self.name,
                         session_timeout_s=settings.zk_session_timeout_ms / 1000).start()
         broker = Broker(broker_id, store, str(self.data_root / f"broker-{broker_id}"), settings,

@@ -37,6 +37,11 @@ What it is:
   topic's keyless records, message.timestamp.* bounds on the fake clock).
 - Fetch sessions: a real protocol.fetch_session.FetchSessionCache (`fetch_sessions`, seeded
   ids, `fetch_session_slots` of them).
+- Fetch from follower (KIP-392): a consumer fetch with client metadata (`client`, Fetch
+  v11+) reads a partition this broker is a replica of but does not lead, from the one log
+  and below its `hw`, as the follower's copy; `preferred_read_replicas[tp] = broker` makes
+  the leader answer such a fetch of tp with that preferred read replica and no records
+  (the selector itself is replicas/replica_selector.py's, tested on its own).
 - Transactions: `txn_call` drives a REAL pure `transactions.coordinator.
   TransactionCoordinator` (`txn_coordinator`, same fake clock) owning the
   `__transaction_state` partitions `own_txns()` loads; its appends are acknowledged at
@@ -185,6 +190,7 @@ class FakeBrokerApi:
         self.topic_id_of: dict[str, str] = {}
         self._topic_seq = 0
         self.errors: dict[object, int] = {}
+        self.preferred_read_replicas: dict[TP, int] = {}
         self.raises: dict[str, Exception] = {}
         self.calls: list[tuple[str, dict]] = []
         self.acls: list = []                       # ACL bindings created, in order
@@ -355,27 +361,34 @@ class FakeBrokerApi:
                          lambda: self.clock_ms)
 
     def fetch(self, replica_id: int, max_wait_ms: int, min_bytes: int, max_bytes: int,
-              isolation_level: int, asks, reads=None) -> dict[TP, FetchOutcome]:
+              isolation_level: int, asks, reads=None, client=None) -> dict[TP, FetchOutcome]:
         asks = list(asks)
         reads = reads() if reads is not None else None
         self._record("fetch", replica_id=replica_id, max_wait_ms=max_wait_ms,
                      min_bytes=min_bytes, max_bytes=max_bytes,
-                     isolation_level=isolation_level, asks=asks, reads=reads)
+                     isolation_level=isolation_level, asks=asks, reads=reads, client=client)
         out = {}
         for ask in asks:
             if reads is None or ask.tp in reads:
-                out[ask.tp] = self._fetch_one(ask, replica_id)
+                out[ask.tp] = self._fetch_one(ask, replica_id, client)
         return out
 
-    def _fetch_one(self, ask: FetchAsk, replica_id: int) -> FetchOutcome:
-        error = self._partition_error(ask.tp, ask.current_leader_epoch)
+    def _fetch_one(self, ask: FetchAsk, replica_id: int, client=None) -> FetchOutcome:
+        part = self.topics.get(ask.tp[0], {}).get(ask.tp[1])
+        follower_ok = client is not None and replica_id < 0 and part is not None and \
+            self.broker_id in part.replicas
+        error = self._partition_error(ask.tp, ask.current_leader_epoch,
+                                      leader_only=not follower_ok)
         if error:       # the current leader, as the real broker answers it (KIP-951)
-            part = self.topics.get(ask.tp[0], {}).get(ask.tp[1])
             return FetchOutcome(error, leader=(part.leader, part.leader_epoch)
                                 if part is not None else (-1, -1))
-        part = self.partition(ask.tp)
         hw = part.high_watermark
         leader = (part.leader, part.leader_epoch)
+        preferred = self.preferred_read_replicas.get(ask.tp, -1) \
+            if follower_ok and part.leader == self.broker_id else -1
+        if preferred >= 0:
+            return FetchOutcome(NONE, b"", hw, hw, part.log_start, None, leader,
+                                preferred_read_replica=preferred)
         if ask.last_fetched_epoch >= 0:
             epoch, end = part.end_offset_for(ask.last_fetched_epoch)
             if epoch != ask.last_fetched_epoch or end < ask.offset:

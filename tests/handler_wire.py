@@ -104,7 +104,7 @@ def fetch_topic(version, name) -> dict:
 
 
 def fetch_request(version, parts, isolation=0, session_id=0, session_epoch=-1, replica_id=-1,
-                  max_wait_ms=500):
+                  max_wait_ms=500, rack_id=""):
     """parts: {topic: [(partition, offset, current_leader_epoch, last_fetched_epoch,
     partition_max_bytes)]}."""
     ft = FetchRequest.FetchTopic
@@ -115,7 +115,7 @@ def fetch_request(version, parts, isolation=0, session_id=0, session_epoch=-1, r
         replica_id=replica_id, replica_state=state, max_wait_ms=max_wait_ms, min_bytes=7,
         max_bytes=123456,
         isolation_level=isolation, session_id=session_id, session_epoch=session_epoch,
-        rack_id="", forgotten_topics_data=[],
+        rack_id=rack_id, forgotten_topics_data=[],
         topics=[ft(**fetch_topic(version, t), partitions=[
             fp(partition=p, fetch_offset=o, current_leader_epoch=cle, last_fetched_epoch=lfe,
                log_start_offset=-1, partition_max_bytes=mb) for p, o, cle, lfe, mb in ps])

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from controller.requests import (LeaderAndIsrRequest, LiveBroker, PartitionLeaderState,
                                  StopReplicaPartition, StopReplicaRequest,
                                  UpdateMetadataRequest)
-from controller.layout import LeaderIsrAndControllerEpoch
+from controller.layout import Endpoint, LeaderIsrAndControllerEpoch
 from replicas.errors import InvalidUpdateVersion
 from replicas.replica_manager import (BrokerConfig, HighWatermarkChanged, ProduceDone,
                                       ProposeIsr, ReplicaManager, TopicPartition)
@@ -49,6 +49,8 @@ class Cluster:
     lag_ms: int = 10_000
     hw_checkpoint_interval_ms: int = 0
     clock: FakeClock = field(default_factory=FakeClock)
+    replica_selector_class: str | None = None       # replica.selector.class (KIP-392)
+    racks: dict = field(default_factory=dict)       # broker id -> broker.rack
 
     def __post_init__(self):
         self.controller_epoch = 1
@@ -68,7 +70,8 @@ class Cluster:
     # -- brokers ---------------------------------------------------------------------------
     def config(self, b: int) -> BrokerConfig:
         return BrokerConfig(str(self.base / f"broker-{b}"), replica_lag_time_max_ms=self.lag_ms,
-                            hw_checkpoint_interval_ms=self.hw_checkpoint_interval_ms)
+                            hw_checkpoint_interval_ms=self.hw_checkpoint_interval_ms,
+                            replica_selector_class=self.replica_selector_class)
 
     def start(self, b: int):
         """A new incarnation of broker b on its data dir (pending ids start over)."""
@@ -150,7 +153,9 @@ class Cluster:
         return outcome
 
     def update_metadata(self, b: int):
-        live = tuple(LiveBroker(x, "127.0.0.1", 9000 + x, f"node-{x}", f"broker-{x}")
+        live = tuple(LiveBroker(x, "127.0.0.1", 9000 + x, f"node-{x}", f"broker-{x}",
+                                self.racks.get(x),
+                                (Endpoint("PLAINTEXT", "127.0.0.1", 9000 + x, "PLAINTEXT"),))
                      for x in self.broker_ids if x not in self.down)
         states = tuple(self.state(tp) for tp in sorted(self.leadership))
         return self.brokers[b].handle_update_metadata(
@@ -197,7 +202,8 @@ class Cluster:
         pos = follower.follower_fetch_request(tp)
         res = lead.fetch(tp, pos.fetch_offset, 1 << 20, replica_id=b,
                          current_leader_epoch=pos.current_leader_epoch,
-                         last_fetched_epoch=pos.last_fetched_epoch)
+                         last_fetched_epoch=pos.last_fetched_epoch,
+                         log_start_offset=follower.log(tp).log_start_offset)
         self.apply(leader, res.effects)
         if res.error == 1 and res.log_start_offset > pos.fetch_offset:   # OFFSET_OUT_OF_RANGE
             self.apply(b, follower.follower_start_at_leader_log_start(

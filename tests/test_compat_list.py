@@ -48,3 +48,12 @@ def test_broker_tests_are_the_non_local_entries_rayka_can_serve(compat_run, test
     assert scenarios["0107_topic_recreate"] == "noautocreate"      # a cluster of its own
     assert scenarios["0001_multiobj"] == "default"
     assert set(scenarios.values()) == {"default", "noautocreate"}
+
+
+def test_tests_mapped_to_a_cluster_of_their_own_are_broker_tests(compat_run, tests_dir):
+    """CLUSTER_OF names a cluster for tests whose test.c entry names no scenario (0101
+    needs racks): each is a broker test run with its own scenario, on that cluster."""
+    scenarios = dict(compat_run.broker_tests(tests_dir))
+    assert compat_run.CLUSTER_OF == {"0101_fetch_from_follower": "rack"}
+    for name in compat_run.CLUSTER_OF:
+        assert scenarios[name] == "default"

@@ -1,8 +1,9 @@
 """Fetch through protocol/handlers/ (over tests/handler_wire.py; v0-3 are
 test_protocol_legacy's): what reaches the broker, every partition asked answered, fetch
 sessions (full then incremental, forgotten partitions, reads decided by the broker's change
-journal), a diverging epoch for a follower, topics by id (v13+), the replica in
-replica_state (v15) and the new leader's endpoint (v16)."""
+journal), a diverging epoch for a follower, client metadata and the preferred read replica
+(v11+, KIP-392), topics by id (v13+), the replica in replica_state (v15) and the new
+leader's endpoint (v16)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import uuid
 import pytest
 from kafka.protocol.consumer import FetchRequest
 
-from protocol.api import FetchAsk, topic_id_text
+from protocol.api import ClientMetadata, FetchAsk, topic_id_text
 from tests.fake_broker_api import FakeBrokerApi
 from tests.handler_wire import ask, cluster, fetch_request, versions
 from tests.protocol_samples import TOPIC_IDS
@@ -69,7 +70,10 @@ def test_fetch_answers_every_partition_asked(version, isolation):
             for t in resp.responses for p in t.partitions]
     # The batch holding offset 3, unchanged; the one at 5 is above the HW.
     assert rows[0] == ("orders", 0, 0, 5, 5, start(1), b"second-batch")
-    assert [r[:3] for r in rows[1:]] == [("orders", 1, 6), ("audit", 0, 0), ("audit", 7, 3)]
+    # orders-1 is led by broker 2; from v11 a consumer may read our follower copy (KIP-392)
+    follower_read = 0 if version >= 11 else 6
+    assert [r[:3] for r in rows[1:]] == [("orders", 1, follower_read), ("audit", 0, 0),
+                                         ("audit", 7, 3)]
     assert rows[2][3:6] == (0, 0, start(0))
     assert rows[2][6] in (b"", None)
     aborted = [] if isolation == 1 else None
@@ -243,7 +247,60 @@ def test_fetch_v15_reads_the_replica_from_replica_state():
 
 def test_fetch_v16_answers_the_new_leaders_endpoint():
     fake = fetch_cluster()
+    fake.partition(("orders", 1)).replicas = (2, 9)   # no copy here: not even a follower read
     resp = ask(fake, fetch_request(16, {"orders": [(1, 0, -1, -1, 1 << 20)]}))
     (p,) = resp.responses[0].partitions
     assert (p.error_code, p.current_leader.leader_id) == (6, 2)
     assert [(n.node_id, n.host, n.port) for n in resp.node_endpoints] == [(2, "10.0.0.2", 9092)]
+
+
+@pytest.mark.parametrize("listener", ["PLAINTEXT", "EXTERNAL"])
+@pytest.mark.parametrize("version", versions(1, 4))
+def test_fetch_v11_carries_the_clients_rack_and_listener(version, listener):
+    """KafkaApis builds client metadata for every v11+ fetch; below v11 there is none, and
+    a consumer reads the leader only."""
+    fake = fetch_cluster()
+    ask(fake, fetch_request(version, {"orders": [(0, 0, -1, -1, 1 << 20)]}, rack_id="r2"),
+        listener=listener)
+    (call,) = fake.calls_of("fetch")
+    assert call["client"] == (ClientMetadata("r2", listener) if version >= 11 else None)
+
+
+@pytest.mark.parametrize("version", versions(1, 11))
+def test_fetch_answers_the_preferred_read_replica_without_records(version):
+    fake = fetch_cluster()
+    fake.preferred_read_replicas[("orders", 0)] = 2
+    resp = ask(fake, fetch_request(version, {"orders": [(0, 0, -1, -1, 1 << 20)],
+                                             "audit": [(0, 0, -1, -1, 1 << 20)]},
+                                   rack_id="r2"))
+    rows = {(name_of(t), p.partition_index): p for t in resp.responses for p in t.partitions}
+    p = rows[("orders", 0)]
+    assert (p.error_code, p.preferred_read_replica, p.high_watermark, p.log_start_offset) == \
+        (0, 2, 5, 1)
+    assert p.records in (b"", None)
+    assert rows[("audit", 0)].preferred_read_replica == -1
+
+
+@pytest.mark.parametrize("version", versions(1, 11))
+def test_a_session_answers_a_preferred_read_replica_every_time(version):
+    """Kafka's maybeUpdateResponseData: a partition with a preferred read replica is in
+    every incremental answer, though its marks did not move."""
+    fake = fetch_cluster()
+    fake.preferred_read_replicas[("orders", 0)] = 2
+    parts = {"orders": [(0, 0, -1, -1, 1 << 20)], "audit": [(0, 0, -1, -1, 1 << 20)]}
+    full = ask(fake, fetch_request(version, parts, session_epoch=0, rack_id="r2"))
+    assert full.session_id > 0
+    again = ask(fake, fetch_request(version, {}, session_id=full.session_id, session_epoch=1,
+                                    rack_id="r2"))
+    assert [(name_of(t), p.partition_index, p.preferred_read_replica)
+            for t in again.responses for p in t.partitions] == [("orders", 0, 2)]
+
+
+def test_a_follower_replica_fetching_is_never_sent_to_a_preferred_replica():
+    fake = fetch_cluster()
+    fake.preferred_read_replicas[("orders", 0)] = 2
+    resp = ask(fake, fetch_request(12, {"orders": [(0, 1, -1, -1, 1 << 20)]}, replica_id=2,
+                                   rack_id="r2"))
+    p = resp.responses[0].partitions[0]
+    assert (p.error_code, p.preferred_read_replica) == (0, -1)
+    assert p.records

@@ -45,7 +45,11 @@ Rules (Kafka's KafkaApis, ZooKeeper mode):
   (KIP-951, as Produce v10 does).
   isolation_level 1 (read_committed) reads below the last stable offset and carries the
   aborted transactions of the data returned (producer id, first offset); null for
-  read_uncommitted; preferred_read_replica -1.
+  read_uncommitted. From v11 the fetch carries client metadata (rack_id, the listener it
+  came in on; KafkaApis does so for every v11+ fetch): a consumer's may be served by a
+  follower, and a leader with a replica selector may answer a partition with a
+  preferred_read_replica, no records and no error (KIP-392); below v11 consumers read the
+  leader only.
 - ListOffsets: -2 earliest, -1 latest (the HW; the LSO for read_committed), -3 the max
   timestamp, -4 the earliest local offset (KIP-405; without tiered storage the log start),
   else the first offset whose timestamp is at or after the one asked. v0 is Kafka's older
@@ -55,7 +59,8 @@ Rules (Kafka's KafkaApis, ZooKeeper mode):
 
 from __future__ import annotations
 
-from protocol.api import BrokerApi, Deferred, FetchAsk, FetchOutcome, topic_id_text, topic_uuid
+from protocol.api import (BrokerApi, ClientMetadata, Deferred, FetchAsk, FetchOutcome,
+                          topic_id_text, topic_uuid)
 from protocol.build import build, millis
 from protocol.errors import ProtocolError
 from protocol.fetch_session import FetchContext, FetchData
@@ -230,15 +235,19 @@ def fetch(api: BrokerApi, request, listener: str):
     inconsistent = {tp: FetchOutcome(E.INCONSISTENT_TOPIC_ID) for tp, d in context.asks()
                     if d.topic_id is not None and ids.get(tp[0]) not in (None, d.topic_id)}
     asks = [FetchAsk(tp, d.fetch_offset, d.current_leader_epoch, d.last_fetched_epoch,
-                     d.max_bytes) for tp, d in context.asks() if tp not in inconsistent]
+                     d.max_bytes, d.log_start_offset)
+            for tp, d in context.asks() if tp not in inconsistent]
     journal = getattr(api, "fetch_changes", None)
     max_bytes = getattr(body, "max_bytes", 0x7FFFFFFF)
     args = (replica_id, millis(body.max_wait), body.min_bytes, max_bytes,
             getattr(body, "isolation_level", 0), asks)
-    if journal is None or context.session is None:
-        outcomes = api.fetch(*args)
-    else:       # decided where the broker orders its changes: none can fall in between
-        outcomes = api.fetch(*args, reads=lambda: context.reads(journal))
+    kw = {}
+    if v >= 11:     # KafkaApis: client metadata from v11 (KIP-392), followers' fetches too
+        kw["client"] = ClientMetadata(body.rack_id or "", listener)
+    if journal is not None and context.session is not None:
+        # decided where the broker orders its changes: none can fall in between
+        kw["reads"] = lambda: context.reads(journal)
+    outcomes = api.fetch(*args, **kw)
     offsets = {tp: d.fetch_offset for tp, d in requested.items()} if v <= 3 else None
 
     def respond(got):
@@ -290,8 +299,8 @@ def _fetch_response(request, context: FetchContext, outcomes, max_bytes: int, of
                                           leader_epoch=o.leader[1]) if v >= 12 else None,
                      snapshot_id=build(key, v, "SnapshotId", end_offset=-1, epoch=-1)
                      if v >= 12 else None,
-                     aborted_transactions=aborted(o), preferred_read_replica=-1,
-                     records=records)
+                     aborted_transactions=aborted(o),
+                     preferred_read_replica=o.preferred_read_replica, records=records)
 
     by_topic: dict[tuple, list] = {}       # (name, id): partitions
     for tp, o in context.respond(outcomes, max_bytes):
