@@ -212,7 +212,7 @@ class FetchContext:
                 changed = answered.get(tp) != marks
                 answered[tp] = marks
                 diverging = o.diverging_epoch is not None and o.diverging_epoch[0] >= 0
-                urgent = diverging or getattr(o, "preferred_read_replica", -1) >= 0
+                urgent = diverging or o.preferred_read_replica >= 0
                 if o.records or o.error or urgent:
                     unfinished.add(tp)
                     size += len(o.records)

@@ -182,10 +182,9 @@ def start_local(name: str = "default", brokers: int = 3, controllers: int = 2,
     except ray.exceptions.RayTaskError as exc:   # e.g. the embedded ZooKeeper did not start
         ray.kill(host, no_restart=True)
         raise exc.cause from None
-    merged = {**facts.get("broker_configs", {}),
-              **{b: {**facts.get("broker_configs", {}).get(b, {}), **c}
-                 for b, c in per_broker.items()}}
-    if merged != facts.get("broker_configs", {}):
+    kept = facts.get("broker_configs", {})
+    merged = {**kept, **{b: {**kept.get(b, {}), **c} for b, c in per_broker.items()}}
+    if merged != kept:
         facts = ray.get(host.update.remote(broker_configs=merged))
     if brokers > len(facts["brokers"]):        # scale out: brokers are only ever added
         facts = ray.get(host.update.remote(brokers=sorted(

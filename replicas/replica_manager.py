@@ -653,7 +653,7 @@ class ReplicaManager:
         def rack_of(broker_id: int) -> str | None:
             broker = live.get(broker_id)
             if broker is None or (client.listener is not None and not any(
-                    e.listener == client.listener for e in getattr(broker, "endpoints", ()))):
+                    e.listener == client.listener for e in broker.endpoints)):
                 return None
             return broker.rack
         now = self._clock()

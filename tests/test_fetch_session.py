@@ -30,6 +30,7 @@ class Outcome:
     last_stable_offset: int = 10
     log_start_offset: int = 0
     diverging_epoch: tuple | None = None
+    preferred_read_replica: int = -1
 
 
 def cache(slots=10) -> FetchSessionCache:
