@@ -106,6 +106,7 @@ def run_on(spark, cluster, clicks_total: int, seed: int, executors: int, console
     """The demo's topics on `cluster`, the clicks produced, then the Spark job with the
     leader kill; returns the summary."""
     from pipeline import holding, placements, plan_of, read_topic, release, write_topic
+    from controller.store_api import ZkUnavailable
     from rayka.client.admin import wait_for
     admin = cluster.admin()
     admin.create_topic(CLICKS, 12, 3, {"min.insync.replicas": 2})
@@ -136,8 +137,13 @@ def run_on(spark, cluster, clicks_total: int, seed: int, executors: int, console
         console.print(f"killing broker {victim}, leader of {CLICKS}-{victim_p}, "
                       f"while Spark reads it")
         cluster.kill_broker(victim, restart=True)
-        wait_for(lambda: admin.describe_topic(CLICKS)[victim_p].leader not in (victim, -1),
-                 120, f"a new leader for {CLICKS}-{victim_p}")
+
+        def new_leader() -> bool:
+            try:
+                return admin.describe_topic(CLICKS)[victim_p].leader not in (victim, -1)
+            except ZkUnavailable:      # a dropped connection: kazoo reconnects in the session
+                return False
+        wait_for(new_leader, 120, f"a new leader for {CLICKS}-{victim_p}")
         release(clicks, victim_p)
     worker.join(600)
     if "error" in job:
