@@ -63,7 +63,7 @@ from typing import Callable, Protocol
 from actors import metrics
 from actors.fetcher import Fetcher
 from actors.group_host import OFFSETS_TOPIC, GroupHost
-from actors.broker_config import BrokerSettings
+from actors.broker_config import BrokerSettings, inter_broker_principal
 from actors.kafka_api import KafkaBrokerApi
 from actors.listener import EventLoop, KafkaListener
 from actors.produce import REORDER_WAIT_S, PendingProduce, markers_begin
@@ -133,6 +133,7 @@ class Broker:
         self.tick_ms = settings.tick_ms
         self.kafka_config = settings.kafka
         self.inter_broker_listener = settings.kafka.inter_broker_listener()
+        self.inter_broker_principal = inter_broker_principal(settings)
         self._peers: dict[int, object] = {}        # broker id → LiveBroker (its endpoints)
         self.topic_defaults = settings.topic_defaults
         os.makedirs(data_dir, exist_ok=True)
@@ -233,6 +234,14 @@ class Broker:
         with cache.lock:
             return {**{kind: dict(counts) for kind, counts in cache.stats.items()},
                     "sessions": len(cache)}
+
+    def replication_problems(self) -> dict:
+        """What keeps this broker's followers from replicating (`rayka status`): who it is
+        on the inter-broker listener and each fetcher's problem (actors/fetcher.py)."""
+        with self.lock:
+            fetchers = list(self.fetchers.values())
+        return {"listener": self.inter_broker_listener, "principal": self.inter_broker_principal,
+                "fetchers": [p for f in fetchers if (p := f.problem()) is not None]}
 
     def _register(self) -> None:
         reg = BrokerRegistration.for_listeners(

@@ -2,7 +2,8 @@
 
 Rules:
 - Keys come dotted (Kafka's names, `rayka start --config`) or underscored (Python keywords
-  to `start_local`); both mean the same key. A broker's own static keys (`broker_configs`
+  to `start_local`); both mean the same key, and a dotted key is never rewritten
+  (replicas/config_keys.py: `listener.name.sasl_ssl.*` keeps its listener). A broker's own static keys (`broker_configs`
   of start_local, `rayka start --broker-config`; broker.rack) are laid over the
   cluster-wide ones (`broker_config_for`).
 - Shell settings: `tick_ms` (100), `metrics_interval_s`, `zk_session_timeout_ms` (3000).
@@ -18,13 +19,21 @@ Rules:
   segment files, half the process's descriptor limit by default) to BrokerConfig.
 - Everything else is a topic-config default; Kafka's broker names of topic defaults
   (`log.retention.ms`, `log.segment.bytes`, `log.roll.ms`, ...) map to the topic names.
-- A group config that does not parse raises InvalidConfig.
+- A group config that does not parse raises InvalidConfig; so does replication over a SASL
+  listener without the credentials for it (as Kafka refuses to start).
+- Who this broker is when it replicates (`inter_broker_principal`, Kafka's rules): over SASL
+  the user of its jaas config, over SSL with client authentication its certificate's
+  subject, else User:ANONYMOUS. With an authorizer that principal needs ClusterAction on
+  the cluster (a super user has it); `replication_refusal` says in one line when it has not
+  and what fixes it.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import resource
+import ssl
+import tempfile
 from dataclasses import dataclass
 
 from actors import metrics
@@ -32,12 +41,15 @@ from actors.kafka_api import KafkaConfig
 from actors.security import SecurityConfig
 from coordinator.config import GroupCoordinatorConfig
 from transactions.config import TransactionCoordinatorConfig
-from replicas.config_keys import dotted_key, dotted_keys, underscored_key, underscored_keys
+from protocol.security.acl import CLUSTER_NAME, AclOperation, ResourceType
+from protocol.security.authorizer import Authorizer
+from protocol.security.session import SASL_PROTOCOLS, tls_principal
+from replicas.config_keys import dotted_key, dotted_keys, underscored_key
 from replicas.errors import InvalidConfig
 from replicas.replica_types import topic_defaults_from_broker_config
 
-BROKER_KEYS = {"replica_lag_time_max_ms", "max_fetch_bytes", "hw_checkpoint_interval_ms",
-               "log_retention_check_interval_ms", "log_cleaner_backoff_ms", "log_max_open_files"}
+BROKER_KEYS = {"replica.lag.time.max.ms", "max.fetch.bytes", "hw.checkpoint.interval.ms",
+               "log.retention.check.interval.ms", "log.cleaner.backoff.ms", "log.max.open.files"}
 
 
 @dataclass(frozen=True)
@@ -98,8 +110,8 @@ def broker_config_for(shared: dict, own: dict | None) -> dict:
     wins)."""
     if not own:
         return dict(shared)
-    mine = {underscored_key(k) for k in own}
-    return {**{k: v for k, v in shared.items() if underscored_key(k) not in mine}, **own}
+    mine = {dotted_key(k) for k in own}
+    return {**{k: v for k, v in shared.items() if dotted_key(k) not in mine}, **own}
 
 
 def split_broker_config(config: dict | None) -> BrokerSettings:
@@ -112,14 +124,76 @@ def split_broker_config(config: dict | None) -> BrokerSettings:
     kafka = KafkaConfig.pop_from(config)
     group = pop_group_config(config)
     txn = pop_txn_config(config, group)
-    config = underscored_keys(config)
-    replica_manager = {k: int(config.pop(k)) for k in list(config) if k in BROKER_KEYS}
+    config = dotted_keys(config)
+    replica_manager = {underscored_key(k): int(config.pop(k)) for k in list(config)
+                       if k in BROKER_KEYS}
     replica_manager.setdefault("log_max_open_files", default_max_open_files())
     # a KafkaConfig key (DescribeConfigs lists it there) that the replica manager applies
     replica_manager["replica_selector_class"] = kafka.replica_selector_class
-    for flag in ("log_cleaner_enable", "transaction_partition_verification_enable"):
+    for flag in ("log.cleaner.enable", "transaction.partition.verification.enable"):
         if flag in config:
-            replica_manager[flag] = str(config.pop(flag)).strip().lower() in ("true", "1")
-    topic_defaults = topic_defaults_from_broker_config(dotted_keys(config))
-    return BrokerSettings(tick_ms, metrics_interval_s, session_ms, kafka, group,
-                          replica_manager, topic_defaults, security, txn)
+            replica_manager[underscored_key(flag)] = \
+                str(config.pop(flag)).strip().lower() in ("true", "1")
+    topic_defaults = topic_defaults_from_broker_config(config)
+    settings = BrokerSettings(tick_ms, metrics_interval_s, session_ms, kafka, group,
+                              replica_manager, topic_defaults, security, txn)
+    inter_broker_principal(settings)          # InvalidConfig: SASL without credentials
+    return settings
+
+
+def inter_broker_endpoint(settings: BrokerSettings):
+    name = settings.kafka.inter_broker_listener()
+    return next(e for e in settings.kafka.bind_endpoints() if e.listener == name)
+
+
+def inter_broker_principal(settings: BrokerSettings) -> str | None:
+    """The principal another broker's inter-broker listener sees when this broker fetches
+    from it; None when it cannot be told (a certificate that does not load)."""
+    endpoint, sec = inter_broker_endpoint(settings), settings.security
+    if endpoint.security_protocol in SASL_PROTOCOLS:
+        return f"User:{sec.inter_broker_credentials(endpoint.listener)[1]}"
+    if endpoint.security_protocol == "SSL" and \
+            (sec.get("ssl.client.auth", endpoint.listener) or "none").lower() != "none":
+        return _certificate_principal(sec, endpoint.listener)
+    return "User:ANONYMOUS"
+
+
+def _certificate_principal(sec: SecurityConfig, listener: str) -> str | None:
+    location = sec.get("ssl.keystore.location", listener)
+    chain = sec.get("ssl.keystore.certificate.chain", listener)
+    try:
+        if location:
+            return tls_principal(ssl._ssl._test_decode_cert(location))
+        if chain:     # the stdlib decodes certificates from files only
+            with tempfile.NamedTemporaryFile("w", suffix=".pem") as f:
+                f.write(chain)
+                f.flush()
+                return tls_principal(ssl._ssl._test_decode_cert(f.name))
+    except (OSError, ssl.SSLError):
+        pass
+    return None
+
+
+def replication_refusal(settings: BrokerSettings, bindings) -> str | None:
+    """One line when an authorizer is on and this broker's inter-broker principal may not
+    replicate (neither a super user nor granted ClusterAction by `bindings`, the cluster's
+    ACLs), naming Kafka's configs that fix it; None when it may, or cannot be told."""
+    sec = settings.security
+    if not sec.authorizer:
+        return None
+    principal = inter_broker_principal(settings)
+    if principal is None:
+        return None
+    authorizer = Authorizer(sec.super_users, sec.allow_everyone_if_no_acl_found)
+    authorizer.replace_all(bindings)
+    if authorizer.authorize(principal, "*", AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER,
+                            CLUSTER_NAME):
+        return None
+    listener = inter_broker_endpoint(settings).listener
+    return (f"followers replicate over {listener} as {principal}, which is not in super.users "
+            f"and has no ClusterAction on the cluster: leaders will refuse them and the ISR "
+            f"will shrink to the leaders. Fix: inter.broker.listener.name=<a SASL listener>, "
+            f"sasl.mechanism.inter.broker.protocol=SCRAM-SHA-512 and listener.name.<listener>."
+            f"scram-sha-512.sasl.jaas.config naming a broker user listed in super.users, or "
+            f"`rayka acls add --allow-principal {principal} --operation ClusterAction "
+            f"--cluster`")

@@ -91,14 +91,16 @@ class BrokerLink:
                                               mechanism=client.mechanism), timeout_s)
         if shake.error_code.value:
             raise SaslFailed(f"{endpoint.url()}: SaslHandshake {client.mechanism}: error "
-                             f"{shake.error_code.value} (enabled there: {shake.mechanisms})")
+                             f"{shake.error_code.value} (enabled there: {shake.mechanisms})",
+                             shake.error_code.value)
         token = client.first()
         while token is not None:
             answer = await self.call(build_request(SASL_AUTHENTICATE, 2, None,
                                                    auth_bytes=token), timeout_s)
             if answer.error_code.value:
-                raise SaslFailed(f"{endpoint.url()}: {answer.error_message or 'authentication'}"
-                                 f" (error {answer.error_code.value})")
+                raise SaslFailed(f"{endpoint.url()} as {client.username}: "
+                                 f"{answer.error_message or 'authentication'}",
+                                 answer.error_code.value)
             token = client.next(answer.auth_bytes)
 
     async def call(self, body, timeout_s: float):

@@ -108,7 +108,7 @@ class ControllerActor:
                 self.store.delete_dead_incarnation_controller(controller_id):
             log.info("controller %s: deleted /controller of its dead incarnation", controller_id)
         self.controller = Controller(controller_id, self.store, None, _clock_ms,
-                                     ControllerConfig(**config))
+                                     ControllerConfig.parse(config))
         self.channel = RayBrokerChannel(namespace, self.controller)
         self.controller.channel = self.channel
         self.calls = ControllerCalls(controller_id, self.controller)

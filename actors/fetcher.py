@@ -31,6 +31,13 @@ Rules:
 - Errors (the connection lost, NOT_LEADER, FENCED_LEADER_EPOCH) back off replica.fetch.
   backoff.ms and retry, reconnecting as needed; the controller's next LeaderAndIsr moves a
   partition to another fetcher or stops it. Fencing is by leader epoch, never by Ray.
+- A REFUSAL is an error no retry can mend until someone changes something: this broker's
+  config (a jaas config it lacks, a certificate the leader does not trust), its SASL user
+  (SASL_AUTHENTICATION_FAILED) or its rights (TOPIC_ / CLUSTER_AUTHORIZATION_FAILED: the
+  principal lacks ClusterAction). It is logged at ERROR once per cause (other errors at
+  INFO, once per cause too), the fetcher keeps retrying with a backoff doubling up to
+  REFUSED_BACKOFF_MAX_S, and `problem()` reports it (the cause, the partitions, since
+  when) for `rayka status`; the first clean round logs the recovery and clears it.
 - Failpoint (chaos): `cut_link(until)` drops the connection and refuses to reconnect
   until then (a network partition between two live brokers: the leader shrinks the ISR,
   the follower catches up and rejoins once it heals).
@@ -42,13 +49,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 import time
 
-from actors.broker_link import BrokerLink
+from actors.broker_link import BrokerLink, SaslFailed
 from protocol.build import build_request
 from protocol.errors import ProtocolError
 from protocol.fetch_session import FetchData, FetchSessionHandler
-from replicas.errors import ErrorCode, KafkaError
+from replicas.errors import ErrorCode, InvalidConfig, KafkaError
 
 OFFSET_OUT_OF_RANGE = ErrorCode.OFFSET_OUT_OF_RANGE.value
 FETCH, OFFSET_FOR_LEADER_EPOCH = 1, 23
@@ -56,7 +64,32 @@ FETCH_VERSION, EPOCH_VERSION = 12, 4
 TRUNCATION_ROUNDS = 64
 REBUILD_S = 1.0                # every partition's position read again at least this often
 ANSWER_GRACE_S = 30            # past max_wait: the leader is paused or gone
+REFUSED_BACKOFF_MAX_S = 1.0
+REFUSED_CODES = {ErrorCode.TOPIC_AUTHORIZATION_FAILED.value,
+                 ErrorCode.CLUSTER_AUTHORIZATION_FAILED.value,
+                 ErrorCode.SASL_AUTHENTICATION_FAILED.value}
 log = logging.getLogger(__name__)
+
+
+class PartitionsRefused(KafkaError):
+    """The leader answered these partitions with error `code` (the commonest of a round)."""
+
+    def __init__(self, code: int, what: str, partitions):
+        self.code, self.partitions = code, sorted(partitions)
+        super().__init__(f"{what}: the leader answered {self.name} ({code}) for "
+                         f"{len(self.partitions)} partition(s)")
+
+    @property
+    def name(self) -> str:
+        return ErrorCode(self.code).name
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def is_refusal(exc: BaseException) -> bool:
+    return isinstance(exc, (SaslFailed, InvalidConfig, ssl.SSLError)) or \
+        getattr(exc, "code", None) in REFUSED_CODES
 
 
 class Fetcher:
@@ -80,6 +113,8 @@ class Fetcher:
                                cfg.socket_request_max_bytes)
         self.session = FetchSessionHandler()
         self._stopped = False
+        self._problem: dict | None = None          # the current cause, for problem()
+        self._refusals = 0                          # refusals in a row: the backoff doubles
         self._wake: asyncio.Event | None = None
         self._task: asyncio.Task | None = None
         broker.network.call(self._start)
@@ -112,6 +147,42 @@ class Fetcher:
     @property
     def empty(self) -> bool:
         return not self.partitions
+
+    def problem(self) -> dict | None:
+        """What keeps this fetcher from replicating, while it lasts: {"leader", "error",
+        "code", "refusal", "message", "partitions", "since_s"}."""
+        p = self._problem
+        if p is None:
+            return None
+        return {**p, "partitions": [list(tp) for tp in p["partitions"]],
+                "since_s": round(time.monotonic() - p["since"], 1)}
+
+    def _on_error(self, exc: BaseException) -> float:
+        """Report an error (once per cause) and return how long to back off."""
+        refusal = is_refusal(exc)
+        name = getattr(exc, "name", None) or type(exc).__name__
+        code = getattr(exc, "code", None)
+        partitions = getattr(exc, "partitions", None) or sorted(self.partitions)
+        cause = (name, code, refusal and str(exc))
+        if self._problem is None or self._problem["cause"] != cause:
+            log.log(logging.ERROR if refusal else logging.INFO,
+                    "fetcher %s←%s: %s%s: %s", self.broker.id, self.leader_id, name,
+                    " (refused: retrying with backoff)" if refusal else "", exc)
+            self._problem = {"cause": cause, "leader": self.leader_id, "error": name,
+                             "code": code, "refusal": refusal, "message": str(exc),
+                             "since": time.monotonic()}
+        self._problem["partitions"] = partitions
+        self._refusals = self._refusals + 1 if refusal else 0
+        if not refusal:
+            return self.backoff_s
+        return min(max(REFUSED_BACKOFF_MAX_S, self.backoff_s),
+                   self.backoff_s * 2 ** min(self._refusals - 1, 16))
+
+    def _on_clean_round(self) -> None:
+        if self._problem is not None:
+            log.info("fetcher %s←%s: replicating again (after %s)", self.broker.id,
+                     self.leader_id, self._problem["error"])
+        self._problem, self._refusals = None, 0
 
     # -- on the loop -----------------------------------------------------------------------------
     def _start(self) -> None:
@@ -147,15 +218,15 @@ class Fetcher:
                     await self.link.connect(endpoint)
                 await self._truncate()
                 await self._fetch()
-            except (OSError, ProtocolError, KafkaError, RuntimeError,
+            except (OSError, ProtocolError, KafkaError, RuntimeError, SaslFailed,
                     asyncio.TimeoutError) as exc:
-                if not self._stopped:      # leader restarting, moved, refused, cut: retry
-                    log.info("fetcher %s←%s: %s: %s", self.broker.id, self.leader_id,
-                             type(exc).__name__, exc)
+                if self._stopped:
+                    return
+                pause = self._on_error(exc)  # leader restarting, moved, refused, cut: retry
                 self.link.close()
                 self.session.reset()
                 self._rebuild_at = 0.0
-                await asyncio.sleep(self.backoff_s)
+                await asyncio.sleep(pause)
 
     async def _truncate(self) -> None:
         """OffsetsForLeaderEpoch for every partition still truncating (KIP-101/279)."""
@@ -176,7 +247,7 @@ class Fetcher:
             if not asking:
                 return
             answers = await self._offsets_for_leader_epoch(asking)
-            again = {}
+            again, errors = {}, {}
             with lock:
                 for tp, (current, _) in asking.items():
                     if tp not in self.partitions:
@@ -184,7 +255,8 @@ class Fetcher:
                     error, leader_epoch, end_offset = answers.get(
                         tp, (ErrorCode.UNKNOWN_SERVER_ERROR, -1, -1))
                     if error:
-                        raise RuntimeError(f"OffsetForLeaderEpoch {tp}: error {error}")
+                        errors.setdefault(error, []).append(tp)
+                        continue
                     r = rm.follower_truncate(tp, leader_epoch, end_offset, leader_epoch=current)
                     self.broker.apply_effects(r.effects)
                     if r.completed or r.stale:
@@ -192,6 +264,8 @@ class Fetcher:
                         self._stale.add(tp)
                     else:
                         again[tp] = (current, r.next_epoch)
+            if errors:      # the partitions without one go on; these wait for the next round
+                raise _refused(errors, "OffsetForLeaderEpoch")
             asking = again
 
     async def _offsets_for_leader_epoch(self, asking: dict) -> dict:
@@ -264,7 +338,7 @@ class Fetcher:
         self.session.on_response(plan, answer.error_code.value, answer.session_id)
         if answer.error_code.value:
             raise RuntimeError(f"Fetch: error {answer.error_code.value}")
-        backoff = False
+        errors: dict[int, list] = {}
         with lock:
             for t in answer.responses:
                 for p in t.partitions:
@@ -272,12 +346,17 @@ class Fetcher:
                     if tp not in positions or self.partitions.get(tp) is not False:
                         continue                  # removed, or back to truncation meanwhile
                     self._stale.add(tp)           # its position may move now
-                    backoff |= self._on_partition(tp, positions[tp], p)
-        if backoff:
-            await asyncio.sleep(self.backoff_s)
+                    error = self._on_partition(tp, positions[tp], p)
+                    if error:
+                        errors.setdefault(error, []).append(tp)
+        if errors:      # the link and the session stay: the leader answered
+            await asyncio.sleep(self._on_error(_refused(errors, "Fetch")))
+        else:
+            self._on_clean_round()
 
-    def _on_partition(self, tp, pos, p) -> bool:
-        """Apply one partition's answer (under the lock); True when it asks for a backoff."""
+    def _on_partition(self, tp, pos, p) -> int:
+        """Apply one partition's answer (under the lock); the error code that asks for a
+        backoff, else 0."""
         rm, error = self.broker.rm, p.error_code.value
         diverging = p.diverging_epoch
         try:
@@ -291,7 +370,7 @@ class Fetcher:
                     tp, p.log_start_offset, p.high_watermark,
                     leader_epoch=pos.current_leader_epoch))
             elif error:
-                return True
+                return error
             else:
                 self.broker.apply_effects(rm.append_as_follower(
                     tp, p.records or b"", p.high_watermark, fetch_offset=pos.fetch_offset,
@@ -299,4 +378,11 @@ class Fetcher:
                     leader_log_start_offset=p.log_start_offset))
         except KafkaError as exc:         # leadership changed under us: the next
             log.info("fetcher %s: %s", tp, exc)   # LeaderAndIsr moves the partition
-        return False
+        return 0
+
+
+def _refused(errors: dict[int, list], what: str) -> PartitionsRefused:
+    """One error for a round's partition errors: a refusal first (it is what someone must
+    mend), else the commonest."""
+    code = max(errors, key=lambda c: (c in REFUSED_CODES, len(errors[c])))
+    return PartitionsRefused(code, what, errors[code])

@@ -39,7 +39,7 @@ from protocol.security.sasl_client import SaslClient, jaas_credentials
 from protocol.security.session import SASL_PROTOCOLS, TLS_PROTOCOLS, Session, tls_principal
 from actors.tls_context import client_ssl_context, ssl_context_from_config
 from replicas.config_keys import dotted_key
-from replicas.errors import ErrorCode as E, InvalidConfig
+from replicas.errors import InvalidConfig
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +92,20 @@ class SecurityConfig:
     def mechanisms(self, listener: str | None) -> tuple[str, ...]:
         raw = self.get("sasl.enabled.mechanisms", listener, ",".join(MECHANISMS))
         return tuple(m.strip().upper() for m in raw.split(",") if m.strip())
+
+    def inter_broker_credentials(self, listener: str) -> tuple[str, str, str]:
+        """(mechanism, username, password) this broker authenticates with on another broker's
+        SASL `listener`: Kafka's sasl.mechanism.inter.broker.protocol (default: the
+        listener's first enabled mechanism) and listener.name.<listener>.<mechanism>.sasl.
+        jaas.config (else sasl.jaas.config); InvalidConfig naming the key when it is not set."""
+        mechanism = (self.props.get("sasl.mechanism.inter.broker.protocol")
+                     or self.mechanisms(listener)[0]).strip().upper()
+        key = f"listener.name.{listener.lower()}.{mechanism.lower()}.sasl.jaas.config"
+        jaas = self.props.get(key) or self.props.get("sasl.jaas.config")
+        if not jaas:
+            raise InvalidConfig(f"{key} is not set: this broker needs a username and password "
+                                f"to replicate over the {listener} listener")
+        return (mechanism, *jaas_credentials(jaas))
 
 
 class BrokerSecurity:
@@ -194,11 +208,4 @@ class BrokerSecurity:
         """Kafka's inter-broker SASL: sasl.mechanism.inter.broker.protocol (default: the
         listener's first enabled mechanism) with the username and password of
         listener.name.<listener>.<mechanism>.sasl.jaas.config (else sasl.jaas.config)."""
-        mechanism = (self.config.props.get("sasl.mechanism.inter.broker.protocol")
-                     or self.config.mechanisms(listener)[0]).strip().upper()
-        key = f"listener.name.{listener.lower()}.{mechanism.lower()}.sasl.jaas.config"
-        jaas = self.config.props.get(key) or self.config.props.get("sasl.jaas.config")
-        if not jaas:
-            raise InvalidConfig(f"{key} is not set: this broker needs a username and password "
-                                f"to replicate over the {listener} listener")
-        return SaslClient(mechanism, *jaas_credentials(jaas))
+        return SaslClient(*self.config.inter_broker_credentials(listener))

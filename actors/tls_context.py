@@ -24,7 +24,7 @@ import ssl
 import tempfile
 from collections.abc import Mapping
 
-from replicas.config_keys import dotted_key, underscored_key
+from replicas.config_keys import dotted_key
 from replicas.errors import InvalidConfig
 
 __all__ = ["ssl_context_from_config", "client_ssl_context", "PROTOCOLS", "CLIENT_AUTH"]
@@ -89,15 +89,15 @@ class _Lookup:
     """Config values by Kafka name: the listener's override first, dotted or underscored."""
 
     def __init__(self, config: Mapping[str, str], listener: str | None):
-        # compared underscored: a listener name may itself hold "_" (sasl_ssl)
-        self.values = {underscored_key(str(k)).lower(): (k, v) for k, v in config.items()
+        # Kafka's listener prefix is the listener's name in lower case
+        self.values = {dotted_key(str(k)).lower(): (k, v) for k, v in config.items()
                        if v is not None and (v != "" or dotted_key(str(k)).endswith(
                            "ssl.endpoint.identification.algorithm"))}
         self.prefix = f"listener.name.{listener.lower()}." if listener else ""
 
     def _find(self, name: str) -> tuple[str, str] | None:
         for key in ([self.prefix + name] if self.prefix else []) + [name]:
-            if (hit := self.values.get(underscored_key(key))) is not None:
+            if (hit := self.values.get(key.lower())) is not None:
                 return hit
         return None
 

@@ -46,7 +46,7 @@ Rules:
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Callable
 
 from controller import events as ev
@@ -64,7 +64,7 @@ from controller.states import PartitionState as P, ReplicaState as R
 from controller.store_api import ControllerMovedError, ZkStoreError
 from controller.topic_deletion import TopicDeletionManager
 from replicas.dispatch import handler_name
-from replicas.errors import NotController
+from replicas.errors import InvalidConfig, NotController
 
 UNCLEAN = 1                 # Kafka's ElectionType.UNCLEAN (0 is PREFERRED)
 
@@ -78,6 +78,25 @@ class ControllerConfig:
     leader_imbalance_per_broker_percentage: int = 10
     delete_topic_enable: bool = True
     reelect_backoff_ms: int = 500
+
+    @classmethod
+    def parse(cls, values: dict) -> "ControllerConfig":
+        """From field names to values as a command line gives them ("false", "300000");
+        InvalidConfig names the key of a value that does not parse."""
+        kw = {}
+        for f in fields(cls):
+            if f.name not in values:
+                continue
+            raw, want = values[f.name], type(f.default)
+            text = str(raw).strip().lower()
+            if want is bool and text in ("true", "false"):
+                kw[f.name] = text == "true"
+            elif want is int and text.lstrip("-").isdigit():
+                kw[f.name] = int(text)
+            else:
+                raise InvalidConfig(f"Invalid value {raw!r} for configuration "
+                                    f"{f.name.replace('_', '.')}")
+        return cls(**kw)
 
 
 class _Fenced:

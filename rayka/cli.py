@@ -7,6 +7,10 @@ Rules:
 - `rayka start` uses the Ray cluster given by `--address` (or RAY_ADDRESS) or runs a private
   Ray head it owns (rayka/ops/ray_head.py); every other command finds Ray through the state
   file `rayka start` wrote for `--name` (default "default"), or `--address`.
+- `rayka start` takes Kafka's configs from `--config-file` (server.properties) and `--config
+  KEY=VALUE`, keys as written (`start_config`); rayka's own warnings (followers an authorizer
+  will refuse) go to stderr as `rayka: warning: ...`, one line each. Subcommands take
+  `--name` / `--address` before or after their own words.
 - `produce` reads lines from stdin (optionally `key<sep>value`) or generates `--count`
   records of `--size` bytes; it reports acknowledged records, and a progress bar on stderr.
 - `consume` prints values (or `partition offset key value` with --print-offsets) to stdout
@@ -18,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import sys
 import time
@@ -30,7 +35,7 @@ from rayka.errors import RayUnavailable
 from rayka.ops import (groups_cli, quotas_cli, ray_head, security_cli, transactions_cli,
                        zookeeper_cli)
 from rayka.ops.procs import pid_alive
-from replicas.config_keys import underscored_keys
+from rayka.ops.properties import load_properties
 from replicas.errors import KafkaError
 
 
@@ -40,14 +45,40 @@ class _Parser(argparse.ArgumentParser):
         sys.exit(2)
 
 
+def _config_value(value: str):
+    return int(value) if value.lstrip("-").isdigit() else value
+
+
 def _config_pairs(items) -> dict:
     out = {}
     for item in items or []:
         key, sep, value = item.partition("=")
         if not sep or not key:
             raise argparse.ArgumentTypeError(f"--config wants key=value, got {item!r}")
-        out[key] = int(value) if value.lstrip("-").isdigit() else value
+        out[key] = _config_value(value)
     return out
+
+
+def start_config(args) -> dict:
+    """`rayka start`'s cluster-wide config: --config-file (Kafka's server.properties), then
+    each --config over it, then --listeners / --advertised-listeners / --zookeeper-auth-file.
+    Keys stay as written: a dotted key is Kafka's and is never rewritten
+    (replicas/config_keys.py), so `listener.name.sasl_ssl.*` keeps its listener."""
+    config = {}
+    if args.config_file:
+        try:
+            config = {k: _config_value(v) for k, v in load_properties(args.config_file).items()}
+        except OSError as exc:
+            raise argparse.ArgumentTypeError(f"--config-file {args.config_file}: "
+                                             f"{exc.strerror or exc}") from None
+    config.update(_config_pairs(args.config))
+    for key in ("listeners", "advertised_listeners"):
+        if getattr(args, key):
+            config[key] = getattr(args, key)
+    if args.zookeeper_auth_file:
+        with open(args.zookeeper_auth_file) as f:
+            config["zookeeper_auth"] = f.readline().strip()
+    return config
 
 
 def _broker_configs(items) -> dict[int, dict]:
@@ -78,11 +109,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="rayka", description="A Kafka-style replicated log inside Ray.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
+    with_cluster = []
+
     def command(name, help_text):
         p = sub.add_parser(name, help=help_text)
-        p.add_argument("--name", default="default", help="cluster name (default: default)")
-        p.add_argument("--address", default=os.environ.get("RAY_ADDRESS"),
-                       help="Ray cluster address (default: the one `rayka start` used)")
+        _cluster_options(p)
+        with_cluster.append(p)
         return p
 
     p = command("start", "start (or re-attach to) a cluster")
@@ -98,8 +130,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "(auto: rayka_broker if the cluster has it; none: no placement)")
     p.add_argument("--control-resource", default="auto",
                    help="resource for controllers and the cluster host (auto: rayka_control)")
+    p.add_argument("--config-file", metavar="FILE",
+                   help="broker/controller configs in Kafka's server.properties format")
     p.add_argument("--config", action="append", metavar="KEY=VALUE",
-                   help="broker/controller config, e.g. min.insync.replicas=2 (repeatable)")
+                   help="broker/controller config, e.g. min.insync.replicas=2 (repeatable; "
+                        "over --config-file)")
     p.add_argument("--broker-config", action="append", metavar="ID:KEY=VALUE",
                    help="one broker's own static config, e.g. 2:broker.rack=rack-b "
                         "(repeatable; over --config for that broker)")
@@ -218,7 +253,19 @@ def build_parser() -> argparse.ArgumentParser:
     security_cli.add_parser(sub, command)
     quotas_cli.add_parser(sub, command)
     sub.add_parser("version", help="print the version")
+    for p in with_cluster:       # `rayka users add u --name c` as well as `rayka users --name c add u`
+        for action in p._subparsers._group_actions if p._subparsers else ():
+            for child in action.choices.values():
+                _cluster_options(child, argparse.SUPPRESS)
     return parser
+
+
+def _cluster_options(p, default=None) -> None:
+    """--name and --address; a subcommand's own (default SUPPRESS) leave its parent's be."""
+    p.add_argument("--name", default="default" if default is None else default,
+                   help="cluster name (default: default)")
+    p.add_argument("--address", default=os.environ.get("RAY_ADDRESS") if default is None
+                   else default, help="Ray cluster address (default: the one `rayka start` used)")
 
 
 # -- connecting ----------------------------------------------------------------------------------------
@@ -227,10 +274,9 @@ def _attach(args):
     import rayka
     state = ray_head.load_state(args.name)
     if args.address:
-        ray_head.connect_ray(args.address, owned=bool(state and state.owned
-                                                      and state.ray_address == args.address))
+        ray_head.connect_ray(args.address, state)
     elif state is not None:
-        ray_head.connect_ray(state.ray_address, state.owned)
+        ray_head.connect_ray(state.ray_address, state)
     else:
         raise ray_head.RayHeadError(
             f"no running rayka cluster {args.name!r} (start one with `rayka start --name "
@@ -240,14 +286,8 @@ def _attach(args):
 
 def cmd_start(args) -> None:
     import rayka
-    config = underscored_keys(_config_pairs(args.config))
+    config = start_config(args)
     broker_configs = _broker_configs(args.broker_config)
-    for key in ("listeners", "advertised_listeners"):
-        if getattr(args, key):
-            config[key] = getattr(args, key)
-    if args.zookeeper_auth_file:
-        with open(args.zookeeper_auth_file) as f:
-            config["zookeeper_auth"] = f.readline().strip()
     state = ray_head.load_state(args.name)
     started_head = False
     if args.address:
@@ -261,7 +301,7 @@ def cmd_start(args) -> None:
                   f"{args.name!r} gets its own private Ray head at {state.ray_address} "
                   f"(`--address auto` joins that Ray instead)")
     try:
-        ray_head.connect_ray(state.ray_address, state.owned)
+        ray_head.connect_ray(state.ray_address, state)
         if not state.owned:                     # "auto" or a ray:// alias: keep what it is
             state.ray_address = ray_head.connected_address() or state.ray_address
         placement = _placement(args)
@@ -328,6 +368,12 @@ def status_of(cluster) -> dict:
             controller_node = ray.get(cluster.controller_actor(ctl.id).node_id.remote(), timeout=10)
         except Exception:  # restarting: its node is unknown for the moment
             pass
+    refused = [{"broker": b, "principal": r["principal"], "listener": r["listener"],
+                "leader": p["leader"], "error": p["error"], "code": p["code"],
+                "message": p["message"], "since_s": p["since_s"],
+                "partitions": [f"{t}-{n}" for t, n in p["partitions"]]}
+               for b, r in sorted(cluster.replication_problems().items())
+               for p in r["fetchers"] if p["refusal"]]
     from rayka.cluster import dashboard_url
     return {"cluster": cluster.name, "zookeeper": cluster.zookeeper, "ray_dashboard": dashboard_url(),
             "bootstrap_servers": cluster.bootstrap_servers(),
@@ -335,7 +381,7 @@ def status_of(cluster) -> dict:
             "brokers": [{"id": b.id, "alive": b.alive, "node_id": b.node_id,
                          "listeners": list(b.endpoints)} for b in cluster.brokers()],
             "topics": topics, "partitions": sum(topics.values()),
-            "under_replicated": under, "offline": offline}
+            "under_replicated": under, "offline": offline, "refused_followers": refused}
 
 
 def cmd_status(args) -> None:
@@ -359,6 +405,11 @@ def cmd_status(args) -> None:
     for label in ("under_replicated", "offline"):
         if s[label]:
             print(f"{label.replace('_', '-')}: {' '.join(s[label])}")
+    for r in s["refused_followers"]:
+        code = "" if r["code"] is None else f" ({r['code']})"
+        print(f"refused follower: broker {r['broker']} ({r['principal'] or '?'} over "
+              f"{r['listener']}) by leader {r['leader']} for {r['since_s']:.0f} s: "
+              f"{r['error']}{code} on {' '.join(r['partitions'])}: {r['message']}")
 
 
 def cmd_bootstrap_servers(args) -> int:
@@ -595,7 +646,19 @@ COMMANDS = {"start": cmd_start, "status": cmd_status, "stop": cmd_stop,
             "quotas": lambda args: quotas_cli.run(args, _attach(args))}
 
 
+def _say_warnings() -> None:
+    """rayka's own warnings (e.g. followers an authorizer will refuse, rayka/cluster.py) as
+    one line each on stderr, like the CLI's errors."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("rayka: warning: %(message)s"))
+    logger = logging.getLogger("rayka")
+    logger.addHandler(handler)
+    logger.setLevel(logging.WARNING)
+    logger.propagate = False
+
+
 def main(argv: list[str] | None = None) -> int:
+    _say_warnings()
     try:
         args = build_parser().parse_args(argv)
         if args.command == "version":

@@ -70,6 +70,7 @@ class Certs:
 def make_certs(tmp_path: Path, hosts: tuple[str, ...] = ("127.0.0.1", "localhost")) -> Certs:
     """A fresh CA, server and client certificate, written under `tmp_path`."""
     tmp_path = Path(tmp_path)
+    tmp_path.mkdir(parents=True, exist_ok=True)
     ca = trustme.CA(organization_name="rayka tests")
     server = ca.issue_cert(*hosts, common_name=hosts[0])
     client = ca.issue_cert(CLIENT_NAME, common_name=CLIENT_NAME)

@@ -117,6 +117,39 @@ def test_start_commands_run_zookeeper_then_ray_then_rayka(name):
     assert "rayka @ git+" in setup or "pip install -e" in setup
 
 
+JAAS = ('org.apache.kafka.common.security.scram.ScramLoginModule required '
+        'username="broker" password="broker-secret";')
+
+
+@pytest.mark.parametrize("name", CONFIGS)
+@pytest.mark.parametrize("listener", ["SASL_SSL", "SASL_PLAINTEXT"])
+def test_server_properties_reach_the_brokers_with_listener_keys_intact(name, listener, tmp_path):
+    """The head's `rayka start` reads ~/rayka/server.properties (Kafka's format); a per-listener
+    key there, and one given with --config, keeps its listener's "_" all the way to the
+    broker's inter-broker credentials."""
+    from actors.broker_config import split_broker_config
+    from rayka.cli import start_config
+    start = next(c for c in rayka_commands(validated(load(name))["head_start_ray_commands"])
+                 if c[1:2] == ["start"])
+    assert start[start.index("--config-file") + 1] == "~/rayka/server.properties"
+    scheme = listener.lower()
+    props = tmp_path / "server.properties"
+    props.write_text(f"inter.broker.listener.name={listener}\n"
+                     f"sasl.mechanism.inter.broker.protocol=SCRAM-SHA-512\n"
+                     f"listener.name.{scheme}.scram-sha-512.sasl.jaas.config={JAAS}\n")
+    argv = [str(props) if w == "~/rayka/server.properties" else w for w in start[1:]]
+    argv = [a for a in argv if a not in ("--zookeeper-auth-file", "~/rayka/zookeeper.auth")]
+    args = build_parser().parse_args(argv + [
+        "--listeners", f"PLAINTEXT://0.0.0.0:9092,{listener}://0.0.0.0:9093",
+        "--config", f"listener.name.{scheme}.sasl.enabled.mechanisms=SCRAM-SHA-512"])
+    config = start_config(args)
+    assert config[f"listener.name.{scheme}.scram-sha-512.sasl.jaas.config"] == JAAS
+    security = split_broker_config(config).security
+    assert security.inter_broker_credentials(listener) == \
+        ("SCRAM-SHA-512", "broker", "broker-secret")
+    assert security.mechanisms(listener) == ("SCRAM-SHA-512",)
+
+
 @pytest.mark.parametrize("name", CONFIGS)
 def test_commands_are_valid_shell(name):
     cfg = load(name)

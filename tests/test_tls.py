@@ -320,8 +320,8 @@ def test_a_keystore_without_a_key_or_certificate_says_so(certs, tmp_path):
 def test_a_listener_override_wins_for_its_listener_only(certs):
     config = {"ssl.keystore.location": "/nonexistent/default.pem",
               "listener.name.ssl.ssl.keystore.location": str(certs.server),
-              "listener_name_internal_ssl_keystore_location": str(certs.server),
-              "listener_name_internal_ssl_client_auth": "required",
+              "listener.name.internal.ssl.keystore.location": str(certs.server),
+              "listener.name.INTERNAL.ssl.client.auth": "required",
               "listener.name.internal.ssl.truststore.location": str(certs.ca)}
     assert handshakes(certs, ssl_context_from_config(config, "SSL"))
     assert ssl_context_from_config(config, "SSL").verify_mode == ssl.CERT_NONE
@@ -331,6 +331,9 @@ def test_a_listener_override_wins_for_its_listener_only(certs):
     message = config_error({"ssl.client.auth": "required"}, "SASL_SSL")
     assert message.startswith("ssl.keystore.location is not set "
                               "(nor listener.name.sasl_ssl.ssl.keystore.location)")
+    # underscored, "listener_name_sasl_ssl_..." has no one reading: refused, dotted named
+    assert "give per-listener keys dotted" in config_error(
+        {"listener_name_sasl_ssl_ssl_keystore_location": str(certs.server)}, "SASL_SSL")
 
 
 def test_enabled_protocols_bound_the_versions(certs):

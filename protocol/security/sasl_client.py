@@ -25,7 +25,7 @@ import re
 import secrets
 
 from protocol.security.credentials import MIN_ITERATIONS
-from replicas.errors import InvalidConfig
+from replicas.errors import ErrorCode, InvalidConfig
 
 __all__ = ["SaslClient", "SaslFailed", "jaas_credentials"]
 
@@ -34,7 +34,16 @@ _JAAS_VALUE = r'{key}\s*=\s*"((?:[^"\\]|\\.)*)"'
 
 
 class SaslFailed(Exception):
-    """The server's SASL answer cannot be trusted or is not what the mechanism expects."""
+    """The server's SASL answer cannot be trusted or is not what the mechanism expects;
+    `code` is the Kafka error the server answered, when it answered one."""
+
+    def __init__(self, message: str, code: int | None = None):
+        super().__init__(message)
+        self.code = code
+
+    @property
+    def name(self) -> str:
+        return ErrorCode(self.code).name if self.code else type(self).__name__
 
 
 def jaas_credentials(text: str) -> tuple[str, str]:

@@ -1,7 +1,8 @@
 """rayka/ops/: operating a cluster from the command line.
 
 - ray_head: where the `rayka` command finds Ray — a given address, or a private
-  `ray start --head --block` it owns and stops by pid, on free ports;
+  `ray start --head --block` it owns and stops by pid, on free ports, with a token of its own;
+- properties: Kafka's server.properties format (`rayka start --config-file`);
 - zookeeper_service: `rayka zookeeper start|stop|status`, one ensemble member of a deployment
   (the server itself is controller.zookeeper.server);
 - zookeeper_cli, groups_cli, transactions_cli, security_cli, quotas_cli: the `rayka
