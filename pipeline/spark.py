@@ -76,7 +76,8 @@ def start_spark(cluster=None, executors: int | None = None, executor_cores: int 
     }
     if executor_resource:
         conf[f"spark.ray.raydp_spark_executor.actor.resource.{executor_resource}"] = "1"
-    for key in ("RAY_AUTH_MODE",):       # a token-auth Ray head: tasks' ray.init needs it too
+    # a token-auth Ray head (a rayka private head's token file): tasks' ray.init needs it too
+    for key in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN_PATH", "RAY_AUTH_TOKEN"):
         if os.environ.get(key):
             conf[f"spark.executorEnv.{key}"] = os.environ[key]
     conf.update(configs or {})

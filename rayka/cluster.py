@@ -38,15 +38,15 @@ Rules:
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import socket
-import sys
 import tempfile
 import time
 
 import ray
 
-from actors.broker_config import broker_config_for
+from actors.broker_config import broker_config_for, replication_refusal, split_broker_config
 from actors.cluster_host import (HOST_NAME, ClusterHost, broker_actor_name,
                                  controller_actor_name, namespace_for)
 from controller.controller import ControllerConfig
@@ -54,10 +54,12 @@ from controller.store_api import ZkUnavailable
 from controller.zookeeper.store import ZkStore
 from rayka.client.admin import Admin, wait_for
 from rayka.client.types import BrokerInfo, ControllerInfo
-from rayka.cluster_state import load_state, ray_address_file
+from rayka.cluster_state import load_state, ray_address_file, ray_auth_env, use_ray_auth
 from rayka.errors import RayUnavailable
+from replicas.config_keys import underscored_key
 from replicas.errors import BrokerNotAvailable, NotController
 
+log = logging.getLogger(__name__)
 CONTROLLER_ID_BASE = 1000
 _CONTROLLER_KEYS = {f.name for f in dataclasses.fields(ControllerConfig)}
 _SHARED_KEYS = {"metrics_interval_s", "zookeeper_auth"}
@@ -148,9 +150,27 @@ def ensure_ray(address: str | None = None, *, include_dashboard: bool = True,
     return True
 
 
+def use_head_token(state) -> None:
+    """Join `state`'s private head (`rayka start`) with its own token (rayka/cluster_state.py);
+    nothing for a Ray rayka does not own. Ray reads RAY_AUTH_MODE and the token once and
+    caches both (Ray 2.60's Config and AuthenticationTokenLoader), so both are read again."""
+    if not ray_auth_env(state) or ray.is_initialized():
+        return
+    use_ray_auth(state)
+    from ray._raylet import AuthenticationTokenLoader, Config
+    Config.initialize("")
+    AuthenticationTokenLoader.instance().reset_cache()
+
+
 def _split_config(config: dict) -> tuple[dict, dict]:
-    controller = {k: v for k, v in config.items() if k in _CONTROLLER_KEYS | _SHARED_KEYS}
-    broker = {k: v for k, v in config.items() if k not in _CONTROLLER_KEYS}
+    """(the controllers' keys by field name, the brokers' keys as given)."""
+    controller, broker = {}, {}
+    for key, value in config.items():
+        name = underscored_key(key)
+        if name in _CONTROLLER_KEYS | _SHARED_KEYS:
+            controller[name] = value
+        if name not in _CONTROLLER_KEYS:
+            broker[key] = value
     return controller, broker
 
 
@@ -160,8 +180,12 @@ def start_local(name: str = "default", brokers: int = 3, controllers: int = 2,
                 broker_resources: dict | None = None, control_resources: dict | None = None,
                 ray_address: str | None = None, include_dashboard: bool = True,
                 broker_configs: dict | None = None, **config) -> "Cluster":
-    ensure_ray(ray_address, include_dashboard=include_dashboard)
     per_broker = {int(b): dict(c) for b, c in (broker_configs or {}).items()}
+    controller_cfg, broker_cfg = _split_config(config)   # InvalidConfig before any actor
+    ControllerConfig.parse(controller_cfg)
+    for b in set(range(1, brokers + 1)) | set(per_broker):
+        split_broker_config(broker_config_for(broker_cfg, per_broker.get(b)))
+    ensure_ray(ray_address, include_dashboard=include_dashboard)
     ns = namespace_for(name)
     try:
         host = ray.get_actor(HOST_NAME, namespace=ns)
@@ -192,6 +216,8 @@ def start_local(name: str = "default", brokers: int = 3, controllers: int = 2,
     cluster = Cluster(name, facts)
     cluster.ensure_actors()
     cluster.wait_ready(start_timeout_s)
+    for warning in cluster.replication_warnings():
+        log.warning(warning)
     return cluster
 
 
@@ -200,10 +226,11 @@ def connect(name: str = "default", zookeeper: str | None = None,
     """Attach to the named cluster: in `ray_address`, else RAY_ADDRESS, else the Ray that
     `rayka start --name <name>` recorded (rayka/cluster_state.py), else the head Ray
     recorded last ("auto")."""
-    if not (ray_address or os.environ.get("RAY_ADDRESS")):
-        state = load_state(name)
-        if state is not None:
-            ray_address = state.ray_address
+    state = load_state(name)
+    if not (ray_address or os.environ.get("RAY_ADDRESS")) and state is not None:
+        ray_address = state.ray_address
+    if state is not None and ray_address == state.ray_address:
+        use_head_token(state)
     ensure_ray(ray_address or os.environ.get("RAY_ADDRESS") or "auto")
     try:
         host = ray.get_actor(HOST_NAME, namespace=namespace_for(name))
@@ -310,6 +337,33 @@ class Cluster:
         return [BrokerInfo(b, registered[b].node_id if b in registered else None, b in registered,
                            tuple(e.url() for e in registered[b].endpoints) if b in registered
                            else ()) for b in self.facts["brokers"]]
+
+    def replication_warnings(self) -> list[str]:
+        """One line per distinct broker config whose followers an authorizer will refuse
+        (actors/broker_config.py replication_refusal), against the cluster's ACLs now."""
+        from actors.security_store import read_bindings
+        controller_cfg, broker_cfg = _split_config(self.facts.get("config", {}))
+        per_broker = self.facts.get("broker_configs", {})
+        settings = [split_broker_config(broker_config_for(broker_cfg, per_broker.get(b)))
+                    for b in self.facts["brokers"]]
+        if not any(s.security.authorizer for s in settings):
+            return []
+        bindings = read_bindings(self.store)
+        return sorted({w for s in settings if (w := replication_refusal(s, bindings))})
+
+    def replication_problems(self, timeout_s: float = 10.0) -> dict[int, dict]:
+        """Live broker id → what keeps its followers from replicating (Broker.
+        replication_problems: its inter-broker principal, each fetcher's problem)."""
+        live = [b.id for b in self.brokers() if b.alive]
+        refs = {b: a.replication_problems.remote()
+                for b in live if (a := self.broker_actor(b)) is not None}
+        out = {}
+        for b, ref in refs.items():
+            try:
+                out[b] = ray.get(ref, timeout=timeout_s)
+            except ray.exceptions.RayError:      # restarting: it reports next time
+                pass
+        return out
 
     def bootstrap_servers(self, listener: str = "PLAINTEXT") -> str:
         """"host:port,host:port,..." of the live brokers' `listener` endpoints (what a Kafka

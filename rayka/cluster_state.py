@@ -3,7 +3,12 @@
 Rules:
 - One file per cluster name, `$RAYKA_HOME/clusters/<name>.json` (default ~/.rayka): the Ray
   address, whether rayka owns that Ray head (a private head it started and stops by pid),
-  the head's pid, log file and dashboard URL.
+  the head's pid, log file, dashboard URL and Ray token file.
+- A private head runs with Ray's token authentication and a token of its own,
+  `$RAYKA_HOME/clusters/<name>-ray-token` (0600, made at its start): two clusters and the
+  user's own Ray (`~/.ray/auth_token`, never read, written or removed by rayka) never share
+  one. `ray_auth_env` is what a process joining that head sets (Ray's RAY_AUTH_MODE and
+  RAY_AUTH_TOKEN_PATH); a head rayka does not own keeps Ray's own rules.
 - Written atomically (tmp + rename); a missing file means "not started by `rayka start`".
 - The CLI and `rayka.connect(name)` read it to find the cluster's Ray, so several clusters
   (each with its own private head) and a Ray the user runs can share one machine: nothing
@@ -15,11 +20,12 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import sys
 from dataclasses import asdict, dataclass, fields
 
-__all__ = ["ClusterState", "home_dir", "state_path", "load_state", "save_state",
-           "remove_state", "ray_address_file"]
+__all__ = ["ClusterState", "home_dir", "state_path", "token_path", "load_state",
+           "save_state", "remove_state", "ray_address_file", "ray_auth_env", "use_ray_auth", "new_token"]
 
 
 @dataclass
@@ -30,6 +36,7 @@ class ClusterState:
     pid: int | None = None
     log_file: str | None = None
     dashboard: str | None = None
+    token_file: str | None = None
 
 
 def home_dir() -> str:
@@ -38,6 +45,41 @@ def home_dir() -> str:
 
 def state_path(name: str) -> str:
     return os.path.join(home_dir(), "clusters", f"{name}.json")
+
+
+def token_path(name: str) -> str:
+    return os.path.join(home_dir(), "clusters", f"{name}-ray-token")
+
+
+def new_token(name: str) -> str:
+    """A fresh Ray token for cluster `name`'s private head, written 0600 (replacing the
+    one an earlier head of that name left); its path."""
+    path = token_path(name)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = path + ".tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(secrets.token_hex(32))      # Ray's own generator: 256 bits as hex
+    os.replace(tmp, path)
+    return path
+
+
+def ray_auth_env(state: ClusterState | None) -> dict[str, str]:
+    """The environment a process needs to join `state`'s Ray: token mode and the cluster's
+    own token for a private head; nothing for a Ray rayka does not own."""
+    if state is None or not state.owned or not state.token_file:
+        return {}
+    return {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": state.token_file}
+
+
+def use_ray_auth(state: ClusterState | None, env=None) -> None:
+    """Put `ray_auth_env(state)` into `env` (this process's environment by default), before
+    Ray reads it; RAY_AUTH_TOKEN goes, since Ray prefers it over the token file."""
+    env = os.environ if env is None else env
+    wanted = ray_auth_env(state)
+    if wanted:
+        env.pop("RAY_AUTH_TOKEN", None)
+        env.update(wanted)
 
 
 def load_state(name: str) -> ClusterState | None:
@@ -59,10 +101,12 @@ def save_state(state: ClusterState) -> None:
 
 
 def remove_state(name: str) -> None:
-    try:
-        os.remove(state_path(name))
-    except FileNotFoundError:
-        pass
+    """Forget cluster `name`: its state file and its private head's token."""
+    for path in (state_path(name), token_path(name)):
+        try:
+            os.remove(path)
+        except FileNotFoundError:
+            pass
 
 
 def ray_address_file() -> str:

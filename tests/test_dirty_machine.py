@@ -44,8 +44,12 @@ def stale_env(tmp_path):
     dead = f"127.0.0.1:{free_port()}"          # nothing listens there
     with open(os.path.join(root, "ray", "ray_current_cluster"), "w") as f:
         f.write(dead + "\n")
-    env = dict(os.environ, RAY_TMPDIR=root, RAYKA_HOME=str(tmp_path / "home"))
-    for var in ("RAY_ADDRESS", "RAY_API_SERVER_ADDRESS"):
+    # a HOME where Ray never ran (no ~/.ray): what a new user, a CI box, a head node has
+    home = tmp_path / "user"
+    home.mkdir()
+    env = dict(os.environ, RAY_TMPDIR=root, RAYKA_HOME=str(tmp_path / "home"), HOME=str(home))
+    for var in ("RAY_ADDRESS", "RAY_API_SERVER_ADDRESS", "RAY_AUTH_MODE", "RAY_AUTH_TOKEN",
+                "RAY_AUTH_TOKEN_PATH"):
         env.pop(var, None)
     try:
         yield env, dead
@@ -135,6 +139,9 @@ def foreign_ray(stale_env):
     occupant (the condition under test is the same: the defaults are busy)."""
     env, _dead = stale_env
     env = dict(env, RAY_AUTH_MODE="token")
+    # the user's own token, made as Ray's docs say; rayka must never touch it
+    subprocess.run([RAY, "get-auth-token", "--generate"], env=env, check=True,
+                   capture_output=True, timeout=60)
     holder = None
     if ray_head.port_is_free(6379) and ray_head.port_is_free(8265):
         log = open(os.path.join(env["RAY_TMPDIR"], "foreign.log"), "w")
@@ -198,6 +205,8 @@ def test_a_second_cluster_and_a_foreign_ray_share_the_machine(foreign_ray):
     `--address auto` joins the user's Ray and `rayka stop` leaves that Ray running."""
     env, foreign_pid = foreign_ray
     recorded = open(os.path.join(env["RAY_TMPDIR"], "ray", "ray_current_cluster")).read()
+    user_token = os.path.join(env["HOME"], ".ray", "auth_token")
+    token_before = open(user_token).read()
     # ZooKeeper's and Kafka's default ports taken too: the embedded ZooKeeper and the
     # listeners take free loopback ports
     held = []
@@ -265,6 +274,7 @@ def test_a_second_cluster_and_a_foreign_ray_share_the_machine(foreign_ray):
         status_a = json.loads(_cli(env, "status", "--name", "a", "--json").stdout)
         assert not status_a["zookeeper"].endswith(":2181")
         assert all(not b.endswith(":9092") for b in bootstrap.split(","))
+        assert open(user_token).read() == token_before     # each private head has its own
     finally:
         for sock in held:
             sock.close()
@@ -275,3 +285,91 @@ def test_a_second_cluster_and_a_foreign_ray_share_the_machine(foreign_ray):
         for state in started.values():
             if pid_alive(state["pid"]):
                 os.killpg(state["pid"], signal.SIGKILL)
+
+
+# -- a HOME where Ray never ran, and a secured cluster whose followers are refused ---------------
+AUTHORIZER = "kafka.security.authorizer.AclAuthorizer"
+
+
+def _kcat_sasl(bootstrap: str, ca: str) -> list[str]:
+    return [KCAT, "-b", bootstrap, "-X", "security.protocol=SASL_SSL",
+            "-X", "sasl.mechanisms=SCRAM-SHA-256", "-X", "sasl.username=admin",
+            "-X", "sasl.password=admin-secret", "-X", f"ssl.ca.location={ca}"]
+
+
+def test_a_first_rayka_start_in_a_fresh_home_and_refused_followers_named(stale_env, tmp_path):
+    """`rayka start` where Ray never ran (no ~/.ray) makes its private head a token of its
+    own, serves kcat and stops, leaving ~/.ray alone. The cluster is secured the wrong way
+    (SASL_SSL for clients, an authorizer, but followers on the default PLAINTEXT listener as
+    User:ANONYMOUS, no super user): `rayka start` warns in one line, `rayka status` names the
+    refused followers, and a ClusterAction grant heals them without a restart."""
+    from tests.certs import make_certs
+    env, _dead = stale_env
+    certs = make_certs(tmp_path / "certs")
+    home = env["HOME"]
+    configs = [f"{k}={v}" for k, v in {"authorizer.class.name": AUTHORIZER,
+                                        "super.users": "User:admin",
+                                        **certs.broker_config()}.items()]
+    started = {}
+    try:
+        start = _cli(env, "start", "--name", "fresh", "--brokers", "2", "--controllers", "1",
+                     "--listeners", "PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0",
+                     *[a for c in configs for a in ("--config", c)])
+        started = json.load(open(os.path.join(env["RAYKA_HOME"], "clusters", "fresh.json")))
+        warnings = [ln for ln in start.stderr.splitlines() if ln.startswith("rayka: warning:")]
+        assert len(warnings) == 1, start.stderr[-3000:]
+        assert "PLAINTEXT as User:ANONYMOUS" in warnings[0]
+        for fix in ("inter.broker.listener.name", "sasl.mechanism.inter.broker.protocol",
+                    "sasl.jaas.config", "super.users", "ClusterAction"):
+            assert fix in warnings[0]
+        token = os.path.join(env["RAYKA_HOME"], "clusters", "fresh-ray-token")
+        assert started["token_file"] == token and os.stat(token).st_mode & 0o077 == 0
+
+        _cli(env, "users", "add", "admin", "--name", "fresh", stdin="admin-secret\n")
+        _cli(env, "topics", "create", "guarded", "--partitions", "2",
+             "--replication-factor", "2", "--config", "min.insync.replicas=2",
+             "--name", "fresh")
+        deadline = time.monotonic() + 60
+        while True:
+            status = json.loads(_cli(env, "status", "--name", "fresh", "--json").stdout)
+            if {r["partitions"][0] for r in status["refused_followers"]} >= \
+                    {"guarded-0", "guarded-1"}:
+                break
+            assert time.monotonic() < deadline, status
+            time.sleep(0.5)     # poll interval of a deadline loop
+        assert {(r["principal"], r["listener"], r["error"], r["code"])
+                for r in status["refused_followers"]} == \
+            {("User:ANONYMOUS", "PLAINTEXT", "TOPIC_AUTHORIZATION_FAILED", 29)}
+        text = _cli(env, "status", "--name", "fresh").stdout
+        assert "refused follower: broker" in text and "TOPIC_AUTHORIZATION_FAILED (29)" in text
+
+        _cli(env, "acls", "add", "--allow-principal", "User:ANONYMOUS",
+             "--operation", "ClusterAction", "--cluster", "--name", "fresh")
+        deadline = time.monotonic() + 60
+        while True:
+            status = json.loads(_cli(env, "status", "--name", "fresh", "--json").stdout)
+            if not status["refused_followers"] and not status["under_replicated"]:
+                break
+            assert time.monotonic() < deadline, status
+            time.sleep(0.5)     # poll interval of a deadline loop
+
+        bootstrap = _cli(env, "bootstrap-servers", "--name", "fresh", "--listener",
+                         "SASL_SSL").stdout.strip()
+        lines = [f"line-{i}" for i in range(100)]
+        subprocess.run(_kcat_sasl(bootstrap, str(certs.ca)) + [
+            "-P", "-t", "guarded", "-X", "acks=all"], input="\n".join(lines) + "\n",
+            text=True, check=True, timeout=60)
+        read = subprocess.run(_kcat_sasl(bootstrap, str(certs.ca)) + [
+            "-C", "-t", "guarded", "-o", "beginning", "-e", "-q"],
+            capture_output=True, text=True, timeout=60)
+        assert sorted(read.stdout.splitlines()) == sorted(lines), read.stderr[-2000:]
+
+        _cli(env, "stop", "--name", "fresh")
+        assert not pid_alive(started["pid"]) and not os.path.exists(token)
+        assert not os.path.exists(os.path.join(home, ".ray", "auth_token"))
+    finally:
+        if started and pid_alive(started["pid"]):
+            subprocess.run([RAYKA, "stop", "--name", "fresh"], env=env, capture_output=True,
+                           timeout=120)
+            if pid_alive(started["pid"]):
+                os.killpg(started["pid"], signal.SIGKILL)

@@ -21,9 +21,11 @@ Rules:
   ~/.rayka, rayka/cluster_state.py): the Ray address, whether rayka owns that head, its pid and
   dashboard. Every other command (and `rayka.connect(name)`) reads it to know where to
   connect; `--address` overrides it.
-- Ray 2.60's `ray start` turns token authentication on (token in ~/.ray/auth_token); a
-  driver must then run with RAY_AUTH_MODE=token, which `connect_ray` sets for heads rayka
-  owns.
+- Ray 2.60's `ray start` turns token authentication on and wants a token, which a HOME
+  where Ray never ran lacks. A private head gets a token of its own, made at its start
+  (rayka/cluster_state.py `new_token`: `$RAYKA_HOME/clusters/<name>-ray-token`), through
+  RAY_AUTH_TOKEN_PATH; `connect_ray` (every CLI command) and `rayka.connect(name)` join it
+  with that token. The user's `~/.ray/auth_token` is never read, written or removed.
 """
 
 from __future__ import annotations
@@ -36,8 +38,9 @@ import sys
 import time
 
 from controller.zookeeper.server import free_ports
-from rayka.cluster_state import (ClusterState, home_dir, load_state, ray_address_file,
-                                 remove_state, save_state, state_path)
+from rayka.cluster_state import (ClusterState, home_dir, load_state, new_token,
+                                 ray_address_file, remove_state, save_state, state_path,
+                                 use_ray_auth)
 from rayka.errors import RayUnavailable
 from rayka.ops.procs import pid_alive
 
@@ -91,25 +94,28 @@ def start_head(name: str, num_cpus: int | None = None, dashboard: bool = True) -
            "--disable-usage-stats"] + [f"--{k}={v}" for k, v in ports.items()]
     if num_cpus is not None:
         cmd.append(f"--num-cpus={num_cpus}")
-    env = dict(os.environ, RAY_AUTH_MODE="token")
+    state = ClusterState(name, f"127.0.0.1:{ports['port']}", owned=True, log_file=log_file,
+                         dashboard=f"http://127.0.0.1:{ports['dashboard-port']}"
+                         if dashboard else None, token_file=new_token(name))
+    env = dict(os.environ)
+    use_ray_auth(state, env)
     recorded = _read(ray_address_file())
     with open(log_file, "w") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 env=env, start_new_session=True)
-    state = ClusterState(name, f"127.0.0.1:{ports['port']}", owned=True, pid=proc.pid,
-                         log_file=log_file,
-                         dashboard=f"http://127.0.0.1:{ports['dashboard-port']}"
-                         if dashboard else None)
+    state.pid = proc.pid
     deadline = time.monotonic() + RAY_START_TIMEOUT_S
     while True:
         if proc.poll() is not None:
             _restore_current_cluster(recorded, state.ray_address)
+            _remove(state.token_file)
             raise RayHeadError(f"ray start exited with {proc.returncode}: {_tail(log_file)}")
         if "block forever" in _read(log_file):  # `ray start --block` prints this once up
             break
         if time.monotonic() > deadline:
             stop_head(state)
             _restore_current_cluster(recorded, state.ray_address)
+            _remove(state.token_file)
             raise RayHeadError(f"Ray head not up after {RAY_START_TIMEOUT_S:.0f} s; see {log_file}")
         time.sleep(POLL_S)  # poll interval of a deadline loop
     _restore_current_cluster(recorded, state.ray_address)
@@ -186,14 +192,21 @@ def connected_address() -> str | None:
         return None
 
 
-def connect_ray(address: str, owned: bool, namespace: str | None = None) -> None:
-    if owned:   # read by Ray when it is imported, so before the import
-        os.environ["RAY_AUTH_MODE"] = "token"
-    from rayka.cluster import ensure_ray
+def connect_ray(address: str, state: ClusterState | None, namespace: str | None = None) -> None:
+    """Join the Ray at `address`; with the token of `state`'s head when rayka owns it."""
+    from rayka.cluster import ensure_ray, use_head_token
+    use_head_token(state if state is not None and state.ray_address == address else None)
     try:
         ensure_ray(address, namespace=namespace, logging_level="ERROR", log_to_driver=False)
     except RayUnavailable as exc:
         raise RayHeadError(str(exc)) from None
+
+
+def _remove(path: str) -> None:
+    try:
+        os.remove(path)
+    except FileNotFoundError:
+        pass
 
 
 def _read(path: str) -> str:
