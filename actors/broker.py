@@ -30,6 +30,11 @@ Rules:
   RESTARTED one (the host says so: Ray only restarts a dead actor) deletes its dead
   incarnation's node, so the controller sees a bounce within the restart time instead of
   a session timeout.
+- Kafka clients are served once this incarnation knows the cluster: the listeners are
+  bound (their ports go into the registration) but accept nothing until the controller's
+  first UpdateMetadata (as a KRaft broker waits to catch up on metadata before it serves),
+  or SERVE_ANYWAY_S without one. A restarted broker so never answers Metadata from an
+  empty cache ("unknown topic"): a client is refused and asks another broker.
 - A new ZooKeeper session after expiry re-registers (a new broker epoch): the controller
   sees a bounce and resends everything.
 - Effects of the replica manager are carried out here: ISR proposals go to the active
@@ -85,6 +90,7 @@ from replicas.replica_manager import (CLIENT, BrokerConfig, ClientMetadata, Fetc
 log = logging.getLogger(__name__)
 CONTROLLER_EPOCHS_LOG = "controller-epochs.log"
 LISTENER_PORTS_FILE = "kafka-listener-ports.json"
+SERVE_ANYWAY_S = 15.0         # no controller this long: serve what the cache holds
 
 
 def _clock_ms() -> int:
@@ -170,6 +176,9 @@ class Broker:
         self.dynamic_config = DynamicConfigWatcher(self.store, self.kafka_api.quota_tracker,
                                                    self.dynamic_broker_config).start()
         self.listeners = self._start_listeners()
+        self._serve_anyway = threading.Timer(SERVE_ANYWAY_S, self._maybe_serve, ("no controller",))
+        self._serve_anyway.daemon = True
+        self._serve_anyway.start()
         self._register()
         threading.Thread(target=self._background, daemon=True, name="broker-background").start()
         threading.Thread(target=self._alter_sender, daemon=True, name="broker-alter").start()
@@ -200,7 +209,7 @@ class Broker:
                                              f"broker-{self.id}-{ep.listener.lower()}",
                                              self.security, self.network)
                     try:
-                        listener.start()
+                        listener.start(serve=False)       # served from `_maybe_serve`
                         break
                     except OSError:
                         if port == ep.port:        # the configured port itself: give up
@@ -234,6 +243,15 @@ class Broker:
         with cache.lock:
             return {**{kind: dict(counts) for kind, counts in cache.stats.items()},
                     "sessions": len(cache)}
+
+    def _maybe_serve(self, why: str) -> None:
+        """Open the Kafka listeners (once; see the module docstring)."""
+        self._serve_anyway.cancel()
+        for listener in self.listeners:
+            if not listener.serving:
+                listener.serve(wait=False)    # the caller may hold the lock the loop needs
+                log.info("broker %s: serving %s on port %s (%s)", self.id,
+                         listener.endpoint.listener, listener.port, why)
 
     def replication_problems(self) -> dict:
         """What keeps this broker's followers from replicating (`rayka status`): who it is
@@ -362,6 +380,8 @@ class Broker:
         if isinstance(request, UpdateMetadataRequest):
             error = self.rm.handle_update_metadata(request)
             self.changed.notify_all()         # clients waiting for metadata
+            if not error:
+                self._maybe_serve("the controller's first UpdateMetadata")
             return {"error": error, "partition_errors": {}}
         if isinstance(request, StopReplicaRequest):
             out = self.rm.handle_stop_replica(request)
@@ -748,6 +768,7 @@ class Broker:
 
     def shutdown(self) -> None:
         self.stopped.set()
+        self._serve_anyway.cancel()
         self._alter.put(None)
         self.groups.stop()
         self.txns.stop()

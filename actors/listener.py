@@ -10,7 +10,9 @@ Rules:
   goes to the worker pool. `call(fn)` from another thread hands work to the loop
   (call_soon_threadsafe); from the loop itself it is queued without a wake-up.
 - One listening socket per configured listener (Kafka's `listeners`), bound by `start()`;
-  port 0 binds a free port (the broker advertises the one it got).
+  port 0 binds a free port (the broker advertises the one it got). `start(serve=False)`
+  only binds: until `serve()` nothing listens there, so a client's connection is refused
+  at once (a broker that does not know the cluster yet, see actors/broker.py).
 - A connection's requests are decoded in order (protocol.connection.Connection); each gets
   a slot in the connection's queue, and answers leave from the head of the queue as they
   are ready: strictly in request order, pipelining kept.
@@ -134,6 +136,8 @@ class KafkaListener:
         self._own_loop = loop is None
         self._loop = loop
         self._server = None
+        self._serve_lock = threading.Lock()
+        self._serving = False
         self._sock: socket.socket | None = None
         self._conns: set[_Conn] = set()
         self._lock = threading.Lock()
@@ -157,15 +161,14 @@ class KafkaListener:
         with self._lock:
             return len(self._conns)
 
-    def start(self) -> int:
-        """Bind and listen; the port actually bound."""
+    def start(self, serve: bool = True) -> int:
+        """Bind (and serve, unless `serve` is False); the port actually bound."""
         host = self.endpoint.host or "0.0.0.0"
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         sock = socket.socket(family, socket.SOCK_STREAM)
         try:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             sock.bind((host, self.endpoint.port))
-            sock.listen(1024)
             sock.setblocking(False)
         except OSError:
             sock.close()
@@ -175,17 +178,43 @@ class KafkaListener:
         self._handshake_s = HANDSHAKE_TIMEOUT_S        # read now: tests change it before start
         if self._loop is None:
             self._loop = EventLoop(f"{self.name}-loop-{self.port}")
-        self._server = self._loop.run(self._loop.loop.create_server(
-            lambda: _Conn(self), sock=sock))
-        self._loop.call(self._check_idle)
+        if serve:
+            self.serve()
         return self.port
 
-    def stop(self) -> None:
+    def serve(self, wait: bool = True) -> None:
+        """Listen and accept (once). `wait=False` only asks the loop to: for a caller that
+        holds a lock the loop may be waiting for (the broker's)."""
+        with self._serve_lock:
+            if self._serving or self._stopped:
+                return
+            self._serving = True
+        if wait:
+            self._loop.run(self._open())
+        else:
+            self._loop.call(lambda: self._loop.loop.create_task(self._open()))
+
+    async def _open(self) -> None:
         if self._stopped:
             return
-        self._stopped = True
-        if self._loop is not None and self._server is not None:
-            async def close():
+        self._server = await self._loop.loop.create_server(lambda: _Conn(self), sock=self._sock,
+                                                           backlog=1024)
+        self._check_idle()
+
+    @property
+    def serving(self) -> bool:
+        return self._serving
+
+    def stop(self) -> None:
+        with self._serve_lock:
+            if self._stopped:
+                return
+            self._stopped = True
+        if self._loop is not None and self._sock is not None:
+            async def close():           # after an `_open` already asked for (one loop, FIFO)
+                if self._server is None:
+                    self._sock.close()    # bound, never served
+                    return
                 self._server.close()
                 for conn in list(self._conns):
                     conn.close()
