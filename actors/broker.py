@@ -452,7 +452,7 @@ class Broker:
         return pending.markers_result()
 
     def describe_producers(self, tps) -> dict:
-        """DescribeProducers (KIP-664) of partitions this broker leads (KafkaBrokerApi)."""
+        """DescribeProducers (KIP-664) of partitions this broker hosts (KafkaBrokerApi)."""
         return self.kafka_api.describe_producers([tuple(tp) for tp in tps])
 
     def write_txn_markers_begin(self, markers, timeout_ms: int) -> PendingProduce:

@@ -457,7 +457,7 @@ class KafkaBrokerApi:
 
     def describe_producers(self, tps) -> dict:
         """DescribeProducers (KIP-664): {tp: (error, [ProducerState])} of the partitions this
-        broker leads."""
+        broker hosts (leader or follower, as Kafka answers)."""
         out = {}
         with self.broker.lock:
             for tp in tps:

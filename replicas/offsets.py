@@ -11,6 +11,8 @@ Rules:
   offset; LATEST (-1) the bound itself; MAX_TIMESTAMP (-3) the offset of the record with
   the largest timestamp below the bound (the first such record); a timestamp t >= 0 the
   first record at or after t whose offset is below the bound, else offset -1 / timestamp -1.
+  Records below the log start offset (still on disk after DeleteRecords moved it into a
+  segment) are never an answer (Kafka's findOffsetByTimestamp from logStartOffset).
   The leader epoch answered is the epoch of the batch holding that offset (the epoch cache's
   for EARLIEST/LATEST), as KIP-279 wants.
 - Timestamp lookups skip whole segments by their max timestamp (kept by the segment), start
@@ -75,30 +77,33 @@ def list_offset(part, timestamp: int, current_leader_epoch: int = -1,
         segments = [s for s in segments if s.max_timestamp == top]
     else:
         segments = [s for s in segments if s.max_timestamp >= timestamp]
+    low = log.log_start_offset
     best = None                                  # (timestamp, header, segment) for MAX_TIMESTAMP
     for segment in segments:
         start = 0 if timestamp == MAX_TIMESTAMP else segment.position_for_timestamp(timestamp)
         for h in segment.headers_from(start):
             if h.base_offset >= hw:
                 break
+            if h.last_offset < low:
+                continue
             if timestamp == MAX_TIMESTAMP:
                 if best is None or h.max_timestamp > best[0]:
                     best = (h.max_timestamp, h, segment)
             elif h.max_timestamp >= timestamp:
-                found = _first_record(segment, h, lambda ts: ts >= timestamp, hw)
+                found = _first_record(segment, h, lambda ts: ts >= timestamp, low, hw)
                 if found is not None:
                     return found
     if best is not None:
-        found = _first_record(best[2], best[1], lambda ts: ts == best[0], hw)
+        found = _first_record(best[2], best[1], lambda ts: ts == best[0], low, hw)
         if found is not None:
             return found
     return OffsetLookup(NONE, -1, -1, -1)
 
 
-def _first_record(segment, header, wanted, hw: int) -> OffsetLookup | None:
+def _first_record(segment, header, wanted, low: int, hw: int) -> OffsetLookup | None:
     data = segment.read_bytes(header.position, header.size)
     for record in records.decode_records(data):
-        if record.offset < hw and wanted(record.timestamp_ms):
+        if low <= record.offset < hw and wanted(record.timestamp_ms):
             return OffsetLookup(NONE, record.timestamp_ms, record.offset,
                                 header.partition_leader_epoch)
     return None

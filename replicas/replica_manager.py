@@ -587,14 +587,13 @@ class ReplicaManager:
                             effects)
 
     def describe_producers(self, tp) -> tuple[int, list[tuple]]:
-        """DescribeProducers (KIP-664) of a partition this broker leads: (error, [(producer
-        id, epoch, last sequence, last timestamp (-1: not kept), coordinator epoch, current
+        """DescribeProducers (KIP-664) of a partition this broker hosts, leader or follower
+        (Kafka's Partition.activeProducerState reads any local log): (error, [(producer id,
+        epoch, last sequence, last timestamp (-1: not kept), coordinator epoch, current
         transaction's first offset or -1)]), by producer id."""
         part = self._partitions.get(TopicPartition(*tp))
         if part is None:
             return self._not_hosted(tp), []
-        if not part.state.is_leader:
-            return NOT_LEADER_OR_FOLLOWER, []
         part.producers.ensure_loaded()
         state = part.producers.state
         out = []

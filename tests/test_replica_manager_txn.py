@@ -365,3 +365,18 @@ def test_a_read_committed_consumer_sees_exactly_the_committed_records(
     want = [(o, v) for o, (pid, v) in sorted(written.items()) if o < lso and (
         pid is None or outcome[(pid, txn_of(pid, o))])]
     assert got == want
+
+
+def test_a_follower_describes_the_producers_it_replicated(cluster):
+    """kafka-transactions.sh find-hanging asks one broker about every partition it hosts:
+    Kafka answers from any local log (Partition.activeProducerState), a follower's too."""
+    tp = cluster.create("described")
+    p = Producer(cluster, tp)
+    assert p.send(3, b"open").error == 0
+    cluster.replicate()
+    leader = cluster.leadership[tp].leader
+    answers = {b: cluster.brokers[b].describe_producers(tp) for b in (1, 2, 3)}
+    assert answers[leader] == (0, [(PID, EPOCH, 2, -1, -1, 0)])
+    assert all(a == answers[leader] for a in answers.values())
+    assert cluster.brokers[1].describe_producers(("absent", 0))[0] == \
+        UnknownTopicOrPartition.code

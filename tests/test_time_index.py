@@ -79,21 +79,27 @@ def test_truncation_drops_entries_past_the_new_end(tmp_path):
     check_index(log)
 
 
-def naive_first_at_or_after(recs, t, hw):
-    return next(((r.offset, r.timestamp_ms) for r in recs if r.offset < hw and r.timestamp_ms >= t),
-                (-1, -1))
+def naive_first_at_or_after(recs, t, start, hw):
+    return next(((r.offset, r.timestamp_ms) for r in recs
+                 if start <= r.offset < hw and r.timestamp_ms >= t), (-1, -1))
 
 
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.integers(0, 2000), min_size=1, max_size=60), st.integers(0, 2100),
-       st.integers(10, 400))
-def test_list_offsets_by_time_matches_a_naive_search(tmp_path_factory, stamps, t, interval):
+       st.integers(10, 400), st.floats(0, 1))
+def test_list_offsets_by_time_matches_a_naive_search(tmp_path_factory, stamps, t, interval,
+                                                     deleted):
+    """Also after DeleteRecords moved the log start into a segment: the records below it are
+    still on disk, and never an answer."""
     log = Log(tmp_path_factory.mktemp("ti") / "t-0",
               LogConfig(segment_bytes=1500, index_interval_bytes=interval))
     fill(log, stamps)
+    recs = all_records(log)
     hw = log.log_end_offset
+    log.delete_records_before(int(deleted * hw))
     part = SimpleNamespace(log=log, state=SimpleNamespace(leader_epoch=0, is_leader=True,
                                                           high_watermark=hw))
     got = offsets.list_offset(part, t)
-    assert (got.offset, got.timestamp) == naive_first_at_or_after(all_records(log), t, hw)
+    assert (got.offset, got.timestamp) == \
+        naive_first_at_or_after(recs, t, log.log_start_offset, hw)
     log.close()
