@@ -20,7 +20,9 @@ Rules:
   (DYNAMIC_DEFAULT_BROKER_CONFIG) over the broker's start config (STATIC_BROKER_CONFIG)
   over Kafka's default (DEFAULT_CONFIG). Kafka's dynamic Kerberos keys (`STORED_ONLY`:
   sasl.kerberos.*, reconfigurable per listener in Kafka) are stored and described, with
-  no effect: rayka has no GSSAPI, as a Kafka without GSSAPI ignores them too. Every other
+  no effect: rayka has no GSSAPI, as a Kafka without GSSAPI ignores them too; so are the
+  replication throttle rates kafka-reassign-partitions --throttle sets and --verify
+  clears (rayka does not throttle replication). Every other
   broker config is read-only (IncrementalAlterConfigs answers INVALID_CONFIG "Cannot
   update these configs dynamically"), unknown keys too (Kafka stores those).
 """
@@ -85,7 +87,11 @@ DYNAMIC_KEYS = {k: t for k, t in BROKER_TOPIC_SYNONYMS.items() if t in CONFIG_DE
 STORED_ONLY = frozenset({"sasl.kerberos.min.time.before.relogin",
                          "sasl.kerberos.ticket.renew.jitter",
                          "sasl.kerberos.ticket.renew.window.factor",
-                         "sasl.kerberos.kinit.cmd", "sasl.kerberos.principal.to.local.rules"})
+                         "sasl.kerberos.kinit.cmd", "sasl.kerberos.principal.to.local.rules",
+                         # what kafka-reassign-partitions --throttle sets and --verify clears
+                         "leader.replication.throttled.rate",
+                         "follower.replication.throttled.rate",
+                         "replica.alter.log.dirs.io.max.bytes.per.second"})
 # Kafka's ConfigSource
 DYNAMIC_BROKER, DYNAMIC_DEFAULT_BROKER, STATIC_BROKER, DEFAULT = 2, 3, 4, 5
 DEFAULT_ENTITY = "<default>"

@@ -2,8 +2,10 @@
 
 Rules:
 - Only the keys in CONFIG_DEFS are accepted (IGNORED ones are stored and described but
-  change nothing: message.format.version, which Kafka 3.x ignores too, and
-  file.delete.delay.ms, as rayka deletes files at once); anything else, or a value that does not parse
+  change nothing: message.format.version, which Kafka 3.x ignores too,
+  file.delete.delay.ms, as rayka deletes files at once, and the replication throttles'
+  replica lists that kafka-reassign-partitions --throttle sets: rayka does not throttle
+  replication); anything else, or a value that does not parse
   or is out of range, raises InvalidConfig (40) naming the key, before anything is written.
 - Values are stored as strings (Kafka's JSON keeps strings); `normalize_topic_config`
   returns the canonical string form (booleans lower-case, integers without spaces).
@@ -57,6 +59,15 @@ def _one_of(*choices: str) -> Callable[[str], str]:
     return parse
 
 
+def _throttled_replicas(v: str) -> str:
+    """Kafka's ThrottledReplicaListValidator: "", "*", or partition:broker pairs."""
+    items = [i.strip() for i in v.split(",") if i.strip()]
+    if items != ["*"] and not all(len(p := i.split(":")) == 2 and p[0].strip().isdigit()
+                                  and p[1].strip().isdigit() for i in items):
+        raise ValueError("must be * or a list of partition:brokerId pairs")
+    return ",".join(items)
+
+
 @dataclass(frozen=True, slots=True)
 class ConfigDef:
     parse: Callable[[str], object]
@@ -103,8 +114,14 @@ CONFIG_DEFS: dict[str, ConfigDef] = {
                                         "ignored, as by Kafka 3.x (inter.broker.protocol >= 3.0)"),
     "file.delete.delay.ms": ConfigDef(_int_in(0, _LONG_MAX), 60_000,
                                       "ignored: rayka deletes a removed segment's files at once"),
+    "leader.replication.throttled.replicas": ConfigDef(
+        _throttled_replicas, "", "stored: rayka does not throttle replication"),
+    "follower.replication.throttled.replicas": ConfigDef(
+        _throttled_replicas, "", "stored: rayka does not throttle replication"),
 }
-IGNORED = frozenset({"message.format.version", "file.delete.delay.ms"})
+IGNORED = frozenset({"message.format.version", "file.delete.delay.ms",
+                     "leader.replication.throttled.replicas",
+                     "follower.replication.throttled.replicas"})
 
 
 def _canonical(value: object) -> str:

@@ -23,6 +23,8 @@ def test_normalize_canonical_strings():
     {"retention.bytes": "-5"}, {"segment.ms": "0"}, {"compression.type": "brotli"},
     {"min.cleanable.dirty.ratio": "1.5"}, {"min.compaction.lag.ms": "-1"},
     {"max.compaction.lag.ms": "0"}, {"delete.retention.ms": "-1"},
+    {"leader.replication.throttled.replicas": "0-1"},
+    {"follower.replication.throttled.replicas": "0:1,x:2"},
 ])
 def test_bad_config_is_invalid_config(bad):
     with pytest.raises(InvalidConfig) as info:
@@ -46,3 +48,12 @@ def test_typed_view_defaults_and_overrides():
                                      "file.delete.delay.ms": 10000})
     assert stored == {"message.format.version": "0.10.0.0", "file.delete.delay.ms": "10000"}
     assert TopicConfig.from_mapping(stored) == TopicConfig()
+
+
+@pytest.mark.parametrize("value, stored", [("*", "*"), ("", ""), ("0:1, 0:2,1:3", "0:1,0:2,1:3")])
+def test_throttled_replica_lists_are_stored_as_kafka_validates_them(value, stored):
+    """kafka-reassign-partitions --throttle sets them (and --verify clears them): stored and
+    described, changing nothing (rayka does not throttle replication)."""
+    for key in ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas"):
+        assert normalize_topic_config({key: value}) == {key: stored}
+        assert TopicConfig.from_mapping({key: value}) == TopicConfig()
