@@ -17,7 +17,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PYTEST_ARGS ?=
 BENCH_ARGS ?=
 
-.PHONY: install demo test test-unit chaos bench compat check-clean clean-venv
+.PHONY: install demo test test-unit chaos bench compat kafka-smoke kafka-tools check-clean clean-venv
 
 install: $(ZK_JAR) $(KCAT) $(STAMP)
 
@@ -70,7 +70,7 @@ bench: install $(NATS_SERVER)
 	$(PY) bench/run_all.py $(BENCH_ARGS)
 
 # Peer suites (not part of `make test`: minutes): librdkafka's own integration tests, built
-# from the pinned snapshot in compat/, a quixstreams exactly-once app in a venv of its
+# from the pinned snapshot in compat/ (with Kafka's own tools from Maven as KAFKA_PATH), a quixstreams exactly-once app in a venv of its
 # own (quixstreams pins an older confluent-kafka), Burrow's lag per partition (Debian's
 # burrow) and kafkajs (npm, pinned by compat/kafkajs/package-lock.json).
 # e.g. make compat COMPAT_ARGS="--quick"
@@ -117,8 +117,32 @@ $(KAFKAJS_DIR)/node_modules/.installed: $(KAFKAJS_DIR)/package-lock.json /usr/bi
 	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq burrow >/dev/null
 	-$(SUDO) systemctl disable --now burrow >/dev/null 2>&1
 
+# Apache Kafka 3.9's own jars (Maven Central, pinned by compat/kafka/pom.xml): its CLI tools
+# as librdkafka's tests call them (KAFKA_PATH), and Kafka itself as a peer. Maven and a JDK
+# (javac: librdkafka's Java test helpers) from Debian; the jars are fetched once per pom.
+KAFKA_LIBS := compat/kafka/build/libs/.stamp
+/usr/bin/mvn /usr/bin/javac:
+	@echo "== installing Debian packages maven and openjdk-17-jdk-headless (Kafka's jars, javac)"
+	$(SUDO) apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends \
+		maven openjdk-17-jdk-headless >/dev/null
+
+$(KAFKA_LIBS): compat/kafka/pom.xml /usr/bin/mvn /usr/bin/javac
+	$(PY) compat/kafka/launcher.py libs
+
+# Apache Kafka 3.9 itself on this machine (ZooKeeper mode, 3 brokers): its tools and clients
+# against it, a broker killed and restarted; everything it starts is stopped by pid.
+kafka-smoke: install $(KAFKA_LIBS)
+	$(PY) compat/kafka/smoke.py
+
+# Kafka 3.9's own CLI tools (105 scripted operator commands) against rayka, then against
+# Apache Kafka 3.9 on this machine, one cluster at a time: a table, and exit 1 when a command
+# that works on Kafka fails on rayka (about 11 minutes).
+kafka-tools: install $(KAFKA_LIBS)
+	$(PY) compat/kafka/tools_check.py compare --out compat/kafka/build/tools_check_results.json
+
 compat: install $(RDK_RUNNER) $(QUIX_VENV)/.installed /usr/bin/Burrow \
-		$(KAFKAJS_DIR)/node_modules/.installed
+		$(KAFKAJS_DIR)/node_modules/.installed $(KAFKA_LIBS)
 	$(PY) compat/run.py --librdkafka-tests $(RDK_DIR)/tests \
 		--quix-python $(QUIX_VENV)/bin/python --burrow --kafkajs $(COMPAT_ARGS)
 

@@ -14,7 +14,9 @@ Rules:
   tests/README says, with a test.conf naming the cluster's bootstrap servers. The verdict
   of each is read from its output ("Test <name> PASSED" / "TEST FAILURE" / a skip), never
   from the runner's exit code (this build aborts at exit after printing its verdict).
-  Tests that need Kafka's Java tools (KAFKA_PATH) cannot run here and are listed as such.
+  Tests that drive Kafka's Java tools get a KAFKA_PATH of Apache Kafka 3.9's own jars and
+  scripts (compat/kafka/launcher.py, from Maven Central); a test that cannot apply to rayka
+  (NOT_APPLICABLE) is listed as such, with the reason.
 - quixstreams (in compat's own venv: it pins an older confluent-kafka) runs a stateful word
   count with processing_guarantee="exactly-once" (compat/quix_wordcount.py), is killed
   (SIGKILL) once it has committed some output, and restarted: read_committed, every
@@ -52,14 +54,12 @@ import uuid
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-# librdkafka tests that drive Kafka's Java tools (KAFKA_PATH: kafka-configs.sh, kafka-acls.sh,
-# a Java producer); Kafka's jars are in no registry this machine reaches
-NEEDS_JAVA = {"0016_client_swname": "checks client names with Kafka's kafka-configs.sh tooling",
-              "0098_consumer_txn": "its producer is Kafka's Java TransactionProducerCli",
-              # test_kafka_topics (kafka-topics.sh) has compat/kafka_topics.py as stand-in
-              "0109_auto_create_topics": "sets ACLs with Kafka's kafka-acls.sh",
-              "0115_producer_auth": "sets ACLs with Kafka's kafka-acls.sh",
-              "0119_consumer_auth": "sets ACLs with Kafka's kafka-acls.sh"}
+# librdkafka tests that cannot run against rayka, and why. Those that drive Kafka's Java tools
+# (kafka-topics.sh, kafka-acls.sh, the Java TransactionProducerCli) get a real KAFKA_PATH:
+# Apache Kafka's own jars and scripts from Maven Central (compat/kafka/launcher.py).
+NOT_APPLICABLE = {"0016_client_swname": "reads the client names a Kafka broker publishes as JMX "
+                                        "metrics (BROKER_JMX_PORT_2): rayka's brokers are not "
+                                        "JVMs"}
 # The cluster a test needs when its scenario (test.c) does not say it: the test still runs
 # with its own scenario (-s), against this cluster.
 CLUSTER_OF = {
@@ -102,11 +102,17 @@ def broker_tests(tests_dir: str) -> list[tuple[str, str]]:
     return out
 
 
+BROKER_USER, BROKER_PASSWORD = "broker", "compat-broker-secret"
+
+
 def start_cluster(kind: str = "default"):
-    """librdkafka's CI cluster: an ACL authorizer with the anonymous PLAINTEXT principal as
-    super user (0081_admin creates and deletes ACLs); without topic auto-creation for
-    "noautocreate"; for "rack" broker.rack=RACK<id> on each broker and the rack-aware
-    replica selector (fetch from follower, KIP-392)."""
+    """librdkafka's CI cluster: an ACL authorizer allowing what no ACL names (the tests'
+    clients are User:ANONYMOUS on PLAINTEXT: 0115 and 0119 deny them topics and groups with
+    kafka-acls.sh), the brokers replicating over a SASL_PLAINTEXT listener of their own as
+    the SCRAM super user `broker` (0081_admin puts ACLs on the cluster resource, which
+    would refuse anonymous followers); without topic auto-creation for "noautocreate"; for
+    "rack" broker.rack=RACK<id> on each broker and the rack-aware replica selector (fetch
+    from follower, KIP-392)."""
     import ray
     import rayka
     if not ray.is_initialized():
@@ -115,26 +121,28 @@ def start_cluster(kind: str = "default"):
     if kind == "rack":
         extra["replica.selector.class"] = RACK_AWARE
         per_broker = {b: {"broker.rack": f"RACK{b}"} for b in BROKERS}
-    return rayka.start_local(name=f"compat{uuid.uuid4().hex[:6]}", brokers=len(BROKERS),
-                             controllers=1, replica_lag_time_max_ms=10000, num_partitions=4,
-                             default_replication_factor=3, include_dashboard=False,
-                             auto_create_topics_enable=kind != "noautocreate",
-                             broker_configs=per_broker, **{
-                                 "authorizer.class.name":
-                                     "kafka.security.authorizer.AclAuthorizer",
-                                 "super.users": "User:ANONYMOUS",
-                                 "allow.everyone.if.no.acl.found": "true", **extra})
+    jaas = ('org.apache.kafka.common.security.scram.ScramLoginModule required '
+            f'username="{BROKER_USER}" password="{BROKER_PASSWORD}";')
+    cluster = rayka.start_local(
+        name=f"compat{uuid.uuid4().hex[:6]}", brokers=len(BROKERS), controllers=1,
+        replica_lag_time_max_ms=10000, num_partitions=4, default_replication_factor=3,
+        include_dashboard=False, auto_create_topics_enable=kind != "noautocreate",
+        broker_configs=per_broker, listeners="PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+        **{"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+           "super.users": f"User:{BROKER_USER}", "allow.everyone.if.no.acl.found": "true",
+           "inter.broker.listener.name": "SASL_PLAINTEXT",
+           "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
+           "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config": jaas, **extra})
+    cluster.admin().add_user(BROKER_USER, BROKER_PASSWORD, mechanisms=["SCRAM-SHA-512"])
+    return cluster
 
 
 def kafka_path() -> str:
-    """A KAFKA_PATH whose bin/kafka-topics.sh is compat/kafka_topics.py on this Python."""
-    root = tempfile.mkdtemp(prefix="kafka-path-")
-    os.mkdir(os.path.join(root, "bin"))
-    tool = os.path.join(root, "bin", "kafka-topics.sh")
-    with open(tool, "w") as f:
-        f.write(f'#!/bin/sh\nexec "{sys.executable}" "{os.path.join(ROOT, "compat", "kafka_topics.py")}" "$@"\n')
-    os.chmod(tool, 0o755)
-    return root
+    """A KAFKA_PATH: bin/ (Kafka 3.9's scripts, kafka-run-class.sh too), libs/ (its jars, from
+    Maven Central, fetched once) and config/, as librdkafka's tests expect of a Kafka
+    distribution."""
+    from compat.kafka.launcher import make_home
+    return str(make_home(tempfile.mkdtemp(prefix="kafka-path-")))
 
 
 # -- librdkafka --------------------------------------------------------------------------------
@@ -150,9 +158,9 @@ def run_librdkafka(tests_dir: str, bootstrap: str, names, quick: bool,
                + os.path.join(tests_dir, "..", "src-cpp"))
     out = {}
     for name in names:
-        if name in NEEDS_JAVA:
-            out[name] = {"verdict": "not run", "why": NEEDS_JAVA[name]}
-            print(f"librdkafka {name}: not run ({NEEDS_JAVA[name]})", flush=True)
+        if name in NOT_APPLICABLE:
+            out[name] = {"verdict": "not applicable", "why": NOT_APPLICABLE[name]}
+            print(f"librdkafka {name}: not applicable ({NOT_APPLICABLE[name]})", flush=True)
             continue
         t0 = time.monotonic()
         args = ["./test-runner", "-E", "-V", "3.8.0", "-p1", "-s", scenario] + (
