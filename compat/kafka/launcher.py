@@ -77,6 +77,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
+sys.path.insert(0, str(ROOT))
+from controller.zookeeper.server import ZooKeeperServer, free_ports, log_tail  # noqa: E402
 POM = HERE / "pom.xml"
 BUILD = HERE / "build"
 LIBS = BUILD / "libs"
@@ -483,16 +485,6 @@ def _stop_all_at_exit():
             pass
 
 
-def _tail(path: Path, lines: int = 40) -> str:
-    try:
-        with open(path, "rb") as f:
-            f.seek(max(0, os.path.getsize(path) - 64 * 1024))
-            text = f.read().decode("utf-8", "replace")
-    except OSError:
-        return f"<no {path}>"
-    return "\n".join(text.splitlines()[-lines:]) or f"<{path.name} empty>"
-
-
 def metadata(host: str, port: int, timeout_s: float = 2.0) -> tuple[list[int], int]:
     """(broker ids, controller id) from a Metadata v1 request (no topics). Raises OSError."""
     client = b"rayka-compat"
@@ -647,13 +639,9 @@ class KafkaCluster:
                     self.base_dir = Path(tempfile.mkdtemp(prefix="rayka-kafka-"))
                 self.base_dir.mkdir(parents=True, exist_ok=True)
                 if self._zk_given is None and self._zk is None:
-                    sys.path.insert(0, str(ROOT))
-                    from controller.zookeeper.server import ZooKeeperServer
                     self._zk = ZooKeeperServer(tick_time_ms=3000).start()
                 self.timings["zookeeper_s"] = time.monotonic() - t0
                 if not self._brokers:
-                    sys.path.insert(0, str(ROOT))
-                    from controller.zookeeper.server import free_ports
                     ports = free_ports(self.n)
                     self._brokers = {i + 1: Broker(i + 1, ports[i], self.base_dir)
                                      for i in range(self.n)}
@@ -701,7 +689,7 @@ class KafkaCluster:
                 if not b.is_running():
                     raise KafkaLaunchError(
                         f"Kafka broker {i} ({b.address}) exited with code {b.proc.returncode}.\n"
-                        f"--- last lines of {b.out} ---\n{_tail(b.out)}")
+                        f"--- last lines of {b.out} ---\n{log_tail(b.out, 40)}")
             live = self.live_ids()
             ok = True
             for i in live:
@@ -720,7 +708,7 @@ class KafkaCluster:
                 raise KafkaLaunchError(
                     f"Kafka brokers {ids} not all up within {timeout_s:g} s "
                     f"(live {live}).\n--- last lines of {self._brokers[slow].out} ---\n"
-                    f"{_tail(self._brokers[slow].out)}")
+                    f"{log_tail(self._brokers[slow].out, 40)}")
             time.sleep(0.2)
 
     def _terminate(self, brokers: list[Broker], timeout_s: float) -> None:
@@ -767,7 +755,7 @@ class KafkaCluster:
                 except KafkaLaunchError:
                     # the old registration may still be there (no kazoo to wait on it)
                     if (not b.is_running() and time.monotonic() < deadline
-                            and "already exists" in _tail(b.out, 200)):
+                            and "already exists" in log_tail(b.out, 200)):
                         time.sleep(1.0)
                         continue
                     b.signal(signal.SIGKILL)

@@ -132,7 +132,8 @@ def zookeeper_classpath(classpath: str | list | None = None) -> list[str]:
     return entries
 
 
-def _tail(path: Path, lines: int = 30) -> str:
+def log_tail(path: Path, lines: int = 30) -> str:
+    """The last `lines` lines of a log file (its last 64 KiB read), for a launch error."""
     try:
         with open(path, "rb") as f:
             f.seek(max(0, os.path.getsize(path) - 64 * 1024))
@@ -268,8 +269,8 @@ class ZooKeeperServer:
                        f"did not start serving within {timeout_s or self.start_timeout_s:g} s")
                 raise ZooKeeperLaunchError(
                     f"ZooKeeper server at {self.connect_string} (myid={self.myid}) {why}.\n"
-                    f"--- last lines of {self.log_file} ---\n{_tail(self.log_file)}\n"
-                    f"--- last lines of {self.out_file} ---\n{_tail(self.out_file, 10)}")
+                    f"--- last lines of {self.log_file} ---\n{log_tail(self.log_file)}\n"
+                    f"--- last lines of {self.out_file} ---\n{log_tail(self.out_file, 10)}")
             time.sleep(_POLL_S)
 
     def stop(self, timeout_s: float = 10.0, keep_data: bool = False) -> None:
@@ -450,7 +451,7 @@ class ZooKeeperEnsemble:
             dead = [s for s in self._servers if s._proc is not None and s._proc.poll() is not None]
             if time.monotonic() >= deadline or (dead and not running):
                 tails = "\n".join(f"--- server {s.myid} ({s.connect_string}) {s.log_file} ---\n"
-                                  f"{_tail(s.log_file, 15)}" for s in self._servers)
+                                  f"{log_tail(s.log_file, 15)}" for s in self._servers)
                 raise ZooKeeperLaunchError(
                     f"ZooKeeper ensemble {self.connect_string} did not form a quorum within "
                     f"{timeout_s:g} s: modes={self.modes()}\n{tails}")
