@@ -71,7 +71,7 @@ REFUSED_CODES = {ErrorCode.TOPIC_AUTHORIZATION_FAILED.value,
 log = logging.getLogger(__name__)
 
 
-class PartitionsRefused(KafkaError):
+class PartitionErrors(KafkaError):
     """The leader answered these partitions with error `code` (the commonest of a round)."""
 
     def __init__(self, code: int, what: str, partitions):
@@ -265,7 +265,7 @@ class Fetcher:
                     else:
                         again[tp] = (current, r.next_epoch)
             if errors:      # the partitions without one go on; these wait for the next round
-                raise _refused(errors, "OffsetForLeaderEpoch")
+                raise round_error(errors, "OffsetForLeaderEpoch")
             asking = again
 
     async def _offsets_for_leader_epoch(self, asking: dict) -> dict:
@@ -350,7 +350,7 @@ class Fetcher:
                     if error:
                         errors.setdefault(error, []).append(tp)
         if errors:      # the link and the session stay: the leader answered
-            await asyncio.sleep(self._on_error(_refused(errors, "Fetch")))
+            await asyncio.sleep(self._on_error(round_error(errors, "Fetch")))
         else:
             self._on_clean_round()
 
@@ -381,8 +381,8 @@ class Fetcher:
         return 0
 
 
-def _refused(errors: dict[int, list], what: str) -> PartitionsRefused:
+def round_error(errors: dict[int, list], what: str) -> PartitionErrors:
     """One error for a round's partition errors: a refusal first (it is what someone must
     mend), else the commonest."""
     code = max(errors, key=lambda c: (c in REFUSED_CODES, len(errors[c])))
-    return PartitionsRefused(code, what, errors[code])
+    return PartitionErrors(code, what, errors[code])

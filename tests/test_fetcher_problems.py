@@ -12,7 +12,7 @@ import logging
 import pytest
 
 from actors.broker_link import SaslFailed
-from actors.fetcher import REFUSED_BACKOFF_MAX_S, Fetcher, PartitionsRefused, _refused
+from actors.fetcher import REFUSED_BACKOFF_MAX_S, Fetcher, PartitionErrors, round_error
 from actors.kafka_api import KafkaConfig
 from replicas.errors import InvalidConfig
 
@@ -51,7 +51,7 @@ def errors_logged(caplog, level):
 
 def test_a_refusal_is_logged_once_at_error_and_backs_off_doubling(fetcher, caplog):
     caplog.set_level(logging.INFO, logger="actors.fetcher")
-    refused = PartitionsRefused(29, "Fetch", [("t", 1), ("t", 0)])
+    refused = PartitionErrors(29, "Fetch", [("t", 1), ("t", 0)])
     pauses = [fetcher._on_error(refused) for _ in range(6)]
     assert pauses == [0.1, 0.2, 0.4, 0.8, REFUSED_BACKOFF_MAX_S, REFUSED_BACKOFF_MAX_S]
     assert len(errors_logged(caplog, logging.ERROR)) == 1
@@ -76,17 +76,17 @@ def test_a_new_cause_is_logged_again_and_a_clean_round_clears_it(fetcher, caplog
     for _ in range(3):
         assert fetcher._on_error(ConnectionRefusedError("leader restarting")) == 0.1
     assert len(errors_logged(caplog, logging.INFO)) == 1 and not fetcher.problem()["refusal"]
-    fetcher._on_error(PartitionsRefused(29, "Fetch", [("t", 0)]))
+    fetcher._on_error(PartitionErrors(29, "Fetch", [("t", 0)]))
     assert len(errors_logged(caplog, logging.ERROR)) == 1
     fetcher._on_clean_round()
     assert fetcher.problem() is None
     assert "replicating again" in errors_logged(caplog, logging.INFO)[-1].getMessage()
     # the backoff starts over after a clean round
-    assert fetcher._on_error(PartitionsRefused(29, "Fetch", [("t", 0)])) == 0.1
+    assert fetcher._on_error(PartitionErrors(29, "Fetch", [("t", 0)])) == 0.1
 
 
 def test_a_rounds_refusal_outranks_a_commoner_error():
-    e = _refused({6: [("a", 0), ("a", 1), ("a", 2)], 29: [("b", 0)]}, "Fetch")
+    e = round_error({6: [("a", 0), ("a", 1), ("a", 2)], 29: [("b", 0)]}, "Fetch")
     assert (e.code, e.name, e.partitions) == (29, "TOPIC_AUTHORIZATION_FAILED", [("b", 0)])
-    assert _refused({6: [("a", 0)], 75: [("a", 1), ("a", 2)]}, "Fetch").code == 75
+    assert round_error({6: [("a", 0)], 75: [("a", 1), ("a", 2)]}, "Fetch").code == 75
 
