@@ -174,6 +174,13 @@ def _split_config(config: dict) -> tuple[dict, dict]:
     return controller, broker
 
 
+def _broker_settings(config: dict, per_broker: dict, ids) -> list:
+    """Each broker's settings (actors/broker_config.py): the cluster-wide keyword config with
+    its own static keys laid over it; InvalidConfig for one that does not parse."""
+    broker_cfg = _split_config(config)[1]
+    return [split_broker_config(broker_config_for(broker_cfg, per_broker.get(b))) for b in ids]
+
+
 def start_local(name: str = "default", brokers: int = 3, controllers: int = 2,
                 zookeeper: str | None = None, data_dir: str | None = None,
                 start_timeout_s: float = 60.0, zk_connect_timeout_s: float = 10.0,
@@ -181,10 +188,8 @@ def start_local(name: str = "default", brokers: int = 3, controllers: int = 2,
                 ray_address: str | None = None, include_dashboard: bool = True,
                 broker_configs: dict | None = None, **config) -> "Cluster":
     per_broker = {int(b): dict(c) for b, c in (broker_configs or {}).items()}
-    controller_cfg, broker_cfg = _split_config(config)   # InvalidConfig before any actor
-    ControllerConfig.parse(controller_cfg)
-    for b in set(range(1, brokers + 1)) | set(per_broker):
-        split_broker_config(broker_config_for(broker_cfg, per_broker.get(b)))
+    ControllerConfig.parse(_split_config(config)[0])    # InvalidConfig before any actor
+    _broker_settings(config, per_broker, set(range(1, brokers + 1)) | set(per_broker))
     ensure_ray(ray_address, include_dashboard=include_dashboard)
     ns = namespace_for(name)
     try:
@@ -342,10 +347,8 @@ class Cluster:
         """One line per distinct broker config whose followers an authorizer will refuse
         (actors/broker_config.py replication_refusal), against the cluster's ACLs now."""
         from actors.security_store import read_bindings
-        controller_cfg, broker_cfg = _split_config(self.facts.get("config", {}))
-        per_broker = self.facts.get("broker_configs", {})
-        settings = [split_broker_config(broker_config_for(broker_cfg, per_broker.get(b)))
-                    for b in self.facts["brokers"]]
+        settings = _broker_settings(self.facts.get("config", {}),
+                                    self.facts.get("broker_configs", {}), self.facts["brokers"])
         if not any(s.security.authorizer for s in settings):
             return []
         bindings = read_bindings(self.store)
