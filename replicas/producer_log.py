@@ -139,7 +139,8 @@ class ProducerLog:
                                      timestamp_ms)
         info = self.log.append_as_leader(batch, leader_epoch)
         self._completed(self.state.apply_marker(producer_id, producer_epoch, kind,
-                                                coordinator_epoch, info.first_offset))
+                                                coordinator_epoch, info.first_offset,
+                                                timestamp_ms))
         return info
 
     def append_as_follower(self, buf) -> AppendInfo:

@@ -7,8 +7,9 @@ ProducerStateEntry.java, VerificationGuard.java, VerificationStateEntry.java,
 core/.../log/UnifiedLog.scala analyzeAndValidateProducerState):
 - State per producer id: its producer epoch, the metadata of its last NUM_BATCHES_TO_RETAIN
   (5) batches (first seq, last seq, first offset, last offset), the coordinator epoch of the
-  last end-transaction marker (-1 before any) and the first offset of its open transaction
-  (None when it has none). Only batches with producer_id >= 0 take part.
+  last end-transaction marker (-1 before any), the first offset of its open transaction
+  (None when it has none) and its last timestamp (the max timestamp of its last batch, or
+  its last marker's timestamp: Kafka's lastTimestamp, which DescribeProducers answers). Only batches with producer_id >= 0 take part.
 - Appends have an origin (Kafka's AppendOrigin): CLIENT (a producer), COORDINATOR (the group
   or transaction coordinator: no duplicate detection, no sequence checks) or REPLICATION (a
   follower's append, a rebuild: no checks at all).
@@ -90,6 +91,7 @@ class ProducerEntry:
     batches: deque = field(default_factory=lambda: deque(maxlen=NUM_BATCHES_TO_RETAIN))
     coordinator_epoch: int = -1
     current_txn_first_offset: int | None = None
+    last_timestamp: int = -1       # the last batch's max timestamp, or the last marker's
 
     @property
     def last_seq(self) -> int:
@@ -109,9 +111,10 @@ class ProducerEntry:
             self.epoch = epoch
             self.batches.clear()
 
-    def add(self, epoch: int, batch: BatchMetadata) -> None:
+    def add(self, epoch: int, batch: BatchMetadata, timestamp: int = -1) -> None:
         self.set_epoch(epoch)
         self.batches.append(batch)
+        self.last_timestamp = timestamp
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,7 +154,8 @@ class ProducerAppend:
     """What `prepare` decided: a duplicate to answer with, or the changes to commit."""
 
     duplicate: BatchMetadata | None = None
-    updates: tuple[tuple[int, int, BatchMetadata], ...] = ()   # (producer id, epoch, batch)
+    # (producer id, epoch, batch, its max timestamp)
+    updates: tuple[tuple[int, int, BatchMetadata, int], ...] = ()
     txn_starts: tuple[tuple[int, int], ...] = ()               # (producer id, first offset)
     verified: tuple[int, ...] = ()       # producers whose verification this append ends
 
@@ -242,7 +246,7 @@ class ProducerStateManager:
         """Check data batches whose first will get `first_offset` (see module rules);
         raises the typed Kafka error of the first check that fails."""
         working: dict[int, list] = {}     # producer id -> [epoch, last seq, txn first offset]
-        updates: list[tuple[int, int, BatchMetadata]] = []
+        updates: list[tuple[int, int, BatchMetadata, int]] = []
         starts: list[tuple[int, int]] = []
         verified: list[int] = []
         offset = first_offset
@@ -277,7 +281,8 @@ class ProducerStateManager:
             if transactional and pid not in verified:
                 verified.append(pid)
             working[pid] = [header.producer_epoch, header.last_sequence, txn_first]
-            updates.append((pid, header.producer_epoch, _metadata(header, base)))
+            updates.append((pid, header.producer_epoch, _metadata(header, base),
+                            header.max_timestamp))
         return ProducerAppend(updates=tuple(updates), txn_starts=tuple(starts),
                               verified=tuple(verified))
 
@@ -319,11 +324,11 @@ class ProducerStateManager:
                 f"producer {pid} epoch {epoch}: sequence {first_seq} does not follow {last_seq}")
 
     def commit(self, append: ProducerAppend) -> None:
-        for pid, epoch, batch in append.updates:
+        for pid, epoch, batch, timestamp in append.updates:
             entry = self._entries.get(pid)
             if entry is None:
                 entry = self._entries[pid] = ProducerEntry(pid, epoch)
-            entry.add(epoch, batch)
+            entry.add(epoch, batch, timestamp)
         for pid, first in append.txn_starts:
             self._start_txn(self._entries[pid], first)
         for pid in append.verified:
@@ -349,7 +354,8 @@ class ProducerStateManager:
                 f"older than {entry.coordinator_epoch} (current)")
 
     def apply_marker(self, producer_id: int, producer_epoch: int, control_type: int,
-                     coordinator_epoch: int, offset: int) -> CompletedTxn | None:
+                     coordinator_epoch: int, offset: int,
+                     timestamp: int = -1) -> CompletedTxn | None:
         """A marker written at `offset`: the transaction it completed, if one was open."""
         entry = self._entries.get(producer_id)
         if entry is None:
@@ -365,6 +371,7 @@ class ProducerStateManager:
         entry.set_epoch(producer_epoch)
         entry.coordinator_epoch = coordinator_epoch
         entry.current_txn_first_offset = None
+        entry.last_timestamp = timestamp
         self._verifications.pop(producer_id, None)
         return completed
 
@@ -381,13 +388,14 @@ class ProducerStateManager:
             if marker is None:
                 return None
             return self.apply_marker(pid, header.producer_epoch, marker[0], marker[1],
-                                     header.base_offset)
+                                     header.base_offset, header.max_timestamp)
         entry = self._entries.get(pid)
         if entry is None:
             entry = self._entries[pid] = ProducerEntry(pid, header.producer_epoch)
         elif header.producer_epoch < entry.epoch:
             return None
-        entry.add(header.producer_epoch, _metadata(header, header.base_offset))
+        entry.add(header.producer_epoch, _metadata(header, header.base_offset),
+                  header.max_timestamp)
         if header.attributes & TRANSACTIONAL_FLAG:
             self._verifications.pop(pid, None)
             if entry.current_txn_first_offset is None:

@@ -589,7 +589,7 @@ class ReplicaManager:
     def describe_producers(self, tp) -> tuple[int, list[tuple]]:
         """DescribeProducers (KIP-664) of a partition this broker hosts, leader or follower
         (Kafka's Partition.activeProducerState reads any local log): (error, [(producer id,
-        epoch, last sequence, last timestamp (-1: not kept), coordinator epoch, current
+        epoch, last sequence, last timestamp, coordinator epoch, current
         transaction's first offset or -1)]), by producer id."""
         part = self._partitions.get(TopicPartition(*tp))
         if part is None:
@@ -600,7 +600,7 @@ class ReplicaManager:
         for pid in state.producer_ids:
             e = state.entry(pid)
             first = e.current_txn_first_offset
-            out.append((pid, e.epoch, e.last_seq, -1, e.coordinator_epoch,
+            out.append((pid, e.epoch, e.last_seq, e.last_timestamp, e.coordinator_epoch,
                         -1 if first is None else first))
         return NONE, out
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from replicas import records
+from replicas.control import COMMIT
 from replicas.errors import InvalidProducerEpoch, OutOfOrderSequenceNumber
 from replicas.producer_state import (INT32_MAX, NUM_BATCHES_TO_RETAIN, BatchMetadata,
                                      ProducerStateManager, in_sequence)
@@ -90,3 +91,18 @@ def test_batches_without_producer_id_are_ignored():
     state = ProducerStateManager()
     append = state.prepare([header(2, pid=-1, epoch=-1, seq=-1)], 0)
     assert append.duplicate is None and append.updates == ()
+
+
+def test_last_timestamp_is_the_last_batch_max_timestamp_or_the_last_marker_time():
+    """Kafka's ProducerStateEntry.lastTimestamp, which DescribeProducers answers."""
+    def stamped(seq: int, ts: int):
+        buf = records.build_batch([b"x", b"y"], timestamps_ms=[ts - 5, ts], producer_id=1,
+                                  producer_epoch=0, base_sequence=seq, base_offset=seq)
+        return records.read_header(buf)
+
+    leader, follower = ProducerStateManager(), ProducerStateManager()
+    commit(leader, [stamped(0, 1_000), stamped(2, 2_000)], 0)
+    follower.update(stamped(0, 1_000))
+    assert leader.entry(1).last_timestamp == 2_000 and follower.entry(1).last_timestamp == 1_000
+    leader.apply_marker(1, 0, COMMIT, 0, 4, timestamp=3_000)
+    assert leader.entry(1).last_timestamp == 3_000
