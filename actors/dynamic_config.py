@@ -22,7 +22,8 @@ Rules:
   sasl.kerberos.*, reconfigurable per listener in Kafka) are stored and described, with
   no effect: rayka has no GSSAPI, as a Kafka without GSSAPI ignores them too; so are the
   replication throttle rates kafka-reassign-partitions --throttle sets and --verify
-  clears (rayka does not throttle replication). Every other
+  clears (rayka does not throttle replication), and the sizes of Kafka's thread pools and
+  cleaner buffers (log.cleaner.threads, num.io.threads, ...: no such pools here). Every other
   broker config is read-only (IncrementalAlterConfigs answers INVALID_CONFIG "Cannot
   update these configs dynamically"), unknown keys too (Kafka stores those).
 """
@@ -91,10 +92,73 @@ STORED_ONLY = frozenset({"sasl.kerberos.min.time.before.relogin",
                          # what kafka-reassign-partitions --throttle sets and --verify clears
                          "leader.replication.throttled.rate",
                          "follower.replication.throttled.rate",
-                         "replica.alter.log.dirs.io.max.bytes.per.second"})
+                         "replica.alter.log.dirs.io.max.bytes.per.second",
+                         # Kafka's LogCleaner.ReconfigurableConfigs and DynamicThreadPool:
+                         # sizes of JVM thread pools and cleaner buffers, which rayka's
+                         # Python broker does not have
+                         "log.cleaner.threads", "log.cleaner.io.max.bytes.per.second",
+                         "log.cleaner.dedupe.buffer.size", "log.cleaner.io.buffer.size",
+                         "log.cleaner.io.buffer.load.factor", "log.cleaner.backoff.ms",
+                         "num.io.threads", "num.network.threads", "num.replica.fetchers",
+                         "num.recovery.threads.per.data.dir", "background.threads"})
 # Kafka's ConfigSource
 DYNAMIC_BROKER, DYNAMIC_DEFAULT_BROKER, STATIC_BROKER, DEFAULT = 2, 3, 4, 5
 DEFAULT_ENTITY = "<default>"
+_LONG_MAX = str(2**63 - 1)
+# Kafka 3.9's ServerTopicConfigSynonyms.TOPIC_CONFIG_SYNONYMS: the broker keys behind each
+# topic key, the finest unit first
+TOPIC_SYNONYMS = {
+    "segment.bytes": ("log.segment.bytes",), "segment.ms": ("log.roll.ms", "log.roll.hours"),
+    "segment.jitter.ms": ("log.roll.jitter.ms", "log.roll.jitter.hours"),
+    "segment.index.bytes": ("log.index.size.max.bytes",),
+    "flush.messages": ("log.flush.interval.messages",),
+    "flush.ms": ("log.flush.interval.ms", "log.flush.scheduler.interval.ms"),
+    "retention.bytes": ("log.retention.bytes",),
+    "retention.ms": ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
+    "max.message.bytes": ("message.max.bytes",),
+    "index.interval.bytes": ("log.index.interval.bytes",),
+    "delete.retention.ms": ("log.cleaner.delete.retention.ms",),
+    "min.compaction.lag.ms": ("log.cleaner.min.compaction.lag.ms",),
+    "max.compaction.lag.ms": ("log.cleaner.max.compaction.lag.ms",),
+    "file.delete.delay.ms": ("log.segment.delete.delay.ms",),
+    "min.cleanable.dirty.ratio": ("log.cleaner.min.cleanable.ratio",),
+    "cleanup.policy": ("log.cleanup.policy",),
+    "unclean.leader.election.enable": ("unclean.leader.election.enable",),
+    "min.insync.replicas": ("min.insync.replicas",),
+    "compression.type": ("compression.type",),
+    "compression.gzip.level": ("compression.gzip.level",),
+    "compression.lz4.level": ("compression.lz4.level",),
+    "compression.zstd.level": ("compression.zstd.level",),
+    "preallocate": ("log.preallocate",),
+    "message.format.version": ("log.message.format.version",),
+    "message.timestamp.type": ("log.message.timestamp.type",),
+    "message.timestamp.difference.max.ms": ("log.message.timestamp.difference.max.ms",),
+    "message.timestamp.before.max.ms": ("log.message.timestamp.before.max.ms",),
+    "message.timestamp.after.max.ms": ("log.message.timestamp.after.max.ms",),
+    "message.downconversion.enable": ("log.message.downconversion.enable",),
+    "local.retention.ms": ("log.local.retention.ms",),
+    "local.retention.bytes": ("log.local.retention.bytes",),
+}
+# Kafka 3.9's KafkaConfig defaults of those broker keys (the ones it has: no default for
+# log.retention.ms, log.roll.ms, log.flush.interval.ms, ...)
+BROKER_DEFAULTS = {
+    "log.segment.bytes": "1073741824", "log.roll.hours": "168", "log.roll.jitter.hours": "0",
+    "log.index.size.max.bytes": "10485760", "log.flush.interval.messages": _LONG_MAX,
+    "log.flush.scheduler.interval.ms": _LONG_MAX, "log.retention.bytes": "-1",
+    "log.retention.hours": "168", "message.max.bytes": "1048588",
+    "log.index.interval.bytes": "4096", "log.cleaner.delete.retention.ms": "86400000",
+    "log.cleaner.min.compaction.lag.ms": "0", "log.cleaner.max.compaction.lag.ms": _LONG_MAX,
+    "log.segment.delete.delay.ms": "60000", "log.cleaner.min.cleanable.ratio": "0.5",
+    "log.cleanup.policy": "delete", "unclean.leader.election.enable": "false",
+    "min.insync.replicas": "1", "compression.type": "producer", "compression.gzip.level": "-1",
+    "compression.lz4.level": "9", "compression.zstd.level": "3", "log.preallocate": "false",
+    "log.message.format.version": "3.0-IV1", "log.message.timestamp.type": "CreateTime",
+    "log.message.timestamp.difference.max.ms": _LONG_MAX,
+    "log.message.timestamp.before.max.ms": _LONG_MAX,
+    "log.message.timestamp.after.max.ms": _LONG_MAX,
+    "log.message.downconversion.enable": "true", "log.local.retention.ms": "-2",
+    "log.local.retention.bytes": "-2",
+}
 
 
 class BrokerDynamicConfig:
@@ -118,6 +182,23 @@ class BrokerDynamicConfig:
             self.per_broker, self.cluster_default = per, dflt
             self.topic_defaults.clear()
             self.topic_defaults.update(merged)
+
+    def topic_synonyms(self, topic_name: str) -> tuple[tuple[str, str, int], ...]:
+        """The broker-level synonyms of a topic config, most specific first: Kafka's
+        ConfigHelper.configSynonyms over the broker keys behind it (per-broker dynamic,
+        cluster-default dynamic, static, Kafka's default), cut before the first entry of
+        the finest key (Kafka's dropWhile: log.retention.hours=168 alone is no synonym of
+        retention.ms). A static value is named by its finest key in the topic's unit (the
+        start config is kept in topic units)."""
+        names = TOPIC_SYNONYMS.get(topic_name, ())
+        static = {names[0]: str(self.static[topic_name])} \
+            if names and topic_name in self.static else {}
+        found = [(n, str(values[n]), source) for source, values in (
+            (DYNAMIC_BROKER, self.per_broker), (DYNAMIC_DEFAULT_BROKER, self.cluster_default),
+            (STATIC_BROKER, static), (DEFAULT, BROKER_DEFAULTS)) for n in names if n in values]
+        while found and found[0][0] != names[0]:
+            found.pop(0)
+        return tuple(found)
 
     def entries(self, per_broker: bool, keys) -> list[ConfigEntry]:
         """DescribeConfigs of the dynamic keys: this broker's (per_broker) with every level

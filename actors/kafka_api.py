@@ -51,6 +51,7 @@ import threading
 import time
 from dataclasses import dataclass, fields
 
+from actors import broker_loggers
 from actors import security_store as security
 from actors.config_store import read_entity, read_quotas, rewrite_entity, set_or_delete
 from actors.dynamic_config import DEFAULT_ENTITY, DYNAMIC_KEYS, STORED_ONLY
@@ -82,7 +83,7 @@ from replicas.errors import (InvalidConfig, InvalidRequest, KafkaError, LeaderNo
 log = logging.getLogger(__name__)
 INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TXN_TOPIC})       # Metadata's is_internal
 
-TOPIC, BROKER = 2, 4                                  # Kafka's ConfigResource.Type
+TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8                # Kafka's ConfigResource.Type
 SOURCE_TOPIC, SOURCE_STATIC_BROKER, SOURCE_DEFAULT = 1, 4, 5
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 LIST_CONFIGS = frozenset({"cleanup.policy"})      # the list-typed topic configs (APPEND/SUBTRACT)
@@ -639,30 +640,62 @@ class KafkaBrokerApi:
 
     # -- configs --------------------------------------------------------------------------------------
     def _topic_entries(self, overrides, keys) -> tuple[ConfigEntry, ...]:
+        """Kafka's ConfigHelper.createTopicConfigEntry: the value in force (the override,
+        else the broker's live default, else Kafka's); the synonyms the override and the
+        broker keys behind it (actors/dynamic_config.py topic_synonyms); the source the
+        first synonym's, DEFAULT_CONFIG without any."""
         defaults = self.broker.topic_defaults
+        dynamic = self.broker.dynamic_broker_config
         out = []
         for name in sorted(CONFIG_DEFS):
             if keys is not None and name not in keys:
                 continue
             d = CONFIG_DEFS[name]
+            synonyms = dynamic.topic_synonyms(name)
             if name in overrides:
-                value, source = overrides[name], SOURCE_TOPIC
+                value = overrides[name]
+                synonyms = ((name, value, SOURCE_TOPIC), *synonyms)
             elif name in defaults:
-                value, source = str(defaults[name]), SOURCE_STATIC_BROKER
+                value = str(defaults[name])
             else:
-                value, source = normalize_topic_config({name: d.default})[name], SOURCE_DEFAULT
-            out.append(ConfigEntry(name, value, False, source != SOURCE_TOPIC, source, False, d.doc))
+                value = normalize_topic_config({name: d.default})[name]
+            source = synonyms[0][2] if synonyms else SOURCE_DEFAULT
+            out.append(ConfigEntry(name, value, False, source != SOURCE_TOPIC, source, False,
+                                   d.doc, synonyms))
         return tuple(out)
 
     def _broker_entries(self, keys) -> tuple[ConfigEntry, ...]:
-        values = {"broker.id": str(self.broker_id), "log.dirs": self.broker.data_dir,
-                  **{dotted_key(f.name): ("" if getattr(self.config, f.name) is None else
-                                                str(getattr(self.config, f.name)).lower()
-                                                if isinstance(getattr(self.config, f.name), bool)
-                                                else str(getattr(self.config, f.name)))
+        """This broker's read-only (static) configs, as Kafka describes them: the value in
+        force, its synonyms STATIC_BROKER_CONFIG (when it differs from the default) then
+        DEFAULT_CONFIG (rayka's default, when there is one); the listeners with the ports
+        actually bound and advertised."""
+        def text(value) -> str | None:
+            return None if value is None else str(value).lower() if isinstance(value, bool) \
+                else str(value)
+
+        values = {"broker.id": (str(self.broker_id), None),
+                  "log.dirs": (self.broker.data_dir, None),
+                  **{dotted_key(f.name): (text(getattr(self.config, f.name)), text(f.default))
                      for f in fields(self.config)}}
-        return tuple(ConfigEntry(k, v, True, False, SOURCE_STATIC_BROKER)
-                     for k, v in sorted(values.items()) if keys is None or k in keys)
+        advertised = getattr(self.broker, "advertised", ())
+        if advertised:
+            ports = {e.listener: e.port for e in advertised}
+            bound = ",".join(f"{e.listener}://{e.host}:{e.port or ports.get(e.listener, 0)}"
+                             for e in self.config.bind_endpoints())
+            values["listeners"] = (bound, values["listeners"][1])
+            values["advertised.listeners"] = (",".join(e.url() for e in advertised), None)
+        out = []
+        for k, (value, default) in sorted(values.items()):
+            if keys is not None and k not in keys:
+                continue
+            synonyms = ([(k, value, SOURCE_STATIC_BROKER)] if value is not None
+                        and value != default else []) + \
+                ([(k, default, SOURCE_DEFAULT)] if default is not None else [])
+            source = synonyms[0][2] if synonyms else SOURCE_STATIC_BROKER
+            out.append(ConfigEntry(k, "" if value is None else value, True,
+                                   source == SOURCE_DEFAULT, source, False, None,
+                                   tuple(synonyms)))
+        return tuple(out)
 
     def _check_broker_resource(self, res) -> None:
         if res.name not in ("", str(self.broker_id)):
@@ -715,6 +748,9 @@ class KafkaBrokerApi:
                         extra = dynamic.entries(True, keys)
                         entries = tuple(sorted((*self._broker_entries(keys), *extra),
                                                key=lambda e: e.name))
+                elif res.kind == BROKER_LOGGER:
+                    broker_loggers.check_resource(res.name, self.broker_id)
+                    entries = broker_loggers.describe(keys)
                 else:
                     raise InvalidRequest(f"Unsupported resource type {res.kind}")
                 out[res] = ConfigsOutcome(E.NONE, None, entries)
@@ -831,6 +867,11 @@ class KafkaBrokerApi:
             try:
                 if res.kind == BROKER:
                     self._alter_broker(res, ops, validate_only)
+                    out[res] = ConfigsOutcome(E.NONE)
+                    continue
+                if res.kind == BROKER_LOGGER:
+                    broker_loggers.check_resource(res.name, self.broker_id)
+                    broker_loggers.alter(ops, validate_only)
                     out[res] = ConfigsOutcome(E.NONE)
                     continue
                 if res.kind != TOPIC:

@@ -1,11 +1,14 @@
 """Per-topic configuration (Kafka's LogConfig keys kept in /config/topics/<topic>).
 
 Rules:
-- Only the keys in CONFIG_DEFS are accepted (IGNORED ones are stored and described but
-  change nothing: message.format.version, which Kafka 3.x ignores too,
-  file.delete.delay.ms, as rayka deletes files at once, and the replication throttles'
-  replica lists that kafka-reassign-partitions --throttle sets: rayka does not throttle
-  replication); anything else, or a value that does not parse
+- Only the keys in CONFIG_DEFS are accepted: Kafka 3.9's topic configs. IGNORED ones are
+  stored and described but change nothing: message.format.version, which Kafka 3.x
+  ignores too; file.delete.delay.ms, as rayka deletes files at once; the replication
+  throttles' replica lists that kafka-reassign-partitions --throttle sets (rayka does not
+  throttle replication); the index size, roll jitter, preallocation, down-conversion
+  switch and codec levels, which rayka's log has no use for; and tiered storage's keys
+  (remote.storage.enable may only be false: there is no remote tier). Anything else, or a
+  value that does not parse
   or is out of range, raises InvalidConfig (40) naming the key, before anything is written.
 - Values are stored as strings (Kafka's JSON keeps strings); `normalize_topic_config`
   returns the canonical string form (booleans lower-case, integers without spaces).
@@ -68,6 +71,22 @@ def _throttled_replicas(v: str) -> str:
     return ",".join(items)
 
 
+def _gzip_level(v: str) -> int:
+    """Kafka's GzipCompression.LevelValidator: -1 (the default level) or 1 to 9."""
+    n = int(v.strip())
+    if n != -1 and not 1 <= n <= 9:
+        raise ValueError("must be -1 or in [1, 9]")
+    return n
+
+
+def _no_remote_storage(v: str) -> bool:
+    if _parse_bool(v):
+        # LogConfig.validateRemoteStorageOnlyIfSystemEnabled's words
+        raise ValueError("Tiered Storage functionality is disabled in the broker. Topic "
+                         "cannot be configured with remote log storage.")
+    return False
+
+
 @dataclass(frozen=True, slots=True)
 class ConfigDef:
     parse: Callable[[str], object]
@@ -118,10 +137,37 @@ CONFIG_DEFS: dict[str, ConfigDef] = {
         _throttled_replicas, "", "stored: rayka does not throttle replication"),
     "follower.replication.throttled.replicas": ConfigDef(
         _throttled_replicas, "", "stored: rayka does not throttle replication"),
+    "index.interval.bytes": ConfigDef(_int_in(0, _INT_MAX), 4096,
+                                      "bytes between two offset-index entries"),
+    "segment.index.bytes": ConfigDef(_int_in(4, _INT_MAX), 10_485_760,
+                                     "ignored: rayka's offset index grows as needed"),
+    "segment.jitter.ms": ConfigDef(_int_in(0, _LONG_MAX), 0,
+                                   "ignored: segments roll at segment.ms exactly"),
+    "preallocate": ConfigDef(_parse_bool, False, "ignored: segment files grow as written"),
+    "message.downconversion.enable": ConfigDef(
+        _parse_bool, True, "ignored: old fetch versions are always answered down-converted"),
+    "compression.gzip.level": ConfigDef(_gzip_level, -1,
+                                        "ignored: a topic codec compresses at its default level"),
+    "compression.lz4.level": ConfigDef(_int_in(1, 17), 9,
+                                       "ignored: a topic codec compresses at its default level"),
+    "compression.zstd.level": ConfigDef(_int_in(-131072, 22), 3,
+                                        "ignored: a topic codec compresses at its default level"),
+    # tiered storage (KIP-405): the keys Kafka 3.9 knows, with no remote tier here
+    "remote.storage.enable": ConfigDef(_no_remote_storage, False,
+                                       "only false: this cluster has no remote log storage"),
+    "local.retention.ms": ConfigDef(_int_in(-2, _LONG_MAX), -2, "ignored: no remote tier"),
+    "local.retention.bytes": ConfigDef(_int_in(-2, _LONG_MAX), -2, "ignored: no remote tier"),
+    "remote.log.copy.disable": ConfigDef(_parse_bool, False, "ignored: no remote tier"),
+    "remote.log.delete.on.disable": ConfigDef(_parse_bool, False, "ignored: no remote tier"),
 }
 IGNORED = frozenset({"message.format.version", "file.delete.delay.ms",
                      "leader.replication.throttled.replicas",
-                     "follower.replication.throttled.replicas"})
+                     "follower.replication.throttled.replicas",
+                     "segment.index.bytes", "segment.jitter.ms", "preallocate",
+                     "message.downconversion.enable", "compression.gzip.level",
+                     "compression.lz4.level", "compression.zstd.level", "remote.storage.enable",
+                     "local.retention.ms", "local.retention.bytes", "remote.log.copy.disable",
+                     "remote.log.delete.on.disable"})
 
 
 def _canonical(value: object) -> str:
@@ -167,6 +213,7 @@ class TopicConfig:
     message_timestamp_difference_max_ms: int = _LONG_MAX
     message_timestamp_before_max_ms: int = _LONG_MAX
     message_timestamp_after_max_ms: int = _LONG_MAX
+    index_interval_bytes: int = 4096
 
     @classmethod
     def from_mapping(cls, config: Mapping[str, object] | None,
