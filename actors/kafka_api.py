@@ -55,6 +55,7 @@ from actors import broker_loggers
 from actors import security_store as security
 from actors.config_store import read_entity, read_quotas, rewrite_entity, set_or_delete
 from actors.dynamic_config import DEFAULT_ENTITY, DYNAMIC_KEYS, STORED_ONLY
+from actors.security import REAUTH
 from actors.group_host import OFFSETS_TOPIC
 from actors.txn_host import TXN_TOPIC
 from actors.purgatory import DelayedFetch
@@ -677,6 +678,9 @@ class KafkaBrokerApi:
                   "log.dirs": (self.broker.data_dir, None),
                   **{dotted_key(f.name): (text(getattr(self.config, f.name)), text(f.default))
                      for f in fields(self.config)}}
+        security = getattr(self.broker, "security", None)
+        if security is not None:
+            values[REAUTH] = (str(security.config.reauth_ms(None, "")), "0")
         advertised = getattr(self.broker, "advertised", ())
         if advertised:
             ports = {e.listener: e.port for e in advertised}

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from dataclasses import dataclass, field
 
 from actors.security_store import read_bindings, read_users
@@ -47,7 +48,8 @@ AUTHORIZERS = {"kafka.security.authorizer.AclAuthorizer", "kafka.security.auth.S
                "org.apache.kafka.metadata.authorizer.StandardAuthorizer"}
 PREFIXES = ("ssl.", "sasl.", "listener.name.")
 NAMES = ("authorizer.class.name", "super.users", "allow.everyone.if.no.acl.found",
-         "zookeeper.auth")
+         "zookeeper.auth", "connections.max.reauth.ms")
+REAUTH = "connections.max.reauth.ms"
 USERS, ACLS = "users", "acls"
 
 
@@ -80,7 +82,22 @@ class SecurityConfig:
             if mech not in MECHANISMS + ("PLAIN",):
                 raise InvalidConfig(f"sasl.enabled.mechanisms: {mech} is not supported "
                                     f"(supported: {', '.join(MECHANISMS + ('PLAIN',))})")
+        for key, value in props.items():
+            if key == REAUTH or key.endswith("." + REAUTH):
+                try:
+                    if int(value) < 0:
+                        raise ValueError
+                except ValueError:
+                    raise InvalidConfig(f"Invalid value {value} for configuration {key}: "
+                                        "must be a whole number of ms >= 0") from None
         return out
+
+    def reauth_ms(self, listener: str | None, mechanism: str) -> int:
+        """connections.max.reauth.ms of a listener's mechanism (KIP-368): listener.name.<l>.
+        <mechanism>.connections.max.reauth.ms, else listener.name.<l>.connections.max.
+        reauth.ms, else the broker's; 0 (Kafka's default): sessions never expire."""
+        value = self.get(f"{mechanism.lower()}.{REAUTH}", listener)
+        return int(value if value is not None else self.get(REAUTH, listener, 0))
 
     def get(self, key: str, listener: str | None, default=None):
         if listener is not None:
@@ -188,7 +205,10 @@ class BrokerSecurity:
         return self._tls.get(listener)
 
     def session(self, endpoint, peer_host: str, peer_cert: dict | None = None) -> Session:
-        sasl = SaslServer(self.config.mechanisms(endpoint.listener), self.credential) \
+        listener = endpoint.listener
+        sasl = SaslServer(self.config.mechanisms(listener), self.credential,
+                          reauth_ms=lambda mechanism: self.config.reauth_ms(listener, mechanism),
+                          clock_ms=lambda: int(time.monotonic() * 1000)) \
             if endpoint.security_protocol in SASL_PROTOCOLS else None
         return Session(endpoint.listener, peer_host, endpoint.security_protocol, sasl,
                        self.authorizer, tls_principal(peer_cert))

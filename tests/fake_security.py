@@ -13,6 +13,7 @@ What it is:
 from __future__ import annotations
 
 import threading
+import time
 
 from actors.tls_context import ssl_context_from_config
 from protocol.security.credentials import MECHANISMS, make_credential
@@ -25,12 +26,13 @@ DEFAULT_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN")
 class FakeSecurity:
     def __init__(self, endpoints=(), ssl_config: dict | None = None,
                  mechanisms=DEFAULT_MECHANISMS, users: dict[str, str] | None = None,
-                 authorizer=None):
+                 authorizer=None, reauth_ms: int = 0):
         """`ssl_config`: Kafka's ssl.* broker configs (tests/certs.py's broker_config()) for
         every SSL / SASL_SSL endpoint; `users`: user → password (SCRAM credentials made
         for both SCRAM mechanisms, as kafka-configs would store them)."""
         self.mechanisms = tuple(mechanisms)
         self.authorizer = authorizer
+        self.reauth_ms = reauth_ms          # connections.max.reauth.ms, every mechanism
         self._tls = {ep.listener: ssl_context_from_config(ssl_config or {}, ep.listener)
                      for ep in endpoints if ep.security_protocol in TLS_PROTOCOLS}
         self._users = {user: {m: make_credential(m, password) for m in MECHANISMS}
@@ -43,7 +45,9 @@ class FakeSecurity:
         return self._tls.get(listener)
 
     def session(self, endpoint, peer_host: str, peer_cert: dict | None = None) -> Session:
-        sasl = SaslServer(self.mechanisms, self.credential) \
+        sasl = SaslServer(self.mechanisms, self.credential,
+                          reauth_ms=lambda _mechanism: self.reauth_ms,
+                          clock_ms=lambda: int(time.monotonic() * 1000)) \
             if endpoint.security_protocol in SASL_PROTOCOLS else None
         session = Session(endpoint.listener, peer_host, endpoint.security_protocol, sasl,
                           self.authorizer, tls_principal(peer_cert))

@@ -71,10 +71,11 @@ def serve(certs):
     partitions) that advertises the port bound, and user alice in FakeSecurity."""
     started: list[KafkaListener] = []
 
-    def start(protocol: str, client_auth: str = "none", idle_ms: int = IDLE_MS) -> Served:
+    def start(protocol: str, client_auth: str = "none", idle_ms: int = IDLE_MS,
+              reauth_ms: int = 0) -> Served:
         endpoint = Endpoint(protocol, HOST, 0, protocol)
         security = FakeSecurity([endpoint], certs.broker_config(client_auth),
-                                users={USER: PASSWORD})
+                                users={USER: PASSWORD}, reauth_ms=reauth_ms)
         api = FakeBrokerApi()
         api.add_topic("orders", 3)
         listener = KafkaListener(endpoint, api, 1 << 20, idle_ms,
@@ -352,6 +353,43 @@ def test_librdkafka_authenticates_and_produces(serve, certs, protocol, mechanism
     sessions = served.security.sessions
     assert sessions and all(s.principal == f"User:{USER}" and s.sasl.mechanism == mechanism
                             and s.security_protocol == protocol for s in sessions)
+
+
+def test_librdkafka_reauthenticates_before_its_session_expires(serve, certs):
+    """KIP-368: with connections.max.reauth.ms the broker answers a session lifetime, and
+    librdkafka re-authenticates on the same connection before it ends (at 85-95% of it),
+    producing all along."""
+    from confluent_kafka import Producer
+    served = serve("SASL_PLAINTEXT", reauth_ms=1500)
+    reports = []
+    producer = Producer({**librdkafka_config(served, certs, "SCRAM-SHA-512"), "acks": "all",
+                         "linger.ms": 0})
+    try:
+        deadline = time.monotonic() + 30
+        i = 0
+        while not any(s.sasl.reauthentications >= 2 for s in served.security.sessions):
+            assert time.monotonic() < deadline, "no two re-authentications in 30 s"
+            producer.produce("orders", b"r-%d" % i, partition=0,
+                             on_delivery=lambda err, msg: reports.append(err))
+            i += 1
+            producer.flush(10)
+    finally:
+        producer.close()
+    assert len(reports) == i and not any(reports)
+    assert all(s.principal == f"User:{USER}" for s in served.security.sessions)
+
+
+def test_an_expired_session_is_closed_at_its_next_request(serve, certs):
+    served = serve("SASL_PLAINTEXT", reauth_ms=300)
+    with tcp(served) as s:
+        assert sasl_handshake(s, "PLAIN").error_code == 0
+        answer = sasl_authenticate(s, f"\0{USER}\0{PASSWORD}".encode())
+        assert (answer.error_code, answer.session_lifetime_ms) == (0, 300)
+        s.sendall(metadata_frame())
+        read_frame(s)                                   # inside the session: answered
+        time.sleep(0.4)                                 # let the 300 ms session run out
+        assert refused(s, metadata_frame(4))
+    assert api_versions_ok(served, certs)               # the listener serves others
 
 
 def test_kafka_python_authenticates_with_scram_sha_512_over_sasl_ssl(serve, certs):

@@ -544,3 +544,103 @@ def test_decode_user_config_without_credentials(data, expected):
 def test_decode_user_config_refuses_malformed_data(data):
     with pytest.raises(ValueError):
         decode_user_config(data)
+
+
+# -- re-authentication (KIP-368) -------------------------------------------------------------------
+class Clock:
+    def __init__(self):
+        self.ms = 1_000
+
+    def __call__(self) -> int:
+        return self.ms
+
+
+def reauth_server(lifetime_ms: int = 10_000, clock: Clock | None = None) -> SaslServer:
+    return server(reauth_ms=lambda mechanism: lifetime_ms if mechanism != "PLAIN" else 0,
+                  clock_ms=clock or Clock())
+
+
+def scram_again(s: SaslServer, mechanism: str, user: str, password: str, version: int = 2):
+    """A re-authentication on an authenticated connection: SaslHandshake, then SCRAM."""
+    client = scramp.ScramClient([mechanism], user, password)
+    assert s.allows(SASL_HANDSHAKE) and s.reauthenticating and s.authenticated
+    shake = s.process_handshake(mechanism)
+    if shake.error_code:
+        return shake
+    assert s.allows(SASL_AUTHENTICATE)
+    first = s.process_authenticate(client.get_client_first().encode(), version)
+    if first.error_code:
+        return first
+    client.set_server_first(first.auth_bytes.decode())
+    assert s.allows(SASL_AUTHENTICATE)
+    return s.process_authenticate(client.get_client_final().encode(), version)
+
+
+def test_a_session_has_the_configured_lifetime_and_then_expires():
+    clock = Clock()
+    s = reauth_server(10_000, clock)
+    _first, final, _client = scram_login(s, "SCRAM-SHA-512", "alice", "alice-secret")
+    assert final.error_code == 0 and final.session_lifetime_ms == 10_000
+    assert s.expires_ms == 11_000 and s.allows(METADATA)
+    clock.ms = 11_001
+    assert not s.allows(METADATA) and s.state == "failed" and s.principal is None
+
+
+def test_without_a_lifetime_a_second_handshake_is_illegal_as_before():
+    s = server()
+    _first, final, _client = scram_login(s, "SCRAM-SHA-256", "alice", "alice-secret")
+    assert final.session_lifetime_ms == 0 and s.expires_ms is None
+    assert not s.allows(SASL_HANDSHAKE) and s.state == "failed"
+    plain_only = reauth_server()
+    assert plain_only.process_handshake("PLAIN").error_code == 0
+    ok = plain_only.process_authenticate(plain("", "alice", "alice-secret"))
+    assert (ok.error_code, ok.session_lifetime_ms, plain_only.expires_ms) == (0, 0, None)
+
+
+def test_a_reauthentication_keeps_the_principal_meanwhile_and_starts_a_new_session():
+    clock = Clock()
+    s = reauth_server(10_000, clock)
+    scram_login(s, "SCRAM-SHA-512", "alice", "alice-secret")
+    clock.ms = 9_000
+    assert s.allows(SASL_HANDSHAKE) and s.principal == "User:alice"
+    assert s.process_handshake("SCRAM-SHA-512").error_code == 0
+    assert not s.allows(METADATA) and s.state == "failed"        # only SASL until it is done
+    s = reauth_server(10_000, clock)
+    scram_login(s, "SCRAM-SHA-512", "alice", "alice-secret")
+    done = scram_again(s, "SCRAM-SHA-512", "alice", "alice-secret")
+    assert (done.error_code, done.session_lifetime_ms) == (0, 10_000)
+    assert s.state == "complete" and not s.reauthenticating and s.expires_ms == 19_000
+    assert s.allows(PRODUCE) and s.principal == "User:alice"
+
+
+@pytest.mark.parametrize("mechanism, user, password, code", [
+    ("SCRAM-SHA-512", "user", "pencil", 58),              # another principal
+    ("SCRAM-SHA-512", "alice", "wrong", 58),              # a bad password
+    ("SCRAM-SHA-256", "alice", "alice-secret", 33),       # another mechanism
+])
+def test_a_failed_reauthentication_closes(mechanism, user, password, code):
+    s = reauth_server()
+    scram_login(s, "SCRAM-SHA-512", "alice", "alice-secret")
+    r = scram_again(s, mechanism, user, password)
+    assert r.error_code == code and r.close and s.state == "failed" and s.principal is None
+    if user == "user":
+        assert r.error_message == ("Cannot change principals during re-authentication from "
+                                   "User:alice: User:user")
+
+
+def test_a_client_that_used_v0_cannot_reauthenticate_but_still_expires():
+    clock = Clock()
+    s = reauth_server(10_000, clock)
+    assert s.allows(API_VERSIONS) and s.allows(SASL_HANDSHAKE)
+    assert s.process_handshake("SCRAM-SHA-256").error_code == 0
+    client = scramp.ScramClient(["SCRAM-SHA-256"], "alice", "alice-secret")
+    first = s.process_authenticate(client.get_client_first().encode(), 0)
+    client.set_server_first(first.auth_bytes.decode())
+    final = s.process_authenticate(client.get_client_final().encode(), 0)
+    assert (final.error_code, final.session_lifetime_ms, s.expires_ms) == (0, 0, 11_000)
+    assert not s.allows(SASL_HANDSHAKE) and s.state == "failed"
+
+
+def test_reauthentication_needs_a_clock():
+    with pytest.raises(ValueError, match="clock"):
+        server(reauth_ms=lambda m: 1000)

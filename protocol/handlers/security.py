@@ -53,7 +53,7 @@ def sasl_authenticate(_api, request, session):
     if session.sasl is None:
         return build(key, v, "SaslAuthenticateResponse", error_code=E.ILLEGAL_SASL_STATE,
                      error_message="SASL is not enabled on this listener", auth_bytes=b"")
-    r = session.sasl.process_authenticate(bytes(request.body.auth_bytes))
+    r = session.sasl.process_authenticate(bytes(request.body.auth_bytes), v)
     if r.error_code and getattr(request, "raw_sasl", False):
         # a bare token has no answer for a failure: Kafka closes the connection
         raise ProtocolError(f"SASL authentication failed: {r.error_message}",

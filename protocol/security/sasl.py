@@ -11,10 +11,21 @@ parses frames and builds answers; this decides what is allowed and what to answe
 Rules:
 - allows(api_key) gates every request. Before completion: ApiVersions only as the first
   request (it moves the state to handshake), SaslHandshake until a mechanism is chosen,
-  then SaslAuthenticate only. After completion everything but the two SASL APIs: there is
-  no re-authentication (session_lifetime_ms is always 0, so clients never attempt it).
-  A False answer moves to failed: the caller answers ILLEGAL_SASL_STATE if it can and
-  closes, as Kafka does during authentication.
+  then SaslAuthenticate only. After completion everything but the two SASL APIs, save a
+  re-authentication's SaslHandshake (below). A False answer moves to failed: the caller
+  answers ILLEGAL_SASL_STATE if it can and closes, as Kafka does during authentication.
+- Re-authentication (KIP-368, Kafka's SaslServerAuthenticator / KafkaChannel): with
+  connections.max.reauth.ms > 0 for the mechanism (`reauth_ms(mechanism)`, 0: none) a
+  successful exchange opens a session of that many ms, answered as session_lifetime_ms
+  to SaslAuthenticate v1+. Once it has expired, any request fails the gate (Kafka closes
+  an expired connection at its next request; a client that cannot re-authenticate, one
+  that used SaslAuthenticate v0, included). Before that, a client that used v1+ may send
+  SaslHandshake again: only the SASL APIs pass until the new exchange completes, with the
+  same mechanism (else UNSUPPORTED_SASL_MECHANISM) and the same principal (else
+  SASL_AUTHENTICATION_FAILED), each failure closing; meanwhile the old principal stays
+  the connection's and `authenticated` stays true. Success starts a new session. Without
+  an expiry a second SaslHandshake fails, as before. Time comes from `clock_ms`
+  (monotonic milliseconds), required when re-authentication can be on.
 - An ApiVersions answered UNSUPPORTED_VERSION lets the client retry with an older version,
   as Kafka allows: the caller reports it with process_api_versions_rejected().
 - Any answer with a non-zero error code has close=True and leaves the state failed.
@@ -35,8 +46,8 @@ Rules:
   SCRAM-SHA-512 credential, else SCRAM-SHA-256; an authzid must equal the authcid.
 - Framing is the caller's: after a SaslHandshake v0 the tokens come raw rather than inside
   SaslAuthenticate requests; process_authenticate takes them either way.
-- Sans-I/O: no sockets, no clock. Server nonces come from `secrets` unless a
-  `server_nonce` source is given (tests pin RFC vectors with it).
+- Sans-I/O: no sockets; the clock is the caller's (`clock_ms`). Server nonces come from
+  `secrets` unless a `server_nonce` source is given (tests pin RFC vectors with it).
 """
 
 from __future__ import annotations
@@ -133,7 +144,9 @@ class SaslServer:
 
     def __init__(self, enabled_mechanisms: Sequence[str],
                  lookup: Callable[[str, str], ScramCredential | None], *,
-                 server_nonce: Callable[[], str] | None = None):
+                 server_nonce: Callable[[], str] | None = None,
+                 reauth_ms: Callable[[str], int] | None = None,
+                 clock_ms: Callable[[], int] | None = None):
         enabled = tuple(enabled_mechanisms)
         if not enabled:
             raise ValueError("no SASL mechanisms are enabled")
@@ -149,16 +162,40 @@ class SaslServer:
         self._server_nonce = server_nonce
         self._scram = None                  # the exchange so far, between the two SCRAM messages
         self._scram_user: str | None = None
+        if reauth_ms is not None and clock_ms is None:
+            raise ValueError("re-authentication needs a clock")
+        self._reauth_ms, self._clock_ms = reauth_ms, clock_ms
+        self.expires_ms: int | None = None        # the session's end (clock_ms), if it has one
+        self._client_reauths = False              # it used SaslAuthenticate v1+
+        self._previous: tuple[str, str] | None = None   # (principal, mechanism) re-authenticating
+        self.reauthentications = 0                # completed on this connection
 
     @property
     def authenticated(self) -> bool:
-        return self.state == "complete"
+        """A principal is established (a re-authentication under way keeps it)."""
+        return self.state == "complete" or self._previous is not None
+
+    @property
+    def reauthenticating(self) -> bool:
+        return self._previous is not None
+
+    def expired(self) -> bool:
+        return (self.state == "complete" and self.expires_ms is not None
+                and self._clock_ms() > self.expires_ms)
 
     # -- the gate ----------------------------------------------------------------------------------
     def allows(self, api_key: int) -> bool:
         """May this API be handled now? False: answer ILLEGAL_SASL_STATE and close."""
         if self.state == "complete":
-            ok = api_key not in (SASL_HANDSHAKE, SASL_AUTHENTICATE)
+            if self.expired():
+                ok = False
+            elif api_key == SASL_HANDSHAKE and self._client_reauths \
+                    and self.expires_ms is not None:
+                self._previous = (self.principal, self.mechanism)
+                self.state = "handshake"
+                return True
+            else:
+                ok = api_key not in (SASL_HANDSHAKE, SASL_AUTHENTICATE)
         else:
             ok = api_key in _ALLOWED_BEFORE.get(self.state, ())
         if not ok:
@@ -178,7 +215,9 @@ class SaslServer:
         if self.state not in ("handshake_or_versions", "handshake"):
             self._to_failed()
             return HandshakeResult(E.ILLEGAL_SASL_STATE, self.enabled_mechanisms, close=True)
-        if mechanism not in self.enabled_mechanisms:   # case-sensitive, as Kafka's contains()
+        if mechanism not in self.enabled_mechanisms or (
+                self._previous is not None and mechanism != self._previous[1]):
+            # case-sensitive, as Kafka's contains(); a re-authentication keeps its mechanism
             self._to_failed()
             return HandshakeResult(E.UNSUPPORTED_SASL_MECHANISM, self.enabled_mechanisms,
                                    close=True)
@@ -187,7 +226,8 @@ class SaslServer:
         return HandshakeResult(E.NONE, self.enabled_mechanisms)
 
     # -- SaslAuthenticate --------------------------------------------------------------------------
-    def process_authenticate(self, auth_bytes: bytes) -> AuthenticateResult:
+    def process_authenticate(self, auth_bytes: bytes, version: int = 1) -> AuthenticateResult:
+        """One SaslAuthenticate (`version` its request version; a raw token counts as 0)."""
         if self.state != "authenticate":
             message = (AFTER_COMPLETION if self.state == "complete" else
                        f"Unexpected SaslAuthenticate request in SASL state {self.state}")
@@ -205,7 +245,17 @@ class SaslServer:
             return self._fail(e.message)
         except Exception:  # noqa: BLE001 — total: a raising lookup, bad data
             return self._fail(None)
-        return AuthenticateResult(E.NONE, None, out)
+        lifetime = 0
+        if self.state == "complete":
+            self._client_reauths = version >= 1
+            lifetime = self._start_session()
+        return AuthenticateResult(E.NONE, None, out, lifetime if version >= 1 else 0)
+
+    def _start_session(self) -> int:
+        """The new session's lifetime in ms (0: it never expires)."""
+        lifetime = max(0, int(self._reauth_ms(self.mechanism))) if self._reauth_ms else 0
+        self.expires_ms = self._clock_ms() + lifetime if lifetime else None
+        return lifetime
 
     def _plain(self, data: bytes) -> bytes:
         # Java decodes with replacement characters; so do we, to read the same tokens.
@@ -281,13 +331,20 @@ class SaslServer:
 
     # -- outcomes ----------------------------------------------------------------------------------
     def _complete(self, username: str) -> None:
+        principal = f"User:{username}"
+        if self._previous is not None and principal != self._previous[0]:
+            raise _Failed(f"Cannot change principals during re-authentication from "
+                          f"{self._previous[0]}: {principal}")
+        self.reauthentications += self._previous is not None
         self.state = "complete"
-        self.principal = f"User:{username}"
+        self.principal = principal
+        self._previous = None
         self._scram_user = None
 
     def _to_failed(self) -> None:
         self.state = "failed"
         self.principal = None
+        self._previous = None
         self._scram, self._scram_user = None, None
 
     def _fail(self, message: str | None) -> AuthenticateResult:
