@@ -392,6 +392,44 @@ def test_an_expired_session_is_closed_at_its_next_request(serve, certs):
     assert api_versions_ok(served, certs)               # the listener serves others
 
 
+class LinkSecurity:
+    """What a BrokerLink asks of the broker's security: its SASL client for a listener."""
+
+    def client_sasl(self, _listener: str):
+        from protocol.security.sasl_client import SaslClient
+        return SaslClient("SCRAM-SHA-512", USER, PASSWORD)
+
+
+def test_a_broker_link_reauthenticates_before_the_peer_expires_it(serve, certs):
+    """actors/broker_link.py, the replica fetcher's socket: it re-authenticates on the same
+    connection at 85% of the session lifetime the peer answered."""
+    import asyncio
+    from actors.broker_link import BrokerLink
+    from protocol.build import build_request
+    served = serve("SASL_PLAINTEXT", reauth_ms=600)
+
+    async def run() -> tuple[int, int]:
+        link = BrokerLink("broker-2", LinkSecurity())
+        await link.connect(Endpoint("SASL_PLAINTEXT", HOST, served.listener.port, "SASL_PLAINTEXT"))
+        answered = 0
+        deadline = time.monotonic() + 20
+        while link.reauthentications < 3:
+            assert time.monotonic() < deadline, "no three re-authentications in 20 s"
+            got = await link.call(build_request(3, 9, None, topics=None,
+                                                allow_auto_topic_creation=False,
+                                                include_cluster_authorized_operations=False,
+                                                include_topic_authorized_operations=False), 10)
+            answered += got is not None
+            await asyncio.sleep(0.05)        # pace: a fetcher's rounds, not a busy loop
+        link.close()
+        return answered, link.reauthentications
+
+    answered, reauths = asyncio.run(run())
+    assert reauths >= 3 and answered >= 3
+    [session] = served.security.sessions
+    assert session.sasl.reauthentications >= 3 and session.principal == f"User:{USER}"
+
+
 def test_kafka_python_authenticates_with_scram_sha_512_over_sasl_ssl(serve, certs):
     from kafka import KafkaProducer
     served = serve("SASL_SSL")
