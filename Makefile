@@ -69,11 +69,16 @@ $(NATS_SERVER):
 bench: install $(NATS_SERVER)
 	$(PY) bench/run_all.py $(BENCH_ARGS)
 
-# Peer suites (not part of `make test`: minutes): librdkafka's own integration tests, built
-# from the pinned snapshot in compat/ (with Kafka's own tools from Maven as KAFKA_PATH), a quixstreams exactly-once app in a venv of its
-# own (quixstreams pins an older confluent-kafka), Burrow's lag per partition (Debian's
-# burrow) and kafkajs (npm, pinned by compat/kafkajs/package-lock.json).
-# e.g. make compat COMPAT_ARGS="--quick"
+# Peer suites (not part of `make test`: hours), one table at the end (compat/run.py):
+# librdkafka's own integration tests, built from the pinned snapshot in compat/ (with Kafka's
+# own tools from Maven as KAFKA_PATH); Kafka's Java client 3.9 and 4.x, Kafka's CLI tools
+# (compared with Apache Kafka 3.9 itself), Kafka Streams, Kafka Connect and MirrorMaker 2,
+# Spark's Kafka connector on RayDP (Maven, pinned by the pom.xml files under compat/);
+# franz-go's kgo tests and a sarama check (Go modules, pinned by compat/go/go.mod); kafkajs
+# (npm, pinned by compat/kafkajs/package-lock.json), a quixstreams exactly-once app in a
+# venv of its own (it pins an older confluent-kafka) and Burrow's lag (Debian's burrow).
+# e.g. make compat COMPAT_ARGS="--suites java-client,sarama"; COMPAT_ARGS="--target kafka":
+# the same suites against Apache Kafka 3.9 on this machine.
 RDK_VERSION := 2.15.0
 RDK_DIR := compat/build/librdkafka-$(RDK_VERSION)
 RDK_RUNNER := $(RDK_DIR)/tests/test-runner
@@ -141,10 +146,12 @@ kafka-smoke: install $(KAFKA_LIBS)
 kafka-tools: install $(KAFKA_LIBS)
 	$(PY) compat/kafka/tools_check.py compare --out compat/kafka/build/tools_check_results.json
 
+compat: export PATH := $(PATH):/usr/local/go/bin
 compat: install $(RDK_RUNNER) $(QUIX_VENV)/.installed /usr/bin/Burrow \
 		$(KAFKAJS_DIR)/node_modules/.installed $(KAFKA_LIBS)
 	$(PY) compat/run.py --librdkafka-tests $(RDK_DIR)/tests \
-		--quix-python $(QUIX_VENV)/bin/python --burrow --kafkajs $(COMPAT_ARGS)
+		--quix-python $(QUIX_VENV)/bin/python --out compat/build/compat_results.json \
+		$(COMPAT_ARGS)
 
 # Before merging: the committed HEAD, cloned into a fresh directory, passes `make test`.
 check-clean:

@@ -326,7 +326,13 @@ def test_bad_frames_close_only_their_connection_and_append_nothing(cluster):
     truncated = struct.pack(">i", 100) + b"\x00\x00" * 10             # size says more than sent
     garbage = struct.pack(">i", 12) + b"\xff" * 12                     # api key -1, nonsense
     produce_v9_junk = struct.pack(">ihhi", 10, 0, 9, 7) + b"\x00\x01"  # Produce v9, body cut short
-    for payload in (oversized, truncated, garbage, produce_v9_junk, b"\x00" * 3):
+    # ApiVersions v3 whose body carries tag 5, which no schema of Kafka 3.8 knows
+    header = struct.pack(">hhih", 18, 3, 8, 2) + b"id" + b"\x00"
+    unknown_tag = header + b"\x02x" + b"\x021" + b"\x01\x05\x00"
+    metadata_v99 = struct.pack(">hhih", 3, 99, 9, 2) + b"id" + b"\x00\x00"   # a version never served
+    for payload in (oversized, truncated, garbage, produce_v9_junk, b"\x00" * 3,
+                    struct.pack(">i", len(unknown_tag)) + unknown_tag,
+                    struct.pack(">i", len(metadata_v99)) + metadata_v99):
         assert closed_after(payload)
     # the broker keeps serving everyone else, and nothing was appended
     proc = kcat(cluster.bootstrap_servers(), "-L", "-J", "-t", topic)

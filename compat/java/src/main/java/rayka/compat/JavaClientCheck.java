@@ -1,0 +1,51 @@
+package rayka.compat;
+
+import static rayka.compat.Common.*;
+
+import java.util.Map;
+
+/**
+ * Checks of Kafka's Java client against a cluster, one per sub-command:
+ *
+ *   idempotent BOOTSTRAP PREFIX   idempotent acks=all producer through a leader kill
+ *   group BOOTSTRAP PREFIX MODE   two consumers of one group through a coordinator kill
+ *                                 (MODE: range | cooperative | static)
+ *   txn BOOTSTRAP PREFIX          transactions: commit/abort, consume-transform-produce
+ *   admin BOOTSTRAP PREFIX        the Admin calls a tool uses, each asserted
+ *
+ * Protocol with the driver (compat/java_client.py), one line each on stdout:
+ *   KILL <broker id>   the driver hard-kills that broker and answers a line on stdin
+ *   INFO <text>        progress, for the log
+ *   SUB <json>         one sub-check's result (admin)
+ *   RESULT <json>      the figures of a passed check; exit code 0
+ *   FAIL <reason>      one line: why the check failed; exit code 1
+ */
+public final class JavaClientCheck {
+    public static void main(String[] args) {
+        int code;
+        try {
+            if (args.length < 3) throw new CheckFailed("usage: idempotent|group|txn|admin BOOTSTRAP PREFIX [MODE]");
+            String bootstrap = args[1], prefix = args[2];
+            Map<String, Object> result = switch (args[0]) {
+                case "idempotent" -> IdempotentCheck.run(bootstrap, prefix);
+                case "group" -> GroupCheck.run(bootstrap, prefix, args.length > 3 ? args[3] : "range");
+                case "txn" -> TxnCheck.run(bootstrap, prefix);
+                case "admin" -> AdminCheck.run(bootstrap, prefix);
+                default -> throw new CheckFailed("unknown check " + args[0]);
+            };
+            result.put("client", clientVersion());
+            say("RESULT " + json(result));
+            code = 0;
+        } catch (CheckFailed e) {
+            say("FAIL " + e.getMessage().replace('\n', ' '));
+            code = 1;
+        } catch (Throwable e) {
+            e.printStackTrace();
+            say("FAIL " + describe(e));
+            code = 1;
+        }
+        System.out.flush();
+        // client threads (a stuck producer/consumer after a failure) must not keep the JVM up
+        Runtime.getRuntime().halt(code);
+    }
+}
