@@ -486,6 +486,10 @@ class Broker:
             for lid, f in self.fetchers.items():
                 if lid != leader:
                     f.remove([tp])
+            if leader < 0:
+                # an offline partition (no eligible leader): nothing to fetch from until
+                # the controller names one, as Kafka's makeFollowers adds no fetcher
+                continue
             fetcher = self.fetchers.get(leader)
             if fetcher is None:
                 fetcher = self.fetchers[leader] = Fetcher(self, leader)

@@ -74,3 +74,23 @@ def test_a_restarted_broker_is_refused_until_it_knows_the_cluster(zk_server, tmp
     finally:
         world.release(2)
         world.close()
+
+
+def test_an_offline_partition_is_fetched_from_nobody(zk_server, tmp_path):
+    """A follower told that its partition has no leader (-1: no eligible leader alive)
+    keeps no fetcher for it, as Kafka's makeFollowers, and fetches again once a leader is
+    named."""
+    world = InProcessCluster(zk_server.connect_string, tmp_path, broker_ids=(1, 2))
+    try:
+        world.create_topic("offline", 1, 2)
+        follower = world.brokers[2] if world.brokers[1].rm.metadata.partitions[
+            ("offline", 0)].leader == 1 else world.brokers[1]
+        leader = 3 - follower.id
+        with follower.lock:
+            follower._move_fetchers([], {("offline", 0): -1})
+            assert -1 not in follower.fetchers
+            assert not any(("offline", 0) in f.partitions for f in follower.fetchers.values())
+            follower._move_fetchers([], {("offline", 0): leader})
+            assert ("offline", 0) in follower.fetchers[leader].partitions
+    finally:
+        world.close()
