@@ -454,7 +454,7 @@ def cases(bs: str) -> list[Case]:
         Case(CF, "--alter brokers --entity-default --delete-config", [*B, "--alter", "--entity-type", "brokers",
              "--entity-default", "--delete-config", "log.retention.ms"], rc0("Completed updating default")),
         Case(CF, "--describe broker-loggers", [*B, "--describe", "--entity-type", "broker-loggers",
-             "--entity-name", 1], rc0("Dynamic configs for broker-logger 1 are:", "  kafka=INFO", out_only=True)),
+             "--entity-name", 1], rc0("Dynamic configs for broker-logger 1 are:", "  root=INFO", out_only=True)),
         Case(CF, "--alter users SCRAM-SHA-256", [*B, "--alter", "--entity-type", "users", "--entity-name",
              "alice", "--add-config", "SCRAM-SHA-256=[iterations=8192,password=alice-secret]"],
              rc0("Completed updating config for user alice.")),
