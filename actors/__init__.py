@@ -24,6 +24,7 @@ Ray actors that carry them.
 - config_store: Kafka's dynamic entity configs in ZooKeeper (client quotas under
   /config/users and /config/clients), rewritten keeping other writers' keys;
   dynamic_config: the broker's quotas kept current from /config/changes;
+  broker_loggers: the broker's Python loggers as Kafka's BROKER_LOGGER config resource;
 - coordinator_host: the shell around a pure coordinator (lock, waiters, appends, ticker,
   load/unload); group_host runs coordinator/ for the __consumer_offsets partitions this
   broker leads, txn_host runs transactions/ for its __transaction_state partitions;

@@ -52,8 +52,14 @@ def test_broker_tests_are_the_non_local_entries_rayka_can_serve(compat_run, test
 
 def test_tests_mapped_to_a_cluster_of_their_own_are_broker_tests(compat_run, tests_dir):
     """CLUSTER_OF names a cluster for tests whose test.c entry names no scenario (0101
-    needs racks): each is a broker test run with its own scenario, on that cluster."""
+    needs racks; 0126, 0135 and 0142 a SASL user): each is a broker test run with its own
+    scenario, on that cluster."""
     scenarios = dict(compat_run.broker_tests(tests_dir))
-    assert compat_run.CLUSTER_OF == {"0101_fetch_from_follower": "rack"}
+    assert compat_run.CLUSTER_OF == {"0101_fetch_from_follower": "rack",
+                                     "0126_oauthbearer_oidc": "sasl",
+                                     "0135_sasl_credentials": "sasl",
+                                     "0142_reauthentication": "sasl"}
+    assert set(compat_run.SASL_CONF) >= {"security.protocol", "sasl.mechanism",
+                                         "sasl.username", "sasl.password"}
     for name in compat_run.CLUSTER_OF:
         assert scenarios[name] == "default"

@@ -376,7 +376,8 @@ def test_a_follower_describes_the_producers_it_replicated(cluster):
     cluster.replicate()
     leader = cluster.leadership[tp].leader
     answers = {b: cluster.brokers[b].describe_producers(tp) for b in (1, 2, 3)}
-    assert answers[leader] == (0, [(PID, EPOCH, 2, -1, -1, 0)])
+    # last sequence 2, last timestamp the batch's (1000), no marker yet, txn from offset 0
+    assert answers[leader] == (0, [(PID, EPOCH, 2, 1_000, -1, 0)])
     assert all(a == answers[leader] for a in answers.values())
     assert cluster.brokers[1].describe_producers(("absent", 0))[0] == \
         UnknownTopicOrPartition.code
