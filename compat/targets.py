@@ -15,8 +15,8 @@ Rules:
   broker comes back by itself. wait_all_up(timeout_s) polls until every broker answers a
   Metadata request listing all of them.
 - scram() names a SASL_PLAINTEXT listener and a SCRAM user for suites that test SASL
-  (rayka's compat cluster has one: its brokers replicate over it; Kafka's here has only
-  PLAINTEXT listeners: None).
+  (rayka's compat cluster has one: its brokers replicate over it; Kafka's when made with
+  a scram_user).
 - Both stop everything they started, by pid, when closed (a `with` block).
 """
 
@@ -123,15 +123,22 @@ class KafkaTarget(Target):
     name = "kafka-3.9"
 
     def __init__(self, brokers: int = 3, properties: dict | None = None,
-                 broker_properties: dict | None = None):
+                 broker_properties: dict | None = None,
+                 scram_user: tuple[str, str] | None = None):
+        """`scram_user` (user, password): a SASL_PLAINTEXT listener too, with that
+        SCRAM-SHA-512 user (scram())."""
         from compat.kafka.launcher import KafkaCluster
         self.cluster = KafkaCluster(
             brokers, num_partitions=4, default_replication_factor=min(3, brokers),
-            broker_properties=broker_properties,
+            broker_properties=broker_properties, sasl=scram_user is not None,
             properties={"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
                         "allow.everyone.if.no.acl.found": "true",
                         "auto.create.topics.enable": "true", **(properties or {})}).start()
         self._restarts: list[threading.Thread] = []
+        self._scram = None
+        if scram_user is not None:
+            self.cluster.add_scram_user(*scram_user)
+            self._scram = (self.cluster.sasl_bootstrap_servers, *scram_user, "SCRAM-SHA-512")
 
     def bootstrap_servers(self) -> str:
         return self.cluster.bootstrap_servers
@@ -150,6 +157,9 @@ class KafkaTarget(Target):
         for t in self._restarts:
             t.join(max(0.0, deadline - time.monotonic()))
         super().wait_all_up(max(1.0, deadline - time.monotonic()))
+
+    def scram(self):
+        return self._scram
 
     def close(self) -> None:
         self.cluster.stop()

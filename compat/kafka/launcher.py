@@ -513,8 +513,8 @@ def metadata(host: str, port: int, timeout_s: float = 2.0) -> tuple[list[int], i
 class Broker:
     """One kafka.Kafka JVM: its id, port, dir, server.properties and process."""
 
-    def __init__(self, broker_id: int, port: int, base: Path):
-        self.id, self.port = broker_id, port
+    def __init__(self, broker_id: int, port: int, base: Path, sasl_port: int | None = None):
+        self.id, self.port, self.sasl_port = broker_id, port, sasl_port
         self.dir = base / f"broker-{broker_id}"
         self.data_dir, self.log_dir = self.dir / "data", self.dir / "logs"
         self.config = self.dir / "server.properties"
@@ -541,17 +541,21 @@ class KafkaCluster:
 
     ``zookeeper``: a connect string to use instead of starting a ZooKeeper server (a chroot
     ``/kafka-<uuid>`` is appended either way). ``properties``: extra server.properties (all
-    brokers); ``broker_properties``: {id: {...}} per broker. Broker ids are 1..N."""
+    brokers); ``broker_properties``: {id: {...}} per broker. Broker ids are 1..N.
+    ``sasl=True`` adds a SASL_PLAINTEXT listener per broker (SCRAM-SHA-256 and -512; the
+    brokers still talk PLAINTEXT to each other): ``sasl_bootstrap_servers``, and users made
+    with ``add_scram_user`` (Kafka's own kafka-configs.sh)."""
 
     def __init__(self, brokers: int = 3, *, zookeeper: str | None = None,
                  heap: str = "-Xmx512m -Xms512m", default_replication_factor: int | None = None,
                  min_insync_replicas: int = 1, num_partitions: int = 1,
                  properties: dict | None = None, broker_properties: dict | None = None,
                  base_dir=None, start_timeout_s: float = 120.0, java=None,
-                 jvm_opts: str | None = None):
+                 jvm_opts: str | None = None, sasl: bool = False):
         if brokers < 1:
             raise ValueError("brokers >= 1")
         self.n, self.heap, self.java, self.jvm_opts = brokers, heap, java, jvm_opts
+        self.sasl = sasl
         self.start_timeout_s = start_timeout_s
         self._zk_given = zookeeper
         self._zk = None                  # our ZooKeeperServer, if we start one
@@ -592,6 +596,37 @@ class KafkaCluster:
     @property
     def bootstrap_servers(self) -> str:
         return ",".join(b.address for b in self._brokers.values())
+
+    @property
+    def sasl_bootstrap_servers(self) -> str:
+        if not self.sasl:
+            raise KafkaLaunchError("this cluster has no SASL listener (sasl=False)")
+        return ",".join(f"127.0.0.1:{b.sasl_port}" for b in self._brokers.values())
+
+    def add_scram_user(self, user: str, password: str, mechanism: str = "SCRAM-SHA-512",
+                       timeout_s: float = 60.0) -> None:
+        """Kafka's kafka-configs.sh --alter --add-config on the PLAINTEXT listener, then
+        polled until every broker accepts the user's login (the credential reaches the
+        brokers through ZooKeeper's change notification)."""
+        from confluent_kafka.admin import AdminClient
+        run_tool("kafka-configs.sh", ["--bootstrap-server", self.bootstrap_servers, "--alter",
+                                      "--add-config", f"{mechanism}=[password={password}]",
+                                      "--entity-type", "users", "--entity-name", user],
+                 timeout_s=timeout_s, check=True)
+        deadline = time.monotonic() + timeout_s
+        for b in self._brokers.values():
+            conf = {"bootstrap.servers": f"127.0.0.1:{b.sasl_port}",
+                    "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": mechanism,
+                    "sasl.username": user, "sasl.password": password}
+            while True:
+                try:
+                    AdminClient(conf).list_topics(timeout=5)
+                    break
+                except Exception:
+                    if time.monotonic() > deadline:
+                        raise KafkaLaunchError(f"broker {b.id} refuses {user}'s {mechanism} "
+                                               f"login after {timeout_s} s") from None
+                    time.sleep(0.5)      # poll interval while the credential propagates
 
     @property
     def broker_ids(self) -> list[int]:
@@ -642,22 +677,49 @@ class KafkaCluster:
                     self._zk = ZooKeeperServer(tick_time_ms=3000).start()
                 self.timings["zookeeper_s"] = time.monotonic() - t0
                 if not self._brokers:
-                    ports = free_ports(self.n)
-                    self._brokers = {i + 1: Broker(i + 1, ports[i], self.base_dir)
+                    ports = free_ports(self.n * (2 if self.sasl else 1))
+                    self._brokers = {i + 1: Broker(i + 1, ports[i], self.base_dir,
+                                                   ports[self.n + i] if self.sasl else None)
                                      for i in range(self.n)}
-                for b in self._brokers.values():
-                    self._spawn(b)
-                self._wait_ready(list(self._brokers), self.start_timeout_s)
+                for attempt in range(3):
+                    for b in self._brokers.values():
+                        if not b.is_running():
+                            self._spawn(b)
+                    try:
+                        self._wait_ready(list(self._brokers), self.start_timeout_s)
+                        break
+                    except KafkaLaunchError as exc:
+                        # a free port taken by someone else before the JVM bound it: the
+                        # brokers that lost theirs get new ones (nothing registered yet)
+                        if "Address already in use" not in str(exc) or attempt == 2:
+                            raise
+                        self._move_dead_brokers()
             except BaseException:
                 self.stop(keep=bool(os.environ.get("RAYKA_KAFKA_KEEP")))
                 raise
             self.timings["start_s"] = time.monotonic() - t0
             return self
 
+    def _move_dead_brokers(self) -> None:
+        dead = [b for b in self._brokers.values() if not b.is_running()]
+        ports = free_ports(len(dead) * (2 if self.sasl else 1))
+        for i, b in enumerate(dead):
+            b.port = ports[i]
+            b.sasl_port = ports[len(dead) + i] if self.sasl else None
+
     def _server_properties(self, b: Broker) -> str:
-        props = {"broker.id": b.id, "listeners": f"PLAINTEXT://{b.address}",
-                 "advertised.listeners": f"PLAINTEXT://{b.address}",
-                 "log.dirs": str(b.data_dir), "zookeeper.connect": self.zookeeper_connect}
+        listeners = f"PLAINTEXT://{b.address}"
+        props = {}
+        if b.sasl_port is not None:
+            listeners += f",SASL_PLAINTEXT://127.0.0.1:{b.sasl_port}"
+            props = {"sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512",
+                     "inter.broker.listener.name": "PLAINTEXT",
+                     **{f"listener.name.sasl_plaintext.{m}.sasl.jaas.config":
+                        "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+                        for m in ("scram-sha-256", "scram-sha-512")}}
+        props = {"broker.id": b.id, "listeners": listeners, "advertised.listeners": listeners,
+                 "log.dirs": str(b.data_dir), "zookeeper.connect": self.zookeeper_connect,
+                 **props}
         props.update(self.properties)
         props.update(self.broker_properties.get(b.id, {}))
         return "".join(f"{k}={v}\n" for k, v in props.items())
