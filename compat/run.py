@@ -187,8 +187,9 @@ def open_cluster(target: str, kind: str = "default"):
     if target == "rayka":
         return RaykaTarget(start_cluster(kind), owned=True)
     props, per_broker = kafka_properties(kind)
+    # a SASL_PLAINTEXT listener on every kind, as rayka's compat clusters have
     return KafkaTarget(properties=props, broker_properties=per_broker,
-                       scram_user=(CLIENT_USER, CLIENT_PASSWORD) if kind == "sasl" else None)
+                       scram_user=(CLIENT_USER, CLIENT_PASSWORD))
 
 
 def kafka_path() -> str:
