@@ -308,7 +308,7 @@ def main(argv=None) -> int:
         for version, cp in build_all().items():
             print(f"kafka-clients {version}: {cp}")
         return 0
-    from compat.targets import open_target
+    from compat.targets import finish, open_target
     with open_target(args.target) as target:
         result = run_java_client(target, args.logs,
                                  clients=args.clients.split(",") if args.clients else None,
@@ -316,10 +316,7 @@ def main(argv=None) -> int:
     print(f"{SUITE} against {result['target']}: {result['passed']} passed, "
           f"{result['failed']} failed, {result['not_applicable']} not applicable "
           f"({result['seconds']} s; clients {', '.join(result['clients'])})")
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump(result, f, indent=2)
-    return 1 if result["failed"] else 0
+    return finish(result, args.out)
 
 
 if __name__ == "__main__":

@@ -783,7 +783,7 @@ def main(argv=None) -> int:
     if args.command == "build":
         print(build(quiet=False))
         return 0
-    from compat.targets import open_target
+    from compat.targets import finish, open_target
     with open_target(args.target) as target:
         result = run_kafka_connect(target, args.logs, parts=(args.only,) if args.only
                                    else ("connect", "mm2"))
@@ -794,10 +794,7 @@ def main(argv=None) -> int:
                                                            if extra else ""), flush=True)
     print(f"{SUITE} [{result['target']}]: {result['passed']} passed, {result['failed']} failed "
           f"({result['seconds']} s)")
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump(result, f, indent=2)
-    return 1 if result["failed"] else 0
+    return finish(result, args.out)
 
 
 if __name__ == "__main__":

@@ -623,15 +623,12 @@ def main(argv=None) -> int:
     if args.command == "build":
         print(build(quiet=False))
         return 0
-    from compat.targets import open_target
+    from compat.targets import finish, open_target
     with open_target(args.target) as target:
         result = run_kafka_streams(target, args.logs)
     print(f"{SUITE} [{result['target']}]: {result['passed']} passed, {result['failed']} failed "
           f"in {result['seconds']} s; figures {json.dumps(result['figures'])}")
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump(result, f, indent=2)
-    return 1 if result["failed"] else 0
+    return finish(result, args.out)
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ Rules:
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import threading
@@ -163,6 +164,14 @@ class KafkaTarget(Target):
 
     def close(self) -> None:
         self.cluster.stop()
+
+
+def finish(result: dict, out: str | None) -> int:
+    """A suite's CLI ending: its result as JSON in `out` (if given); exit 1 on a failure."""
+    if out:
+        with open(out, "w") as f:
+            json.dump(result, f, indent=2)
+    return 1 if result["failed"] else 0
 
 
 def open_target(which: str) -> Target:
