@@ -678,9 +678,7 @@ class KafkaBrokerApi:
                   "log.dirs": (self.broker.data_dir, None),
                   **{dotted_key(f.name): (text(getattr(self.config, f.name)), text(f.default))
                      for f in fields(self.config)}}
-        security = getattr(self.broker, "security", None)
-        if security is not None:
-            values[REAUTH] = (str(security.config.reauth_ms(None, "")), "0")
+        values[REAUTH] = (str(self.broker.security.config.reauth_ms()), "0")
         advertised = getattr(self.broker, "advertised", ())
         if advertised:
             ports = {e.listener: e.port for e in advertised}

@@ -92,11 +92,11 @@ class SecurityConfig:
                                         "must be a whole number of ms >= 0") from None
         return out
 
-    def reauth_ms(self, listener: str | None, mechanism: str) -> int:
-        """connections.max.reauth.ms of a listener's mechanism (KIP-368): listener.name.<l>.
+    def reauth_ms(self, listener: str | None = None, mechanism: str | None = None) -> int:
+        """connections.max.reauth.ms (KIP-368) of a listener's mechanism: listener.name.<l>.
         <mechanism>.connections.max.reauth.ms, else listener.name.<l>.connections.max.
         reauth.ms, else the broker's; 0 (Kafka's default): sessions never expire."""
-        value = self.get(f"{mechanism.lower()}.{REAUTH}", listener)
+        value = self.get(f"{mechanism.lower()}.{REAUTH}", listener) if mechanism else None
         return int(value if value is not None else self.get(REAUTH, listener, 0))
 
     def get(self, key: str, listener: str | None, default=None):
