@@ -59,8 +59,6 @@ Rules:
 from __future__ import annotations
 
 import argparse
-import fcntl
-import hashlib
 import json
 import os
 import shlex
@@ -80,7 +78,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from compat.kafka.launcher import (CONFIG_FILES, PERF_OPTS, _deathsig_preexec,  # noqa: E402
-                                   find_java)
+                                   copy_dependencies, find_java)
 from controller.zookeeper.server import free_ports, log_tail  # noqa: E402
 
 SUITE = "kafka-connect"
@@ -116,27 +114,7 @@ def build(quiet: bool = True) -> Path:
     log4j = CONFIG / "connect-log4j.properties"
     if not log4j.exists() or log4j.read_text() != CONFIG_FILES["connect-log4j.properties"]:
         log4j.write_text(CONFIG_FILES["connect-log4j.properties"])
-    want = hashlib.sha1(POM.read_bytes()).hexdigest()[:16]
-    stamp = LIBS / ".stamp"
-    if stamp.exists() and stamp.read_text().strip() == want:
-        return LIBS
-    with open(BUILD / ".libs.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if stamp.exists() and stamp.read_text().strip() == want:
-            return LIBS
-        tmp = BUILD / f"libs.tmp{os.getpid()}"
-        shutil.rmtree(tmp, ignore_errors=True)
-        cmd = ["mvn", "-B", *(["-q"] if quiet else []), "-f", str(POM),
-               "dependency:copy-dependencies", f"-DoutputDirectory={tmp}"]
-        proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True)
-        if proc.returncode != 0 or not any(tmp.glob("connect-runtime-*.jar")):
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise RuntimeError(f"{shlex.join(cmd)} failed ({proc.returncode}):\n"
-                               f"{(proc.stdout + proc.stderr)[-3000:]}")
-        (tmp / ".stamp").write_text(want + "\n")
-        shutil.rmtree(LIBS, ignore_errors=True)
-        os.replace(tmp, LIBS)
-    return LIBS
+    return copy_dependencies(POM, LIBS, "connect-runtime-*.jar", quiet=quiet)
 
 
 # -- JVMs ---------------------------------------------------------------------------------------
@@ -741,8 +719,8 @@ def run_kafka_connect(target, logs_dir=None, second_target=None,
             target.wait_all_up(180)
             owned = second_target is None
             if owned:
-                from compat.targets import KafkaTarget, RaykaTarget
-                second_target = RaykaTarget() if target.name == "rayka" else KafkaTarget()
+                from compat.targets import open_target
+                second_target = open_target(target.name)
             try:
                 run_mm2(target, second_target, log_dir / "mm2", checks)
             finally:

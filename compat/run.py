@@ -185,7 +185,7 @@ def open_cluster(target: str, kind: str = "default"):
     """A compat.targets Target of the scenario `kind` on rayka or on Kafka 3.9."""
     from compat.targets import KafkaTarget, RaykaTarget
     if target == "rayka":
-        return RaykaTarget(start_cluster(kind), owned=True)
+        return RaykaTarget(kind=kind)
     props, per_broker = kafka_properties(kind)
     # a SASL_PLAINTEXT listener on every kind, as rayka's compat clusters have
     return KafkaTarget(properties=props, broker_properties=per_broker,
@@ -425,15 +425,15 @@ def _suite(name: str, target: str, checks: dict, seconds: float, **figures) -> d
 def as_suite(name: str, target: str, result: dict) -> dict:
     """Any suite's result in the table's shape: librdkafka's {test: verdict}, the single-check
     suites' {verdict, why}, or a suite module's own {checks: ...}."""
+    def check(r: dict) -> dict:     # a suite that could not run (not installed) is skipped
+        return dict(r, verdict="skipped") if r["verdict"] == "not run" else r
+
     if "checks" in result:
         return result
     if "verdict" in result:
-        verdict = {"not run": "skipped"}.get(result["verdict"], result["verdict"])
-        return _suite(name, target, {name: dict(result, verdict=verdict)},
-                      result.get("seconds", 0.0))
-    checks = {t: dict(r, verdict={"not run": "skipped"}.get(r["verdict"], r["verdict"]))
-              for t, r in result.items()}
-    return _suite(name, target, checks, sum(r.get("seconds", 0.0) for r in result.values()))
+        return _suite(name, target, {name: check(result)}, result.get("seconds", 0.0))
+    return _suite(name, target, {t: check(r) for t, r in result.items()},
+                  sum(r.get("seconds", 0.0) for r in result.values()))
 
 
 def print_table(suites: list[dict], file=sys.stdout) -> None:

@@ -52,15 +52,12 @@ Rules:
 from __future__ import annotations
 
 import collections
-import fcntl
 import glob
-import hashlib
 import json
 import os
 import random
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import threading
@@ -92,11 +89,6 @@ class SuiteError(Exception):
 
 
 # -- jars --------------------------------------------------------------------------------------
-def _pom_hash() -> str:
-    with open(POM, "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest()
-
-
 def _pyspark_artifacts() -> set[str]:
     """Artifact names (version stripped) of the jars PySpark ships."""
     import pyspark
@@ -119,39 +111,16 @@ def _artifact(jar: str) -> str:
 
 def ensure_jars(quiet: bool = True) -> list[str]:
     """The connector's jars (absolute paths), fetched by Maven once per pom hash."""
-    stamp, want = os.path.join(JARS, ".stamp"), _pom_hash()
-
-    def fresh() -> bool:
-        if not os.path.exists(stamp):
-            return False
-        with open(stamp) as f:
-            return f.read().strip() == want
-    if not fresh():
-        os.makedirs(os.path.dirname(JARS), exist_ok=True)
-        with open(os.path.join(os.path.dirname(JARS), ".jars.lock"), "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)    # a second process waits, then sees the stamp
-            if not fresh():
-                _fetch_jars(quiet, stamp, want)
+    from compat.kafka.launcher import KafkaLaunchError, copy_dependencies
+    try:
+        copy_dependencies(POM, JARS, CONNECTOR, quiet=quiet)
+    except KafkaLaunchError as exc:
+        raise SuiteError(str(exc)) from None
     jars = sorted(glob.glob(os.path.join(JARS, "*.jar")))
     twice = sorted(j for j in map(os.path.basename, jars) if _artifact(j) in _pyspark_artifacts())
     if twice:
         raise SuiteError(f"{POM} brings jars PySpark already ships: {twice} (exclude them)")
     return jars
-
-
-def _fetch_jars(quiet: bool, stamp: str, want: str) -> None:
-    """`mvn dependency:copy-dependencies` into build/jars (the pom names it), then the stamp."""
-    mvn = shutil.which("mvn")
-    if not mvn:
-        raise SuiteError("mvn not found: install Debian's maven (apt-get install maven)")
-    shutil.rmtree(JARS, ignore_errors=True)
-    cmd = [mvn, "-B", *(["-q"] if quiet else []), "-f", POM, "dependency:copy-dependencies"]
-    proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True)
-    if proc.returncode != 0 or not os.path.exists(os.path.join(JARS, CONNECTOR)):
-        raise SuiteError(f"{' '.join(cmd)} failed ({proc.returncode}):\n"
-                         f"{(proc.stdout + proc.stderr)[-3000:]}")
-    with open(stamp, "w") as f:
-        f.write(want + "\n")
 
 
 # -- Kafka side (librdkafka) --------------------------------------------------------------------

@@ -6,10 +6,12 @@ Rules:
   suite needs (kill a broker, wait until all are back). The same suite therefore runs
   against rayka and against Kafka 3.9 unchanged, and a failure can be shown to happen
   (or not) on Kafka too.
-- `rayka()` is compat's default cluster (compat/run.py start_cluster: 3 brokers, 4
-  partitions, replication factor 3, topic auto-creation, an ACL authorizer allowing what
-  no ACL names, anonymous PLAINTEXT clients). `kafka()` is Kafka 3.9.2 in ZooKeeper mode
-  (compat/kafka/launcher.py KafkaCluster) with the same topic defaults and authorizer.
+- `open_target("rayka")` is compat's default cluster (compat/run.py start_cluster: 3
+  brokers, 4 partitions, replication factor 3, topic auto-creation, an ACL authorizer
+  allowing what no ACL names, anonymous PLAINTEXT clients); `open_target("kafka")` is
+  Kafka 3.9.2 in ZooKeeper mode (compat/kafka/launcher.py KafkaCluster) with the same
+  topic defaults, authorizer and SCRAM listener. Both come from compat/run.py
+  open_cluster, so a suite run alone meets the cluster `make compat` gives it.
 - kill_broker is a hard kill (rayka: the broker's actor killed, Ray restarts it on the same
   data; Kafka: SIGKILL, then the same broker started again). It returns at once; the
   broker comes back by itself. wait_all_up(timeout_s) polls until every broker answers a
@@ -90,12 +92,10 @@ class Target:
 class RaykaTarget(Target):
     name = "rayka"
 
-    def __init__(self, cluster=None, kind: str = "default", owned: bool | None = None):
-        """`cluster`: a running rayka cluster to use (closed with the target only when
-        `owned`); otherwise compat's cluster of scenario `kind` is started and owned."""
+    def __init__(self, kind: str = "default"):
+        """compat's rayka cluster of scenario `kind` (compat/run.py start_cluster)."""
         from compat.run import start_cluster
-        self._owned = cluster is None if owned is None else owned
-        self.cluster = cluster if cluster is not None else start_cluster(kind)
+        self.cluster = start_cluster(kind)
 
     def bootstrap_servers(self) -> str:
         return self.cluster.bootstrap_servers()
@@ -116,8 +116,7 @@ class RaykaTarget(Target):
         super().wait_all_up(timeout_s)
 
     def close(self) -> None:
-        if self._owned:
-            self.cluster.shutdown()
+        self.cluster.shutdown()
 
 
 class KafkaTarget(Target):
@@ -175,9 +174,9 @@ def finish(result: dict, out: str | None) -> int:
 
 
 def open_target(which: str) -> Target:
-    """"rayka" or "kafka" (Apache Kafka 3.9.2 on this machine)."""
-    if which == "rayka":
-        return RaykaTarget()
-    if which in ("kafka", "kafka-3.9"):
-        return KafkaTarget()
-    raise ValueError(f"unknown target {which!r}: rayka or kafka")
+    """"rayka" or "kafka" (Apache Kafka 3.9.2 on this machine): the cluster `make compat`
+    runs its suites against (compat/run.py open_cluster), for a suite run alone."""
+    from compat.run import open_cluster
+    if which not in ("rayka", "kafka", "kafka-3.9"):
+        raise ValueError(f"unknown target {which!r}: rayka or kafka")
+    return open_cluster("rayka" if which == "rayka" else "kafka")

@@ -224,10 +224,6 @@ log4j.logger.org.reflections=ERROR
 
 
 # -- jars -------------------------------------------------------------------------------
-def _pom_hash() -> str:
-    return hashlib.sha1(POM.read_bytes()).hexdigest()[:16]
-
-
 def _write_if_changed(path: Path, text: str) -> None:
     if not path.exists() or path.read_text() != text:
         tmp = path.with_name(path.name + f".tmp{os.getpid()}")
@@ -243,43 +239,54 @@ def ensure_config() -> Path:
     return CONFIG
 
 
-def ensure_libs(*, quiet: bool = True, touch: bool = False) -> Path:
-    """build/libs with every jar of pom.xml (mvn copy-dependencies, once per pom hash)."""
-    ensure_config()
-    stamp, want = LIBS / ".stamp", _pom_hash()
+def copy_dependencies(pom: Path, libs: Path, marker: str, *, quiet: bool = True,
+                      touch: bool = False) -> Path:
+    """`libs` with every jar `pom` depends on (`mvn dependency:copy-dependencies`), once per
+    pom hash: libs/.stamp holds the hash, so a changed pom fetches again and an unchanged
+    one costs nothing. A second process waits on a lock, then sees the stamp. The jars land
+    in a temp dir that replaces `libs` whole; a jar matching the glob `marker` must be among
+    them. KafkaLaunchError when mvn is missing or fails."""
+    pom, libs = Path(pom), Path(libs)
+    stamp, want = libs / ".stamp", hashlib.sha1(pom.read_bytes()).hexdigest()[:16]
     if stamp.exists() and stamp.read_text().strip() == want:
         if touch:
             stamp.touch()
-        return LIBS
-    BUILD.mkdir(parents=True, exist_ok=True)
-    with open(BUILD / ".libs.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)      # two processes: the second waits, then sees the stamp
+        return libs
+    libs.parent.mkdir(parents=True, exist_ok=True)
+    with open(libs.parent / f".{libs.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
         if stamp.exists() and stamp.read_text().strip() == want:
-            return LIBS
+            return libs
         mvn = shutil.which("mvn")
         if not mvn:
             raise KafkaLaunchError("mvn not found: install Debian's maven (apt-get install maven)")
-        tmp = BUILD / f"libs.tmp{os.getpid()}"
+        tmp = libs.parent / f"{libs.name}.tmp{os.getpid()}"
         shutil.rmtree(tmp, ignore_errors=True)
         # outputDirectory must be absolute: a relative one resolves against the pom's dir
-        cmd = [mvn, "-B", *(["-q"] if quiet else []), "-f", str(POM),
-               "dependency:copy-dependencies", f"-DoutputDirectory={tmp}"]
+        cmd = [mvn, "-B", *(["-q"] if quiet else []), "-f", str(pom),
+               "dependency:copy-dependencies", f"-DoutputDirectory={tmp.resolve()}"]
         t0 = time.monotonic()
         proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True)
-        if proc.returncode != 0 or not any(tmp.glob("kafka_2.13-*.jar")):
+        if proc.returncode != 0 or not any(tmp.glob(marker)):
             shutil.rmtree(tmp, ignore_errors=True)
             raise KafkaLaunchError(f"{shlex.join(cmd)} failed ({proc.returncode}):\n"
                                    f"{(proc.stdout + proc.stderr)[-4000:]}")
         (tmp / ".stamp").write_text(want + "\n")
-        old = BUILD / f"libs.old{os.getpid()}"
-        if LIBS.exists():
-            os.replace(LIBS, old)
-        os.replace(tmp, LIBS)
+        old = libs.parent / f"{libs.name}.old{os.getpid()}"
+        if libs.exists():
+            os.replace(libs, old)
+        os.replace(tmp, libs)
         shutil.rmtree(old, ignore_errors=True)
         if not quiet:
-            print(f"== {len(list(LIBS.glob('*.jar')))} jars in {LIBS} "
+            print(f"== {len(list(libs.glob('*.jar')))} jars in {libs} "
                   f"({time.monotonic() - t0:.1f} s)", file=sys.stderr)
-    return LIBS
+    return libs
+
+
+def ensure_libs(*, quiet: bool = True, touch: bool = False) -> Path:
+    """build/libs with every jar of pom.xml (copy_dependencies, once per pom hash)."""
+    ensure_config()
+    return copy_dependencies(POM, LIBS, "kafka_2.13-*.jar", quiet=quiet, touch=touch)
 
 
 def find_java(java=None) -> str:
