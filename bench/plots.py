@@ -7,7 +7,13 @@ Rules:
   unit; log scale when a panel spans more than 50x.
 - <stem>-peers.png: rayka against the peers of bench/peers_bench.py (PEER_ROWS), log scale.
 - <stem>-latency.png: one line per percentile against the offered rate, from figures named
-  latency.* or *.latency.* with a time unit; drawn only when such figures exist.
+  latency.* or *.latency.* with a time unit (not the side-by-side versus.* ones); drawn only
+  when such figures exist.
+- <stem>-versus-<family>.png per family of the report's "versus" rows (bench/kafka_bench.py):
+  for each figure, rayka's and Kafka's medians as two bars side by side with min–max error
+  bars and rayka / Kafka written beside them; one panel per unit, log scale when a panel
+  spans more than 50x. The bench itself gets no <stem>-bench-<name>.png (VERSUS_BENCHES):
+  these replace it.
 - A plot with nothing to draw is not written; `write_plots` returns the files it wrote.
 - matplotlib is imported on first use, with the Agg backend: no display, and the runner's
   children never pay for it.
@@ -20,7 +26,7 @@ import math
 import re
 from pathlib import Path
 
-from bench.report import (NATS_CONSUME, NATS_PRODUCE, QUEUE_GET, QUEUE_PUT, QUEUE_PUT_ITEM,
+from bench.report import (VERSUS_PREFIX, NATS_CONSUME, NATS_PRODUCE, QUEUE_GET, QUEUE_PUT, QUEUE_PUT_ITEM,
                           RAYKA_CONSUME, RAYKA_PRODUCE, figure_label, find_figure, fmt, ok_figures)
 
 PEER_ROWS = [("rayka produce (acks=all, RF 3, bulk)", RAYKA_PRODUCE, "#3b6ea5"),
@@ -112,6 +118,8 @@ def latency_points(benches: dict) -> dict[str, list[tuple[float, dict]]]:
     """percentile label -> [(rate, figure)] from figures named latency.* (or *.latency.*)."""
     points: dict[str, list] = collections.defaultdict(list)
     for _, f in ok_figures(benches):
+        if f["name"].startswith(VERSUS_PREFIX):
+            continue
         if not (f["name"].startswith("latency.") or ".latency." in f["name"]) or f.get("median") is None:
             continue
         if f.get("unit") not in TIME_UNITS:     # e.g. latency.rate_N.achieved_rate (records/s)
@@ -161,9 +169,58 @@ def plot_latency(benches: dict, path: Path) -> bool:
     return True
 
 
+VERSUS_BENCHES = ("kafka",)
+COLORS = {"rayka": "#3b6ea5", "kafka": "#e67e22"}
+
+
+def plot_versus(family: str, rows: list[dict], path: Path) -> bool:
+    """rayka and Kafka side by side for one family's rows; see the module's rules."""
+    rows = [r for r in rows if r["rayka"].get("median") is not None
+            or r["kafka"].get("median") is not None]
+    if not rows:
+        return False
+    plt = _plt()
+    units = list(dict.fromkeys(r["unit"] for r in rows))
+    heights = [sum(r["unit"] == u for r in rows) for u in units]
+    fig, axes = plt.subplots(len(units), 1, squeeze=False,
+                             figsize=(10, 1.4 + 0.7 * sum(heights) + 0.6 * len(units)),
+                             gridspec_kw={"height_ratios": heights})
+    for ax, unit in zip(axes[:, 0], units):
+        rs = [r for r in rows if r["unit"] == unit]
+        values = []
+        for offset, side in ((-0.2, "rayka"), (0.2, "kafka")):
+            ys = [i + offset for i in range(len(rs))]
+            med = [r[side].get("median") or 0 for r in rs]
+            err = [[m - (r[side].get("min") or m) for m, r in zip(med, rs)],
+                   [(r[side].get("max") or m) - m for m, r in zip(med, rs)]]
+            ax.barh(ys, med, height=0.38, xerr=err, color=COLORS[side], capsize=2,
+                    label="rayka" if side == "rayka" else "Apache Kafka 3.9.2")
+            values += med + [r[side].get("max") or 0 for r in rs]
+            for y, m, r in zip(ys, med, rs):
+                ax.annotate(fmt(m) if r[side].get("median") is not None else "-",
+                            (r[side].get("max") or m, y), textcoords="offset points",
+                            xytext=(4, -3), fontsize=7)
+        labels = [r["name"] + (" (lower is better)" if r["better"] == "lower" else "")
+                  + ("" if r["ratio"] is None else f"\nrayka/Kafka {r['ratio']:.2f}")
+                  for r in rs]
+        ax.set_yticks(list(range(len(rs))), labels, fontsize=7)
+        ax.invert_yaxis()
+        if _log_scale(values):
+            ax.set_xscale("log")
+        ax.set_xlabel(f"{unit} (median, min–max)", fontsize=8)
+    axes[0, 0].legend(fontsize=8, loc="lower right")
+    axes[0, 0].set_title(f"rayka beside Apache Kafka 3.9.2: {family}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
 def write_plots(report: dict, json_path: Path) -> list[Path]:
     stem, written = json_path.with_suffix(""), []
     for bench, result in report["benches"].items():
+        if bench in VERSUS_BENCHES:
+            continue
         if isinstance(result, dict) and "error" not in result:
             p = Path(f"{stem}-bench-{bench}.png")   # not <stem>-peers.png: that one compares
             if plot_bench(bench, result, p):
@@ -171,5 +228,12 @@ def write_plots(report: dict, json_path: Path) -> list[Path]:
     for suffix, fn in (("peers", plot_peers), ("latency", plot_latency)):
         p = Path(f"{stem}-{suffix}.png")
         if fn(report["benches"], p):
+            written.append(p)
+    families: dict[str, list] = {}
+    for row in report.get("versus", []):
+        families.setdefault(row.get("family") or "other", []).append(row)
+    for family, rows in families.items():
+        p = Path(f"{stem}-versus-{family}.png")
+        if plot_versus(family, rows, p):
             written.append(p)
     return written

@@ -10,10 +10,17 @@ Rules:
 - Ratios (RATIOS): rayka against the peers of bench/peers_bench.py, median over median,
   and the worst case (rayka's min over the peer's max); a figure missing on either side
   leaves the ratio None and names what is missing.
+- Side by side (VERSUS_PREFIX, bench/kafka_bench.py): every figure pair
+  versus.<name>.rayka / versus.<name>.kafka becomes one row of "versus": both systems'
+  median, min and max, rayka / Kafka median over median (`ratio`), the run-by-run ratios'
+  median, min and max (versus.<name>.ratio), and whether rayka is at least level with Kafka
+  (`ahead`: ratio >= 1 when higher is better, <= 1 when lower is; None without a ratio).
+  Families that failed on a system (the bench's "family_errors") are listed under
+  "failed" as "<bench>: <system> <family> run <i>".
 - Figures sharing a name are told apart by the params that differ between them
   (`figure_label`), in the report, the plots and the summary alike.
 - Shape: date, machine, total_s, quick, runs, budget_s, benches, wall_s, targets, ratios,
-  failed.
+  versus, failed.
 """
 
 from __future__ import annotations
@@ -104,8 +111,48 @@ def compute_ratios(benches: dict) -> list[dict]:
     return out
 
 
+VERSUS_PREFIX = "versus."
+VERSUS_SYSTEMS = ("rayka", "kafka")
+
+
+def compute_versus(benches: dict) -> list[dict]:
+    """One row per figure measured on both systems; see the module's rules."""
+    by_name: dict[str, dict[str, dict]] = {}
+    for _, f in ok_figures(benches):
+        name = f["name"]
+        if not name.startswith(VERSUS_PREFIX):
+            continue
+        stem, _, side = name[len(VERSUS_PREFIX):].rpartition(".")
+        if side in VERSUS_SYSTEMS + ("ratio",):
+            by_name.setdefault(stem, {})[side] = f
+    rows = []
+    for stem, sides in by_name.items():
+        known = sides.get("rayka") or sides.get("kafka")
+        if known is None:
+            continue
+        row = {"name": stem, "unit": known.get("unit"), "better": known.get("better", "higher"),
+               "family": (known.get("params") or {}).get("family"),
+               "target": known.get("target"), "ratio": None, "ahead": None}
+        for side in VERSUS_SYSTEMS:
+            f = sides.get(side) or {}
+            row[side] = {k: f.get(k) for k in ("median", "min", "max", "runs")}
+        a, b = row["rayka"]["median"], row["kafka"]["median"]
+        if a is not None and b:
+            row["ratio"] = a / b
+            row["ahead"] = row["ratio"] >= 1.0 if row["better"] == "higher" else row["ratio"] <= 1.0
+        r = sides.get("ratio") or {}
+        row["ratio_runs"] = {k: r.get(k) for k in ("median", "min", "max", "runs")}
+        rows.append(row)
+    return rows
+
+
 def failed(benches: dict) -> list[str]:
-    return [n for n, r in benches.items() if not isinstance(r, dict) or "error" in r]
+    out = [n for n, r in benches.items() if not isinstance(r, dict) or "error" in r]
+    for n, r in benches.items():
+        if isinstance(r, dict):
+            out += [f"{n}: {e.get('system')} {e.get('family')} run {e.get('run')}"
+                    for e in r.get("family_errors", [])]
+    return out
 
 
 def results_path(out_dir: Path, today: datetime.date) -> Path:
@@ -124,7 +171,7 @@ def build_report(benches: dict, wall_s: dict, total_s: float, machine: dict, tod
             "quick": quick, "runs": runs, "budget_s": budget_s,
             "benches": benches, "wall_s": {k: round(v, 2) for k, v in wall_s.items()},
             "targets": target_table(benches), "ratios": compute_ratios(benches),
-            "failed": failed(benches)}
+            "versus": compute_versus(benches), "failed": failed(benches)}
 
 
 def fmt(v) -> str:

@@ -4,8 +4,10 @@ plots are written.
 Rules:
 - Reads the report (bench/report.py) only; computes no figure of its own, so what is printed
   is what the JSON says.
-- Three tables: every figure (median over runs, min–max, target, met), rayka against the
-  peers (median over median, worst case), and the wall time per bench against its timeout;
+- Four tables: every figure (median over runs, min–max, target, met) except the side-by-side
+  ones, rayka against the peers (median over median, worst case), rayka beside Kafka (the
+  report's "versus" rows: both medians with min–max, rayka / Kafka, ahead or not), and the
+  wall time per bench against its timeout;
   then the total against the report's budget, the files written and the failed benches.
 - A failed bench shows the first line of its error where its figures would be.
 - Figure labels hold "[params]", which rich would read as markup: they are escaped.
@@ -18,7 +20,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from bench.report import figure_label, fmt
+from bench.report import VERSUS_PREFIX, figure_label, fmt
 
 
 def print_summary(report: dict, json_path: Path, pngs: list[Path], timeouts: dict) -> None:
@@ -37,6 +39,8 @@ def print_summary(report: dict, json_path: Path, pngs: list[Path], timeouts: dic
             continue
         figures = result.get("figures", [])
         for f in figures:
+            if f["name"].startswith(VERSUS_PREFIX):
+                continue
             met = f.get("met")
             target = "" if f.get("target") is None else \
                 ("≤ " if f.get("better") == "lower" else "≥ ") + fmt(f["target"])
@@ -57,6 +61,9 @@ def print_summary(report: dict, json_path: Path, pngs: list[Path], timeouts: dic
                   "" if row["met"] is None else ("[green]yes[/green]" if row["met"] else "[red]NO[/red]"))
     console.print(r)
 
+    if report.get("versus"):
+        console.print(versus_table(report["versus"]))
+
     w = Table(title="wall time per bench")
     for col in ("bench", "wall s", "timeout s", "status"):
         w.add_column(col)
@@ -71,3 +78,24 @@ def print_summary(report: dict, json_path: Path, pngs: list[Path], timeouts: dic
     console.print(f"wrote {json_path}" + "".join(f"\n      {p}" for p in pngs))
     if report["failed"]:
         console.print(f"[red]failed benches: {', '.join(report['failed'])}[/red]")
+
+
+def versus_table(rows: list[dict]):
+    """rayka beside Apache Kafka, one row per figure of the report's "versus"."""
+    from rich.markup import escape
+    from rich.table import Table
+    t = Table(title="rayka beside Apache Kafka 3.9.2, same machine, same run (median, min–max)")
+    for col in ("family", "figure", "unit", "rayka", "Kafka", "rayka / Kafka", "ahead"):
+        t.add_column(col, justify="right" if col in ("rayka", "Kafka", "rayka / Kafka") else "left")
+    for row in rows:
+        def cell(side):
+            v = row[side]
+            return f"{fmt(v['median'])} ({fmt(v['min'])}–{fmt(v['max'])})" \
+                if v.get("median") is not None else "-"
+        ratio = "-" if row["ratio"] is None else f"{row['ratio']:.2f}"
+        ahead = "" if row["ahead"] is None else \
+            ("[green]yes[/green]" if row["ahead"] else "[red]no[/red]")
+        t.add_row(row.get("family") or "", escape(row["name"]) +
+                  (" (lower is better)" if row["better"] == "lower" else ""),
+                  row["unit"] or "", cell("rayka"), cell("kafka"), ratio, ahead)
+    return t

@@ -90,7 +90,10 @@ class ControllerContext:
         return set(self.assignments)
 
     def all_partitions(self) -> list[TopicPartition]:
-        return [TopicPartition(t, p) for t, parts in self.assignments.items() for p in parts]
+        # list() copies each dict in one C call: the health figures below are read from
+        # another thread (the actor's status call) while the event thread changes them
+        return [TopicPartition(t, p) for t, parts in list(self.assignments.items())
+                for p in list(parts)]
 
     def partitions_for_topic(self, topic: str) -> list[TopicPartition]:
         return [TopicPartition(topic, p) for p in sorted(self.assignments.get(topic, {}))]
@@ -149,5 +152,5 @@ class ControllerContext:
                    and not self.is_topic_queued_for_deletion(tp.topic))
 
     def under_replicated(self) -> list[TopicPartition]:
-        return [tp for tp, l in self.leadership.items()
+        return [tp for tp, l in list(self.leadership.items())
                 if len(l.isr) < len(self.replicas(tp))]

@@ -178,3 +178,89 @@ def test_child_isolation_ok_crash_missing_and_timeout(tmp_path):
     assert "timed out after 5 s" in hang["error"]
     grandchild = int((tmp_path / "hang_bench.py.pid").read_text())
     assert not pid_alive(grandchild)                               # its tree was stopped
+
+
+# -- the side-by-side bench (bench/kafka_bench.py) ----------------------------------------------
+def _sheets():
+    from bench.versus import Sheet
+    ray_sheet, kafka_sheet = Sheet("rayka"), Sheet("kafka")
+    for sheet, produce, ack, lost in ((ray_sheet, [200.0, 300.0, 250.0], [2.0, 4.0, 3.0], [0, 0, 0]),
+                                      (kafka_sheet, [100.0, 100.0, 200.0], [4.0, 2.0, 6.0], [0, 1, 0])):
+        sheet.family = "data"
+        for p, a in zip(produce, ack):
+            sheet.add("produce.records_per_s", p, "records/s", "higher", records=10)
+            sheet.add("latency.ack_p50_ms", a, "ms", "lower", rate=1000)
+        sheet.family = "failover"
+        for n in lost:
+            sheet.add("rolling_restart.lost", n, "records", "lower", target=0)
+    ray_sheet.add("rayka_only.s", 1.0, "s", "lower")
+    return {"rayka": ray_sheet, "kafka": kafka_sheet}
+
+
+def test_sheet_keeps_one_unit_and_direction_per_name():
+    from bench.versus import Sheet
+    sheet = Sheet("rayka")
+    sheet.add("x", 1, "s", "lower")
+    with pytest.raises(ValueError, match="recorded as s/lower"):
+        sheet.add("x", 2, "ms", "lower")
+    with pytest.raises(ValueError, match="better"):
+        sheet.add("y", 2, "ms", "smaller")
+    sheet.family = "data"
+    sheet.add("z", 3, "ms", "lower", rate=5)
+    assert sheet.series["z"].params == {"family": "data", "rate": 5}
+    assert sheet.series["x"].samples == [1.0]
+
+
+def test_versus_figures_pair_the_systems_run_by_run():
+    from bench.kafka_bench import versus_figures
+    figs = {f["name"]: f for f in versus_figures(_sheets())}
+    produce = figs["versus.produce.records_per_s.ratio"]
+    assert produce["samples"] == [2.0, 3.0, 1.25] and produce["target"] == 1.0
+    assert produce["met"] is True and produce["params"]["family"] == "data"
+    ack = figs["versus.latency.ack_p50_ms.ratio"]
+    assert ack["samples"] == [0.5, 2.0, 0.5] and ack["better"] == "lower" and ack["met"] is True
+    # Kafka's zero samples have no ratio; a target of the family's own stays on both sides
+    assert figs["versus.rolling_restart.lost.ratio"]["samples"] == [0.0]
+    assert figs["versus.rolling_restart.lost.kafka"]["target"] == 0
+    assert figs["versus.rolling_restart.lost.kafka"]["met"] is True     # median 0
+    # a figure only one system recorded still gets both sides (one empty), no ratio
+    assert figs["versus.rayka_only.s.kafka"]["samples"] == []
+    assert "versus.rayka_only.s.ratio" not in figs
+
+
+def test_versus_rows_ratio_ahead_and_family_errors_fail_the_bench():
+    from bench.kafka_bench import versus_figures
+    benches = {"kafka": {"bench": "kafka", "setup": {}, "extra": {},
+                         "figures": versus_figures(_sheets()),
+                         "family_errors": [{"system": "kafka", "family": "scale", "run": 1,
+                                            "error": "boom"}]}}
+    rows = {r["name"]: r for r in report.compute_versus(benches)}
+    produce = rows["produce.records_per_s"]
+    assert produce["rayka"]["median"] == 250.0 and produce["kafka"]["median"] == 100.0
+    assert produce["ratio"] == pytest.approx(2.5) and produce["ahead"] is True
+    assert produce["ratio_runs"]["median"] == 2.0 and produce["family"] == "data"
+    ack = rows["latency.ack_p50_ms"]
+    assert ack["ratio"] == pytest.approx(0.75) and ack["ahead"] is True  # lower is better
+    assert rows["rolling_restart.lost"]["ratio"] is None                 # Kafka's median is 0
+    assert rows["rayka_only.s"]["kafka"]["median"] is None and rows["rayka_only.s"]["ahead"] is None
+    built = report.build_report(benches, {}, 1.0, {}, datetime.date(2025, 1, 2), False, 3,
+                                budget_s=3600)
+    assert built["failed"] == ["kafka: kafka scale run 1"]
+    assert len(built["versus"]) == 4
+
+
+def test_versus_plots_per_family_and_summary_table(tmp_path, capsys):
+    from bench.kafka_bench import versus_figures
+    benches = {"kafka": {"bench": "kafka", "setup": {}, "extra": {},
+                         "figures": versus_figures(_sheets())}}
+    built = report.build_report(benches, {"kafka": 5.0}, 5.0, {}, datetime.date(2025, 1, 2),
+                                False, 3, budget_s=3600)
+    pngs = plots.write_plots(built, tmp_path / "2025-01-02.json")
+    assert sorted(p.name for p in pngs) == ["2025-01-02-versus-data.png",
+                                            "2025-01-02-versus-failover.png"]
+    assert plots.latency_points(benches) == {}          # versus.* latencies are not rayka's own
+    summary.print_summary(built, tmp_path / "2025-01-02.json", pngs, {"kafka": 3600})
+    out = capsys.readouterr().out
+    assert "rayka beside Apache Kafka" in out and "produce.records_per_s" in out
+    assert "2.50" in out and "0.75" in out
+    assert "versus.produce" not in out                  # not repeated in the figure table

@@ -1,0 +1,54 @@
+"""What the side-by-side benchmark's workload families share: the sheet they record on.
+
+Rules:
+- A family is a module bench/versus_<family>.py with
+  `run(system, sheet, runs: int, quick: bool) -> None`: it runs its workloads `runs` times
+  against one `bench.systems.System` and records one sample per run per figure with
+  `sheet.add(name, value, unit, better, **params)`. The SAME family code runs against
+  rayka and against Kafka; nothing in it may ask which system it has, except to record
+  facts in `sheet.extra`.
+- A figure name is short and the same for both systems (e.g. "produce.records_per_s");
+  bench/kafka_bench.py turns each into versus.<name>.rayka, versus.<name>.kafka and
+  versus.<name>.ratio (rayka / Kafka, run by run).
+- `better` is "higher" or "lower"; params describe the workload (the same on both).
+- Failures are not figures: a family raises, and the bench reports the error; a count
+  that must be 0 (records lost) is a figure with better="lower" and target 0 (`target=`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Series:
+    unit: str
+    better: str
+    params: dict
+    target: float | None = None
+    samples: list = field(default_factory=list)
+
+
+class Sheet:
+    """Samples per figure name for ONE system, in the order they were first recorded."""
+
+    def __init__(self, system_name: str):
+        self.system = system_name
+        self.series: dict[str, Series] = {}
+        self.extra: dict = {}
+        self.family: str | None = None       # set by the bench around each family's run
+
+    def add(self, name: str, value: float, unit: str, better: str = "higher",
+            target: float | None = None, **params) -> None:
+        if better not in ("higher", "lower"):
+            raise ValueError(f"better must be 'higher' or 'lower', not {better!r}")
+        if self.family is not None:
+            params = {"family": self.family, **params}
+        s = self.series.setdefault(name, Series(unit, better, params, target))
+        if (s.unit, s.better) != (unit, better):
+            raise ValueError(f"{name}: recorded as {s.unit}/{s.better}, now {unit}/{better}")
+        s.samples.append(float(value))
+
+    def note(self, key: str, value) -> None:
+        """A fact for the JSON's extra (per system), e.g. a run's raw timings."""
+        self.extra.setdefault(key, []).append(value)
