@@ -12,7 +12,9 @@ Rules:
   Ray client server, dashboard agents, runtime-env agent and metrics export get free
   ports; the dashboard gets Ray's 8265 when it is free, else a free port. So a second
   cluster (`rayka start --name B`) gets its own private head beside A's, and a Ray the
-  user runs (`ray start --head` on 6379 and 8265) is left alone.
+  user runs (`ray start --head` on 6379 and 8265) is left alone. A start that fails on a
+  taken port or on Ray's own startup wait (RETRYABLE_START) is tried once more with fresh
+  ports, after the failed one's processes (its session) are stopped by pid.
 - `ray start` records its head in Ray's `ray_current_cluster` file, which a plain
   `ray.init()` (or `address="auto"`) of the user's then joins. A private head puts back
   what that file held before it started (the user's own head stays the one they join);
@@ -42,7 +44,7 @@ from rayka.cluster_state import (ClusterState, home_dir, load_state, new_token,
                                  ray_address_file, remove_state, save_state, state_path,
                                  use_ray_auth)
 from rayka.errors import RayUnavailable
-from rayka.ops.procs import pid_alive
+from rayka.ops.procs import family, pid_alive, stop_pids
 
 RAY_START_TIMEOUT_S = 90.0
 RAY_STOP_TIMEOUT_S = 30.0
@@ -82,9 +84,27 @@ def head_ports(dashboard: bool) -> dict[str, int]:
     return ports
 
 
+# `ray start` output of a start worth one more try with fresh ports: a port taken between
+# our check and Ray's bind, or a raylet that did not register in Ray's own startup wait
+# while the machine's 2 cores were busy starting another cluster's brokers
+RETRYABLE_START = ("timed out during startup", "Address already in use", "is already in use")
+START_ATTEMPTS = 2
+
+
 def start_head(name: str, num_cpus: int | None = None, dashboard: bool = True) -> ClusterState:
     """Start a private Ray head for cluster `name` and return its state (saved); with Ray's
-    dashboard on 127.0.0.1 (8265, or a free port) unless `dashboard` is False."""
+    dashboard on 127.0.0.1 (8265, or a free port) unless `dashboard` is False. A start that
+    fails in one of the ways of RETRYABLE_START is tried once more with fresh ports."""
+    for attempt in range(START_ATTEMPTS):
+        try:
+            return _start_head_once(name, num_cpus, dashboard)
+        except RayHeadError as exc:
+            if attempt + 1 == START_ATTEMPTS or not any(s in str(exc) for s in RETRYABLE_START):
+                raise
+    raise AssertionError("unreachable")
+
+
+def _start_head_once(name: str, num_cpus: int | None, dashboard: bool) -> ClusterState:
     ports = head_ports(dashboard)
     log_file = os.path.join(home_dir(), "clusters", f"{name}-ray.log")
     os.makedirs(os.path.dirname(log_file), exist_ok=True)
@@ -107,6 +127,7 @@ def start_head(name: str, num_cpus: int | None = None, dashboard: bool = True) -
     deadline = time.monotonic() + RAY_START_TIMEOUT_S
     while True:
         if proc.poll() is not None:
+            stop_pids(family(proc.pid))     # what the failed start left in its session
             _restore_current_cluster(recorded, state.ray_address)
             _remove(state.token_file)
             raise RayHeadError(f"ray start exited with {proc.returncode}: {_tail(log_file)}")
