@@ -61,6 +61,23 @@ def produce_all(producer, topic: str, n: int, value: bytes, timeout_s: float) ->
     return elapsed
 
 
+def proc_cpu_s(pids) -> float:
+    """User + system CPU seconds of these processes (all their threads), from /proc."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for pid in pids:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])      # utime, stime (fields 14, 15)
+    return total / tick
+
+
+def self_cpu_s() -> float:
+    """User + system CPU seconds of this process (all its threads)."""
+    t = os.times()
+    return t.user + t.system
+
+
 def figure(name: str, unit: str, samples, target: float | None = None,
            better: str = "higher", **params) -> dict:
     """One measured quantity: `samples` holds one value per run."""

@@ -55,7 +55,6 @@ a PNG bar chart beside it (same name, .png), a short table on stderr.
 from __future__ import annotations
 
 import datetime
-import resource
 import shutil
 import statistics
 import sys
@@ -67,7 +66,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import (arg_parser, emit, figure, local_cluster, machine_facts,  # noqa: E402
-                          produce_all, replicated_topic, say)
+                          proc_cpu_s, produce_all, replicated_topic, say, self_cpu_s)
 
 NAME = "security"
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -87,7 +86,6 @@ MECHANISM = "SCRAM-SHA-256"
 TOPIC_PREFIX, GROUP_PREFIX = "sec-", "secg-"
 LISTENERS = ("PLAINTEXT", "SSL", "SASL_SSL", "SASL_PLAINTEXT")
 ACL_LISTENER = "SASL_SSL+ACL"
-CLK_TCK = __import__("os").sysconf("SC_CLK_TCK")
 
 
 # ---------------------------------------------------------------- certificates, configs
@@ -151,21 +149,6 @@ def allow_bench_user(admin) -> None:
 def broker_pids(cluster) -> list[int]:
     import ray
     return ray.get([b.pid.remote() for b in cluster.broker_actors()])
-
-
-def proc_cpu_s(pids) -> float:
-    """User + system CPU seconds of these processes (all their threads), from /proc."""
-    total = 0
-    for pid in pids:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        total += int(fields[11]) + int(fields[12])      # utime, stime (fields 14, 15)
-    return total / CLK_TCK
-
-
-def self_cpu_s() -> float:
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime
 
 
 def handler_stats(cluster, listener: str, api: str) -> int:

@@ -85,21 +85,6 @@ def kill_and_wait(pid: int, timeout_s: float = 10.0) -> float:
     return time.monotonic()
 
 
-def proc_cpu_s(pids) -> float:
-    """User + system CPU seconds of these processes (all threads), from /proc; a process
-    that is gone counts 0."""
-    tick = os.sysconf("SC_CLK_TCK")
-    total = 0
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += int(fields[11]) + int(fields[12])
-    return total / tick
-
-
 class System:
     """What every workload may use; see the module's rules."""
     name = "?"
@@ -254,16 +239,13 @@ class RaykaSystem(System):
         import ray
 
         import rayka
-        from rayka.cluster import ensure_ray
-        import tempfile
-        import uuid
+        from bench.common import local_cluster
         self._admin, self._long_admin, self._paused = None, None, {}
         self.version = rayka.__version__
-        self._own_ray = ensure_ray("local", include_dashboard=False)
         self._ray = ray
-        self.data_dir = tempfile.mkdtemp(prefix="rayka-versus-")
-        self.cluster = rayka.start_local(name=f"versus-{uuid.uuid4().hex[:6]}",
-                                         data_dir=self.data_dir, brokers=3, controllers=2)
+        self._stack = contextlib.ExitStack()
+        self.cluster, self.data_dir = self._stack.enter_context(
+            local_cluster("versus", brokers=3, controllers=2))
         self.settings = {"brokers": 3, "controllers": 2, "zookeeper": "embedded (Debian 3.8)",
                          "zookeeper.session.timeout.ms": 3000,
                          "flush": "the OS's (rayka's default: no fsync per write)",
@@ -301,13 +283,7 @@ class RaykaSystem(System):
         wait_until(answering, timeout_s, "rayka brokers up", interval_s=0.25)
 
     def close(self) -> None:
-        import shutil
-        try:
-            self.cluster.shutdown()
-        finally:
-            if self._own_ray:
-                self._ray.shutdown()
-            shutil.rmtree(self.data_dir, ignore_errors=True)
+        self._stack.close()
 
 
 class KafkaSystem(System):
@@ -362,22 +338,15 @@ class KafkaSystem(System):
         return {"broker": broker_id, "stop_s": stopped, "restart_s": time.monotonic() - t0}
 
     def wait_up(self, timeout_s: float = 180.0) -> None:
-        from compat.kafka.launcher import metadata
+        from compat.kafka.launcher import wait_all_listed
         deadline = time.monotonic() + timeout_s
         for t in self._restarts:
             t.join(max(0.0, deadline - time.monotonic()))
         self._restarts = [t for t in self._restarts if t.is_alive()]
-        ids = set(self.broker_ids())
-
-        def all_listed():
-            for hp in self.bootstrap_servers().split(","):
-                host, port = hp.rsplit(":", 1)
-                listed, controller = metadata(host, int(port))
-                if set(listed) != ids or controller < 0:
-                    return False
-            return True
-        wait_until(all_listed, max(1.0, deadline - time.monotonic()), "Kafka brokers up",
-                   interval_s=0.25)
+        addresses = [(h, int(p)) for h, p in
+                     (hp.rsplit(":", 1) for hp in self.bootstrap_servers().split(","))]
+        wait_all_listed(addresses, self.broker_ids(), max(1.0, deadline - time.monotonic()),
+                        "Kafka", interval_s=0.25)
 
     def close(self) -> None:
         for b, pid in list(self._paused.items()):

@@ -11,12 +11,18 @@ Rules:
   bench/kafka_bench.py turns each into versus.<name>.rayka, versus.<name>.kafka and
   versus.<name>.ratio (rayka / Kafka, run by run).
 - `better` is "higher" or "lower"; params describe the workload (the same on both).
+- Each family runs alone too: `family_main(run, doc)` is its command line
+  (`bench/versus_<family>.py rayka|kafka [--runs N] [--quick] [--heap H]`), printing the
+  sheet as JSON.
 - Failures are not figures: a family raises, and the bench reports the error; a count
   that must be 0 (records lost) is a figure with better="lower" and target 0 (`target=`).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import time
 from dataclasses import dataclass, field
 
 
@@ -52,3 +58,26 @@ class Sheet:
     def note(self, key: str, value) -> None:
         """A fact for the JSON's extra (per system), e.g. a run's raw timings."""
         self.extra.setdefault(key, []).append(value)
+
+
+def family_main(run, doc: str, default_runs: int = 3, argv=None) -> None:
+    """A family's command line: `run` against one fresh system, the sheet printed as JSON
+    (system, version, settings, wall seconds, series, extra)."""
+    import argparse
+
+    from bench.systems import SYSTEMS, open_system
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    ap.add_argument("system", choices=SYSTEMS)
+    ap.add_argument("--runs", type=int, default=default_runs)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--heap", default=None, help="Kafka brokers' heap, e.g. '-Xmx512m -Xms512m'")
+    a = ap.parse_args(argv)
+    t0 = time.monotonic()
+    with open_system(a.system, **({"heap": a.heap} if a.heap and a.system == "kafka" else {})) \
+            as system:
+        sheet = Sheet(system.name)
+        run(system, sheet, a.runs, a.quick)
+    print(json.dumps({"system": sheet.system, "version": system.version,
+                      "settings": system.settings, "wall_s": round(time.monotonic() - t0, 1),
+                      "series": {k: dataclasses.asdict(v) for k, v in sheet.series.items()},
+                      "extra": sheet.extra}, indent=1, default=str))

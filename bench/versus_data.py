@@ -43,8 +43,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.common import produce_all  # noqa: E402
-from bench.systems import proc_cpu_s  # noqa: E402
+from bench.common import proc_cpu_s, produce_all, self_cpu_s  # noqa: E402
 from bench.wire_bench import STAMP, consume_once  # noqa: E402
 
 PARTITIONS, VALUE = 6, 100
@@ -136,7 +135,7 @@ def latency_once(system, topic: str, rate: int, duration_s: float, linger_ms: fl
         p.poll(STATS_MS * 2.5 / 1000)         # one statistics report in: the baseline counts
         req0 = dict(preq.last), dict(creq.last)
         cpu0 = proc_cpu_s(pids)
-        sent, t0, me0 = 0, time.perf_counter(), _self_cpu_s()
+        sent, t0, me0 = 0, time.perf_counter(), self_cpu_s()
         while (now := time.perf_counter()) < t0 + duration_s:
             due = int((now - t0) * rate) + 1
             while sent < due:
@@ -145,7 +144,7 @@ def latency_once(system, topic: str, rate: int, duration_s: float, linger_ms: fl
             # pacing: poll() waits for the next record's time while serving delivery reports
             p.poll(max(0.0, t0 + sent / rate - time.perf_counter()))
         spent = time.perf_counter() - t0
-        client_cpu = (_self_cpu_s() - me0) / spent
+        client_cpu = (self_cpu_s() - me0) / spent
         if p.flush(TIMEOUT_S):
             raise TimeoutError(f"records unacknowledged at {rate}/s")
         while len(e2e) < sent:
@@ -163,12 +162,6 @@ def latency_once(system, topic: str, rate: int, duration_s: float, linger_ms: fl
     return {"e2e_ms": np.asarray(e2e) * 1000.0, "ack_ms": np.asarray(acks) * 1000.0,
             "sent": sent, "achieved": sent / spent, "client_cpu_per_s": client_cpu,
             "broker_cpu_s": broker_cpu, "brokers": len(pids), "requests": requests}
-
-
-def _self_cpu_s() -> float:
-    import os
-    t = os.times()
-    return t.user + t.system
 
 
 def warm_up(system, n: int) -> None:
@@ -220,16 +213,5 @@ def run(system, sheet, runs: int, quick: bool) -> None:
 
 
 if __name__ == "__main__":
-    import argparse
-    from bench.systems import open_system
-    from bench.versus import Sheet
-    ap = argparse.ArgumentParser(description="the data-path family against one system")
-    ap.add_argument("system", choices=("rayka", "kafka"))
-    ap.add_argument("--runs", type=int, default=1)
-    ap.add_argument("--quick", action="store_true")
-    a = ap.parse_args()
-    with open_system(a.system) as s:
-        sh = Sheet(a.system)
-        run(s, sh, a.runs, a.quick)
-    print(json.dumps({k: vars(v) for k, v in sh.series.items()} | {"extra": sh.extra},
-                     indent=1, default=str))
+    from bench.versus import family_main
+    family_main(run, __doc__, default_runs=1)

@@ -490,23 +490,5 @@ def run(system, sheet, runs: int, quick: bool) -> None:
 
 
 if __name__ == "__main__":
-    import argparse
-    import json
-    from dataclasses import asdict
-
-    from bench.systems import SYSTEMS, open_system
-    from bench.versus import Sheet
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("system", choices=SYSTEMS)
-    ap.add_argument("--runs", type=int, default=1)
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--heap", default=None, help="Kafka's heap, e.g. '-Xmx512m -Xms512m'")
-    args = ap.parse_args()
-    kw = {"heap": args.heap} if args.heap and args.system == "kafka" else {}
-    t_start = time.monotonic()
-    with open_system(args.system, **kw) as s:
-        sheet = Sheet(args.system)
-        run(s, sheet, args.runs, args.quick)
-    print(json.dumps({"system": sheet.system, "wall_s": round(time.monotonic() - t_start, 1),
-                      "series": {k: asdict(v) for k, v in sheet.series.items()},
-                      "extra": sheet.extra}, indent=2, default=str))
+    from bench.versus import family_main
+    family_main(run, __doc__, default_runs=1)

@@ -135,27 +135,6 @@ def run(system, sheet, runs: int, quick: bool) -> None:
         sheet.note("tools.consumer_perf", {**c, "tool_wall_s": round(consume_wall, 2)})
 
 
-def main(argv=None) -> None:
-    import argparse
-    import dataclasses
-    import json
-
-    from bench.systems import SYSTEMS, open_system
-    from bench.versus import Sheet
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("system", choices=SYSTEMS)
-    ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--heap", default=None, help="Kafka brokers' heap, e.g. '-Xmx512m -Xms512m'")
-    a = ap.parse_args(argv)
-    with open_system(a.system, **({"heap": a.heap} if a.heap else {})) as system:
-        sheet = Sheet(system.name)
-        run(system, sheet, a.runs, a.quick)
-    print(json.dumps({"system": sheet.system, "version": system.version,
-                      "settings": system.settings,
-                      "series": {k: dataclasses.asdict(v) for k, v in sheet.series.items()},
-                      "extra": sheet.extra}, indent=1, default=str))
-
-
 if __name__ == "__main__":
-    main()
+    from bench.versus import family_main
+    family_main(run, __doc__)

@@ -45,7 +45,6 @@ p99 <= 15 ms, at 10,000/s p50 <= 5 ms, p99 <= 20 ms; the 8 MiB frame in <= 0.5 s
 
 from __future__ import annotations
 
-import os
 import struct
 import sys
 import threading
@@ -58,7 +57,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import (arg_parser, emit, figure, local_cluster, machine_facts,  # noqa: E402
-                          produce_all, replicated_topic, say)
+                          proc_cpu_s, produce_all, replicated_topic, say, self_cpu_s)
 
 NAME = "wire"
 DEFAULT_OUT = Path(__file__).resolve().parent / "out" / f"{NAME}.json"
@@ -90,7 +89,7 @@ def broker_stats(cluster) -> dict:
     """{api name: [requests, bytes in, bytes out]} summed over brokers and listeners, and
     "cpu_s": the broker processes' CPU seconds so far."""
     import ray
-    from bench.security_bench import broker_pids, proc_cpu_s
+    from bench.security_bench import broker_pids
     out: dict = {"cpu_s": proc_cpu_s(broker_pids(cluster))}
     for stats in ray.get([b.kafka_stats.remote() for b in cluster.broker_actors()]):
         for per_api in stats.values():
@@ -244,7 +243,7 @@ def _paced_run(rate: int, duration_s: float, send, pause, flush, latencies: list
                client: str) -> tuple[float, float]:
     """send() `rate` records a second for `duration_s` (pause(s) waits between them), flush,
     and wait until every record was read back: (achieved rate, client CPU s per s)."""
-    sent, t0, cpu0 = 0, time.perf_counter(), _cpu_s()
+    sent, t0, cpu0 = 0, time.perf_counter(), self_cpu_s()
     while (now := time.perf_counter()) < t0 + duration_s:
         due = int((now - t0) * rate) + 1
         while sent < due:
@@ -252,7 +251,7 @@ def _paced_run(rate: int, duration_s: float, send, pause, flush, latencies: list
             sent += 1
         pause(max(0.0, t0 + sent / rate - time.perf_counter()))
     spent = time.perf_counter() - t0
-    achieved, client_cpu = sent / spent, (_cpu_s() - cpu0) / spent
+    achieved, client_cpu = sent / spent, (self_cpu_s() - cpu0) / spent
     flush(TIMEOUT_S)
     deadline = time.monotonic() + TIMEOUT_S
     while len(latencies) < sent and time.monotonic() < deadline:
@@ -260,11 +259,6 @@ def _paced_run(rate: int, duration_s: float, send, pause, flush, latencies: list
     if len(latencies) < sent:
         raise TimeoutError(f"{client}: read {len(latencies)} of {sent} at {rate}/s")
     return achieved, client_cpu
-
-
-def _cpu_s() -> float:
-    t = os.times()
-    return t.user + t.system
 
 
 def run(quick: bool = False, runs: int = 3) -> dict:

@@ -49,23 +49,8 @@ class Target:
 
     def wait_all_up(self, timeout_s: float = 120.0) -> None:
         """Until every broker is live and lists all the others in its Metadata answer."""
-        from compat.kafka.launcher import metadata
-        ids = set(self.broker_ids())
-        deadline = time.monotonic() + timeout_s
-        last = None
-        while time.monotonic() < deadline:
-            try:
-                ok = True
-                for host, port in self._addresses():
-                    listed, controller = metadata(host, port)
-                    ok = ok and set(listed) >= ids and controller >= 0
-                if ok:
-                    return
-            except OSError as exc:
-                last = exc
-            time.sleep(0.5)     # poll interval while a broker restarts
-        raise TimeoutError(f"{self.name}: brokers {sorted(ids)} not all up in {timeout_s} s"
-                           f" ({last})")
+        from compat.kafka.launcher import wait_all_listed
+        wait_all_listed(self._addresses(), self.broker_ids(), timeout_s, self.name)
 
     def _addresses(self) -> list[tuple[str, int]]:
         out = []

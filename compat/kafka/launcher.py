@@ -517,6 +517,27 @@ def metadata(host: str, port: int, timeout_s: float = 2.0) -> tuple[list[int], i
     return sorted(ids), controller
 
 
+def wait_all_listed(addresses, ids, timeout_s: float, who: str, interval_s: float = 0.5) -> None:
+    """Until every (host, port) of `addresses` answers a Metadata request listing every
+    broker id of `ids` and a controller; polled every interval_s, TimeoutError naming
+    `who` after timeout_s."""
+    ids = set(ids)
+    deadline = time.monotonic() + timeout_s
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            ok = True
+            for host, port in addresses:
+                listed, controller = metadata(host, port)
+                ok = ok and set(listed) >= ids and controller >= 0
+            if ok:
+                return
+        except OSError as exc:
+            last = exc
+        time.sleep(interval_s)     # poll interval while a broker restarts
+    raise TimeoutError(f"{who}: brokers {sorted(ids)} not all up in {timeout_s} s ({last})")
+
+
 class Broker:
     """One kafka.Kafka JVM: its id, port, dir, server.properties and process."""
 
