@@ -13,6 +13,7 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml Makefile | sha1sum | cut 
 ZK_JAR := /usr/share/java/zookeeper.jar
 KCAT := /usr/bin/kcat
 NATS_SERVER := /usr/sbin/nats-server
+KAFKA_LIBS := compat/kafka/build/libs/.stamp
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PYTEST_ARGS ?=
 BENCH_ARGS ?=
@@ -66,7 +67,8 @@ $(NATS_SERVER):
 	-$(SUDO) systemctl disable --now nats-server >/dev/null 2>&1
 
 # bench/results/<date>.json + PNGs; e.g. make bench BENCH_ARGS="--quick --runs 1 --only log,peers"
-bench: install $(NATS_SERVER)
+# (the side-by-side suite, `--only kafka`, runs Apache Kafka 3.9 from Maven's jars)
+bench: install $(NATS_SERVER) $(KAFKA_LIBS)
 	$(PY) bench/run_all.py $(BENCH_ARGS)
 
 # Peer suites (not part of `make test`: hours), one table at the end (compat/run.py):
@@ -125,7 +127,6 @@ $(KAFKAJS_DIR)/node_modules/.installed: $(KAFKAJS_DIR)/package-lock.json /usr/bi
 # Apache Kafka 3.9's own jars (Maven Central, pinned by compat/kafka/pom.xml): its CLI tools
 # as librdkafka's tests call them (KAFKA_PATH), and Kafka itself as a peer. Maven and a JDK
 # (javac: librdkafka's Java test helpers) from Debian; the jars are fetched once per pom.
-KAFKA_LIBS := compat/kafka/build/libs/.stamp
 /usr/bin/mvn /usr/bin/javac:
 	@echo "== installing Debian packages maven and openjdk-17-jdk-headless (Kafka's jars, javac)"
 	$(SUDO) apt-get update -qq

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
 import platform
 import statistics
@@ -76,6 +77,33 @@ def self_cpu_s() -> float:
     """User + system CPU seconds of this process (all its threads)."""
     t = os.times()
     return t.user + t.system
+
+
+def poll_timeout_s(wait_s: float) -> float:
+    """A confluent_kafka poll() timeout for a wait of `wait_s`: rounded UP to whole
+    milliseconds (0 when nothing is left to wait). confluent_kafka passes librdkafka
+    int(timeout * 1000), so poll(0.0008) returns at once: a pacing loop calling it with
+    sub-millisecond waits spins on a core, and that spin takes whatever CPU the brokers
+    under test leave (at 1,000 records/s: 0.6-1 core of this 2-core machine)."""
+    return math.ceil(wait_s * 1000) / 1000 if wait_s > 0 else 0.0
+
+
+def thread_cpu_s() -> dict[int, tuple[str, float]]:
+    """This process's threads: {thread id: (name, CPU seconds)}, from /proc (librdkafka
+    names its threads rdk:main, rdk:broker<id>, ...). A thread that ended is missing:
+    compare two samples of long-lived threads."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out: dict[int, tuple[str, float]] = {}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/stat") as f:
+                stat = f.read()
+        except FileNotFoundError:                      # ended since the listing
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        out[int(tid)] = (stat[stat.index("(") + 1:stat.rindex(")")],
+                         (int(fields[11]) + int(fields[12])) / tick)
+    return out
 
 
 def figure(name: str, unit: str, samples, target: float | None = None,

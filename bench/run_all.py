@@ -17,8 +17,9 @@ Rules:
   Missed targets do not change the exit code: they are reported.
 - Output: <out-dir>/<YYYY-MM-DD>[-N].json (bench/report.py) with PNGs beside it
   (bench/plots.py); the summary is printed last (bench/summary.py).
-- The whole suite must stay under BUDGET_S (60 min: rayka's own benches ~20, the side-by-side
-  run against Apache Kafka the rest); each bench's wall time is printed.
+- The whole suite must stay under BUDGET_S (100 min: rayka's own benches ~20, the side-by-side
+  run against Apache Kafka ~65, of which Kafka's three 10,000-partition runs take ~11 min
+  each); each bench's wall time is printed.
 
     .venv/bin/python bench/run_all.py [--quick] [--runs 3] [--only log,peers] [--out-dir DIR]
 """
@@ -55,12 +56,12 @@ SUITE = ["log", "controller", "produce", "wire", "security", "group", "txn", "fa
 # Caps, not expectations: a bench past its cap is stopped and reported as an error.
 TIMEOUT_S = {"log": 300, "controller": 300, "produce": 600, "wire": 600, "security": 600,
              "group": 600, "txn": 300, "failover": 600, "scale": 900, "peers": 360, "pipeline": 600,
-             "kafka": 3600}
+             "kafka": 5400}
 DEFAULT_TIMEOUT_S = 300
 # rayka's own benches take ~20 min; the side-by-side one (bench/kafka_bench.py) runs every
-# workload on both systems, runs alternating, and Kafka's failovers wait out its 18 s
-# ZooKeeper sessions
-BUDGET_S = 60 * 60
+# workload on both systems, runs alternating: Kafka's failovers wait out its 18 s ZooKeeper
+# sessions and its producer at 10,000 partitions takes ~9 min a run
+BUDGET_S = 100 * 60
 
 
 # ---------------------------------------------------------------- the runner

@@ -63,22 +63,30 @@ def native_loop(cluster, topic: str, seconds: float) -> tuple[float, list[float]
     return rate, commits
 
 
-def wire_loop(bootstrap: str, topic: str, seconds: float) -> tuple[float, list[float]]:
+def wire_loop(bootstrap: str, topic: str, seconds: float,
+              linger_ms: float | None = 0) -> tuple[float, list[float]]:
+    """A transactional librdkafka Producer committing PER_TXN records spread over the
+    topic's PARTITIONS, back to back for `seconds`: (transactions/s, commit ms each).
+    linger_ms None: librdkafka's default."""
     from confluent_kafka import Producer
-    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0,
-                  "transactional.id": f"bench-{uuid.uuid4().hex[:6]}"})
-    p.init_transactions(TIMEOUT_S)
-    commits, done = [], 0
-    t0 = time.perf_counter()
-    while time.perf_counter() - t0 < seconds:
-        p.begin_transaction()
-        for i in range(PER_TXN):
-            p.produce(topic, VALUE, partition=i % PARTITIONS)
-        c0 = time.perf_counter()
-        p.commit_transaction(TIMEOUT_S)
-        commits.append((time.perf_counter() - c0) * 1000)
-        done += 1
-    return done / (time.perf_counter() - t0), commits
+    conf = {"bootstrap.servers": bootstrap, "transactional.id": f"bench-{uuid.uuid4().hex[:6]}"}
+    if linger_ms is not None:
+        conf["linger.ms"] = linger_ms
+    p = Producer(conf)
+    try:
+        p.init_transactions(TIMEOUT_S)
+        commits: list[float] = []
+        t0 = time.perf_counter()
+        while time.perf_counter() - t0 < seconds:
+            p.begin_transaction()
+            for i in range(PER_TXN):
+                p.produce(topic, VALUE, partition=i % PARTITIONS)
+            c0 = time.perf_counter()
+            p.commit_transaction(TIMEOUT_S)
+            commits.append((time.perf_counter() - c0) * 1000)
+        return len(commits) / (time.perf_counter() - t0), commits
+    finally:
+        p.close()
 
 
 def visible_after_commit(bootstrap: str, topic: str, n: int) -> list[float]:

@@ -75,6 +75,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from bench.common import poll_timeout_s  # noqa: E402
 from bench.systems import wait_until  # noqa: E402
 
 RECORD = b"f" * 100
@@ -376,7 +377,7 @@ class PacedProducer:
             self.sent += 1
             next_t += self.interval
             # the pacing interval; poll serves delivery reports meanwhile
-            self.producer.poll(max(0.0, next_t - time.monotonic()))
+            self.producer.poll(poll_timeout_s(next_t - time.monotonic()))
 
     def stop(self) -> tuple[int, float]:
         """Stop sending and flush; (reports still missing, seconds the sending lasted)."""

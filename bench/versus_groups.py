@@ -57,10 +57,11 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from bench.systems import wait_until  # noqa: E402
+from bench.txn_bench import PARTITIONS as TXN_PARTITIONS, PER_TXN, wire_loop  # noqa: E402
 
 PARTITIONS, PER_PARTITION, MEMBERS = 12, 100, 4
 VALUE = b"x" * 100
-TXN_PARTITIONS, PER_TXN, TXN_S = 6, 100, 5.0
+TXN_S = 5.0
 TIMEOUT_S = 120.0
 SETTLE_TIMEOUT_S = 120.0
 
@@ -222,28 +223,14 @@ def group_once(system) -> tuple[float, float]:
 
 
 def txn_once(system, seconds: float) -> tuple[float, list[float]]:
-    """(transactions/s, commit_transaction() ms each) on a fresh topic."""
-    from confluent_kafka import Producer
+    """(transactions/s, commit_transaction() ms each) on a fresh topic (linger.ms
+    librdkafka's default)."""
     topic = f"vt-{uuid.uuid4().hex[:8]}"
     system.create_topic(topic, TXN_PARTITIONS, 3)
-    p = Producer({"bootstrap.servers": system.bootstrap_servers(),
-                  "transactional.id": f"vt-{uuid.uuid4().hex[:8]}"})
     try:
-        p.init_transactions(TIMEOUT_S)
-        commits: list[float] = []
-        t0 = time.perf_counter()
-        while time.perf_counter() - t0 < seconds:
-            p.begin_transaction()
-            for i in range(PER_TXN):
-                p.produce(topic, VALUE, partition=i % TXN_PARTITIONS)
-            c0 = time.perf_counter()
-            p.commit_transaction(TIMEOUT_S)
-            commits.append((time.perf_counter() - c0) * 1000)
-        rate = len(commits) / (time.perf_counter() - t0)
+        return wire_loop(system.bootstrap_servers(), topic, seconds, linger_ms=None)
     finally:
-        p.close()
         system.delete_topic(topic)
-    return rate, commits
 
 
 def run(system, sheet, runs: int, quick: bool) -> None:

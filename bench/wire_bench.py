@@ -18,11 +18,15 @@ Measured (one sample per run; 100-byte values):
    = the delivery report's arrival (on_delivery, served by poll() while pacing) -
    time.perf_counter() stamped in the value just before produce(); end-to-end = the time
    the consumer got the record - the same stamp. ~5 s per rate (--quick 1 s). 10,000/s is
-   run twice: linger.ms 0 and linger.ms 2 (`...rate_10000.linger_2...`). With linger.ms
-   below ~2, librdkafka's broker threads spin while its in-flight window is full: on this
-   2-core machine they took 1.1 cores at 10,000/s (0.09 at linger.ms 2), starving the
-   brokers of the CPU they run on; each run's client CPU is recorded
-   (`...client_cpu_per_s`: this process's CPU seconds per second) so that bound shows.
+   run twice: linger.ms 0 and linger.ms 2 (`...rate_10000.linger_2...`). The pacing
+   loop waits in poll() with its timeout rounded up to whole milliseconds
+   (common.poll_timeout_s: confluent_kafka truncates, and a sub-millisecond wait spun on a
+   core, taking the CPU the brokers were left with). At linger.ms 0 librdkafka's producer
+   broker thread itself spins while its in-flight window (5 for an idempotent producer)
+   is full, so slow acknowledgements cost client CPU, which slows the brokers sharing
+   these 2 cores further. Each run records the client's CPU (`...client_cpu_per_s`: this
+   process's CPU seconds per second) and, in the notes, that CPU by client and thread
+   (librdkafka's rdk:broker threads, Python) and every request the clients sent.
 4. kafka-python at 10,000 records/s, as 3 (linger_ms 0, acks=all; not idempotent: its
    idempotence is not what is compared): a pure-Python client on the Kafka wire, beside
    the native client's Ray calls at the same rate (bench/produce_bench.py latency.rate_*),
@@ -45,6 +49,7 @@ p99 <= 15 ms, at 10,000/s p50 <= 5 ms, p99 <= 20 ms; the 8 MiB frame in <= 0.5 s
 
 from __future__ import annotations
 
+import json
 import struct
 import sys
 import threading
@@ -57,7 +62,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import (arg_parser, emit, figure, local_cluster, machine_facts,  # noqa: E402
-                          proc_cpu_s, produce_all, replicated_topic, say, self_cpu_s)
+                          poll_timeout_s, proc_cpu_s, produce_all, replicated_topic, say,
+                          self_cpu_s, thread_cpu_s)
 
 NAME = "wire"
 DEFAULT_OUT = Path(__file__).resolve().parent / "out" / f"{NAME}.json"
@@ -78,6 +84,7 @@ TARGETS = {"wire.produce.acks_all.rf3.100B.records_per_s": 600_000,
            "wire.frame_decoder.8MiB_in_4KiB_reads_s": 0.5,
            "wire.frame_decoder.8MiB_over_1MiB": 24.0}
 FETCH_WAIT_MAX_MS = 10
+STATS_MS = 500                     # librdkafka's statistics: request counts per run
 PYTHON_CLIENT_RATE = 10_000
 
 
@@ -130,7 +137,8 @@ def produce_once(bootstrap: str, topic: str, n: int) -> float:
     p = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
                   "linger.ms": 5, "queue.buffering.max.messages": 1_000_000})
     p.produce(topic, b"warm-up")
-    p.flush(TIMEOUT_S)                      # metadata and producer id before the clock
+    if p.flush(TIMEOUT_S):                  # metadata and producer id before the clock
+        raise TimeoutError("the warm-up record was not acknowledged")
     return produce_all(p, topic, n, b"v" * VALUE, TIMEOUT_S)
 
 
@@ -151,16 +159,60 @@ def consume_once(bootstrap: str, topic: str, expected: int) -> float:
     return elapsed
 
 
+class Requests:
+    """The requests a librdkafka client sent, by API, summed over brokers, from its
+    statistics (the last report wins: its counters are totals since the client started)."""
+
+    def __init__(self):
+        self.last: dict[str, int] = {}
+
+    def on_stats(self, text: str) -> None:
+        counts: dict[str, int] = {}
+        for b in json.loads(text).get("brokers", {}).values():
+            if b.get("nodeid", -1) < 0:
+                continue                      # the bootstrap entries: no requests of ours
+            for api, n in (b.get("req") or {}).items():
+                counts[api] = counts.get(api, 0) + n
+        self.last = counts
+
+    def since(self, before: dict[str, int]) -> dict[str, int]:
+        return {api: n - before.get(api, 0) for api, n in self.last.items()
+                if n != before.get(api, 0)}
+
+
+def _thread_cpu_by_role(roles: dict[str, set[int]], before: dict, after: dict) -> dict:
+    """{role: {thread name: CPU seconds between two thread_cpu_s samples}}; a thread of no
+    role counts as "python" (this process's own: the pacing loop, the consumer thread)."""
+    out: dict[str, dict[str, float]] = {}
+    for tid, (name, cpu) in after.items():
+        role = next((r for r, tids in roles.items() if tid in tids), "python")
+        spent = cpu - before.get(tid, (name, 0.0))[1]
+        if spent > 0:
+            key = name.rstrip("0123456789") if name.startswith("rdk:") else name
+            out.setdefault(role, {})[key] = round(out.get(role, {}).get(key, 0.0) + spent, 3)
+    return out
+
+
 def latency_once(bootstrap: str, topic: str, rate: int, duration_s: float,
-                 linger_ms: float = 0) -> dict:
+                 linger_ms: float = 0, broker_pids=()) -> dict:
+    """One paced run (the module's rule 3): {"e2e_ms", "ack_ms" (arrays), "sent",
+    "achieved" (records/s), "client_cpu_per_s", "client_threads_cpu_s" (by client and
+    thread name: where the client's CPU went), "requests" (Produce + Fetch sent),
+    "requests_by_api" (every request both clients sent in the run), "broker_cpu_s" (the
+    processes `broker_pids`, over the run until the last record was read), "brokers"}."""
     from confluent_kafka import Consumer, Producer, TopicPartition
+    preq, creq = Requests(), Requests()
+    tids0 = set(thread_cpu_s())
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"l-{uuid.uuid4().hex[:6]}",
                   "enable.auto.commit": False, "fetch.wait.max.ms": FETCH_WAIT_MAX_MS,
-                  "enable.partition.eof": False})
+                  "enable.partition.eof": False, "statistics.interval.ms": STATS_MS,
+                  "stats_cb": creq.on_stats})
     c.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
-    latencies: list[float] = []
+    c.list_topics(topic, TIMEOUT_S)         # its broker threads exist once metadata is in
+    consumer_tids = set(thread_cpu_s()) - tids0
+    e2e: list[float] = []
     acks: list[float] = []
-    stop = threading.Event()
+    stop, warm = threading.Event(), threading.Event()
 
     def delivered(err, msg):
         if err is None and len(msg.value()) >= STAMP.size:
@@ -170,31 +222,67 @@ def latency_once(bootstrap: str, topic: str, rate: int, duration_s: float,
         # poll(), not consume(n): consume waits for n messages or its timeout
         while not stop.is_set():
             m = c.poll(0.05)
-            if m is not None and m.error() is None and len(m.value()) >= STAMP.size:
-                latencies.append(time.perf_counter() - STAMP.unpack_from(m.value())[0])
+            if m is None or m.error() is not None:
+                continue
+            if len(m.value()) >= STAMP.size:
+                e2e.append(time.perf_counter() - STAMP.unpack_from(m.value())[0])
+            else:
+                warm.set()
     thread = threading.Thread(target=consume, daemon=True)
     thread.start()
     p = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
-                  "linger.ms": linger_ms})
+                  "linger.ms": linger_ms, "statistics.interval.ms": STATS_MS,
+                  "stats_cb": preq.on_stats})
+    p.list_topics(topic, TIMEOUT_S)
+    producer_tids = set(thread_cpu_s()) - tids0 - consumer_tids - {thread.native_id}
     pad = b"." * (VALUE - STAMP.size)
     try:
-        p.produce(topic, b"warm")             # metadata, producer id, first fetches
-        p.flush(TIMEOUT_S)
-        time.sleep(1.0)                       # let the consumer's first fetch settle (not sync)
-        latencies.clear()
+        p.produce(topic, b"warm")
+        if p.flush(TIMEOUT_S):
+            raise TimeoutError("the warm-up record was not acknowledged")
+        # the consumer's first fetches are done once it read the warm-up record
+        if not warm.wait(TIMEOUT_S):
+            raise TimeoutError("the latency consumer never read the warm-up record")
+        deadline = time.monotonic() + TIMEOUT_S
+        e2e.clear()
         acks.clear()
-        # pacing: p.poll waits for the next record's time serving delivery reports, so an
-        # acknowledgement is stamped when it arrives, not at the next produce()
-        achieved, client_cpu = _paced_run(
-            rate, duration_s, lambda: p.produce(topic, STAMP.pack(time.perf_counter()) + pad,
-                                                on_delivery=delivered),
-            p.poll, p.flush, latencies, "librdkafka")
+        p.poll(STATS_MS * 2.5 / 1000)         # one statistics report in: the baseline counts
+        req0 = dict(preq.last), dict(creq.last)
+        cpu0, threads0 = proc_cpu_s(broker_pids), thread_cpu_s()
+        sent, t0, me0 = 0, time.perf_counter(), self_cpu_s()
+        while (now := time.perf_counter()) < t0 + duration_s:
+            due = int((now - t0) * rate) + 1
+            while sent < due:
+                p.produce(topic, STAMP.pack(time.perf_counter()) + pad, on_delivery=delivered)
+                sent += 1
+            # pacing: poll() waits for the next record's time serving delivery reports, so
+            # an acknowledgement is stamped when it arrives, not at the next produce();
+            # in whole milliseconds (records falling due meanwhile go out together)
+            p.poll(poll_timeout_s(t0 + sent / rate - time.perf_counter()))
+        spent = time.perf_counter() - t0
+        client_cpu = (self_cpu_s() - me0) / spent
+        threads = _thread_cpu_by_role({"producer": producer_tids, "consumer": consumer_tids},
+                                      threads0, thread_cpu_s())
+        if p.flush(TIMEOUT_S):
+            raise TimeoutError(f"records unacknowledged at {rate}/s")
+        while len(e2e) < sent:
+            if time.monotonic() > deadline + TIMEOUT_S:
+                raise TimeoutError(f"read {len(e2e)} of {sent} at {rate}/s")
+            time.sleep(0.05)                  # poll interval of a deadline loop
+        broker_cpu = proc_cpu_s(broker_pids) - cpu0
+        p.poll(STATS_MS * 2.5 / 1000)         # the last statistics report covers the run
+        by_api = {f"producer.{a}": n for a, n in preq.since(req0[0]).items()}
+        by_api |= {f"consumer.{a}": n for a, n in creq.since(req0[1]).items()}
     finally:
         stop.set()
         thread.join(30)
         c.close()
-    return {"e2e_ms": np.asarray(latencies) * 1000.0, "ack_ms": np.asarray(acks) * 1000.0,
-            "achieved": achieved, "client_cpu_per_s": client_cpu}
+    return {"e2e_ms": np.asarray(e2e) * 1000.0, "ack_ms": np.asarray(acks) * 1000.0,
+            "sent": sent, "achieved": sent / spent, "client_cpu_per_s": client_cpu,
+            "client_threads_cpu_s": threads, "broker_cpu_s": broker_cpu,
+            "brokers": len(broker_pids),
+            "requests": by_api.get("producer.Produce", 0) + by_api.get("consumer.Fetch", 0),
+            "requests_by_api": by_api}
 
 
 def python_latency_once(bootstrap: str, topic: str, rate: int, duration_s: float) -> dict:
@@ -207,7 +295,7 @@ def python_latency_once(bootstrap: str, topic: str, rate: int, duration_s: float
     c.seek_to_beginning()
     latencies: list[float] = []
     acks: list[float] = []
-    stop = threading.Event()
+    stop, warm = threading.Event(), threading.Event()
 
     def consume():
         while not stop.is_set():
@@ -215,13 +303,17 @@ def python_latency_once(bootstrap: str, topic: str, rate: int, duration_s: float
                 now = time.perf_counter()
                 latencies.extend(now - STAMP.unpack_from(r.value)[0] for r in batch
                                  if len(r.value) >= STAMP.size)
+                if any(len(r.value) < STAMP.size for r in batch):
+                    warm.set()
     thread = threading.Thread(target=consume, daemon=True)
     thread.start()
     p = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=0)
     pad = b"." * (VALUE - STAMP.size)
     try:
         p.send(topic, b"warm").get(TIMEOUT_S)
-        time.sleep(1.0)                       # let the consumer's first fetch settle (not sync)
+        # the consumer's first fetches are done once it read the warm-up record
+        if not warm.wait(TIMEOUT_S):
+            raise TimeoutError("kafka-python's consumer never read the warm-up record")
         latencies.clear()
 
         def send():

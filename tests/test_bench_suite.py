@@ -264,3 +264,40 @@ def test_versus_plots_per_family_and_summary_table(tmp_path, capsys):
     assert "rayka beside Apache Kafka" in out and "produce.records_per_s" in out
     assert "2.50" in out and "0.75" in out
     assert "versus.produce" not in out                  # not repeated in the figure table
+
+
+@pytest.mark.parametrize("wait_s, timeout_s", [
+    (0.0008, 0.001),      # int(0.8) would be 0 ms: poll would return at once, a spin
+    (0.001, 0.001),
+    (0.0021, 0.003),
+    (0.0, 0.0),
+    (-0.5, 0.0),          # behind schedule: serve what is there, wait for nothing
+])
+def test_poll_timeout_rounds_waits_up_to_whole_milliseconds(wait_s, timeout_s):
+    from bench.common import poll_timeout_s
+    assert poll_timeout_s(wait_s) == pytest.approx(timeout_s)
+
+
+def test_thread_cpu_names_this_process_threads_and_counts_their_cpu():
+    import threading
+    import time
+
+    from bench.common import thread_cpu_s
+    done, release = threading.Event(), threading.Event()
+
+    def spin():
+        end = time.thread_time() + 0.2       # CPU time, not wall time: a busy thread
+        while time.thread_time() < end:
+            pass
+        done.set()
+        release.wait(30)                     # alive while sampled: ended threads are missing
+    t = threading.Thread(target=spin, name="spinner")
+    before = thread_cpu_s()
+    t.start()
+    assert done.wait(30)
+    after = thread_cpu_s()
+    release.set()
+    t.join(30)
+    assert threading.get_native_id() in after
+    name, cpu = after[t.native_id]          # Python 3.11 leaves its threads' OS name
+    assert cpu - before.get(t.native_id, (name, 0.0))[1] >= 0.1
