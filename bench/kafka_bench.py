@@ -20,6 +20,8 @@ Rules:
   error, traceback); the other families and systems still run, the system is healed
   (wait_healed) or, if that fails, replaced by a fresh one for the next family; the suite
   reports the bench as failed (bench/report.py).
+- setup.load_average: the machine's load (1, 5, 15 min) at the start and at the end: a
+  figure counts from a quiet machine.
 
     .venv/bin/python bench/kafka_bench.py [--quick] [--runs 3] [--families data,groups]
         [--systems rayka,kafka] [--out bench/out/kafka.json]
@@ -28,6 +30,7 @@ Rules:
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 import time
 import traceback
@@ -111,13 +114,16 @@ def run(quick: bool = False, runs: int = 3, families=FAMILIES, systems=SYSTEMS) 
     errors: list = []
     wall: dict = {}
     settings: dict = {}
+    load_at_start = os.getloadavg()
     for run_i in range(runs):
         for name in systems:
             run_system_once(name, sheets[name], families, quick, run_i, errors, wall, settings)
     setup = {"systems": settings, "families": list(families), "runs": runs, "quick": quick,
              "order": "runs alternate between systems; each run on fresh clusters",
              "client": "confluent-kafka 2.16.1 (librdkafka 2.16.0), in this process",
-             "machine": machine_facts()}
+             "machine": machine_facts(),
+             "load_average": {"at_start": [round(x, 2) for x in load_at_start],
+                              "at_end": [round(x, 2) for x in os.getloadavg()]}}
     result = {"bench": NAME, "setup": setup, "figures": versus_figures(sheets),
               "extra": {"wall_s": wall, **{f"{s}.notes": sh.extra for s, sh in sheets.items()}}}
     if errors:

@@ -183,7 +183,7 @@ def main(argv=None) -> int:
         parser.error(f"unknown bench(es) {unknown}; the suite is {SUITE}")
     timeouts = {n: args.timeout or TIMEOUT_S.get(n, DEFAULT_TIMEOUT_S) for n in names}
 
-    start = time.monotonic()
+    start, load_at_start = time.monotonic(), os.getloadavg()
     benches, wall = {}, {}
     for name in names:
         print(f"== {name}: bench/{name}_bench.py (timeout {timeouts[name]:g} s)", flush=True)
@@ -194,6 +194,9 @@ def main(argv=None) -> int:
         print(f"== {name}: {wall[name]:.1f} s, {status}", flush=True)
     today = datetime.date.today()
     machine = machine_facts()
+    # a figure counts on a quiet machine: its load beside the figures (1, 5, 15 min)
+    machine["load_average"] = {"at_start": [round(x, 2) for x in load_at_start],
+                               "at_end": [round(x, 2) for x in os.getloadavg()]}
     total = time.monotonic() - start
     report = build_report(benches, wall, total, machine, today, args.quick, args.runs,
                           budget_s=BUDGET_S)

@@ -75,6 +75,10 @@ def print_summary(report: dict, json_path: Path, pngs: list[Path], timeouts: dic
     total, budget = report["total_s"], report["budget_s"]
     console.print(f"total {total:.1f} s ({total / 60:.1f} min; budget {budget // 60} min"
                   + (" [red]EXCEEDED[/red])" if total > budget else ")"))
+    load = report.get("machine", {}).get("load_average")
+    if load:
+        console.print(f"load average (1, 5, 15 min) at the start {load['at_start']}, "
+                      f"at the end {load['at_end']} on {report['machine'].get('cpus')} cpus")
     console.print(f"wrote {json_path}" + "".join(f"\n      {p}" for p in pngs))
     if report["failed"]:
         console.print(f"[red]failed benches: {', '.join(report['failed'])}[/red]")

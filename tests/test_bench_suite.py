@@ -128,10 +128,13 @@ def test_plots_are_written(tmp_path):
 
 def test_summary_prints_every_figure_ratio_and_failure(tmp_path, capsys):
     walls = {"controller": 1.0, "produce": 2.0, "peers": 3.0, "scale": 0.0}
-    built = report.build_report(synthetic(), walls, 1500.0, {}, datetime.date(2025, 1, 2), True, 1,
-                                budget_s=1200)
+    machine = {"cpus": 2, "load_average": {"at_start": [0.21, 0.1, 0.05],
+                                           "at_end": [1.5, 1.2, 0.7]}}
+    built = report.build_report(synthetic(), walls, 1500.0, machine, datetime.date(2025, 1, 2),
+                                True, 1, budget_s=1200)
     summary.print_summary(built, tmp_path / "2025-01-02.json", [], {"scale": 900})
     out = capsys.readouterr().out
+    assert "at the start [0.21, 0.1, 0.05]" in out
     assert "controller.failover_s[partitions=10000]" in out             # labels are not markup
     assert "produce_vs_nats_jetstream_r3" in out and "50.0" in out
     assert "budget 20 min EXCEEDED" in out
