@@ -98,8 +98,8 @@ def thread_cpu_s() -> dict[int, tuple[str, float]]:
         try:
             with open(f"/proc/self/task/{tid}/stat") as f:
                 stat = f.read()
-        except FileNotFoundError:                      # ended since the listing
-            continue
+        except (FileNotFoundError, ProcessLookupError):    # ended since the listing
+            continue                                      # (ESRCH: ended while read)
         fields = stat.rsplit(")", 1)[1].split()
         out[int(tid)] = (stat[stat.index("(") + 1:stat.rindex(")")],
                          (int(fields[11]) + int(fields[12])) / tick)

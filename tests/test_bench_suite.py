@@ -304,3 +304,34 @@ def test_thread_cpu_names_this_process_threads_and_counts_their_cpu():
     assert threading.get_native_id() in after
     name, cpu = after[t.native_id]          # Python 3.11 leaves its threads' OS name
     assert cpu - before.get(t.native_id, (name, 0.0))[1] >= 0.1
+
+
+def test_thread_cpu_survives_threads_ending_while_it_reads():
+    """Threads that end between the listing and the read (ENOENT) or during the read
+    (ESRCH) are left out, never raised: the latency bench samples beside librdkafka's
+    threads coming and going."""
+    import threading
+    import time
+
+    from bench.common import thread_cpu_s
+    stop = threading.Event()
+
+    def churn():
+        while not stop.is_set():
+            t = threading.Thread(target=lambda: None)
+            t.start()
+            t.join()
+    churners = [threading.Thread(target=churn) for _ in range(2)]
+    for t in churners:
+        t.start()
+    try:
+        deadline = time.monotonic() + 1.0
+        samples = 0
+        while time.monotonic() < deadline:
+            assert threading.get_native_id() in thread_cpu_s()
+            samples += 1
+    finally:
+        stop.set()
+        for t in churners:
+            t.join(30)
+    assert samples > 10
