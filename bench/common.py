@@ -64,13 +64,17 @@ def produce_all(producer, topic: str, n: int, value: bytes, timeout_s: float) ->
 
 def proc_cpu_s(pids) -> float:
     """User + system CPU seconds of these processes (all their threads), from /proc."""
-    tick = os.sysconf("SC_CLK_TCK")
-    total = 0
+    total = 0.0
     for pid in pids:
         with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        total += int(fields[11]) + int(fields[12])      # utime, stime (fields 14, 15)
-    return total / tick
+            total += _stat_cpu_s(f.read())
+    return total
+
+
+def _stat_cpu_s(stat: str) -> float:
+    """utime + stime (fields 14 and 15) of a /proc/<pid>/stat or task stat line, in s."""
+    fields = stat.rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def self_cpu_s() -> float:
@@ -92,7 +96,6 @@ def thread_cpu_s() -> dict[int, tuple[str, float]]:
     """This process's threads: {thread id: (name, CPU seconds)}, from /proc (librdkafka
     names its threads rdk:main, rdk:broker<id>, ...). A thread that ended is missing:
     compare two samples of long-lived threads."""
-    tick = os.sysconf("SC_CLK_TCK")
     out: dict[int, tuple[str, float]] = {}
     for tid in os.listdir("/proc/self/task"):
         try:
@@ -100,9 +103,7 @@ def thread_cpu_s() -> dict[int, tuple[str, float]]:
                 stat = f.read()
         except (FileNotFoundError, ProcessLookupError):    # ended since the listing
             continue                                      # (ESRCH: ended while read)
-        fields = stat.rsplit(")", 1)[1].split()
-        out[int(tid)] = (stat[stat.index("(") + 1:stat.rindex(")")],
-                         (int(fields[11]) + int(fields[12])) / tick)
+        out[int(tid)] = (stat[stat.index("(") + 1:stat.rindex(")")], _stat_cpu_s(stat))
     return out
 
 

@@ -45,29 +45,34 @@ def _pct(values, q: float) -> float:
     return values[min(len(values) - 1, int(q * len(values)))] if values else float("nan")
 
 
-def native_loop(cluster, topic: str, seconds: float) -> tuple[float, list[float]]:
-    p = cluster.producer(transactional_id=f"bench-{uuid.uuid4().hex[:6]}", linger_ms=0)
-    p.init_transactions()
-    commits, done = [], 0
+def _commit_loop(p, send, topic: str, seconds: float) -> tuple[float, list[float]]:
+    """Transactions of PER_TXN records spread over the topic's PARTITIONS (send(topic,
+    value, partition=...)) committed back to back on the transactional producer `p` for
+    `seconds`: (transactions/s, commit ms each)."""
+    commits: list[float] = []
     t0 = time.perf_counter()
     while time.perf_counter() - t0 < seconds:
         p.begin_transaction()
         for i in range(PER_TXN):
-            p.send(topic, VALUE, partition=i % PARTITIONS)
+            send(topic, VALUE, partition=i % PARTITIONS)
         c0 = time.perf_counter()
         p.commit_transaction(TIMEOUT_S)
         commits.append((time.perf_counter() - c0) * 1000)
-        done += 1
-    rate = done / (time.perf_counter() - t0)
+    return len(commits) / (time.perf_counter() - t0), commits
+
+
+def native_loop(cluster, topic: str, seconds: float) -> tuple[float, list[float]]:
+    p = cluster.producer(transactional_id=f"bench-{uuid.uuid4().hex[:6]}", linger_ms=0)
+    p.init_transactions()
+    rate, commits = _commit_loop(p, p.send, topic, seconds)
     p.close()
     return rate, commits
 
 
 def wire_loop(bootstrap: str, topic: str, seconds: float,
               linger_ms: float | None = 0) -> tuple[float, list[float]]:
-    """A transactional librdkafka Producer committing PER_TXN records spread over the
-    topic's PARTITIONS, back to back for `seconds`: (transactions/s, commit ms each).
-    linger_ms None: librdkafka's default."""
+    """_commit_loop on a transactional librdkafka Producer; linger_ms None: librdkafka's
+    default."""
     from confluent_kafka import Producer
     conf = {"bootstrap.servers": bootstrap, "transactional.id": f"bench-{uuid.uuid4().hex[:6]}"}
     if linger_ms is not None:
@@ -75,16 +80,7 @@ def wire_loop(bootstrap: str, topic: str, seconds: float,
     p = Producer(conf)
     try:
         p.init_transactions(TIMEOUT_S)
-        commits: list[float] = []
-        t0 = time.perf_counter()
-        while time.perf_counter() - t0 < seconds:
-            p.begin_transaction()
-            for i in range(PER_TXN):
-                p.produce(topic, VALUE, partition=i % PARTITIONS)
-            c0 = time.perf_counter()
-            p.commit_transaction(TIMEOUT_S)
-            commits.append((time.perf_counter() - c0) * 1000)
-        return len(commits) / (time.perf_counter() - t0), commits
+        return _commit_loop(p, p.produce, topic, seconds)
     finally:
         p.close()
 

@@ -249,26 +249,21 @@ def latency_once(bootstrap: str, topic: str, rate: int, duration_s: float,
         p.poll(STATS_MS * 2.5 / 1000)         # one statistics report in: the baseline counts
         req0 = dict(preq.last), dict(creq.last)
         cpu0, threads0 = proc_cpu_s(broker_pids), thread_cpu_s()
-        sent, t0, me0 = 0, time.perf_counter(), self_cpu_s()
-        while (now := time.perf_counter()) < t0 + duration_s:
-            due = int((now - t0) * rate) + 1
-            while sent < due:
-                p.produce(topic, STAMP.pack(time.perf_counter()) + pad, on_delivery=delivered)
-                sent += 1
-            # pacing: poll() waits for the next record's time serving delivery reports, so
-            # an acknowledgement is stamped when it arrives, not at the next produce();
-            # in whole milliseconds (records falling due meanwhile go out together)
-            p.poll(poll_timeout_s(t0 + sent / rate - time.perf_counter()))
-        spent = time.perf_counter() - t0
+        me0 = self_cpu_s()
+        # pacing: poll() waits for the next record's time serving delivery reports, so an
+        # acknowledgement is stamped when it arrives, not at the next produce(); in whole
+        # milliseconds (records falling due meanwhile go out together)
+        sent, spent = _pace(
+            rate, duration_s,
+            lambda: p.produce(topic, STAMP.pack(time.perf_counter()) + pad,
+                              on_delivery=delivered),
+            lambda wait_s: p.poll(poll_timeout_s(wait_s)))
         client_cpu = (self_cpu_s() - me0) / spent
         threads = _thread_cpu_by_role({"producer": producer_tids, "consumer": consumer_tids},
                                       threads0, thread_cpu_s())
         if p.flush(TIMEOUT_S):
             raise TimeoutError(f"records unacknowledged at {rate}/s")
-        while len(e2e) < sent:
-            if time.monotonic() > deadline + TIMEOUT_S:
-                raise TimeoutError(f"read {len(e2e)} of {sent} at {rate}/s")
-            time.sleep(0.05)                  # poll interval of a deadline loop
+        _wait_read(e2e, sent, deadline + TIMEOUT_S, "librdkafka", rate)
         broker_cpu = proc_cpu_s(broker_pids) - cpu0
         p.poll(STATS_MS * 2.5 / 1000)         # the last statistics report covers the run
         by_api = {f"producer.{a}": n for a, n in preq.since(req0[0]).items()}
@@ -320,8 +315,11 @@ def python_latency_once(bootstrap: str, topic: str, rate: int, duration_s: float
             stamp = time.perf_counter()
             p.send(topic, STAMP.pack(stamp) + pad).add_callback(
                 lambda _m: acks.append(time.perf_counter() - stamp))
-        achieved, client_cpu = _paced_run(rate, duration_s, send, time.sleep, p.flush,
-                                          latencies, "kafka-python")
+        cpu0 = self_cpu_s()
+        sent, spent = _pace(rate, duration_s, send, lambda wait_s: time.sleep(max(0.0, wait_s)))
+        achieved, client_cpu = sent / spent, (self_cpu_s() - cpu0) / spent
+        p.flush(TIMEOUT_S)
+        _wait_read(latencies, sent, time.monotonic() + TIMEOUT_S, "kafka-python", rate)
     finally:
         stop.set()
         thread.join(30)
@@ -331,26 +329,25 @@ def python_latency_once(bootstrap: str, topic: str, rate: int, duration_s: float
             "achieved": achieved, "client_cpu_per_s": client_cpu}
 
 
-def _paced_run(rate: int, duration_s: float, send, pause, flush, latencies: list,
-               client: str) -> tuple[float, float]:
-    """send() `rate` records a second for `duration_s` (pause(s) waits between them), flush,
-    and wait until every record was read back: (achieved rate, client CPU s per s)."""
-    sent, t0, cpu0 = 0, time.perf_counter(), self_cpu_s()
+def _pace(rate: int, duration_s: float, send, pause) -> tuple[int, float]:
+    """send() `rate` records a second for `duration_s`; between them pause(s) is told the
+    seconds until the next one is due (<= 0 when behind): (records sent, seconds)."""
+    sent, t0 = 0, time.perf_counter()
     while (now := time.perf_counter()) < t0 + duration_s:
         due = int((now - t0) * rate) + 1
         while sent < due:
             send()
             sent += 1
-        pause(max(0.0, t0 + sent / rate - time.perf_counter()))
-    spent = time.perf_counter() - t0
-    achieved, client_cpu = sent / spent, (self_cpu_s() - cpu0) / spent
-    flush(TIMEOUT_S)
-    deadline = time.monotonic() + TIMEOUT_S
-    while len(latencies) < sent and time.monotonic() < deadline:
+        pause(t0 + sent / rate - time.perf_counter())
+    return sent, time.perf_counter() - t0
+
+
+def _wait_read(latencies: list, sent: int, deadline: float, client: str, rate: int) -> None:
+    """Until the consumer thread has read all `sent` records (time.monotonic() deadline)."""
+    while len(latencies) < sent:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{client}: read {len(latencies)} of {sent} at {rate}/s")
         time.sleep(0.05)                  # poll interval of a deadline loop
-    if len(latencies) < sent:
-        raise TimeoutError(f"{client}: read {len(latencies)} of {sent} at {rate}/s")
-    return achieved, client_cpu
 
 
 def run(quick: bool = False, runs: int = 3) -> dict:
