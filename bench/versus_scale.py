@@ -31,9 +31,13 @@ Per run, with N partitions and R records (N = 10,000, R = 300,000; quick: 1,000 
    partition's request is in flight at once and the brokers' throughput at that size is
    what it measures.
 3. pN.consume.records_per_s (records/s, higher): one librdkafka Consumer (fresh group.id,
-   enable.auto.commit false; never joins the group) assign()ed every partition at offset 0,
-   consume(10000, 0.5 s) back to back until it has read every record in the topic (R + 1,
-   the warm-up record included). Clock: from assign() to the last record. Records / time.
+   enable.auto.commit false; never joins the group; fetch.queue.backoff.ms 10 as
+   bench/wire_bench.py's reader: librdkafka's 1,000 ms default pauses a partition's fetching
+   for a second once its queue is full, and a read's rate then swings with the pauses)
+   assign()ed every partition at offset 0, consume(up to 10000, 0.5 s) back to back until
+   it has read every record in the topic (R + 1, the warm-up record included), never
+   asking for more than is left (the last call would wait out its timeout). Clock: from
+   assign() to the last record. Records / time.
 4. pN.broker_rss_mib (MiB, lower): max over System.broker_pids() of VmRSS in
    /proc/<pid>/status, right after 3 (each broker's RSS, open fds, memory maps and
    open-file limit are noted too).
@@ -125,14 +129,15 @@ def consume(bootstrap: str, topic: str, partitions: int, total: int) -> float:
     """Seconds from assign() to the last of `total` records read."""
     from confluent_kafka import Consumer, TopicPartition
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"vs-{uuid.uuid4().hex[:8]}",
-                  "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+                  "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                  "fetch.queue.backoff.ms": 10})
     try:
         read = 0
         t0 = time.monotonic()
         c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
         deadline = t0 + TIMEOUT_S
         while read < total:          # back-to-back polls: a sleep here would be measured
-            for m in c.consume(10_000, 0.5):
+            for m in c.consume(min(10_000, total - read), 0.5):
                 if m.error() is None:
                     read += 1
             if time.monotonic() > deadline:
