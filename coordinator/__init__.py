@@ -14,9 +14,10 @@ coordinator in a module of its own too (group-coordinator).
 - txn_offsets: one group's pending transactional offsets per producer, until the marker;
 - records, messages: the `__consumer_offsets` records, the events, results and effects;
 - config, error_codes: Kafka's coordinator configs, how failed appends are answered.
-- consumer_assignors, consumer_reconciliation: KIP-848 consumer groups' server-side
-  assignors (uniform, range) and a member's reconciliation to its target assignment with
-  the group's partition-epoch ledger (pure parts; the heartbeat itself is still to come).
+- consumer_group, consumer_assignors, consumer_reconciliation: one KIP-848 consumer group
+  and its ConsumerGroupHeartbeat rules, the server-side assignors (uniform, range), and a
+  member's reconciliation to its target assignment with the group's partition-epoch
+  ledger (not yet in `GroupCoordinator`, on the wire or in __consumer_offsets).
 
 May import: the stdlib and replicas/ (record codec, errors). Never ray, kazoo, sockets,
 nor protocol/ (the protocol calls the coordinator, not the reverse).
