@@ -245,7 +245,7 @@ def test_no_partition_is_consumed_twice_and_the_group_settles(seed):
         if roll < 0.15 and len(clients) < 5 or not clients:
             mid = f"m{step}"
             clients[mid] = _Client(mid)
-        elif roll < 0.22:
+        elif roll < 0.22 and len(clients) > 1:     # one stays, so there is a group to settle
             mid = rng.choice(sorted(clients))
             clients[mid].owned = {}                   # stops consuming, then leaves
             g.heartbeat(HeartbeatRequest("g", mid, LEAVE_EPOCH), topics, now)
