@@ -325,9 +325,9 @@ class ConsumerGroup:
                            f"Instance id {r.instance_id} is used by {old_id}.")
         if r.member_epoch == LEAVE_STATIC_EPOCH:
             m = self.members[old_id]
-            away = replace(m.assignment, member_epoch=LEAVE_STATIC_EPOCH)
-            self.ledger.update(m.assignment, away)      # still held, at epoch -2
-            self.members[old_id] = replace(m, assignment=away)
+            # still held, at epoch -2
+            self._put(replace(m, assignment=replace(m.assignment,
+                                                    member_epoch=LEAVE_STATIC_EPOCH)))
             self.rebalance_deadline.pop(old_id, None)
             return HeartbeatAnswer(member_id=r.member_id, member_epoch=LEAVE_STATIC_EPOCH)
         self._remove(old_id, bump=True)
@@ -347,11 +347,10 @@ class ConsumerGroup:
 
     # -- inside -------------------------------------------------------------------------
     def _put(self, member: Member) -> None:
+        """Add or update a member; the ledger follows its assignment."""
         old = self.members.get(member.member_id)
-        if old is not None and old.assignment != member.assignment:
-            self.ledger.update(old.assignment, member.assignment)
-        elif old is None:
-            self.ledger.update(None, member.assignment)
+        if old is None or old.assignment != member.assignment:
+            self.ledger.update(old.assignment if old is not None else None, member.assignment)
         self.members[member.member_id] = member
         if member.instance_id is not None:
             self.static[member.instance_id] = member.member_id
@@ -393,8 +392,7 @@ class ConsumerGroup:
             raise _Refused(E.FENCED_MEMBER_EPOCH, str(exc)) from None
         if after is before:
             return
-        self.ledger.update(before, after)
-        self.members[member_id] = replace(m, assignment=after)
+        self._put(replace(m, assignment=after))
         if after.state is MemberState.UNREVOKED_PARTITIONS:
             if (before.state is not MemberState.UNREVOKED_PARTITIONS
                     or before.member_epoch != after.member_epoch):
