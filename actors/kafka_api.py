@@ -245,6 +245,14 @@ class KafkaBrokerApi:
         with self.broker.lock:
             return self.broker.rm.metadata.topic_ids()
 
+    def topic_partition_counts(self) -> dict[str, tuple[str, int]]:
+        with self.broker.lock:
+            md = self.broker.rm.metadata
+            counts: dict[str, int] = {}
+            for tp in md.partitions:
+                counts[tp.topic] = counts.get(tp.topic, 0) + 1
+            return {t: (i, counts[t]) for t, i in md.topic_ids().items() if t in counts}
+
     def _internal_hosts(self) -> dict:
         """The coordinators' topics, by name (__consumer_offsets, __transaction_state)."""
         return {h.topic: h for h in (getattr(self.broker, "groups", None),

@@ -27,7 +27,9 @@ Rules:
   from the runner's exit code (this build aborts at exit after printing its verdict).
   Tests that drive Kafka's Java tools get a KAFKA_PATH of Apache Kafka 3.9's own jars and
   scripts (compat/kafka/launcher.py, from Maven Central); a test that cannot apply to rayka
-  (NOT_APPLICABLE) is listed as such, with the reason.
+  (NOT_APPLICABLE) is listed as such, with the reason. `--group-protocol consumer` runs
+  them with librdkafka's TEST_CONSUMER_GROUP_PROTOCOL=consumer (its members speak KIP-848)
+  and as against Kafka 4.0.0 (-V 4.0.0, and the tests up to that version chosen).
 - quixstreams (in compat's own venv: it pins an older confluent-kafka) runs a stateful word
   count with processing_guarantee="exactly-once" (compat/quix_wordcount.py), is killed
   (SIGKILL) once it has committed some output, and restarted: read_committed, every
@@ -86,12 +88,14 @@ CLUSTER_OF = {
 RACK_AWARE = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
 BROKERS = (1, 2, 3)
 SERVED = (3, 8, 0, 0)           # the broker version rayka answers as (-V)
+# with --group-protocol consumer the suite runs as against Kafka 4.0 (its KIP-848 paths)
+AS_VERSION = {"classic": SERVED, "consumer": (4, 0, 0, 0)}
 TEST_TIMEOUT_S = 900
 LOGS = os.environ.get("RAYKA_COMPAT_LOGS")       # a directory: each test's output kept there
 _ENTRY = re.compile(r"_TEST\(\s*(\w+)\s*,(.*?)\)\s*,\s*(?=_TEST\(|\{|$)", re.S)
 
 
-def broker_tests(tests_dir: str) -> list[tuple[str, str]]:
+def broker_tests(tests_dir: str, served: tuple = SERVED) -> list[tuple[str, str]]:
     """librdkafka's broker tests, from its test list (tests/test.c): every `_TEST(...)` entry
     that is not local (TEST_F_LOCAL: no broker), manual, socket-emulated (TEST_F_SOCKEM: this
     build runs with -E) or a known issue of librdkafka's own, and whose minimum broker
@@ -109,7 +113,7 @@ def broker_tests(tests_dir: str) -> list[tuple[str, str]]:
             continue
         m = re.search(r"TEST_BRKVER\(\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*\)",
                       rest)
-        if m and tuple(int(x) for x in m.groups()) > SERVED:
+        if m and tuple(int(x) for x in m.groups()) > served:
             continue
         sc = re.search(r'\.scenario\s*=\s*"([^"]*)"', rest)
         scenarios = sc.group(1).split(",") if sc else ["default"]
@@ -202,14 +206,15 @@ def kafka_path() -> str:
 
 # -- librdkafka --------------------------------------------------------------------------------
 def run_librdkafka(tests_dir: str, bootstrap: str, names, quick: bool,
-                   scenario: str = "default", conf_extra: dict | None = None) -> dict[str, dict]:
+                   scenario: str = "default", conf_extra: dict | None = None,
+                   group_protocol: str = "classic") -> dict[str, dict]:
     tests_dir = os.path.abspath(tests_dir)
     conf = tempfile.NamedTemporaryFile("w", suffix=".conf", delete=False)
     conf.write(f"metadata.broker.list={bootstrap}\ntest.timeout.multiplier=2\n"
                + "".join(f"{k}={v}\n" for k, v in (conf_extra or {}).items()))
     conf.close()
     env = dict(os.environ, RDKAFKA_TEST_CONF=conf.name, KAFKA_PATH=kafka_path(),
-               BROKERS=bootstrap,
+               BROKERS=bootstrap, TEST_CONSUMER_GROUP_PROTOCOL=group_protocol,
                LD_LIBRARY_PATH=os.path.join(tests_dir, "..", "src") + ":"
                + os.path.join(tests_dir, "..", "src-cpp"))
     out = {}
@@ -219,7 +224,8 @@ def run_librdkafka(tests_dir: str, bootstrap: str, names, quick: bool,
             print(f"librdkafka {name}: not applicable ({NOT_APPLICABLE[name]})", flush=True)
             continue
         t0 = time.monotonic()
-        args = ["./test-runner", "-E", "-V", "3.8.0", "-p1", "-s", scenario] + (
+        version = ".".join(map(str, AS_VERSION[group_protocol][:3]))
+        args = ["./test-runner", "-E", "-V", version, "-p1", "-s", scenario] + (
             ["-Q"] if quick else [])
         try:
             proc = subprocess.run(args, cwd=tests_dir, env=dict(env, TESTS=name),
@@ -467,6 +473,9 @@ def main(argv=None) -> int:
     parser.add_argument("--librdkafka-tests", help="librdkafka's built tests/ directory")
     parser.add_argument("--tests", default="all",
                         help="comma-separated librdkafka test names, or all: every broker test")
+    parser.add_argument("--group-protocol", choices=("classic", "consumer"), default="classic",
+                        help="librdkafka's TEST_CONSUMER_GROUP_PROTOCOL; consumer (KIP-848) "
+                             "also runs the suite as against Kafka 4.0.0 (-V)")
     parser.add_argument("--quick", action="store_true",
                         help="librdkafka's quick mode (-Q): a smoke only, its count proves little")
     parser.add_argument("--quix-python", help="the python of a venv with quixstreams")
@@ -528,12 +537,13 @@ def main(argv=None) -> int:
 def _librdkafka(args, target) -> dict:
     """The chosen broker tests, each against the cluster of its scenario: the shared one for
     "default", a cluster of their own for the others (started when a chosen test needs it)."""
-    listed = broker_tests(args.librdkafka_tests)
+    listed = broker_tests(args.librdkafka_tests, AS_VERSION[args.group_protocol])
     chosen = listed if args.tests == "all" else [
         (t, dict(listed).get(t, "default")) for t in args.tests.split(",") if t]
     kinds = {t: CLUSTER_OF.get(t, sc) for t, sc in chosen}
     results = run_librdkafka(args.librdkafka_tests, target.bootstrap_servers(),
-                             [t for t, _ in chosen if kinds[t] == "default"], args.quick)
+                             [t for t, _ in chosen if kinds[t] == "default"], args.quick,
+                             group_protocol=args.group_protocol)
     for kind in sorted(set(kinds.values()) - {"default"}):
         other = open_cluster(args.target, kind)
         try:
@@ -544,7 +554,7 @@ def _librdkafka(args, target) -> dict:
                 results.update(run_librdkafka(
                     args.librdkafka_tests, bootstrap,
                     [t for t, sc in chosen if kinds[t] == kind and sc == scenario],
-                    args.quick, scenario, conf))
+                    args.quick, scenario, conf, args.group_protocol))
         finally:
             other.close()
     return results

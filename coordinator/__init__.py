@@ -14,10 +14,12 @@ coordinator in a module of its own too (group-coordinator).
 - txn_offsets: one group's pending transactional offsets per producer, until the marker;
 - records, messages: the `__consumer_offsets` records, the events, results and effects;
 - config, error_codes: Kafka's coordinator configs, how failed appends are answered.
-- consumer_group, consumer_assignors, consumer_reconciliation: one KIP-848 consumer group
-  and its ConsumerGroupHeartbeat rules, the server-side assignors (uniform, range), and a
-  member's reconciliation to its target assignment with the group's partition-epoch
-  ledger (not yet in `GroupCoordinator`, on the wire or in __consumer_offsets).
+- consumer_requests: KIP-848 consumer groups in `GroupCoordinator` (ConsumerGroupHeartbeat,
+  ConsumerGroupDescribe, conversions, offset checks); consumer_group, consumer_assignors,
+  consumer_reconciliation: one consumer group and its heartbeat rules, the server-side
+  assignors (uniform, range), and a member's reconciliation to its target assignment with
+  the group's partition-epoch ledger; consumer_records: its `__consumer_offsets` records
+  (key versions 3-8).
 
 May import: the stdlib and replicas/ (record codec, errors). Never ray, kazoo, sockets,
 nor protocol/ (the protocol calls the coordinator, not the reverse).

@@ -8,7 +8,9 @@ Rules:
   group.max.session.timeout.ms 1800000, group.initial.rebalance.delay.ms 3000,
   group.max.size Integer.MAX_VALUE (unbounded), offsets.topic.num.partitions 50,
   offset.metadata.max.bytes 4096, offsets.retention.minutes 10080 (7 days),
-  offsets.retention.check.interval.ms 600000.
+  offsets.retention.check.interval.ms 600000; KIP-848 consumer groups:
+  group.consumer.session.timeout.ms 45000, group.consumer.heartbeat.interval.ms 5000,
+  group.consumer.max.size Integer.MAX_VALUE (their assignors are uniform then range).
 - Not a Kafka config but Kafka's constant: a NEW member's JoinGroup is expired after
   CLASSIC_GROUP_NEW_MEMBER_JOIN_TIMEOUT_MS (5 minutes) if the join phase has not completed.
 """
@@ -18,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Mapping
 
+from coordinator.consumer_group import ConsumerGroupConfig
 from replicas.config_keys import dotted_key
 
 INT_MAX = 2**31 - 1
@@ -34,18 +37,30 @@ class GroupCoordinatorConfig:
     offset_metadata_max_bytes: int = 4096
     offsets_retention_minutes: int = 7 * 24 * 60
     offsets_retention_check_interval_ms: int = 600_000
+    group_consumer_session_timeout_ms: int = 45_000
+    group_consumer_heartbeat_interval_ms: int = 5_000
+    group_consumer_max_size: int = INT_MAX
 
     def __post_init__(self) -> None:
         if self.group_min_session_timeout_ms > self.group_max_session_timeout_ms:
             raise ValueError("group.min.session.timeout.ms > group.max.session.timeout.ms")
         if (self.group_max_size < 1 or self.offsets_topic_num_partitions < 1
                 or self.offsets_retention_minutes < 1 or self.offsets_retention_check_interval_ms < 1
-                or self.group_initial_rebalance_delay_ms < 0 or self.offset_metadata_max_bytes < 0):
+                or self.group_initial_rebalance_delay_ms < 0 or self.offset_metadata_max_bytes < 0
+                or self.group_consumer_max_size < 1
+                or not 0 < self.group_consumer_heartbeat_interval_ms
+                < self.group_consumer_session_timeout_ms):
             raise ValueError(f"bad group coordinator config {self}")
 
     @property
     def offsets_retention_ms(self) -> int:
         return self.offsets_retention_minutes * 60_000
+
+    @property
+    def consumer(self) -> ConsumerGroupConfig:
+        return ConsumerGroupConfig(self.group_consumer_session_timeout_ms,
+                                   self.group_consumer_heartbeat_interval_ms,
+                                   self.group_consumer_max_size)
 
     @classmethod
     def from_properties(cls, props: Mapping[str, object]) -> "GroupCoordinatorConfig":

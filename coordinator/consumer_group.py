@@ -7,7 +7,7 @@ throwIfConsumerGroupHeartbeatRequestIsInvalid, throwIfConsumerGroupMemberEpochIs
 ConsumerGroup.java; trunk 1eb7644; KIP-848 where the snapshot is silent, said below):
 - Validation, in Kafka's order, answered INVALID_REQUEST (42) with Kafka's message: an
   empty group id, instance id or rack id; a regular expression subscription (not
-  supported); member epoch > 0 or -1 without a member id; member epoch 0 without a
+  supported; an empty one is none); member epoch > 0 or -1 without a member id; member epoch 0 without a
   rebalance timeout, with owned partitions missing or not empty, or without subscribed
   topics; -2 without a member id or an instance id; any other epoch. A server assignor not
   in `assignors` → UNSUPPORTED_ASSIGNOR (112).
@@ -156,6 +156,23 @@ class ConsumerGroup:
         times = list(self.session_deadline.values()) + list(self.rebalance_deadline.values())
         return min(times) if times else None
 
+    def subscribed_topic_names(self) -> frozenset[str]:
+        return frozenset(t for m in self.members.values() for t in m.subscribed)
+
+    def preferred_assignor(self) -> str:
+        """The assignor most members name (ties: by name), else the first configured."""
+        counts = Counter(m.server_assignor for m in self.members.values() if m.server_assignor)
+        return (min(counts, key=lambda n: (-counts[n], n)) if counts
+                else self.config.assignors[0])
+
+    def validate(self, r: HeartbeatRequest) -> HeartbeatAnswer | None:
+        """The request's own checks, before any group is looked at (None: valid)."""
+        try:
+            self._validate(r)
+        except _Refused as exc:
+            return HeartbeatAnswer(exc.code, exc.message)
+        return None
+
     # -- the request --------------------------------------------------------------------
     def heartbeat(self, r: HeartbeatRequest, topics: Mapping[str, tuple[str, int]],
                   now_ms: int) -> HeartbeatAnswer:
@@ -176,7 +193,7 @@ class ConsumerGroup:
             raise _invalid("InstanceId can't be empty.")
         if r.rack_id == "":
             raise _invalid("RackId can't be empty.")
-        if r.subscribed_topic_regex is not None:
+        if r.subscribed_topic_regex:    # "" is no expression (librdkafka sends it so)
             raise _invalid("SubscribedTopicRegex is not supported yet.")
         if r.member_epoch > 0 or r.member_epoch == LEAVE_EPOCH:
             if r.member_id == "":
@@ -333,6 +350,15 @@ class ConsumerGroup:
         self._remove(old_id, bump=True)
         return HeartbeatAnswer(member_id=r.member_id, member_epoch=LEAVE_EPOCH)
 
+    def restore_member(self, member: Member, now_ms: int) -> None:
+        """A member read back from the log: its session (and, while it must revoke, its
+        rebalance timeout) starts again now, as Kafka's onLoaded does."""
+        self._put(member)
+        self.session_deadline[member.member_id] = now_ms + self.config.session_timeout_ms
+        if member.assignment.state is MemberState.UNREVOKED_PARTITIONS:
+            self.rebalance_deadline[member.member_id] = now_ms + max(
+                member.rebalance_timeout_ms, 0)
+
     # -- timers -------------------------------------------------------------------------
     def expire(self, now_ms: int) -> list[str]:
         """Fence every member past its session deadline, or past its rebalance deadline
@@ -371,9 +397,7 @@ class ConsumerGroup:
         return {t: (topics[t][0], topics[t][1]) for t in sorted(names) if t in topics}
 
     def _retarget(self) -> None:
-        counts = Counter(m.server_assignor for m in self.members.values() if m.server_assignor)
-        name = (min(counts, key=lambda n: (-counts[n], n)) if counts
-                else self.config.assignors[0])
+        name = self.preferred_assignor()
         ids = {name: tid for name, (tid, _) in self.subscription.items()}
         specs = {mid: MemberSpec(mid, frozenset(ids[t] for t in m.subscribed if t in ids),
                                  self.target.get(mid, {}), m.instance_id)

@@ -115,6 +115,7 @@ from typing import Callable
 from coordinator import messages as m
 from coordinator.error_codes import group_append_error, txn_commit_answer
 from coordinator.config import NEW_MEMBER_JOIN_TIMEOUT_MS, GroupCoordinatorConfig
+from coordinator.consumer_requests import CONSUMER_GROUP_TYPE, ConsumerGroupRequests
 from coordinator.group import (CONSUMER_PROTOCOL_TYPE, GroupMetadata, JoinTimer, MemberMetadata,
                                SyncTimer)
 from coordinator.states import GroupState
@@ -149,7 +150,7 @@ class _StaticStore:
     skip_assignment: bool = False
 
 
-class GroupCoordinator:
+class GroupCoordinator(ConsumerGroupRequests):
     def __init__(self, broker_id: int, clock_ms: Callable[[], int],
                  config: GroupCoordinatorConfig | None = None, *,
                  new_uuid: Callable[[], _uuid.UUID] = _uuid.uuid4):
@@ -246,6 +247,11 @@ class GroupCoordinator:
                                  m.JoinGroupResult(E.INVALID_SESSION_TIMEOUT, e.member_id))
         unknown = e.member_id == m.UNKNOWN_MEMBER
         group = self._storage.groups.get(e.group_id)
+        if group is not None and group.consumer is not None:
+            if group.consumer.members:       # classic members in a consumer group: not served
+                return self._respond(e.request_id, m.JoinGroupResult(
+                    E.INCONSISTENT_GROUP_PROTOCOL, e.member_id))
+            self._convert_to_classic(group)
         if group is None:
             if not unknown:
                 return self._respond(e.request_id,
@@ -523,7 +529,7 @@ class GroupCoordinator:
                     error = E.ILLEGAL_GENERATION
         if error is None:
             error = self._validate_offset_commit(group, e.generation_id, e.member_id,
-                                                 e.group_instance_id)
+                                                 e.group_instance_id, version=e.version)
         if error is None:
             if group.is_(G.COMPLETING_REBALANCE):
                 error = E.REBALANCE_IN_PROGRESS
@@ -536,10 +542,13 @@ class GroupCoordinator:
         self._storage.store_offsets(group, e, self._now())
 
     def _validate_offset_commit(self, group: GroupMetadata, generation_id: int, member_id: str,
-                                instance_id: str | None, transactional: bool = False
-                                ) -> int | None:
+                                instance_id: str | None, transactional: bool = False,
+                                version: int = 9) -> int | None:
         if group.is_(G.DEAD):
             return E.COORDINATOR_NOT_AVAILABLE
+        if group.consumer is not None:
+            return self._validate_consumer_commit(group, generation_id, member_id,
+                                                  transactional, version)
         if generation_id < 0 and group.is_(G.EMPTY):
             return None
         if generation_id >= 0 or member_id != m.UNKNOWN_MEMBER or instance_id is not None:
@@ -576,6 +585,14 @@ class GroupCoordinator:
 
     def process_offset_fetch(self, e: m.OffsetFetch) -> None:
         error = self._validate_group_status(e.group_id, empty_id_ok=True)
+        group = self._storage.groups.get(e.group_id) if error is None else None
+        if group is not None and group.consumer is not None \
+                and not (e.member_id is None and e.member_epoch < 0):
+            member = group.consumer.members.get(e.member_id)    # validateOffsetFetch
+            if member is None:
+                error = E.UNKNOWN_MEMBER_ID
+            elif member.assignment.member_epoch != e.member_epoch:
+                error = E.STALE_MEMBER_EPOCH
         if error is not None:
             return self._respond(e.request_id, m.OffsetFetchResult(error))
         parts = self._storage.get_offsets(e.group_id, e.partitions, e.require_stable)
@@ -583,11 +600,15 @@ class GroupCoordinator:
 
     # -- ListGroups, DescribeGroups, DeleteGroups -------------------------------------------
     def process_list_groups(self, e: m.ListGroups) -> None:
-        wanted = {s.lower() for s in e.states}
+        wanted = {s.lower().strip() for s in e.states}
+        types = {t.lower() for t in e.types}
         error = E.COORDINATOR_LOAD_IN_PROGRESS if self._storage.loading else E.NONE
-        groups = tuple(m.ListedGroup(g.group_id, g.protocol_type or "", g.state.value)
-                       for g in self._storage.groups.values()
-                       if not wanted or g.state.value.lower() in wanted)
+        listed = [m.ListedGroup(g.group_id, CONSUMER_PROTOCOL_TYPE, g.consumer.state.value,
+                                CONSUMER_GROUP_TYPE) if g.consumer is not None
+                  else m.ListedGroup(g.group_id, g.protocol_type or "", g.state.value)
+                  for g in self._storage.groups.values()]
+        groups = tuple(x for x in listed if (not wanted or x.state.lower() in wanted)
+                       and (not types or x.group_type in types))
         self._respond(e.request_id, m.ListGroupsResult(error, groups))
 
     def process_describe_groups(self, e: m.DescribeGroups) -> None:
@@ -597,7 +618,7 @@ class GroupCoordinator:
             group = None if error is not None else self._storage.groups.get(gid)
             if error is not None:
                 out.append(m.DescribedGroup(error, gid, ""))
-            elif group is None:
+            elif group is None or group.consumer is not None:   # not a classic group
                 out.append(m.DescribedGroup(E.NONE, gid, G.DEAD.value))
             else:
                 out.append(m.DescribedGroup(
@@ -615,7 +636,7 @@ class GroupCoordinator:
                 results[gid] = error
             elif group is None or group.is_(G.DEAD):
                 results[gid] = E.GROUP_ID_NOT_FOUND
-            elif group.is_(G.EMPTY):
+            elif group.is_empty:
                 group.transition_to(G.DEAD, self._now())
                 eligible.append(group)
                 results[gid] = E.NONE
@@ -634,8 +655,12 @@ class GroupCoordinator:
             error = E.GROUP_ID_NOT_FOUND
         eligible, refused = [], []
         if error is None:
-            if group.is_(G.EMPTY):
+            if group.is_empty:
                 eligible = list(e.partitions)
+            elif group.consumer is not None:
+                subscribed = group.consumer.subscribed_topic_names()
+                for tp in e.partitions:
+                    (refused if tp[0] in subscribed else eligible).append(tp)
             elif group.protocol_type == CONSUMER_PROTOCOL_TYPE:
                 for tp in e.partitions:
                     subscribed = group.subscribed_topics is None \
@@ -828,6 +853,8 @@ class GroupCoordinator:
             for mid, deadline in g.pending_members.items():
                 if due(deadline):
                     out.append((deadline, 3, ("pending", gid, mid)))
+            if g.consumer is not None and due(g.consumer.next_deadline_ms()):
+                out.append((g.consumer.next_deadline_ms(), 4, ("consumer", gid, "")))
         out.sort(key=lambda t: (t[0], t[1]))
         return out
 
@@ -845,6 +872,9 @@ class GroupCoordinator:
             elif kind == "sync":
                 timer, group.sync_timer = group.sync_timer, None
                 self._on_expire_pending_sync(group, timer.generation)
+            elif kind == "consumer":
+                if group.consumer.expire(now):
+                    self._persist_consumer(group)
             elif kind == "heartbeat":
                 member = group.members[mid]
                 member.heartbeat_deadline_ms = None

@@ -39,7 +39,8 @@ Rules (Kafka's GroupMetadata.scala and MemberMetadata.scala):
   retention passed since the group became Empty (or since its commit if that time is
   unknown); Stable "consumer" group with known subscriptions → offsets of unsubscribed topics
   by commit time; group without protocol type (simple) → by commit time; a partition with a
-  plain commit in flight never; a pending TRANSACTIONAL offset neither spares the committed
+  plain commit in flight never; a KIP-848 consumer group (`consumer`) → offsets of topics no
+  member subscribes to by commit time (all of them once it is empty); a pending TRANSACTIONAL offset neither spares the committed
   one nor expires itself (Kafka: only pendingOffsetCommits are checked).
 """
 
@@ -51,6 +52,7 @@ from dataclasses import dataclass
 from typing import Iterable
 
 from coordinator import records as rec
+from coordinator.consumer_group import ConsumerGroup
 from coordinator.messages import DescribedMember, JoinGroupMember
 from coordinator.states import GroupState, can_rebalance, transition
 from coordinator.txn_offsets import PendingTxnOffsets
@@ -177,6 +179,9 @@ class GroupMetadata:
         self.join_timer: JoinTimer | None = None
         self.sync_timer: SyncTimer | None = None
         self.subscribed_topics: frozenset[str] | None = None
+        # a KIP-848 group: its membership; the classic part above stays Empty meanwhile
+        self.consumer: ConsumerGroup | None = None
+        self.consumer_records: dict[bytes, bytes] = {}   # what the log holds of it
 
     def __repr__(self) -> str:
         return (f"GroupMetadata({self.group_id!r}, {self.state.value}, gen={self.generation_id}, "
@@ -192,6 +197,11 @@ class GroupMetadata:
 
     def can_rebalance(self) -> bool:
         return can_rebalance(self.state)
+
+    @property
+    def is_empty(self) -> bool:
+        """No member of either protocol (a consumer group's classic part is always Empty)."""
+        return self.is_(G.EMPTY) and (self.consumer is None or not self.consumer.members)
 
     # -- members --------------------------------------------------------------------------
     def has(self, member_id: str) -> bool:
@@ -470,7 +480,9 @@ class GroupMetadata:
                     out.append(tp)
             return out
 
-        if self.protocol_type is not None and self.is_(G.EMPTY):
+        if self.consumer is not None:   # Kafka's ConsumerGroup: by commit time, unsubscribed
+            tps = expired(lambda v: v.commit_timestamp, self.consumer.subscribed_topic_names())
+        elif self.protocol_type is not None and self.is_(G.EMPTY):
             state_ts = self.current_state_timestamp
             tps = expired(lambda v: v.commit_timestamp if state_ts is None else state_ts)
         elif (self.protocol_type == CONSUMER_PROTOCOL_TYPE and self.subscribed_topics is not None

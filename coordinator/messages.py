@@ -33,6 +33,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from typing import Mapping
+
+from coordinator.consumer_group import HeartbeatRequest
 from coordinator.records import OffsetsRecord, TxnMarkerRecord
 from replicas.errors import ErrorCode as E
 
@@ -110,6 +113,7 @@ class OffsetCommit:
     generation_id: int = NO_GENERATION  # < 0: a commit from outside group management
     member_id: str = UNKNOWN_MEMBER
     group_instance_id: str | None = None
+    version: int = 9    # a consumer group's members commit with v9+ (their member epoch)
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,12 +138,15 @@ class OffsetFetch:
     group_id: str
     partitions: tuple[tuple[str, int], ...] | None = None  # None: every committed partition
     require_stable: bool = False
+    member_id: str | None = None    # v9: a consumer group's member and its epoch
+    member_epoch: int = -1
 
 
 @dataclass(frozen=True, slots=True)
 class ListGroups:
     request_id: int
     states: frozenset[str] = frozenset()  # state names, any case; empty: all
+    types: frozenset[str] = frozenset()   # "classic", "consumer", any case; empty: all
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,6 +166,22 @@ class OffsetDelete:
     request_id: int
     group_id: str
     partitions: tuple[tuple[str, int], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupHeartbeat:
+    """KIP-848's one membership call; answered with a consumer_group.HeartbeatAnswer.
+    `topics` is the cluster's {topic name: (topic id, partition count)} when it was sent."""
+    request_id: int
+    request: HeartbeatRequest
+    topics: Mapping[str, tuple[str, int]]
+    version: int = 1     # v0: an empty member id at epoch 0 gets one from the coordinator
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupDescribe:
+    request_id: int
+    group_ids: tuple[str, ...]
 
 
 # ---------------------------------------------------------------- broker events
@@ -326,6 +349,36 @@ class DeleteGroupsResult:
 class OffsetDeleteResult:
     error: int                                          # the group's: no partitions then
     partitions: tuple[tuple[str, int, int], ...] = ()   # (topic, partition, error)
+
+
+@dataclass(frozen=True, slots=True)
+class DescribedConsumerMember:
+    member_id: str
+    instance_id: str | None
+    rack_id: str | None
+    member_epoch: int
+    client_id: str
+    client_host: str
+    subscribed_topic_names: tuple[str, ...]
+    assignment: Mapping[str, frozenset[int]]         # {topic id: partitions}
+    target_assignment: Mapping[str, frozenset[int]]
+
+
+@dataclass(frozen=True, slots=True)
+class DescribedConsumerGroup:
+    error: int
+    group_id: str
+    message: str | None = None
+    state: str = ""
+    group_epoch: int = 0
+    assignment_epoch: int = 0
+    assignor: str = ""
+    members: tuple[DescribedConsumerMember, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupDescribeResult:
+    groups: tuple[DescribedConsumerGroup, ...]
 
 
 # ---------------------------------------------------------------- effects

@@ -35,7 +35,7 @@ Rules (GroupMetadataManager.scala, Kafka trunk 1eb7644):
   → UNSTABLE_OFFSET_COMMIT (per partition; every=None lists only committed partitions).
 - Cleanup (DeleteGroups, offset expiry): the selected offsets are removed and tombstoned; an
   Empty group left without offsets becomes Dead and leaves the cache, with a group tombstone
-  when its generation is > 0. As in Kafka the tombstones' append is not waited for (Kafka
+  when its generation is > 0 (a consumer group's: one per record it has). As in Kafka the tombstones' append is not waited for (Kafka
   writes them with acks=0): a lost tombstone is rewritten by the next cleanup after a reload.
 - Loading replays the partition's records in log order (doLoadGroupsAndOffsets): last value
   per key wins, a tombstone deletes the key; a transactional record is pending for its
@@ -46,7 +46,8 @@ Rules (GroupMetadataManager.scala, Kafka trunk 1eb7644):
   (members) or Empty; groups with only offsets or pending offsets come back Empty without
   protocol type; each group new to the cache goes to `on_group_loaded`. Undecodable records
   are skipped (Kafka aborts the whole load, losing every group of the partition for one bad
-  record). A partition already owned is not loaded again (the cache is the truth).
+  record). KIP-848 consumer groups (key versions 3-8) come back from their records
+  (coordinator/consumer_records.py), members with fresh session deadlines. A partition already owned is not loaded again (the cache is the truth).
 - Unloading: every group of the partition goes to `on_group_unloaded`, then leaves the
   cache with its pending transactional offsets (the log has them for the next load); then
   the partition's appends in flight are lost (above).
@@ -61,6 +62,8 @@ from typing import Callable, Iterable
 from coordinator import messages as m
 from coordinator import records as rec
 from coordinator.config import GroupCoordinatorConfig
+from coordinator.consumer_records import (decode_consumer_key, group_records,
+                                          is_consumer_key_version, restore)
 from coordinator.error_codes import commit_append_error, txn_commit_answer
 from coordinator.group import (CommittedOffset, GroupMetadata, OffsetAndMetadata,
                                loaded_position)
@@ -242,7 +245,7 @@ class GroupMetadataManager:
         removed_total = 0
         for group in groups:
             removed = selector(group)
-            if group.is_(G.EMPTY) and not group.has_offsets():
+            if group.is_empty and not group.has_offsets():
                 group.transition_to(G.DEAD, now)
             gid = group.group_id
             records = [rec.offset_commit_record(gid, t, p, None) for t, p in removed]
@@ -250,6 +253,8 @@ class GroupMetadataManager:
                 del self.groups[gid]
                 if group.generation_id > 0:  # generation 0: offsets only, no group record
                     records.append(rec.group_metadata_record(gid, None))
+                records += [rec.OffsetsRecord(k, None) for k in group.consumer_records]
+                group.consumer, group.consumer_records = None, {}
             if records:
                 self.append(gid, records)
             removed_total += len(removed)
@@ -264,7 +269,7 @@ class GroupMetadataManager:
                        on_group_loaded: Callable[[GroupMetadata], None]) -> None:
         if partition in self.owned:
             return  # already loaded (Kafka: "Already loading"); the cache is the truth
-        offsets, pending, groups = self._replay(partition, records)
+        offsets, pending, groups, consumers = self._replay(partition, records)
         self.loading.discard(partition)
         self.owned.add(partition)
         by_group: dict = {}
@@ -276,11 +281,18 @@ class GroupMetadataManager:
                 pending_by_group.setdefault(gid, []).append((pid, (topic, part), committed))
         loaded = [GroupMetadata.from_record(gid, value, now) for gid, value in groups.items()
                   if value is not None]
+        restored = {gid: self._restore_consumer(partition, gid, mine, now)
+                    for gid, mine in consumers.items()}
+        restored = {gid: cg for gid, cg in restored.items() if cg is not None}
         loaded += [GroupMetadata(gid, G.EMPTY, now)
-                   for gid in dict.fromkeys(list(by_group) + list(pending_by_group))
+                   for gid in dict.fromkeys(list(by_group) + list(pending_by_group)
+                                            + list(restored))
                    if groups.get(gid) is None]
         for group in loaded:
             gid = group.group_id
+            if gid in restored:
+                group.consumer = restored[gid]
+                group.consumer_records = group_records(restored[gid])
             group.offsets.update(by_group.get(gid, {}))
             for pid, tp, committed in pending_by_group.get(gid, ()):
                 group.txn_offsets.load(pid, tp, committed.position, committed.value)
@@ -291,14 +303,24 @@ class GroupMetadataManager:
         for pid, committed in self._completions_after_load.pop(partition, ()):
             self.complete_txn(pid, (partition,), committed)
 
+    def _restore_consumer(self, partition: int, group_id: str, records, now: int):
+        try:
+            return restore(group_id, records, self.config.consumer, now)
+        except rec.RecordFormatError as exc:
+            log.error("skipping consumer group %s of __consumer_offsets-%s, undecodable: %s",
+                      group_id, partition, exc)
+            return None
+
     @staticmethod
-    def _replay(partition: int, records) -> tuple[dict, dict, dict]:
+    def _replay(partition: int, records) -> tuple[dict, dict, dict, dict]:
         """The log's committed offsets {(group, topic, partition): CommittedOffset}, pending
-        transactional ones {producer id: {(group, topic, partition): CommittedOffset}} and
-        group values {group: value or None}, in Kafka's doLoadGroupsAndOffsets order."""
+        transactional ones {producer id: {(group, topic, partition): CommittedOffset}},
+        group values {group: value or None} and KIP-848 group records {group: [record]}, in
+        Kafka's doLoadGroupsAndOffsets order."""
         offsets: dict = {}
         pending: dict = {}
         groups: dict = {}
+        consumers: dict = {}
         for index, record in enumerate(records):
             position = loaded_position(record.offset if record.offset >= 0 else index)
             if isinstance(record, rec.TxnMarkerRecord):
@@ -324,12 +346,15 @@ class GroupMetadataManager:
                 elif isinstance(key, rec.GroupMetadataKey):
                     groups[key.group] = None if record.value is None else \
                         rec.decode_group_metadata_value(record.value)
+                elif is_consumer_key_version(key.version):
+                    group_id = decode_consumer_key(record.key).group
+                    consumers.setdefault(group_id, []).append(record)
                 else:
                     log.warning("skipping a record with unknown key version %s", key.version)
             except rec.RecordFormatError as exc:
                 log.error("skipping an undecodable record of __consumer_offsets-%s: %s",
                           partition, exc)
-        return offsets, {pid: mine for pid, mine in pending.items() if mine}, groups
+        return offsets, {pid: mine for pid, mine in pending.items() if mine}, groups, consumers
 
     def unload_partition(self, partition: int,
                          on_group_unloaded: Callable[[GroupMetadata], None]) -> None:

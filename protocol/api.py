@@ -324,6 +324,11 @@ class BrokerApi(Protocol):
         DeleteTopics v6 address topics by id)."""
         ...
 
+    def topic_partition_counts(self) -> dict[str, tuple[str, int]]:
+        """{topic: (its id, its partition count)} of every topic this broker's metadata
+        knows (what a KIP-848 group's assignor works from)."""
+        ...
+
     def create_topics(self, specs: Sequence[TopicSpec], timeout_ms: int,
                       validate_only: bool) -> dict[str, TopicOutcome]: ...
 

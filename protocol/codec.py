@@ -287,6 +287,8 @@ _MIRRORS: dict[int, tuple] = {
                               {}, None),),
     ApiKey.DELETE_GROUPS: (("groups_names", "results", "DeletableGroupResult",
                             {"group_id": None}, {}, None),),
+    ApiKey.CONSUMER_GROUP_DESCRIBE: (("group_ids", "groups", "DescribedGroup",
+                                      {"group_id": None}, {}, None),),
     # transactions: partitions, markers and transactional ids asked (AddPartitionsToTxn v4,
     # AddOffsetsToTxn, EndTxn and ListTransactions answer only their top-level error)
     ApiKey.ADD_PARTITIONS_TO_TXN: (

@@ -7,7 +7,9 @@ Rules:
 - `KAFKA_38` is what a Kafka 3.8 ZooKeeper-mode broker advertises: every API whose schema
   lists the zkBroker listener, over its whole validVersions (clients/src/main/resources/
   common/message/*Request.json; 3.8 marks no latest version unstable). For each API rayka
-  serves, the range is Kafka 3.8's. `api_table()` is README's table, checked by a test.
+  serves, the range is Kafka 3.8's, except KIP-848's two (`KAFKA_40`): Kafka 3.8 had them
+  as an early-access v0, Kafka 4.0 made them GA at v0-1 (v1: the client makes its member
+  id, KIP-1082; librdkafka asks for v1), and rayka serves 4.0's range. `api_table()` is README's table, checked by a test.
 - The versions kio has no schema for (below Kafka 4's minimums) are protocol/legacy.py's;
   Produce v0-2 and Fetch v0-3 carry message formats v0/v1, converted to and from
   RecordBatch v2 (replicas/legacy_records.py). SaslHandshake v0 is followed by raw SASL
@@ -23,7 +25,7 @@ from __future__ import annotations
 
 from enum import IntEnum
 
-__all__ = ["ApiKey", "SUPPORTED", "REJECTED_VERSIONS", "KAFKA_38", "api_table", "is_served",
+__all__ = ["ApiKey", "SUPPORTED", "REJECTED_VERSIONS", "KAFKA_38", "KAFKA_40", "api_table", "is_served",
            "is_advertised"]
 
 
@@ -75,6 +77,8 @@ class ApiKey(IntEnum):
     DESCRIBE_PRODUCERS = 61
     DESCRIBE_TRANSACTIONS = 65
     LIST_TRANSACTIONS = 66
+    CONSUMER_GROUP_HEARTBEAT = 68
+    CONSUMER_GROUP_DESCRIBE = 69
 
 
 SUPPORTED: dict[int, tuple[int, int]] = {
@@ -115,6 +119,8 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     ApiKey.OFFSET_FETCH: (0, 9),               # v0: read from ZooKeeper; v8+ batch groups
     ApiKey.LIST_GROUPS: (0, 5),
     ApiKey.DESCRIBE_GROUPS: (0, 5),
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1),   # KIP-848, Kafka 4.0's range
+    ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 1),
     ApiKey.DELETE_GROUPS: (0, 2),
     ApiKey.SASL_HANDSHAKE: (0, 1),             # v0: raw SASL tokens follow
     ApiKey.SASL_AUTHENTICATE: (0, 2),
@@ -157,6 +163,11 @@ KAFKA_38: dict[int, tuple[str, int, int]] = {
     65: ("DescribeTransactions", 0, 0), 66: ("ListTransactions", 0, 1),
     67: ("AllocateProducerIds", 0, 0), 68: ("ConsumerGroupHeartbeat", 0, 0),
     69: ("ConsumerGroupDescribe", 0, 0),
+}
+
+# Kafka 4.0's ranges where rayka serves them instead of 3.8's (see the rules above)
+KAFKA_40: dict[int, tuple[str, int, int]] = {
+    68: ("ConsumerGroupHeartbeat", 0, 1), 69: ("ConsumerGroupDescribe", 0, 1),
 }
 
 

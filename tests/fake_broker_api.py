@@ -246,6 +246,9 @@ class FakeBrokerApi:
     def topic_ids(self) -> dict[str, str]:
         return {t: self.topic_id_of[t] for t in self.topics}
 
+    def topic_partition_counts(self) -> dict[str, tuple[str, int]]:
+        return {t: (self.topic_id_of[t], len(ps)) for t, ps in self.topics.items()}
+
     def partition(self, tp: TP) -> Partition:
         return self.topics[tp[0]][tp[1]]
 

@@ -1,5 +1,7 @@
 """Kafka requests encoded by kafka-python 3.0.12: an encoder independent of kio, so protocol
-tests check rayka's codec against bytes it did not produce itself.
+tests check rayka's codec against bytes it did not produce itself. The two KIP-848 APIs
+kafka-python does not ship (68, 69) are kafka-python message classes over schemas of
+tests/kafka_schemas/.
 
 `sample_request(api_key, version)` is one request per API with two topics (or resources),
 one with two partitions, so error answers have something to echo; `frame_of(...)` adds the
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 import uuid
 
+from kafka.protocol.api_message import ApiMessage
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
 from kafka.protocol.admin import (
     CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse,
@@ -62,6 +65,25 @@ from kafka.protocol.admin import (
     DescribeTransactionsResponse, ListTransactionsRequest, ListTransactionsResponse,
 )
 
+import tests.kafka_schemas as _kip848
+
+
+class ConsumerGroupHeartbeatRequest(ApiMessage, load_json=_kip848):
+    pass
+
+
+class ConsumerGroupHeartbeatResponse(ApiMessage, load_json=_kip848):
+    pass
+
+
+class ConsumerGroupDescribeRequest(ApiMessage, load_json=_kip848):
+    pass
+
+
+class ConsumerGroupDescribeResponse(ApiMessage, load_json=_kip848):
+    pass
+
+
 TOPIC_ID = uuid.UUID("0123456789abcdef0123456789abcdef")
 # The ids FakeBrokerApi gives the topics a test adds first and second ("orders", "audit").
 TOPIC_IDS = {"orders": uuid.UUID(int=0x7001), "audit": uuid.UUID(int=0x7002)}
@@ -84,7 +106,8 @@ RESPONSES = {0: ProduceResponse, 1: FetchResponse, 2: ListOffsetsResponse,
              50: DescribeUserScramCredentialsResponse, 51: AlterUserScramCredentialsResponse,
              33: AlterConfigsResponse, 35: DescribeLogDirsResponse, 43: ElectLeadersResponse,
              45: AlterPartitionReassignmentsResponse, 46: ListPartitionReassignmentsResponse,
-             47: OffsetDeleteResponse}
+             47: OffsetDeleteResponse, 68: ConsumerGroupHeartbeatResponse,
+             69: ConsumerGroupDescribeResponse}
 
 # an ACL filter matching everything (resource type ANY 1, pattern ANY 1, operation ANY 1,
 # permission ANY 1), and one literal Read allow for User:alice on topic orders
@@ -418,6 +441,12 @@ SAMPLES = {
     65: lambda v: DescribeTransactionsRequest[v](transactional_ids=["t1", "t2"]),
     66: lambda v: ListTransactionsRequest[v](state_filters=[], producer_id_filters=[],
                                              duration_filter=-1),
+    68: lambda v: ConsumerGroupHeartbeatRequest[v](
+        group_id="g1", member_id="m1", member_epoch=0, instance_id=None, rack_id=None,
+        rebalance_timeout_ms=5000, subscribed_topic_names=list(ASKED),
+        subscribed_topic_regex=None, server_assignor=None, topic_partitions=[]),
+    69: lambda v: ConsumerGroupDescribeRequest[v](group_ids=["g1", "g2"],
+                                                  include_authorized_operations=False),
 }
 
 # (topic, partitions) every sample with topics asks about, in order.

@@ -4,7 +4,9 @@ against FakeBrokerApi, whose `group_call` drives a REAL pure GroupCoordinator on
 (tests/fake_broker_api.py). Answers are read by kio's reader (every byte) and decoded by
 kafka-python. A parked call (JoinGroup, a follower's SyncGroup, a commit waiting for its
 append) has no answer until the coordinator gives one: `Call.parked` says so.
-Table-driven over every served version where a rule depends on the version.
+Table-driven over every served version where a rule depends on the version. KIP-848's
+ConsumerGroupHeartbeat and ConsumerGroupDescribe too (their kafka-python classes from
+tests/protocol_samples.py).
 """
 
 from __future__ import annotations
@@ -29,7 +31,8 @@ from protocol.connection import Connection
 from protocol.handlers import answer
 from tests.fake_broker_api import NotAnsweredYet
 from tests.handler_wire import cluster, kio_read, versions
-from tests.protocol_samples import RESPONSES
+from tests.protocol_samples import (RESPONSES, TOPIC_IDS, ConsumerGroupDescribeRequest,
+                                   ConsumerGroupHeartbeatRequest)
 
 pytestmark = pytest.mark.unit
 
@@ -738,3 +741,84 @@ def test_a_parked_call_is_visible_and_answered_later():
     assert call.parked
     fake.advance(1)
     assert call.answer().generation_id == 1
+
+
+# -- KIP-848: ConsumerGroupHeartbeat, ConsumerGroupDescribe -----------------------------------
+def cg_heartbeat(fake, version, member_id="m1", epoch=0, topics=("orders",), owned=(),
+                 regex=None, group="g1"):
+    tp = ConsumerGroupHeartbeatRequest.TopicPartitions
+    return ask(fake, ConsumerGroupHeartbeatRequest[version](
+        group_id=group, member_id=member_id, member_epoch=epoch, instance_id=None,
+        rack_id=None, rebalance_timeout_ms=5000 if epoch == 0 else -1,
+        subscribed_topic_names=list(topics) if topics is not None else None,
+        subscribed_topic_regex=regex, server_assignor=None,
+        topic_partitions=[tp(topic_id=t, partitions=ps) for t, ps in owned]
+        if owned is not None else None), client_id="cg")
+
+
+@pytest.mark.parametrize("version", versions(68))
+def test_consumer_group_heartbeat_assigns_by_topic_id(version):
+    fake = groups_cluster()
+    first = cg_heartbeat(fake, version, member_id="" if version == 0 else "m1")
+    assert (first.error_code, first.error_message, first.member_epoch,
+            first.heartbeat_interval_ms) == (0, None, 1, 5000)
+    member_id = first.member_id
+    assert member_id == "m1" if version == 1 else len(member_id) == 36   # v0: the coordinator's
+    orders = TOPIC_IDS["orders"]
+    assert [(t.topic_id, sorted(t.partitions)) for t in first.assignment.topic_partitions] \
+        == [(orders, [0, 1, 2])]
+    quiet = cg_heartbeat(fake, version, member_id, 1, topics=None, owned=[(orders, [0, 1, 2])])
+    assert (quiet.error_code, quiet.member_epoch, quiet.assignment) == (0, 1, None)
+    (event,) = [e for e in fake.group_events if isinstance(e, gm.ConsumerGroupHeartbeat)][:1]
+    assert event.request.client_id == "cg" and event.topics["orders"][1] == 3
+    left = cg_heartbeat(fake, version, member_id, -1, topics=None, owned=None)
+    assert (left.error_code, left.member_epoch) == (0, -1)
+
+
+def test_consumer_group_heartbeat_errors_carry_kafkas_message():
+    fake = groups_cluster()
+    bad = cg_heartbeat(fake, 1, topics=())
+    assert (bad.error_code, bad.error_message) == (
+        INVALID_REQUEST, "SubscribedTopicNames must be set in first request.")
+    unknown = cg_heartbeat(fake, 1, epoch=4, topics=None, owned=None, group="g2")
+    assert (unknown.error_code, unknown.error_message) == (
+        GROUP_ID_NOT_FOUND, "Consumer group g2 not found.")
+    far = cg_heartbeat(fake, 1, group=not_owned_group(fake))
+    assert far.error_code == NOT_COORDINATOR
+    assert cg_heartbeat(fake, 1, regex="").error_code == 0        # "" is no expression
+
+
+@pytest.mark.parametrize("version", versions(69))
+def test_consumer_group_describe(version):
+    fake = groups_cluster()
+    cg_heartbeat(fake, 1, "m1", topics=("orders", "audit"))
+    resp, body = ask(fake, ConsumerGroupDescribeRequest[version](
+        group_ids=["g1", "g3"], include_authorized_operations=True), kio=True)
+    g1, g3 = resp.groups
+    assert (g1.error_code, g1.group_state, g1.group_epoch, g1.assignment_epoch,
+            g1.assignor_name) == (0, "Stable", 1, 1, "uniform")
+    (x,) = g1.members
+    assert (x.member_id, x.member_epoch, x.client_id, sorted(x.subscribed_topic_names)) == (
+        "m1", 1, "cg", ["audit", "orders"])
+    assert sorted((t.topic_name, sorted(t.partitions)) for t in x.assignment.topic_partitions) \
+        == [("audit", [0]), ("orders", [0, 1, 2])]
+    assert body.groups[0].authorized_operations == (1 << 3) | (1 << 6) | (1 << 8)
+    assert (g3.error_code, g3.error_message) == (GROUP_ID_NOT_FOUND, "Group g3 not found.")
+
+
+def test_commit_v9_and_fetch_v9_carry_the_member_epoch_and_list_groups_v5_the_type():
+    fake = groups_cluster()
+    cg_heartbeat(fake, 1, "m1")
+    ok = commit(fake, 9, {("orders", 0): (5, -1, "")}, member_id="m1", generation=1)
+    stale = commit(fake, 9, {("orders", 1): (5, -1, "")}, member_id="m1", generation=0)
+    assert [p.error_code for t in ok.answer().topics for p in t.partitions] == [0]
+    assert [p.error_code for t in stale.answer().topics for p in t.partitions] == [113]
+    t = OffsetFetchRequest[9].OffsetFetchRequestGroup
+    resp = ask(fake, OffsetFetchRequest[9](groups=[
+        t(group_id="g1", member_id="m1", member_epoch=0, topics=None)], require_stable=False))
+    assert resp.groups[0].error_code == 113                     # STALE_MEMBER_EPOCH
+    listed = ask(fake, ListGroupsRequest[5](states_filter=[], types_filter=["consumer"]))
+    assert [(g.group_id, g.group_type, g.group_state) for g in listed.groups] == [
+        ("g1", "consumer", "Stable")]
+    assert ask(fake, ListGroupsRequest[5](states_filter=[], types_filter=["classic"])).groups \
+        == []

@@ -10,7 +10,7 @@ import pytest
 
 from protocol.codec import has_request_schema
 from protocol.legacy import SCHEMAS
-from protocol.versions import KAFKA_38, REJECTED_VERSIONS, SUPPORTED, api_table
+from protocol.versions import KAFKA_38, KAFKA_40, REJECTED_VERSIONS, SUPPORTED, api_table
 
 pytestmark = pytest.mark.unit
 
@@ -25,7 +25,7 @@ START, END, with_table = _script.START, _script.END, _script.with_table
 
 def test_every_api_served_is_served_over_kafka_38s_whole_range():
     for key, (lo, hi) in SUPPORTED.items():
-        name, klo, khi = KAFKA_38[key]
+        name, klo, khi = KAFKA_40.get(key) or KAFKA_38[key]
         assert (lo, hi) == (klo, khi), name
     assert REJECTED_VERSIONS == {}       # Kafka 3.8 rejects nothing it advertises
 

@@ -94,6 +94,8 @@ HANDLERS: dict[int, Handler] = {
     15: groups.describe_groups,
     16: groups.list_groups,
     42: groups.delete_groups,
+    68: groups.consumer_group_heartbeat,
+    69: groups.consumer_group_describe,
 }
 
 # these take the connection's Session; the others only its listener name

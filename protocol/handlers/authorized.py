@@ -31,7 +31,9 @@ unknown topic is TOPIC_AUTHORIZATION_FAILED, not UNKNOWN_TOPIC_OR_PARTITION):
   topic and OffsetFetch Describe (29 per partition; all-partition fetches leave denied topics
   out; the coordinator is asked even when no topic is left, and its group error is then the
   whole answer). ListGroups: Describe on the cluster lists all, else the groups one may
-  describe.
+  describe. ConsumerGroupHeartbeat: Read on the group (30), then Describe on every
+  subscribed topic (TOPIC_AUTHORIZATION_FAILED, 29); ConsumerGroupDescribe: Describe on
+  each group (30 per group).
 - Transactions: FindCoordinator of a transactional id and DescribeTransactions need
   Describe on the transactional id; InitProducerId with one, AddPartitionsToTxn,
   AddOffsetsToTxn, EndTxn, TxnOffsetCommit and a transactional Produce need Write on it
@@ -56,6 +58,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from coordinator import messages as m
+from coordinator.consumer_group import HeartbeatAnswer
 from transactions import messages as tm
 from protocol.api import (ClusterMetadata, ConfigsOutcome, Deferred, FetchOutcome,
                           OffsetAnswer, ProduceOutcome, TopicMetadata, TopicOutcome)
@@ -374,6 +377,22 @@ class AuthorizedApi:
             return wrap(tuple(got[g] if g in got else refuse(g) for g in ids))
         return pending.then(merged)
 
+    def _consumer_heartbeat(self, event: m.ConsumerGroupHeartbeat, make_event):
+        """KafkaApis.handleConsumerGroupHeartbeat: READ on the group, then DESCRIBE on
+        every subscribed topic."""
+        if not self._group(Op.READ, event.request.group_id):
+            return _now(HeartbeatAnswer(E.GROUP_AUTHORIZATION_FAILED))
+        names = event.request.subscribed_topic_names or ()
+        if not all(self._topic(Op.DESCRIBE, t) for t in names):
+            return _now(HeartbeatAnswer(E.TOPIC_AUTHORIZATION_FAILED))
+        return self._api.group_call(make_event)
+
+    def _consumer_describe(self, event, make_event):
+        return self._per_group(event, make_event, Op.DESCRIBE, "group_ids",
+                               lambda g: m.DescribedConsumerGroup(
+                                   E.GROUP_AUTHORIZATION_FAILED, g),
+                               lambda gs: m.ConsumerGroupDescribeResult(gs))
+
     def _describe_groups(self, event, make_event):
         return self._per_group(event, make_event, Op.DESCRIBE, "group_ids",
                                lambda g: m.DescribedGroup(E.GROUP_AUTHORIZATION_FAILED, g, ""),
@@ -478,7 +497,9 @@ _GROUP_CHECKS = {m.JoinGroup: AuthorizedApi._membership, m.SyncGroup: Authorized
                  m.DescribeGroups: AuthorizedApi._describe_groups,
                  m.DeleteGroups: AuthorizedApi._delete_groups,
                  m.OffsetDelete: AuthorizedApi._offset_delete,
-                 m.TxnOffsetCommit: AuthorizedApi._txn_offset_commit}
+                 m.TxnOffsetCommit: AuthorizedApi._txn_offset_commit,
+                 m.ConsumerGroupHeartbeat: AuthorizedApi._consumer_heartbeat,
+                 m.ConsumerGroupDescribe: AuthorizedApi._consumer_describe}
 
 
 # Kafka 3.8's AclEntry.supportedOperations, which authorizedOperations reports (groups have

@@ -1,6 +1,7 @@
 """Consumer-group APIs: FindCoordinator (10), JoinGroup (11), Heartbeat (12), LeaveGroup (13),
 SyncGroup (14), OffsetCommit (8), OffsetFetch (9), ListGroups (16), DescribeGroups (15),
-DeleteGroups (42), OffsetDelete (47).
+DeleteGroups (42), OffsetDelete (47), and KIP-848's ConsumerGroupHeartbeat (68) and
+ConsumerGroupDescribe (69).
 
 Rules:
 - Every group request becomes a coordinator.messages event given to the broker's group
@@ -32,20 +33,28 @@ Rules:
   top with no topics; v8+ ask for several groups at once and answer each group with its
   own error (v9's member id and epoch are for KIP-848 groups: a classic coordinator ignores
   them, as Kafka 3.8's does).
-- ListGroups v5 filters by group type: every group here is "classic" (Kafka 3.8's
-  coordinator answers nothing for any other type asked).
+- OffsetCommit v9 carries a consumer group member's epoch in generation_id_or_member_epoch;
+  OffsetFetch v9 its member id and epoch (checked on consumer groups only, as Kafka's
+  ClassicGroup ignores them).
+- ListGroups v5 filters by group type ("classic", "consumer"), in the coordinator.
+- ConsumerGroupHeartbeat: topic ids travel as UUIDs and are Kafka's text form inside
+  (the zero UUID is no topic: dropped); the coordinator gets the cluster's topics as this
+  broker's metadata knows them ({name: (id, partition count)}) with the request; the
+  client id from the header. The answer's assignment lists topics and partitions sorted.
+- ConsumerGroupDescribe names each assigned topic from this broker's metadata ("" for a
+  topic it no longer knows); authorized operations when asked (v0+), as DescribeGroups.
 """
 
 from __future__ import annotations
 
 from coordinator import messages as m
-from protocol.api import BrokerApi, Deferred
+from coordinator.consumer_group import HeartbeatAnswer, HeartbeatRequest
+from protocol.api import BrokerApi, Deferred, topic_id_text, topic_uuid
 from protocol.build import build, millis
 from protocol.handlers.authorized import authorized_operations
 from protocol.security.acl import ResourceType as Res
 from replicas.errors import ErrorCode as E
 
-CLASSIC = "classic"              # Kafka's Group.GroupType.CLASSIC
 NO_AUTHORIZED_OPERATIONS = -2147483648      # Kafka's "not requested" sentinel
 
 
@@ -177,7 +186,7 @@ def offset_commit(api: BrokerApi, request, _listener: str):
         return respond(m.OffsetCommitResult(()))
     return _later(api, lambda rid: m.OffsetCommit(
         rid, body.group_id, offsets, body.generation_id_or_member_epoch, body.member_id,
-        getattr(body, "group_instance_id", None)), respond)
+        getattr(body, "group_instance_id", None), v), respond)
 
 
 def offset_delete(api: BrokerApi, request, _listener: str):
@@ -243,8 +252,10 @@ def _offset_fetch_groups(api: BrokerApi, request):
     stable = bool(body.require_stable)
     asked = [(g.group_id, None if g.topics is None else tuple(
         (t.name, p) for t in g.topics for p in t.partition_indexes)) for g in body.groups]
-    pending = [api.group_call(lambda rid, g=g, tps=tps: m.OffsetFetch(rid, g, tps, stable))
-               for g, tps in asked]
+    members = [(getattr(g, "member_id", None), getattr(g, "member_epoch", -1))
+               for g in body.groups]                     # v9: per group
+    pending = [api.group_call(lambda rid, g=g, tps=tps, who=who: m.OffsetFetch(
+        rid, g, tps, stable, *who)) for (g, tps), who in zip(asked, members)]
 
     def respond(results):
         return build(key, v, "OffsetFetchResponse", groups=tuple(
@@ -270,12 +281,11 @@ def _zk_offset_fetch(api: BrokerApi, request):
 def list_groups(api: BrokerApi, request, _listener: str):
     body, key, v = request.body, request.api_key, request.api_version
     states = frozenset(getattr(body, "states_filter", ()) or ())
-    types = {t.lower() for t in getattr(body, "types_filter", ()) or ()}
-    listed = not types or CLASSIC in types
-    return _later(api, lambda rid: m.ListGroups(rid, states), lambda r: build(
+    types = frozenset(getattr(body, "types_filter", ()) or ())
+    return _later(api, lambda rid: m.ListGroups(rid, states, types), lambda r: build(
         key, v, "ListGroupsResponse", error_code=r.error, groups=tuple(
             build(key, v, "ListedGroup", group_id=g.group_id, protocol_type=g.protocol_type,
-                  group_state=g.state, group_type=CLASSIC) for g in r.groups if listed)))
+                  group_state=g.state, group_type=g.group_type) for g in r.groups)))
 
 
 def describe_groups(api: BrokerApi, request, _listener: str):
@@ -306,3 +316,61 @@ def delete_groups(api: BrokerApi, request, _listener: str):
         key, v, "DeleteGroupsResponse", results=tuple(
             build(key, v, "DeletableGroupResult", group_id=g.group_id, error_code=g.error)
             for g in r.groups)))
+
+
+# -- KIP-848 ---------------------------------------------------------------------------------------
+def consumer_group_heartbeat(api: BrokerApi, request, _listener: str):
+    body, key, v = request.body, request.api_key, request.api_version
+    owned = None
+    if body.topic_partitions is not None:
+        owned = {}
+        for t in body.topic_partitions:
+            text = topic_id_text(t.topic_id)
+            if text is not None:
+                owned[text] = tuple(owned.get(text, ())) + tuple(t.partitions)
+    names = body.subscribed_topic_names
+    asked = HeartbeatRequest(
+        body.group_id, body.member_id, body.member_epoch, body.instance_id, body.rack_id,
+        millis(body.rebalance_timeout), None if names is None else tuple(names),
+        getattr(body, "subscribed_topic_regex", None), body.server_assignor, owned,
+        request.client_id or "", "")
+    topics = api.topic_partition_counts()
+
+    def respond(a: HeartbeatAnswer):
+        assignment = None if a.assignment is None else build(
+            key, v, "Assignment", topic_partitions=tuple(
+                build(key, v, "TopicPartitions", topic_id=topic_uuid(t),
+                      partitions=tuple(sorted(ps))) for t, ps in sorted(a.assignment.items())))
+        return build(key, v, "ConsumerGroupHeartbeatResponse", error_code=a.error,
+                     error_message=a.message, member_id=a.member_id,
+                     member_epoch=a.member_epoch, heartbeat_interval=a.heartbeat_interval_ms,
+                     assignment=assignment)
+    return _later(api, lambda rid: m.ConsumerGroupHeartbeat(rid, asked, topics, v), respond)
+
+
+def consumer_group_describe(api: BrokerApi, request, _listener: str):
+    body, key, v = request.body, request.api_key, request.api_version
+    with_ops = bool(body.include_authorized_operations)
+    names = {i: t for t, i in api.topic_ids().items()}
+
+    def assignment(a):
+        return build(key, v, "Assignment", topic_partitions=tuple(
+            build(key, v, "TopicPartitions", topic_id=topic_uuid(t), topic_name=names.get(t, ""),
+                  partitions=tuple(sorted(ps))) for t, ps in sorted(a.items())))
+
+    def respond(r: m.ConsumerGroupDescribeResult):
+        return build(key, v, "ConsumerGroupDescribeResponse", groups=tuple(
+            build(key, v, "DescribedGroup", error_code=g.error, error_message=g.message,
+                  group_id=g.group_id, group_state=g.state, group_epoch=g.group_epoch,
+                  assignment_epoch=g.assignment_epoch, assignor_name=g.assignor,
+                  authorized_operations=authorized_operations(api, Res.GROUP, g.group_id)
+                  if with_ops and g.error == E.NONE else NO_AUTHORIZED_OPERATIONS,
+                  members=tuple(build(
+                      key, v, "Member", member_id=x.member_id, instance_id=x.instance_id,
+                      rack_id=x.rack_id, member_epoch=x.member_epoch, client_id=x.client_id,
+                      client_host=x.client_host, subscribed_topic_names=x.subscribed_topic_names,
+                      assignment=assignment(x.assignment),
+                      target_assignment=assignment(x.target_assignment), member_type=1)
+                      for x in g.members))
+            for g in r.groups))
+    return _later(api, lambda rid: m.ConsumerGroupDescribe(rid, tuple(body.group_ids)), respond)

@@ -33,8 +33,9 @@ import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.errors.WakeupException;
 
 /**
- * Two consumers of one group (eager range, cooperative-sticky, or static members with the
- * range assignor) consume a pre-filled 6-partition topic, committing after every poll, paced
+ * Two consumers of one group (eager range, cooperative-sticky, static members with the
+ * range assignor, or KIP-848's consumer protocol: group.protocol=consumer, the assignment
+ * made by the coordinator) consume a pre-filled 6-partition topic, committing after every poll, paced
  * so the run spans the kill. Once both hold partitions and a quarter of the records is
  * committed, the group's coordinator (Admin.describeConsumerGroups(...).coordinator()) is
  * hard-killed. Asserted: every offset of every partition consumed at least once; the group's
@@ -148,10 +149,16 @@ final class GroupCheck {
             Map<String, Object> props = new HashMap<>();
             props.put(ConsumerConfig.GROUP_ID_CONFIG, group);
             props.put(ConsumerConfig.MAX_POLL_RECORDS_CONFIG, Integer.toString(POLL_RECORDS));
-            props.put(ConsumerConfig.PARTITION_ASSIGNMENT_STRATEGY_CONFIG,
-                      (mode.equals("cooperative") ? CooperativeStickyAssignor.class : RangeAssignor.class).getName());
-            props.put(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG, mode.equals("static") ? "45000" : "10000");
-            props.put(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG, "1000");
+            if (mode.equals("consumer")) {
+                // KIP-848: the coordinator assigns and times sessions; the client may not set
+                // an assignment strategy, a session timeout or a heartbeat interval
+                props.put("group.protocol", "consumer");
+            } else {
+                props.put(ConsumerConfig.PARTITION_ASSIGNMENT_STRATEGY_CONFIG,
+                          (mode.equals("cooperative") ? CooperativeStickyAssignor.class : RangeAssignor.class).getName());
+                props.put(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG, mode.equals("static") ? "45000" : "10000");
+                props.put(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG, "1000");
+            }
             Set<Long> seen = ConcurrentHashMap.newKeySet();
             long t0 = System.nanoTime();
             Member a = new Member("A", bootstrap, topic, withInstance(props, mode, "A"), seen).start();
