@@ -80,6 +80,7 @@ from actors.timers import Timers
 from actors.dynamic_config import BrokerDynamicConfig, DynamicConfigWatcher
 from actors.security import BrokerSecurity
 from actors.log_cleaner import LogCleaner
+from coordinator import messages as gm
 from controller.requests import LeaderAndIsrRequest, StopReplicaRequest, UpdateMetadataRequest
 from controller.layout import BrokerRegistration, LeaderIsrAndControllerEpoch
 from replicas.errors import BrokerNotAvailable, KafkaError, NotController, RequestTimedOut
@@ -431,8 +432,40 @@ class Broker:
     # -- consumer groups (the native client's door; Kafka clients come through the listener) --
     def group(self, event):
         """One coordinator request (a coordinator.messages event; its request_id is
-        replaced): its result, once the coordinator answers (a JoinGroup parks)."""
+        replaced): its result, once the coordinator answers (a JoinGroup parks). The
+        native door names topics where the wire has ids (ConsumerGroupHeartbeat,
+        ConsumerGroupDescribe): mapped here, both ways."""
+        if isinstance(event, gm.ConsumerGroupHeartbeat):
+            return self._native_consumer_heartbeat(event)
+        if isinstance(event, gm.ConsumerGroupDescribe):
+            return self._native_consumer_describe(event)
         return self.groups.call(lambda rid: dataclasses.replace(event, request_id=rid)).result()
+
+    def _native_consumer_heartbeat(self, event):
+        topics = self.kafka_api.topic_partition_counts()
+        ids = {name: tid for name, (tid, _) in topics.items()}
+        names = {tid: name for name, tid in ids.items()}
+        r = event.request
+        owned = None if r.owned is None else {
+            ids[t]: ps for t, ps in r.owned.items() if t in ids}
+        asked = dataclasses.replace(event, request=dataclasses.replace(r, owned=owned),
+                                    topics=topics)
+        answer = self.groups.call(lambda rid: dataclasses.replace(asked, request_id=rid)).result()
+        if answer.assignment is None:
+            return answer
+        return dataclasses.replace(answer, assignment={
+            names[t]: ps for t, ps in answer.assignment.items() if t in names})
+
+    def _native_consumer_describe(self, event):
+        result = self.groups.call(lambda rid: dataclasses.replace(event, request_id=rid)).result()
+        names = {tid: name for name, tid in self.kafka_api.topic_ids().items()}
+
+        def named(a):
+            return {names[t]: ps for t, ps in a.items() if t in names}
+        return dataclasses.replace(result, groups=tuple(dataclasses.replace(g, members=tuple(
+            dataclasses.replace(x, assignment=named(x.assignment),
+                                target_assignment=named(x.target_assignment))
+            for x in g.members)) for g in result.groups))
 
     def find_coordinator(self, group_id: str, key_type: int = 0) -> tuple[int, int]:
         """(error, broker id of the coordinator): Kafka's FindCoordinator, of a group (key

@@ -6,10 +6,10 @@ Rules (Kafka's GroupMetadataManager.consumerGroupHeartbeat, consumerGroupLeave,
 throwIfConsumerGroupHeartbeatRequestIsInvalid, throwIfConsumerGroupMemberEpochIsInvalid,
 ConsumerGroup.java; trunk 1eb7644; KIP-848 where the snapshot is silent, said below):
 - Validation, in Kafka's order, answered INVALID_REQUEST (42) with Kafka's message: an
-  empty group id, instance id or rack id; a regular expression subscription (not
-  supported; an empty one is none); member epoch > 0 or -1 without a member id; member epoch 0 without a
-  rebalance timeout, with owned partitions missing or not empty, or without subscribed
-  topics; -2 without a member id or an instance id; any other epoch. A server assignor not
+  empty group id, instance id or rack id; member epoch > 0 or -1 without a member id; member epoch 0 without a
+  rebalance timeout, with owned partitions missing or not empty, or with neither topic
+  names nor a regular expression (Kafka 4.0's check; an empty list or "" joins with no
+  topics); -2 without a member id or an instance id; any other epoch. A server assignor not
   in `assignors` → UNSUPPORTED_ASSIGNOR (112).
 - Leaving: epoch -1 removes the member (a static one only if the member id matches its
   instance, else FENCED_INSTANCE_ID 82); epoch -2 (static) keeps the member and its
@@ -29,7 +29,11 @@ ConsumerGroup.java; trunk 1eb7644; KIP-848 where the snapshot is silent, said be
   is the previous epoch and every owned partition is assigned (the answer with the new
   epoch was lost).
 - The member's subscription, rack, assignor and rebalance timeout are updated from the
-  request (fields sent as None keep their value). A new member or a changed subscription
+  request (fields sent as None keep their value; a regular expression "" is none). A
+  subscription is topic names and/or a regular expression matching whole topic names
+  (any topic of the cluster, created later too; Python's re for Kafka's RE2/J); a new
+  expression that does not compile → INVALID_REGULAR_EXPRESSION (128) with Kafka's
+  message, before anything changes. A new member or a changed subscription
   bumps the group epoch; so does a change of the subscription metadata (the subscribed
   topics that exist, with their ids and partition counts) — computed on every heartbeat
   here (Kafka refreshes it on a subscription change or after its refresh interval).
@@ -41,8 +45,8 @@ ConsumerGroup.java; trunk 1eb7644; KIP-848 where the snapshot is silent, said be
   epoch in it) arms its rebalance deadline (now + its rebalance timeout); any other state
   clears it. Every heartbeat arms its session deadline (now + session timeout).
 - The answer: member id, member epoch, heartbeat interval, and the assignment when the
-  request was full (epoch 0, or rebalance timeout, subscription and owned partitions all
-  sent) or the member's assigned partitions changed.
+  request was full (epoch 0, or rebalance timeout, names or expression, and owned
+  partitions all sent) or the member's assigned partitions changed.
 - `expire(now_ms)`: a member past its session deadline, or past its rebalance deadline
   while still UNREVOKED_PARTITIONS, is removed (fenced); every removal bumps the group
   epoch. Returns the removed member ids.
@@ -51,6 +55,8 @@ ConsumerGroup.java; trunk 1eb7644; KIP-848 where the snapshot is silent, said be
 
 from __future__ import annotations
 
+import functools
+import re
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import Mapping
@@ -113,6 +119,7 @@ class Member:
     client_id: str = ""
     client_host: str = ""
     subscribed: tuple[str, ...] = ()
+    subscribed_regex: str | None = None
     server_assignor: str | None = None
     rebalance_timeout_ms: int = -1
     assignment: MemberAssignment = None
@@ -157,7 +164,8 @@ class ConsumerGroup:
         return min(times) if times else None
 
     def subscribed_topic_names(self) -> frozenset[str]:
-        return frozenset(t for m in self.members.values() for t in m.subscribed)
+        return frozenset(t for m in self.members.values() for t in m.subscribed) \
+            | frozenset(self.subscription)
 
     def preferred_assignor(self) -> str:
         """The assignor most members name (ties: by name), else the first configured."""
@@ -193,8 +201,6 @@ class ConsumerGroup:
             raise _invalid("InstanceId can't be empty.")
         if r.rack_id == "":
             raise _invalid("RackId can't be empty.")
-        if r.subscribed_topic_regex:    # "" is no expression (librdkafka sends it so)
-            raise _invalid("SubscribedTopicRegex is not supported yet.")
         if r.member_epoch > 0 or r.member_epoch == LEAVE_EPOCH:
             if r.member_id == "":
                 raise _invalid("MemberId can't be empty.")
@@ -203,8 +209,9 @@ class ConsumerGroup:
                 raise _invalid("RebalanceTimeoutMs must be provided in first request.")
             if r.owned is None or any(r.owned.values()):
                 raise _invalid("TopicPartitions must be empty when (re-)joining.")
-            if not r.subscribed_topic_names:
-                raise _invalid("SubscribedTopicNames must be set in first request.")
+            if r.subscribed_topic_names is None and r.subscribed_topic_regex is None:
+                raise _invalid("Either SubscribedTopicNames or SubscribedTopicRegex must be "
+                               "non-null when (re-)joining.")
         elif r.member_epoch == LEAVE_STATIC_EPOCH:
             if r.member_id == "":
                 raise _invalid("MemberId can't be empty.")
@@ -229,8 +236,14 @@ class ConsumerGroup:
                              else member.server_assignor),
             subscribed=(tuple(sorted(set(r.subscribed_topic_names)))
                         if r.subscribed_topic_names is not None else member.subscribed),
+            subscribed_regex=(member.subscribed_regex if r.subscribed_topic_regex is None
+                              else r.subscribed_topic_regex or None),
             client_id=r.client_id, client_host=r.client_host)
-        bump = is_new or updated.subscribed != member.subscribed
+        if updated.subscribed_regex != member.subscribed_regex \
+                and updated.subscribed_regex is not None:
+            compiled(updated.subscribed_regex)             # refused before anything changes
+        bump = is_new or (updated.subscribed, updated.subscribed_regex) != (
+            member.subscribed, member.subscribed_regex)
         self._put(updated)
         subscription = self._subscription(topics)
         if subscription != self.subscription:
@@ -245,7 +258,8 @@ class ConsumerGroup:
         after = self.members[updated.member_id].assignment
         self.session_deadline[updated.member_id] = now_ms + self.config.session_timeout_ms
         full = r.member_epoch == 0 or (r.rebalance_timeout_ms != -1
-                                       and r.subscribed_topic_names is not None
+                                       and (r.subscribed_topic_names is not None
+                                            or r.subscribed_topic_regex is not None)
                                        and r.owned is not None)
         return HeartbeatAnswer(
             member_id=updated.member_id, member_epoch=after.member_epoch,
@@ -393,13 +407,13 @@ class ConsumerGroup:
             self.group_epoch += 1
 
     def _subscription(self, topics) -> dict[str, tuple[str, int]]:
-        names = {t for m in self.members.values() for t in m.subscribed}
+        names = {t for m in self.members.values() for t in _topics_of(m, topics)}
         return {t: (topics[t][0], topics[t][1]) for t in sorted(names) if t in topics}
 
     def _retarget(self) -> None:
         name = self.preferred_assignor()
         ids = {name: tid for name, (tid, _) in self.subscription.items()}
-        specs = {mid: MemberSpec(mid, frozenset(ids[t] for t in m.subscribed if t in ids),
+        specs = {mid: MemberSpec(mid, frozenset(ids[t] for t in _topics_of(m, ids)),
                                  self.target.get(mid, {}), m.instance_id)
                  for mid, m in self.members.items()}
         partitions = {tid: n for tid, n in self.subscription.values()}
@@ -423,3 +437,25 @@ class ConsumerGroup:
                 self.rebalance_deadline[member_id] = now_ms + max(m.rebalance_timeout_ms, 0)
         else:
             self.rebalance_deadline.pop(member_id, None)
+
+
+@functools.lru_cache(maxsize=256)
+def compiled(regex: str) -> re.Pattern:
+    """The member's regular expression (Python's re standing in for Kafka's RE2/J: the
+    same for the patterns topic names need); INVALID_REGULAR_EXPRESSION when it does not
+    compile."""
+    try:
+        return re.compile(regex)
+    except re.error as exc:
+        raise _Refused(E.INVALID_REGULAR_EXPRESSION, f"SubscribedTopicRegex `{regex}` is not "
+                       f"a valid regular expression: {exc}.") from None
+
+
+def _topics_of(member: Member, topics) -> set[str]:
+    """The topics of `topics` (names) the member subscribes to: by name, or whole names its
+    regular expression matches."""
+    names = {t for t in member.subscribed if t in topics}
+    if member.subscribed_regex:
+        pattern = compiled(member.subscribed_regex)
+        names |= {t for t in topics if pattern.fullmatch(t)}
+    return names

@@ -272,7 +272,7 @@ def _member_value(m: Member) -> bytes:
     out.count(len(m.subscribed))
     for t in m.subscribed:
         out.compact_string(t)
-    out.compact_string(None)                     # regular expressions are not served
+    out.compact_string(m.subscribed_regex)
     out.i32(m.rebalance_timeout_ms)
     out.compact_string(m.server_assignor)
     out.no_tags()
@@ -340,9 +340,9 @@ def _decode(version: int, data: bytes):
         instance, rack = r.compact_string(True), r.compact_string(True)
         client_id, client_host = r.compact_string(), r.compact_string()
         subscribed = tuple(r.compact_string() for _ in range(r.count()))
-        r.compact_string(True)                   # a regular expression: not served
+        regex = r.compact_string(True)
         value = dict(instance_id=instance, rack_id=rack, client_id=client_id,
-                     client_host=client_host, subscribed=subscribed,
+                     client_host=client_host, subscribed=subscribed, subscribed_regex=regex,
                      rebalance_timeout_ms=r.i32(), server_assignor=r.compact_string(True))
     elif version == TARGET_MEMBER:
         value = _read_partitions(r)

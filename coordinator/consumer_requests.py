@@ -131,7 +131,8 @@ class ConsumerGroupRequests:
                     c.preferred_assignor(), tuple(m.DescribedConsumerMember(
                         x.member_id, x.instance_id, x.rack_id, x.assignment.member_epoch,
                         x.client_id, x.client_host, x.subscribed, dict(x.assignment.assigned),
-                        dict(c.target.get(x.member_id, {}))) for x in c.members.values())))
+                        dict(c.target.get(x.member_id, {})), x.subscribed_regex)
+                        for x in c.members.values())))
         self._respond(e.request_id, m.ConsumerGroupDescribeResult(tuple(out)))
 
     @staticmethod

@@ -362,6 +362,7 @@ class DescribedConsumerMember:
     subscribed_topic_names: tuple[str, ...]
     assignment: Mapping[str, frozenset[int]]         # {topic id: partitions}
     target_assignment: Mapping[str, frozenset[int]]
+    subscribed_topic_regex: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -181,6 +181,7 @@ class ErrorCode(enum.IntEnum):
     TELEMETRY_TOO_LARGE = 118, False
     INVALID_REGISTRATION = 119, False
     TRANSACTION_ABORTABLE = 120, False
+    INVALID_REGULAR_EXPRESSION = 128, False      # Kafka 4.0 (KIP-848 subscriptions)
 
 
 RETRIABLE: frozenset[int] = frozenset(code.value for code in ErrorCode if code.retriable)

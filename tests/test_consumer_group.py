@@ -40,8 +40,6 @@ def size(assignment) -> int:
     (HeartbeatRequest("", "m", 0), "GroupId can't be empty."),
     (HeartbeatRequest("g", "m", 1, instance_id=""), "InstanceId can't be empty."),
     (HeartbeatRequest("g", "m", 1, rack_id=""), "RackId can't be empty."),
-    (HeartbeatRequest("g", "m", 1, subscribed_topic_regex="f.*"),
-     "SubscribedTopicRegex is not supported yet."),
     (HeartbeatRequest("g", "", 3), "MemberId can't be empty."),
     (HeartbeatRequest("g", "", LEAVE_EPOCH), "MemberId can't be empty."),
     (HeartbeatRequest("g", "m", 0, subscribed_topic_names=("foo",), owned={}),
@@ -51,7 +49,7 @@ def size(assignment) -> int:
     (HeartbeatRequest("g", "m", 0, rebalance_timeout_ms=1, subscribed_topic_names=("foo",),
                       owned={"id-foo": (1,)}), "TopicPartitions must be empty when (re-)joining."),
     (HeartbeatRequest("g", "m", 0, rebalance_timeout_ms=1, owned={}),
-     "SubscribedTopicNames must be set in first request."),
+     "Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when (re-)joining."),
     (HeartbeatRequest("g", "m", LEAVE_STATIC_EPOCH), "InstanceId can't be null."),
     (HeartbeatRequest("g", "m", -3), "MemberEpoch is invalid."),
 ])
@@ -273,3 +271,28 @@ def test_no_partition_is_consumed_twice_and_the_group_settles(seed):
     assert g.state is GroupState.STABLE
     assert {m: {t: set(ps) for t, ps in c.owned.items()} for m, c in clients.items()} == \
         {m: {t: set(ps) for t, ps in g.target.get(m, {}).items()} for m in clients}
+
+
+def test_a_regular_expression_subscribes_to_the_topics_it_matches_whole_later_ones_too():
+    g = ConsumerGroup("g")
+    r = HeartbeatRequest("g", "m1", 0, rebalance_timeout_ms=5000, subscribed_topic_names=(),
+                         subscribed_topic_regex="f.*", owned={})
+    a = g.heartbeat(r, {**TOPICS, "xfoo": ("id-xfoo", 2)}, 0)
+    assert a.assignment == {"id-foo": frozenset(range(6))}      # whole names only
+    grown = {**TOPICS, "fizz": ("id-fizz", 2)}
+    b = g.heartbeat(beat("m1", 1, owned={"id-foo": tuple(range(6))}), grown, 10)
+    assert b.member_epoch == 2 and b.assignment == {"id-foo": frozenset(range(6)),
+                                                    "id-fizz": frozenset({0, 1})}
+    assert g.members["m1"].subscribed_regex == "f.*"
+    assert g.subscribed_topic_names() == {"foo", "fizz"}
+
+
+def test_a_regular_expression_that_does_not_compile_is_refused_and_changes_nothing():
+    g = ConsumerGroup("g")
+    g.heartbeat(join("m1", "foo"), TOPICS, 0)
+    bad = g.heartbeat(HeartbeatRequest("g", "m1", 1, subscribed_topic_regex="(oops"),
+                      TOPICS, 10)
+    assert bad.error == E.INVALID_REGULAR_EXPRESSION
+    assert bad.message.startswith("SubscribedTopicRegex `(oops` is not a valid regular "
+                                  "expression: ")
+    assert g.members["m1"].subscribed_regex is None and g.group_epoch == 1

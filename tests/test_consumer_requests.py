@@ -333,7 +333,11 @@ def groups(draw):
         mid = draw(st.sampled_from(["a", "b", "c", "d"]))
         if mid not in live:
             topics = draw(st.lists(st.sampled_from(["foo", "bar"]), min_size=1, unique=True))
-            a = g.heartbeat(join(mid, *topics), TOPICS, now)
+            regex = draw(st.sampled_from([None, "b.*", "f.*|bar"]))
+            a = g.heartbeat(HeartbeatRequest(GID, mid, 0, rebalance_timeout_ms=5000,
+                                             subscribed_topic_names=tuple(topics),
+                                             subscribed_topic_regex=regex, owned={}),
+                            TOPICS, now)
         elif draw(st.booleans()):
             a = g.heartbeat(HeartbeatRequest(GID, mid, -1), TOPICS, now)
         else:

@@ -2,7 +2,8 @@
 ConsumerGroupHeartbeat v1 client): assignment by the coordinator, handover when a member
 leaves, offsets committed with member epochs, the group's records surviving a coordinator
 move, conversion of an empty consumer group to a classic one, ListGroups and
-ConsumerGroupDescribe through librdkafka's admin client."""
+ConsumerGroupDescribe through librdkafka's admin client; rayka's own consumer as a
+KIP-848 member beside librdkafka's, and the Admin's view of such a group."""
 
 from __future__ import annotations
 
@@ -224,3 +225,67 @@ def test_a_classic_member_cannot_join_a_consumer_group_with_members(cluster):
     assert assigned(a) == {0, 1} and r.errors == []
     classic.close()
     a.close()
+
+
+def test_native_and_librdkafka_members_share_a_consumer_group(cluster):
+    """rayka's own consumer with group_protocol="consumer" (its KIP-848 member) beside a
+    librdkafka one: a split with no overlap, every record read once, the native member's
+    commits carrying its member epoch, and a handover when it closes."""
+    topic, group = new_topic(cluster), f"g-{uuid.uuid4().hex[:6]}"
+    native = cluster.consumer(group_id=group, group_protocol="consumer",
+                              enable_auto_commit=False)
+    native.subscribe([topic])
+    b = member(cluster, group, topic)
+    r = Reader(b)
+    got: list = []
+
+    def mine() -> set[int]:
+        return {p for _, p in native.assignment()}
+
+    def both_poll() -> bool:
+        got.extend(native.poll(timeout_ms=5))
+        return True
+
+    r.poll_until(lambda: both_poll() and mine() and assigned(b)
+                 and mine() | assigned(b) == set(range(6)), what="both assigned")
+    assert not mine() & assigned(b)
+    assert native.group_metadata().generation_id > 0           # its member epoch
+    produce(cluster, topic, 6_000)
+    r.poll_until(lambda: both_poll() and len(got) + r.total() >= 6_000, what="6,000 read")
+    assert {x.partition for x in got} <= mine()
+    values = [x.value for x in got] + [v for _, _, v in r.of(b)]
+    assert len(values) == 6_000 and len(set(values)) == 6_000
+    native.commit()                                             # OffsetCommit v9
+    committed = native.committed([(topic, p) for p in mine()])
+    assert sum(o for o in committed.values() if o is not None) == \
+        sum(1 for x in got)                 # every record it read, committed
+    d = describe(cluster, group)
+    assert len(d.members) == 2 and {m.client_id for m in d.members} >= {"rayka"}
+    admin = cluster.admin()                     # the native door: topics by name
+    listed = {g["group"]: g for g in admin.list_groups()}
+    assert (listed[group]["type"], listed[group]["state"]) == ("consumer", "Stable")
+    mine_now = admin.describe_group(group)
+    assert mine_now["type"] == "consumer" and mine_now["protocol"] == "uniform"
+    assert sorted(tp for x in mine_now["members"] for tp in x["partitions"]) == [
+        (topic, p) for p in range(6)]
+    native.close()
+    r.poll_until(lambda: assigned(b) == set(range(6)), what="b owns all six")
+    assert r.errors == []
+    b.close()
+
+
+def test_a_regular_expression_subscription_takes_matching_topics_later_ones_too(cluster):
+    prefix = f"rx{uuid.uuid4().hex[:4]}"
+    for name, n in ((f"{prefix}-a", 2), (f"{prefix}-b", 1), (f"x{prefix}-c", 1)):
+        cluster.admin().create_topic(name, n, 3)
+    c = member(cluster, f"g-{uuid.uuid4().hex[:6]}", f"^{prefix}-.*")
+    r = Reader(c)
+
+    def topics() -> set:
+        return {(tp.topic, tp.partition) for tp in c.assignment()}
+    r.poll_until(lambda: topics() == {(f"{prefix}-a", 0), (f"{prefix}-a", 1),
+                                      (f"{prefix}-b", 0)}, what="the matching topics")
+    cluster.admin().create_topic(f"{prefix}-d", 1, 3)
+    r.poll_until(lambda: (f"{prefix}-d", 0) in topics(), what="a topic created later")
+    assert r.errors == []
+    c.close()

@@ -777,9 +777,10 @@ def test_consumer_group_heartbeat_assigns_by_topic_id(version):
 
 def test_consumer_group_heartbeat_errors_carry_kafkas_message():
     fake = groups_cluster()
-    bad = cg_heartbeat(fake, 1, topics=())
+    bad = cg_heartbeat(fake, 1, topics=None)
     assert (bad.error_code, bad.error_message) == (
-        INVALID_REQUEST, "SubscribedTopicNames must be set in first request.")
+        INVALID_REQUEST,
+        "Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when (re-)joining.")
     unknown = cg_heartbeat(fake, 1, epoch=4, topics=None, owned=None, group="g2")
     assert (unknown.error_code, unknown.error_message) == (
         GROUP_ID_NOT_FOUND, "Consumer group g2 not found.")

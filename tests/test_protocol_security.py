@@ -51,7 +51,9 @@ from tests.handler_wire import (
     delete_topics_request, fetch_request, kio_read, metadata_request, produce_request,
     versions,
 )
-from tests.protocol_samples import (ACL_ANY, ACL_READ, RESPONSES, TOPIC_IDS, frame_of,
+from tests.protocol_samples import (ACL_ANY, ACL_READ, RESPONSES, TOPIC_IDS,
+                                    ConsumerGroupDescribeRequest,
+                                    ConsumerGroupHeartbeatRequest, frame_of,
                                     legacy_message_set, sample_request, walk)
 from tests.test_protocol_group_handlers import groups_cluster
 
@@ -246,6 +248,13 @@ def _sync(v):
 def _heartbeat(v):
     return HeartbeatRequest[v](group_id="g2", generation_id=1, member_id="m1",
                                group_instance_id=None)
+
+
+def _cg_heartbeat(v):
+    return ConsumerGroupHeartbeatRequest[v](
+        group_id="g2", member_id="m1", member_epoch=0, instance_id=None, rack_id=None,
+        rebalance_timeout_ms=5000, subscribed_topic_names=["orders"],
+        subscribed_topic_regex=None, server_assignor=None, topic_partitions=[])
 
 
 def _leave(v):
@@ -562,6 +571,25 @@ CASES = [
                           for g in r.groups] == [("g1", 30, "", []), ("g2", 30, "", [])],
          lambda r, f, v: [(g.group_id, g.error_code, g.group_state) for g in r.groups]
          == [("g1", 0, "Empty"), ("g2", 0, "Dead")]),
+    Case("ConsumerGroupHeartbeat", 68, _cg_heartbeat,
+         [acl(Res.GROUP, "g2", Op.READ), acl(Res.TOPIC, "orders", Op.DESCRIBE)],
+         lambda fake: groups_seen(fake, gm.ConsumerGroupHeartbeat),
+         lambda r, f, v: (r.error_code, r.assignment) == (30, None),
+         lambda r, f, v: r.error_code not in (29, 30)),
+    Case("ConsumerGroupHeartbeat (a subscribed topic)", 68, _cg_heartbeat,
+         [acl(Res.GROUP, "g2", Op.READ), acl(Res.TOPIC, "orders", Op.DESCRIBE)],
+         lambda fake: groups_seen(fake, gm.ConsumerGroupHeartbeat),
+         lambda r, f, v: (r.error_code, r.assignment) == (29, None),
+         lambda r, f, v: r.error_code not in (29, 30),
+         held=[acl(Res.GROUP, "g2", Op.READ)]),
+    Case("ConsumerGroupDescribe", 69, lambda v: ConsumerGroupDescribeRequest[v](
+        group_ids=["g1", "g2"], include_authorized_operations=False),
+         [acl(Res.GROUP, "g1", Op.DESCRIBE), acl(Res.GROUP, "g2", Op.DESCRIBE)],
+         lambda fake: [g for e in groups_seen(fake, gm.ConsumerGroupDescribe)
+                       for g in e.group_ids],
+         lambda r, f, v: [(g.group_id, g.error_code) for g in r.groups]
+         == [("g1", 30), ("g2", 30)],
+         lambda r, f, v: [g.error_code for g in r.groups] == [69, 69]),  # classic / unknown
     Case("DeleteGroups", 42, lambda v: DeleteGroupsRequest[v](groups_names=["g1", "g2"]),
          [acl(Res.GROUP, "g1", Op.DELETE), acl(Res.GROUP, "g2", Op.DELETE)],
          lambda fake: [g for e in groups_seen(fake, gm.DeleteGroups) for g in e.group_ids],

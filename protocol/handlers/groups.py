@@ -369,6 +369,7 @@ def consumer_group_describe(api: BrokerApi, request, _listener: str):
                       key, v, "Member", member_id=x.member_id, instance_id=x.instance_id,
                       rack_id=x.rack_id, member_epoch=x.member_epoch, client_id=x.client_id,
                       client_host=x.client_host, subscribed_topic_names=x.subscribed_topic_names,
+                      subscribed_topic_regex=x.subscribed_topic_regex,
                       assignment=assignment(x.assignment),
                       target_assignment=assignment(x.target_assignment), member_type=1)
                       for x in g.members))

@@ -6,7 +6,8 @@
   sticky keyless, idempotence, retries) — the accumulator and partitioner are pure;
 - consumer: assign/subscribe, fetch from leaders below the HW, commit offsets; fetcher
   (positions, buffers, long-polls per leader), group and membership (the group member's
-  shell and its pure state machine); columns and fastdecode (record batches straight to
+  shell and its pure state machine), consumer_membership (the pure member of KIP-848's
+  consumer protocol); columns and fastdecode (record batches straight to
   Arrow columns);
 - sender, futures: the producer's pure in-flight bookkeeping (Kafka's retry rules) and
   its per-record futures; transaction_manager: a transactional producer's pure state
@@ -18,7 +19,7 @@
 - types: the public record types (RecordMetadata, ConsumerRecord, TopicDescription...).
 
 May import: ray, actors/ (names only), controller/ (pure rules and the store's errors),
-replicas/ (records codec, errors). Never rayka.cluster, ops, chaos or cli (they sit above):
+coordinator/ (its messages: the native door's requests), replicas/ (records codec, errors). Never rayka.cluster, ops, chaos or cli (they sit above):
 client objects take the cluster they talk to as an argument.
 
 Rules: errors are Kafka's typed errors; batch calls answer per item; nothing blocks on a

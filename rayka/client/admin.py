@@ -225,7 +225,8 @@ class Admin:
 
     # -- consumer groups (Kafka's kafka-consumer-groups) ---------------------------------------------
     def list_groups(self) -> list[dict]:
-        """Every group any coordinator knows: [{group, state, protocol_type}], sorted."""
+        """Every group any coordinator knows: [{group, state, protocol_type, type}], sorted
+        (type: "classic", or "consumer" for a KIP-848 group)."""
         from coordinator import messages as m
         out = {}
         for broker in self.cluster.broker_actors():
@@ -235,7 +236,7 @@ class Admin:
                 continue                 # a broker restarting: its groups moved or come back
             for g in result.groups:
                 out[g.group_id] = {"group": g.group_id, "state": g.state,
-                                   "protocol_type": g.protocol_type}
+                                   "protocol_type": g.protocol_type, "type": g.group_type}
         return [out[g] for g in sorted(out)]
 
     def describe_group(self, group_id: str) -> dict:
@@ -248,13 +249,25 @@ class Admin:
         described = link.call(m.DescribeGroups(0, (group_id,)), time.monotonic() + 60).groups[0]
         if described.error:
             raise error_for_code(described.error, f"describe group {group_id}")
-        members = []
+        kind, members = "classic", []
         for x in described.members:
             parts = sorted(tuple(tp) for tp in decode_assignment(x.assignment).partitions) \
                 if x.assignment else []
             members.append({"member_id": x.member_id, "client_id": x.client_id,
                             "instance_id": x.group_instance_id, "host": x.client_host,
                             "partitions": parts})
+        if described.state == "Dead":          # not a classic group: a KIP-848 one?
+            cg = link.call(m.ConsumerGroupDescribe(0, (group_id,)),
+                           time.monotonic() + 60).groups[0]
+            if cg.error == E.NONE:
+                kind = "consumer"
+                described = m.DescribedGroup(E.NONE, group_id, cg.state, "consumer",
+                                             cg.assignor)
+                members = [{"member_id": x.member_id, "client_id": x.client_id,
+                            "instance_id": x.instance_id, "host": x.client_host,
+                            "member_epoch": x.member_epoch,
+                            "partitions": sorted((t, p) for t, ps in x.assignment.items()
+                                                 for p in ps)} for x in cg.members]
         fetched = link.call(m.OffsetFetch(0, group_id, None), time.monotonic() + 60)
         if fetched.error:
             raise error_for_code(fetched.error, f"offsets of group {group_id}")
@@ -266,7 +279,7 @@ class Admin:
                        "lag": None if committed.get(tp) is None or ends.get(tp) is None
                        else max(0, ends[tp] - committed[tp])}
                       for tp in sorted(set(committed) | set(owner))]
-        return {"group": group_id, "state": described.state,
+        return {"group": group_id, "type": kind, "state": described.state,
                 "protocol_type": described.protocol_type, "protocol": described.protocol,
                 "members": members, "partitions": partitions}
 

@@ -6,7 +6,9 @@ Rules:
 - `subscribe(topics, on_assign=, on_revoke=, on_lost=)` with a group_id makes the consumer
   a member of that group (rayka/client/membership.py is the protocol, rayka/client/group.py
   its shell: JoinGroup/SyncGroup/Heartbeat through the group's coordinator broker, the
-  assignors of rayka/client/assignors.py). Without a group_id, `subscribe` takes every
+  assignors of rayka/client/assignors.py); `group_protocol="consumer"` speaks KIP-848
+  instead (rayka/client/consumer_membership.py: the coordinator assigns, the member
+  revokes before it takes). Without a group_id, `subscribe` takes every
   partition. `assign` takes explicit partitions (commits then carry no generation: a
   "simple" group).
 - `poll(timeout_ms)` never blocks past its timeout: a rebalance in progress (a JoinGroup
@@ -84,10 +86,14 @@ class Consumer:
                  session_timeout_ms: int = 45_000, heartbeat_interval_ms: int = 3_000,
                  group_instance_id: str | None = None, enable_auto_commit: bool = True,
                  auto_commit_interval_ms: int = 5_000, max_poll_interval_ms: int = 300_000,
-                 client_id: str = "rayka", isolation_level: str = "read_uncommitted"):
+                 client_id: str = "rayka", isolation_level: str = "read_uncommitted",
+                 group_protocol: str = "classic"):
         if isolation_level not in ("read_uncommitted", "read_committed"):
             raise InvalidConfig(f"isolation_level must be read_uncommitted or read_committed, "
                                 f"not {isolation_level!r}")
+        if group_protocol not in ("classic", "consumer"):
+            raise InvalidConfig(f"group_protocol must be classic or consumer, not "
+                                f"{group_protocol!r}")
         if auto_offset_reset not in ("earliest", "latest"):
             raise InvalidConfig(f"auto_offset_reset must be earliest or latest, not "
                                 f"{auto_offset_reset!r}")
@@ -104,7 +110,8 @@ class Consumer:
         self._member_config = None if group_id is None else MemberConfig(
             group_id, tuple(partition_assignment_strategy), session_timeout_ms,
             heartbeat_interval_ms, max_poll_interval_ms, enable_auto_commit,
-            auto_commit_interval_ms, group_instance_id=group_instance_id, client_id=client_id)
+            auto_commit_interval_ms, group_instance_id=group_instance_id, client_id=client_id,
+            group_protocol=group_protocol)
         self.enable_auto_commit = enable_auto_commit and group_id is not None
         self._next_auto_commit_ms = _ms() + auto_commit_interval_ms
         self._member: GroupMember | None = None     # created by the first group use

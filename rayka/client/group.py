@@ -1,5 +1,6 @@
-"""GroupMember: the shell around a native consumer's Membership (rayka/client/membership.py),
-talking to the group's coordinator broker over Ray calls (BrokerActor.find_coordinator,
+"""GroupMember: the shell around a native consumer's Membership (rayka/client/membership.py;
+with group_protocol "consumer" the KIP-848 ConsumerMembership of consumer_membership.py,
+whose member id it makes), talking to the group's coordinator broker over Ray calls (BrokerActor.find_coordinator,
 BrokerActor.group). The coordinator is the one Kafka clients reach over the wire, so native
 and librdkafka members share a group.
 
@@ -28,14 +29,18 @@ Rules:
   The machine's ownership view (`fetchable`) changes at once, so a partition lost by the
   heartbeat thread returns no record even before its Lose ran.
 - The machine is processed under one lock, taken by the poll and heartbeat threads.
+- Close waits until the machine is closed and its leave (LeaveGroup, or a leave heartbeat)
+  and commits are answered, up to the close timeout.
 """
 
 from __future__ import annotations
 
+import base64
 import itertools
 import logging
 import threading
 import time
+import uuid
 import weakref
 from collections import deque
 from dataclasses import dataclass
@@ -45,6 +50,7 @@ import ray
 
 from coordinator import messages as m
 from rayka.client import membership as ms
+from rayka.client.consumer_membership import ConsumerMembership
 from rayka.client.membership import CommitFailed, MemberConfig, Membership
 from replicas.errors import ErrorCode as E
 from replicas.errors import KafkaError, RequestTimedOut, error_for_code
@@ -57,6 +63,12 @@ RETRY_BACKOFF_S = 0.1
 REQUEST_TIMEOUT_S = 30.0            # Kafka's request.timeout.ms
 JOIN_EXTRA_S = 5.0                  # a JoinGroup may wait the rebalance timeout, and then this
 REDISCOVER = {E.NOT_COORDINATOR, E.COORDINATOR_NOT_AVAILABLE, E.COORDINATOR_LOAD_IN_PROGRESS}
+
+
+def new_member_id() -> str:
+    """A KIP-848 member id, made by the client (KIP-1082): a random UUID in Kafka's text
+    form (URL-safe base64, unpadded)."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode("ascii")
 
 
 def _ms(t: float) -> int:
@@ -211,7 +223,8 @@ class GroupMember:
 
     def __init__(self, cluster, config: MemberConfig, owner, partition_counts: Callable):
         self.cluster, self.config = cluster, config
-        self.machine = Membership(config)
+        self.machine = (ConsumerMembership(config, new_member_id())
+                        if config.group_protocol == "consumer" else Membership(config))
         self.link = CoordinatorLink(cluster, config.group_id)
         self._owner = weakref.proxy(owner) if owner is not None else None
         self._partition_counts = partition_counts
@@ -249,7 +262,7 @@ class GroupMember:
     @property
     def stable(self) -> bool:
         """In a generation, with its assignment (Kafka's MemberState.STABLE)."""
-        return self.machine.state is ms.State.STABLE
+        return self.machine.stable
 
     @property
     def needs_join(self) -> bool:
@@ -520,8 +533,9 @@ class GroupMember:
             self.process(ms.Close(_ms(_now()), int(timeout_s * 1000)))
             while _now() < deadline:
                 self.run_app_effects()
-                if self.machine.closed and not any(isinstance(c.request, m.LeaveGroup) or c.commit
-                                                   for c in self._calls.values()):
+                if self.machine.closed and not self.machine.leaving and not any(
+                        isinstance(c.request, (m.LeaveGroup, m.ConsumerGroupHeartbeat))
+                        or c.commit for c in self._calls.values()):
                     break
                 self.wait(deadline)
         except KafkaError as exc:                # the coordinator is gone: the session expires it

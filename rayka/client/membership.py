@@ -131,6 +131,7 @@ class MemberConfig:
     retry_backoff_ms: int = 100
     group_instance_id: str | None = None
     client_id: str = "rayka"
+    group_protocol: str = "classic"         # or "consumer": KIP-848 (consumer_membership.py)
 
 
 # ---------------------------------------------------------------- events
@@ -311,6 +312,16 @@ class Membership:
                 or now_ms >= self._stable_since_ms + self.config.max_poll_interval_ms):
             return frozenset()
         return self.owned - self.revoking
+
+    @property
+    def stable(self) -> bool:
+        """In a generation, with its assignment (Kafka's MemberState.STABLE)."""
+        return self.state is State.STABLE
+
+    @property
+    def leaving(self) -> bool:
+        """A leave not yet handed to the shell: never here (LeaveGroup goes out at once)."""
+        return False
 
     @property
     def rebalancing(self) -> bool:

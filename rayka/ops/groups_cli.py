@@ -3,6 +3,9 @@ delete-offsets <g> --topic t [--partition p]`: Kafka's
 kafka-consumer-groups habits over rayka's Admin (rayka/client/admin.py).
 
 Rules:
+- `list` prints group, state, protocol type and group type ("classic", or "consumer" for
+  KIP-848's protocol); `describe` covers both (a consumer group's protocol is its
+  server-side assignor).
 - `describe` prints, per partition, the committed offset, the end offset, the lag and the
   member that owns it (the columns kafka-consumer-groups --describe prints); `--json` for
   scripts.
@@ -53,14 +56,14 @@ def run(args, cluster) -> int:
     cmd = args.groups_command
     if cmd == "list":
         for g in admin.list_groups():
-            print(f"{g['group']}\t{g['state']}\t{g['protocol_type'] or '-'}")
+            print(f"{g['group']}\t{g['state']}\t{g['protocol_type'] or '-'}\t{g['type']}")
     elif cmd == "describe":
         d = admin.describe_group(args.group)
         if args.json:
             print(json.dumps(d, indent=2))
             return 0
-        print(f"group {d['group']}  state {d['state']}  protocol {d['protocol'] or '-'}  "
-              f"members {len(d['members'])}")
+        print(f"group {d['group']}  type {d['type']}  state {d['state']}  "
+              f"protocol {d['protocol'] or '-'}  members {len(d['members'])}")
         print("TOPIC\tPARTITION\tCURRENT-OFFSET\tLOG-END-OFFSET\tLAG\tCONSUMER-ID")
         for p in d["partitions"]:
             print("\t".join(str(x if x is not None else "-") for x in (
