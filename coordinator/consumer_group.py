@@ -31,9 +31,13 @@ ConsumerGroup.java; trunk 1eb7644; KIP-848 where the snapshot is silent, said be
 - The member's subscription, rack, assignor and rebalance timeout are updated from the
   request (fields sent as None keep their value; a regular expression "" is none). A
   subscription is topic names and/or a regular expression matching whole topic names
-  (any topic of the cluster, created later too; Python's re for Kafka's RE2/J); a new
-  expression that does not compile → INVALID_REGULAR_EXPRESSION (128) with Kafka's
-  message, before anything changes. A new member or a changed subscription
+  (Python's re for Kafka's RE2/J); a new expression that does not compile →
+  INVALID_REGULAR_EXPRESSION (128) with Kafka's message, before anything changes.
+  Expressions are resolved as Kafka resolves them, asynchronously: AFTER a heartbeat,
+  a new expression at once and the others when the cluster's topics changed and
+  REGEX_REFRESH_MS (10 s) passed since the last refresh; so a member's named topics come
+  in one heartbeat and those its expression matches in a later one (librdkafka's tests
+  expect exactly that). A group read back from the log resolves at its first heartbeat. A new member or a changed subscription
   bumps the group epoch; so does a change of the subscription metadata (the subscribed
   topics that exist, with their ids and partition counts) — computed on every heartbeat
   here (Kafka refreshes it on a subscription change or after its refresh interval).
@@ -71,6 +75,7 @@ __all__ = ["ConsumerGroupConfig", "HeartbeatRequest", "HeartbeatAnswer", "Member
            "ConsumerGroup", "LEAVE_EPOCH", "LEAVE_STATIC_EPOCH"]
 
 LEAVE_EPOCH, LEAVE_STATIC_EPOCH = -1, -2
+REGEX_REFRESH_MS = 10_000      # Kafka's REGEX_BATCH_REFRESH_INTERVAL_MS
 Owned = Mapping[str, tuple[int, ...]]
 
 
@@ -152,6 +157,10 @@ class ConsumerGroup:
     session_deadline: dict[str, int] = field(default_factory=dict)
     rebalance_deadline: dict[str, int] = field(default_factory=dict)
     ledger: PartitionEpochs = field(default_factory=PartitionEpochs)
+    resolved: dict[str, frozenset[str]] = field(default_factory=dict)   # regex: topic names
+    regex_refreshed_ms: int = -(2**62)
+    regex_topics: frozenset[str] = frozenset()      # the topic names the last refresh saw
+    resolve_now: bool = False                       # read back from the log: resolve at once
 
     # -- views --------------------------------------------------------------------------
     @property
@@ -189,8 +198,15 @@ class ConsumerGroup:
         try:
             self._validate(r)
             if r.member_epoch in (LEAVE_EPOCH, LEAVE_STATIC_EPOCH):
-                return self._leave(r, now_ms)
-            return self._heartbeat(r, topics, now_ms)
+                answer = self._leave(r, now_ms)
+                self._prune_regexes()
+                return answer
+            if self.resolve_now:
+                self.resolve_now = False
+                self._refresh_regexes(topics, now_ms, force=True)
+            answer = self._heartbeat(r, topics, now_ms)
+            self._refresh_regexes(topics, now_ms)
+            return answer
         except _Refused as exc:
             return HeartbeatAnswer(exc.code, exc.message)
 
@@ -383,6 +399,7 @@ class ConsumerGroup:
                        and self.members[mid].assignment.state is MemberState.UNREVOKED_PARTITIONS)
         for mid in gone:
             self._remove(mid, bump=True)
+        self._prune_regexes()
         return gone
 
     # -- inside -------------------------------------------------------------------------
@@ -406,14 +423,43 @@ class ConsumerGroup:
         if bump:
             self.group_epoch += 1
 
+    def _topics_of(self, member: Member, topics) -> set[str]:
+        """The topics of `topics` (names) the member subscribes to: by name, or by its
+        regular expression as last resolved."""
+        names = {t for t in member.subscribed if t in topics}
+        if member.subscribed_regex:
+            names |= {t for t in self.resolved.get(member.subscribed_regex, ()) if t in topics}
+        return names
+
+    def _refresh_regexes(self, topics, now_ms: int, force: bool = False) -> None:
+        """Kafka's asynchronous resolution, after the heartbeat: a new expression at once,
+        the others when the topics changed and REGEX_REFRESH_MS passed; the next heartbeat
+        sees what changed (and the group epoch moves then)."""
+        in_use = self._prune_regexes()
+        names = frozenset(topics)
+        if not force and in_use <= set(self.resolved) and (
+                names == self.regex_topics
+                or now_ms - self.regex_refreshed_ms < REGEX_REFRESH_MS):
+            return
+        self.resolved = {regex: frozenset(t for t in names if compiled(regex).fullmatch(t))
+                         for regex in in_use}
+        self.regex_refreshed_ms, self.regex_topics = now_ms, names
+
+    def _prune_regexes(self) -> set[str]:
+        """Forget the resolutions no member uses any more (Kafka deletes their records): a
+        later subscription with one is resolved afresh. The expressions in use."""
+        in_use = {m.subscribed_regex for m in self.members.values() if m.subscribed_regex}
+        self.resolved = {k: v for k, v in self.resolved.items() if k in in_use}
+        return in_use
+
     def _subscription(self, topics) -> dict[str, tuple[str, int]]:
-        names = {t for m in self.members.values() for t in _topics_of(m, topics)}
+        names = {t for m in self.members.values() for t in self._topics_of(m, topics)}
         return {t: (topics[t][0], topics[t][1]) for t in sorted(names) if t in topics}
 
     def _retarget(self) -> None:
         name = self.preferred_assignor()
         ids = {name: tid for name, (tid, _) in self.subscription.items()}
-        specs = {mid: MemberSpec(mid, frozenset(ids[t] for t in _topics_of(m, ids)),
+        specs = {mid: MemberSpec(mid, frozenset(ids[t] for t in self._topics_of(m, ids)),
                                  self.target.get(mid, {}), m.instance_id)
                  for mid, m in self.members.items()}
         partitions = {tid: n for tid, n in self.subscription.values()}
@@ -451,11 +497,3 @@ def compiled(regex: str) -> re.Pattern:
                        f"a valid regular expression: {exc}.") from None
 
 
-def _topics_of(member: Member, topics) -> set[str]:
-    """The topics of `topics` (names) the member subscribes to: by name, or whole names its
-    regular expression matches."""
-    names = {t for t in member.subscribed if t in topics}
-    if member.subscribed_regex:
-        pattern = compiled(member.subscribed_regex)
-        names |= {t for t in topics if pattern.fullmatch(t)}
-    return names

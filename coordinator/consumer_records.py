@@ -369,6 +369,7 @@ def restore(group_id: str, records: list[OffsetsRecord], config: ConsumerGroupCo
         return None
     values = {k: _decode(k[0], v) for k, v in last.items()}
     group = ConsumerGroup(group_id, config)
+    group.resolve_now = True         # resolutions are not kept: the first heartbeat's
     group.group_epoch = values[(METADATA, None)]
     group.target_epoch = values.get((TARGET_METADATA, None), 0)
     group.subscription = values.get((PARTITION_METADATA, None), {})

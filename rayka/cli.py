@@ -225,6 +225,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also run a consumer group of this many members (joining, leaving, "
                         "dying) over the topic; enables the kill-coordinator and "
                         "pause-coordinator faults")
+    p.add_argument("--group-protocol", choices=("classic", "consumer"), default="classic",
+                   help="the group's protocol: classic (JoinGroup/SyncGroup) or consumer "
+                        "(KIP-848; the member epoch is the checker's generation)")
     p.add_argument("--compact-keys", type=int, default=0,
                    help="a compacted topic: values sent under this many keys, the cleaners "
                         "running; replicas are compared by their last value per key")
@@ -612,7 +615,8 @@ def cmd_chaos(args) -> int:
                          min_faults_per_kind=args.min_per_kind, partitions=args.partitions,
                          rate_per_producer=args.rate, unsafe=args.unsafe,
                          scenario=args.scenario, client=args.client,
-                         group_members=args.group_members, compact_keys=args.compact_keys,
+                         group_members=args.group_members, group_protocol=args.group_protocol,
+                         compact_keys=args.compact_keys,
                          transactions=args.transactions,
                          out_dir=args.out or "", keep_data=args.keep_data)
     verdict, out = run_chaos(config, say=lambda line: print(line, file=sys.stderr))

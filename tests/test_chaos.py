@@ -79,17 +79,19 @@ def test_librdkafka_clients_through_broker_faults_lose_nothing(tmp_path):
 
 
 @pytest.mark.slow      # `make chaos`: the suite's budget keeps one short run in make test
-def test_consumer_group_through_coordinator_faults_commits_never_go_back(tmp_path):
-    """`rayka chaos --group-members 3`: a group churns over the topic (members join, leave and
-    die; some poll in their own thread, some share one; some auto-commit) while its
-    coordinator's broker is killed and paused; committed offsets never go back, no partition
-    has two owners in a generation, every acknowledged record is read by the group and the
-    group ends caught up."""
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+def test_consumer_group_through_coordinator_faults_commits_never_go_back(tmp_path, protocol):
+    """`rayka chaos --group-members 3 [--group-protocol consumer]`: a group churns over the
+    topic (members join, leave and die; some poll in their own thread, some share one; some
+    auto-commit) while its coordinator's broker is killed and paused; committed offsets never
+    go back, no partition has two owners in a generation (KIP-848: a member epoch), every
+    acknowledged record is read by the group and the group ends caught up."""
     kinds = ("kill-coordinator", "pause-coordinator", "kill-broker")
     # 20 s: a member that dies while leading a join stalls the group for a session timeout
     # (as in Kafka), and the churn needs time for several generations
     verdict, out = run_chaos(ChaosConfig(duration_s=20, min_faults_per_kind=1, seed=SEED,
                                          faults=kinds, group_members=3,
+                                         group_protocol=protocol,
                                          out_dir=str(tmp_path / "run")))
     print(verdict.table())
     assert verdict.ok and verdict.stats["lost"] == 0, f"{verdict.violations[:5]} ({out})"

@@ -273,18 +273,33 @@ def test_no_partition_is_consumed_twice_and_the_group_settles(seed):
         {m: {t: set(ps) for t, ps in g.target.get(m, {}).items()} for m in clients}
 
 
-def test_a_regular_expression_subscribes_to_the_topics_it_matches_whole_later_ones_too():
+def test_a_regular_expression_is_resolved_after_the_heartbeat_as_kafka_does():
+    """Named topics at once, the expression's matches (whole names) one heartbeat later;
+    a topic created later once the topics changed and 10 s passed since the refresh."""
     g = ConsumerGroup("g")
-    r = HeartbeatRequest("g", "m1", 0, rebalance_timeout_ms=5000, subscribed_topic_names=(),
-                         subscribed_topic_regex="f.*", owned={})
-    a = g.heartbeat(r, {**TOPICS, "xfoo": ("id-xfoo", 2)}, 0)
-    assert a.assignment == {"id-foo": frozenset(range(6))}      # whole names only
-    grown = {**TOPICS, "fizz": ("id-fizz", 2)}
-    b = g.heartbeat(beat("m1", 1, owned={"id-foo": tuple(range(6))}), grown, 10)
-    assert b.member_epoch == 2 and b.assignment == {"id-foo": frozenset(range(6)),
-                                                    "id-fizz": frozenset({0, 1})}
+    topics = {**TOPICS, "xfoo": ("id-xfoo", 2)}
+    r = HeartbeatRequest("g", "m1", 0, rebalance_timeout_ms=5000,
+                         subscribed_topic_names=("bar",), subscribed_topic_regex="f.*",
+                         owned={})
+    a = g.heartbeat(r, topics, 0)
+    assert a.assignment == {"id-bar": frozenset(range(3))}            # the names first
+    b = g.heartbeat(beat("m1", 1, owned={"id-bar": (0, 1, 2)}), topics, 100)
+    assert b.member_epoch == 2 and b.assignment == {"id-bar": frozenset(range(3)),
+                                                    "id-foo": frozenset(range(6))}
+    grown = {**topics, "fizz": ("id-fizz", 2)}
+    owned = {"id-bar": (0, 1, 2), "id-foo": tuple(range(6))}
+    c = g.heartbeat(beat("m1", 2, owned=owned), grown, 5_000)           # refreshed < 10 s ago
+    assert c.member_epoch == 2
+    g.heartbeat(beat("m1", 2, owned=owned), grown, 10_100)               # refreshes after it
+    d = g.heartbeat(beat("m1", 2, owned=owned), grown, 10_200)
+    assert d.member_epoch == 3 and d.assignment["id-fizz"] == frozenset({0, 1})
     assert g.members["m1"].subscribed_regex == "f.*"
-    assert g.subscribed_topic_names() == {"foo", "fizz"}
+    assert g.subscribed_topic_names() == {"bar", "foo", "fizz"}
+    g.heartbeat(HeartbeatRequest("g", "m1", LEAVE_EPOCH), grown, 10_300)   # leaves: forgotten
+    again = g.heartbeat(HeartbeatRequest("g", "m2", 0, rebalance_timeout_ms=5000,
+                                         subscribed_topic_names=("bar",),
+                                         subscribed_topic_regex="f.*", owned={}), grown, 10_400)
+    assert again.assignment == {"id-bar": frozenset(range(3))}     # resolved afresh: later
 
 
 def test_a_regular_expression_that_does_not_compile_is_refused_and_changes_nothing():

@@ -423,10 +423,11 @@ def test_reading_only_what_changed_answers_what_reading_everything_answers(steps
 
     clock, j = Clock(), ChangeJournal()
     smart, naive = journal_cache(clock, 10_000), cache()
-    want = {tp: d(0) for tp in tps}
-    s_ctx = smart.new_context(0, 0, dict(want), (), True)
-    n_ctx = naive.new_context(0, 0, dict(want), (), True)
-    epoch, seeks = 0, {}
+    # what the fetcher's next request carries: every partition first, then the positions
+    # that moved (records received, seeks) since its last request
+    pending = {tp: d(0) for tp in tps}
+    s_ctx = n_ctx = None
+    epoch = 0
     for kind, i, amount in steps + [("fetch", 0, 1)]:
         tp = tps[i]
         if kind == "append":
@@ -447,20 +448,20 @@ def test_reading_only_what_changed_answers_what_reading_everything_answers(steps
             j.note_all()
         elif kind == "seek":           # the fetcher moves without records: its request says so
             position[tp] = max(0, position[tp] - amount)
-            seeks[tp] = d(position[tp])
+            pending[tp] = d(position[tp])
         if kind != "fetch":
             continue
+        s_ctx = smart.new_context(s_ctx.session_id if s_ctx else 0, epoch, pending, (), True)
+        n_ctx = naive.new_context(n_ctx.session_id if n_ctx else 0, epoch, pending, (), True)
+        pending = {}
         reads = s_ctx.reads(j)
         s_out = s_ctx.respond({tp: outcome(tp, position[tp]) for tp in tps
                                if reads is None or tp in reads}, 1 << 20)
         n_ctx.reads(None)
         n_out = n_ctx.respond({tp: outcome(tp, position[tp]) for tp in tps}, 1 << 20)
         assert s_out == n_out
-        moved, seeks = dict(seeks), {}
         for tp, o in n_out:            # the fetcher moves past what it received
             if o.records:
                 position[tp] += len(o.records)
-                moved[tp] = d(position[tp])
+                pending[tp] = d(position[tp])
         epoch += 1
-        s_ctx = smart.new_context(s_ctx.session_id, epoch, moved, (), True)
-        n_ctx = naive.new_context(n_ctx.session_id, epoch, moved, (), True)

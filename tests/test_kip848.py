@@ -289,3 +289,27 @@ def test_a_regular_expression_subscription_takes_matching_topics_later_ones_too(
     r.poll_until(lambda: (f"{prefix}-d", 0) in topics(), what="a topic created later")
     assert r.errors == []
     c.close()
+
+
+def test_a_static_member_that_restarts_gets_its_partitions_back_and_the_other_keeps_its(
+        cluster):
+    """group.instance.id with the consumer protocol: a static member's close leaves at epoch
+    -2 (its partitions held for it until its session ends); its restart with the same
+    instance id takes them back, and the other member sees no change."""
+    topic, group = new_topic(cluster), f"g-{uuid.uuid4().hex[:6]}"
+    a = member(cluster, group, topic, **{"group.instance.id": "i-a"})
+    b = member(cluster, group, topic, **{"group.instance.id": "i-b"})
+    r = Reader(a, b)
+    r.poll_until(lambda: assigned(a) and assigned(b)
+                 and assigned(a) | assigned(b) == set(range(6)), what="both assigned")
+    mine, theirs = assigned(a), assigned(b)
+    a.close()
+    a2 = member(cluster, group, topic, **{"group.instance.id": "i-a"})
+    r.consumers = [a2, b]
+    r.poll_until(lambda: assigned(a2) == mine, what="the restarted member's partitions")
+    r.poll_until(lambda: True)
+    assert assigned(b) == theirs and r.errors == []
+    static = {m.group_instance_id for m in describe(cluster, group).members}
+    assert static == {"i-a", "i-b"}
+    a2.close()
+    b.close()

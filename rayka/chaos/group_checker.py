@@ -12,6 +12,8 @@ Rules (Violation kinds):
    decrease (nothing in the run resets offsets).
 8. "two-owners": in one generation, no partition is assigned to two members (a member's
    later assignment in the SAME generation replaces its earlier one: cooperative rounds).
+   With KIP-848 the generation is the member epoch: every member at epoch E owns part of
+   the target assignment of E, which gives a partition to one member, so the rule holds.
 9. "unconsumed": every acknowledged record was read by some member of the group (at least
    once); "not-caught-up": at the end the committed offsets do not reach a partition's end.
 """

@@ -2,8 +2,10 @@
 group's coordinator is attacked, recording what they were assigned, read and committed.
 
 Rules:
-- Members are native consumers of one group (rayka/client/consumer.py), subscribed to the
-  chaos topic with session.timeout.ms 3000 and heartbeats every 300 ms (the brokers allow
+- Members are native consumers of one group (rayka/client/consumer.py), of the classic
+  protocol or (`group_protocol="consumer"`) KIP-848's, whose generation is the member
+  epoch, subscribed to the chaos topic with session.timeout.ms 3000 and heartbeats every
+  300 ms (KIP-848: the coordinator's group.consumer.* at the same values) (the brokers allow
   sessions from 1 s and delay a new group's first rebalance 500 ms: GROUP_BROKER_CONFIG). Every other member
   polls in its own thread; the rest share ONE polling thread that polls them in turn (each
   poll of 200 ms), as a script with several consumers would.
@@ -41,17 +43,21 @@ SESSION_MS, HEARTBEAT_MS, AUTO_COMMIT_MS = 3000, 300, 1000
 # Kafka's defaults (a 6 s minimum session, 3 s initial delay) would let a member dying every
 # few seconds mid-rebalance stall the group for the whole run
 GROUP_BROKER_CONFIG = {"group_min_session_timeout_ms": 1000,
-                       "group_initial_rebalance_delay_ms": 500}
+                       "group_initial_rebalance_delay_ms": 500,
+                       "group_consumer_session_timeout_ms": SESSION_MS,    # KIP-848 groups
+                       "group_consumer_heartbeat_interval_ms": HEARTBEAT_MS}
 POLL_MS = 200
 
 
 class _Member:
-    def __init__(self, cluster, topic: str, history, name: str, auto_commit: bool):
+    def __init__(self, cluster, topic: str, history, name: str, auto_commit: bool,
+                 group_protocol: str = "classic"):
         self.name, self.history, self.auto_commit = name, history, auto_commit
         self.consumer = cluster.consumer(group_id=GROUP, session_timeout_ms=SESSION_MS,
                                          heartbeat_interval_ms=HEARTBEAT_MS,
                                          enable_auto_commit=auto_commit,
-                                         auto_commit_interval_ms=AUTO_COMMIT_MS)
+                                         auto_commit_interval_ms=AUTO_COMMIT_MS,
+                                         group_protocol=group_protocol)
         self.consumer.subscribe([topic])
         self.stop = threading.Event()
         self.errors: list[str] = []
@@ -141,8 +147,10 @@ class _Poller:
 
 class GroupWorkload:
     def __init__(self, cluster, topic: str, history, rng, *, members: int = 3,
-                 max_members: int = 4, churn_s: tuple[float, float] = (2.0, 5.0)):
+                 max_members: int = 4, churn_s: tuple[float, float] = (2.0, 5.0),
+                 group_protocol: str = "classic"):
         self.cluster, self.topic, self.history, self.rng = cluster, topic, history, rng
+        self.group_protocol = group_protocol
         self.initial, self.max_members, self.churn_s = members, max_members, churn_s
         self.members: list[_Member] = []
         self.dead: list[_Member] = []
@@ -169,7 +177,8 @@ class GroupWorkload:
         with self._lock:
             self._n += 1
             n, name = self._n, f"m{self._n}"
-            member = _Member(self.cluster, self.topic, self.history, name, auto_commit=n % 2 == 1)
+            member = _Member(self.cluster, self.topic, self.history, name,
+                             auto_commit=n % 2 == 1, group_protocol=self.group_protocol)
             if n % 4 in (2, 3):
                 if self._shared is None:
                     self._shared = _Poller("chaos-group-shared-poller")

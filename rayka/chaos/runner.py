@@ -73,6 +73,7 @@ class ChaosConfig:
     scenario: str = "random"    # "isr-of-one": Jepsen 2013's loss, scripted; "rolling-restart"
     client: str = "native"      # "librdkafka": the workload over the Kafka listeners
     group_members: int = 0      # > 0: a consumer group churning over the topic (chaos/groups.py)
+    group_protocol: str = "classic"     # or "consumer": its members speak KIP-848
     compact_keys: int = 0       # > 0: a compacted topic, values sent under this many keys
     transactions: int = 0       # > 0: this many transactional writers and a consume-transform-
                                 # produce pipeline (chaos/txns.py)
@@ -160,6 +161,7 @@ class ChaosRun:
                             seed=self.cfg.seed, faults=list(self.cfg.faults),
                             unsafe=self.cfg.unsafe, client=self.cfg.client,
                             group_members=self.cfg.group_members,
+                            group_protocol=self.cfg.group_protocol,
                             compact_keys=self.cfg.compact_keys,
                             transactions=self.cfg.transactions)
         self.injector = FaultInjector(self.cluster, ensemble=self.ensemble, rng=self.rng)
@@ -170,7 +172,8 @@ class ChaosRun:
         if self.cfg.group_members:
             from rayka.chaos.groups import GroupWorkload
             self.groups = GroupWorkload(self.cluster, TOPIC, self.history, self.rng,
-                                        members=self.cfg.group_members)
+                                        members=self.cfg.group_members,
+                                        group_protocol=self.cfg.group_protocol)
         if self.cfg.transactions:
             from rayka.chaos.txns import TxnWorkload
             self.txns = TxnWorkload(self.cluster, self.history, self.rng,
