@@ -18,8 +18,9 @@ Rules (Kafka's GroupMetadataManager and GroupCoordinatorService, trunk 1eb7644):
 - Persist before answering: every record of the group that changed
   (coordinator/consumer_records.py) and a tombstone for each that went away are ONE
   append; the answer goes when it is done (a failed append answers the mapped error,
-  coordinator/error_codes.py; an unloaded partition NOT_COORDINATOR); nothing changed →
-  answered at once. Expired members (the Tick) are written the same way, nobody waiting.
+  coordinator/error_codes.py, and the group's view of what the log holds goes back to
+  before that append, so the next append writes those records again; an unloaded
+  partition NOT_COORDINATOR); nothing changed → answered at once. Expired members (the Tick) are written the same way, nobody waiting.
 - A classic JoinGroup to a consumer group with members → INCONSISTENT_GROUP_PROTOCOL
   (classic members inside a consumer group, Kafka's online migration, are not served); to
   an empty one → the group becomes classic again, its records tombstoned
@@ -97,14 +98,21 @@ class ConsumerGroupRequests:
     def _persist_consumer(self, group: GroupMetadata, extra=(), on_done=None,
                           on_lost=None) -> bool:
         """Append what changed in the consumer group's records (tombstones for what went
-        away); False when nothing did."""
+        away); False when nothing did. A failed append puts back what the log held before
+        it, so the next one writes those records again."""
         records = group_records(group.consumer) if group.consumer is not None else {}
         old, group.consumer_records = group.consumer_records, records
         out = list(extra) + [OffsetsRecord(k, v) for k, v in records.items() if old.get(k) != v]
         out += [OffsetsRecord(k, None) for k in old if k not in records]
         if not out:
             return False
-        self._storage.append(group.group_id, out, on_done, on_lost)
+
+        def done(code: int) -> None:
+            if code != E.NONE:
+                group.consumer_records = old
+            if on_done is not None:
+                on_done(code)
+        self._storage.append(group.group_id, out, done, on_lost)
         return True
 
     def _convert_to_classic(self, group: GroupMetadata) -> None:

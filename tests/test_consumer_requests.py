@@ -91,6 +91,23 @@ def test_a_failed_append_answers_kafkas_mapped_error(error, answer):
     assert d.answers[rid].error == answer
 
 
+def test_records_of_a_failed_append_are_written_again_by_the_next_one():
+    """A join whose append fails, then the same member's rejoin: its records must reach the
+    log (a moved coordinator would otherwise load the group without it)."""
+    d = owned_driver()
+    d.auto_ack = False
+    first = beat(d, join("m1"))
+    d.ack(d.appends[0].token, E.NOT_ENOUGH_REPLICAS, written=False)
+    assert d.answers[first].error == E.COORDINATOR_NOT_AVAILABLE
+    again = beat(d, join("m1"))                    # the client retries its join
+    d.ack(d.appends[-1].token)
+    assert d.answers[again].error == E.NONE
+    p = d.partition(GID)
+    d.unload(p)
+    d.load(p)
+    assert set(d.coord.group(GID).consumer.members) == {"m1"}
+
+
 def test_an_unloaded_partition_answers_a_waiting_heartbeat_not_coordinator():
     d = owned_driver()
     d.auto_ack = False
