@@ -72,7 +72,7 @@ from coordinator.consumer_reconciliation import (FencedMemberEpoch, GroupState,
 from replicas.errors import ErrorCode as E
 
 __all__ = ["ConsumerGroupConfig", "HeartbeatRequest", "HeartbeatAnswer", "Member",
-           "ConsumerGroup", "LEAVE_EPOCH", "LEAVE_STATIC_EPOCH"]
+           "ConsumerGroup", "check_request", "LEAVE_EPOCH", "LEAVE_STATIC_EPOCH"]
 
 LEAVE_EPOCH, LEAVE_STATIC_EPOCH = -1, -2
 REGEX_REFRESH_MS = 10_000      # Kafka's REGEX_BATCH_REFRESH_INTERVAL_MS
@@ -144,6 +144,46 @@ def _invalid(message: str) -> _Refused:
     return _Refused(E.INVALID_REQUEST, message)
 
 
+def check_request(r: HeartbeatRequest, assignors) -> HeartbeatAnswer | None:
+    """The request's own checks, before any group is looked at (None: valid)."""
+    try:
+        _validate(r, assignors)
+    except _Refused as exc:
+        return HeartbeatAnswer(exc.code, exc.message)
+    return None
+
+
+def _validate(r: HeartbeatRequest, assignors) -> None:
+    if r.group_id == "":
+        raise _invalid("GroupId can't be empty.")
+    if r.instance_id == "":
+        raise _invalid("InstanceId can't be empty.")
+    if r.rack_id == "":
+        raise _invalid("RackId can't be empty.")
+    if r.member_epoch > 0 or r.member_epoch == LEAVE_EPOCH:
+        if r.member_id == "":
+            raise _invalid("MemberId can't be empty.")
+    elif r.member_epoch == 0:
+        if r.rebalance_timeout_ms == -1:
+            raise _invalid("RebalanceTimeoutMs must be provided in first request.")
+        if r.owned is None or any(r.owned.values()):
+            raise _invalid("TopicPartitions must be empty when (re-)joining.")
+        if r.subscribed_topic_names is None and r.subscribed_topic_regex is None:
+            raise _invalid("Either SubscribedTopicNames or SubscribedTopicRegex must be "
+                           "non-null when (re-)joining.")
+    elif r.member_epoch == LEAVE_STATIC_EPOCH:
+        if r.member_id == "":
+            raise _invalid("MemberId can't be empty.")
+        if r.instance_id is None:
+            raise _invalid("InstanceId can't be null.")
+    else:
+        raise _invalid("MemberEpoch is invalid.")
+    if r.server_assignor is not None and r.server_assignor not in assignors:
+        raise _Refused(E.UNSUPPORTED_ASSIGNOR,
+                       f"ServerAssignor {r.server_assignor} is not supported. Supported "
+                       f"assignors: {', '.join(assignors)}.")
+
+
 @dataclass
 class ConsumerGroup:
     group_id: str
@@ -182,21 +222,13 @@ class ConsumerGroup:
         return (min(counts, key=lambda n: (-counts[n], n)) if counts
                 else self.config.assignors[0])
 
-    def validate(self, r: HeartbeatRequest) -> HeartbeatAnswer | None:
-        """The request's own checks, before any group is looked at (None: valid)."""
-        try:
-            self._validate(r)
-        except _Refused as exc:
-            return HeartbeatAnswer(exc.code, exc.message)
-        return None
-
     # -- the request --------------------------------------------------------------------
     def heartbeat(self, r: HeartbeatRequest, topics: Mapping[str, tuple[str, int]],
                   now_ms: int) -> HeartbeatAnswer:
         """One ConsumerGroupHeartbeat (see the module's rules); `topics` is the cluster's
         {topic name: (topic id, partition count)}."""
         try:
-            self._validate(r)
+            _validate(r, self.config.assignors)
             if r.member_epoch in (LEAVE_EPOCH, LEAVE_STATIC_EPOCH):
                 answer = self._leave(r, now_ms)
                 self._prune_regexes()
@@ -209,36 +241,6 @@ class ConsumerGroup:
             return answer
         except _Refused as exc:
             return HeartbeatAnswer(exc.code, exc.message)
-
-    def _validate(self, r: HeartbeatRequest) -> None:
-        if r.group_id == "":
-            raise _invalid("GroupId can't be empty.")
-        if r.instance_id == "":
-            raise _invalid("InstanceId can't be empty.")
-        if r.rack_id == "":
-            raise _invalid("RackId can't be empty.")
-        if r.member_epoch > 0 or r.member_epoch == LEAVE_EPOCH:
-            if r.member_id == "":
-                raise _invalid("MemberId can't be empty.")
-        elif r.member_epoch == 0:
-            if r.rebalance_timeout_ms == -1:
-                raise _invalid("RebalanceTimeoutMs must be provided in first request.")
-            if r.owned is None or any(r.owned.values()):
-                raise _invalid("TopicPartitions must be empty when (re-)joining.")
-            if r.subscribed_topic_names is None and r.subscribed_topic_regex is None:
-                raise _invalid("Either SubscribedTopicNames or SubscribedTopicRegex must be "
-                               "non-null when (re-)joining.")
-        elif r.member_epoch == LEAVE_STATIC_EPOCH:
-            if r.member_id == "":
-                raise _invalid("MemberId can't be empty.")
-            if r.instance_id is None:
-                raise _invalid("InstanceId can't be null.")
-        else:
-            raise _invalid("MemberEpoch is invalid.")
-        if r.server_assignor is not None and r.server_assignor not in self.config.assignors:
-            raise _Refused(E.UNSUPPORTED_ASSIGNOR,
-                           f"ServerAssignor {r.server_assignor} is not supported. Supported "
-                           f"assignors: {', '.join(self.config.assignors)}.")
 
     def _heartbeat(self, r: HeartbeatRequest, topics, now_ms: int) -> HeartbeatAnswer:
         member, is_new = self._member_for(r)

@@ -40,7 +40,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from coordinator import messages as m
-from coordinator.consumer_group import ConsumerGroup, HeartbeatAnswer
+from coordinator.consumer_group import ConsumerGroup, HeartbeatAnswer, check_request
 from coordinator.consumer_records import group_records
 from coordinator.error_codes import group_append_error
 from coordinator.group import GroupMetadata
@@ -57,7 +57,7 @@ class ConsumerGroupRequests:
 
     def process_consumer_group_heartbeat(self, e: m.ConsumerGroupHeartbeat) -> None:
         r, now = e.request, self._now()
-        refused = ConsumerGroup(r.group_id, self.config.consumer).validate(r)
+        refused = check_request(r, self.config.consumer.assignors)
         error = self._validate_group_status(r.group_id) if refused is None else None
         if refused is not None or error is not None:
             return self._respond(e.request_id, refused or HeartbeatAnswer(error))

@@ -1,8 +1,9 @@
 """ConsumerMembership: a native consumer's side of KIP-848's consumer group protocol (pure).
 
 Kafka's ConsumerMembershipManager (clients/.../consumer/internals/) as one state machine
-with the classic machine's vocabulary (rayka/client/membership.py: the same events in, the
-same effects out), so the shell (rayka/client/group.py) runs either. The coordinator
+with the classic machine's vocabulary and bookkeeping (rayka/client/membership.py's
+MemberMachine: the same events in, the same effects out), so the shell
+(rayka/client/group.py) runs either. The coordinator
 computes the assignment; the member only reconciles: revoke what it lost, take what it got,
 and say so in its next heartbeat.
 
@@ -47,16 +48,14 @@ Rules:
 from __future__ import annotations
 
 import enum
-import itertools
 from dataclasses import dataclass
 
 from coordinator import messages as m
 from coordinator.consumer_group import HeartbeatRequest, LEAVE_EPOCH, LEAVE_STATIC_EPOCH
 from rayka.client.membership import (Assign, CommitDone, CommitFailed, CommitRequested,
-                                     COORDINATOR_ERRORS, Lose, MemberConfig, Revoke, Send,
-                                     SendCommit, Subscribe, Poll, HeartbeatDue, Answered,
+                                     COORDINATOR_ERRORS, Lose, MemberConfig, MemberMachine,
+                                     Revoke, Send, SendCommit, Subscribe, Poll, HeartbeatDue,
                                      NoAnswer, Revoked, Close)
-from replicas.dispatch import handler_name
 from replicas.errors import ErrorCode as E
 from replicas.errors import KafkaError, RebalanceInProgress, error_for_code
 
@@ -100,9 +99,9 @@ class _Out:
     owned: frozenset = frozenset()     # heartbeats: the owned partitions they reported
 
 
-class ConsumerMembership:
+class ConsumerMembership(MemberMachine):
     def __init__(self, config: MemberConfig, member_id: str):
-        self.config = config
+        super().__init__(config)
         self.member_id = member_id
         self.state = CState.UNSUBSCRIBED
         self.epoch = 0
@@ -110,7 +109,6 @@ class ConsumerMembership:
         self.owned: frozenset = frozenset()
         self.revoking: frozenset = frozenset()
         self.target: frozenset | None = None        # the last assignment not yet applied
-        self.fatal: KafkaError | None = None
         self.closing = self.closed = False
         self._revoke_token: int | None = None        # the commit a revocation waits for
         self._leave_token: int | None = None
@@ -119,18 +117,6 @@ class ConsumerMembership:
         self._next_heartbeat_ms = 0
         self._confirmed_until_ms = -1
         self._last_poll_ms: int | None = None
-        self._next_auto_commit_ms = 0
-        self._auto_commit_token: int | None = None
-        self._out: dict[int, _Out] = {}
-        self._tokens = itertools.count(1)
-        self._effects: list = []
-
-    # -- the entry point --------------------------------------------------------------------
-    def process(self, event) -> list:
-        self._effects = []
-        getattr(self, handler_name(type(event)))(event)
-        out, self._effects = self._effects, []
-        return out
 
     # -- views (the classic machine's) ------------------------------------------------------
     @property
@@ -159,10 +145,6 @@ class ConsumerMembership:
         if self._last_poll_ms is not None and not self.closing:
             due = min(due, self._last_poll_ms + self.config.max_poll_interval_ms)
         return due
-
-    def take_fatal(self) -> KafkaError | None:
-        fatal, self.fatal = self.fatal, None
-        return fatal
 
     # -- the application ----------------------------------------------------------------------
     def process_subscribe(self, e: Subscribe) -> None:
@@ -238,19 +220,12 @@ class ConsumerMembership:
                 client_id=self.config.client_id), {}), owned=owned)
 
     # -- answers ------------------------------------------------------------------------------
-    def process_answered(self, e: Answered) -> None:
-        out = self._out.pop(e.token, None)
-        if out is not None:
-            getattr(self, f"_on_{out.kind}")(e.token, out, e.result, e.sent_ms, e.now_ms)
-
     def process_no_answer(self, e: NoAnswer) -> None:
         out = self._out.pop(e.token, None)
         if out is None:
             return
         if out.kind == "commit":
-            self._on_commit(e.token, out, m.OffsetCommitResult(tuple(
-                m.CommitPartitionResult(tp[0], tp[1], e.error) for tp in sorted(out.partitions))),
-                e.now_ms, e.now_ms)
+            self._commit_not_answered(e, out)
         elif out.kind == "heartbeat":
             self._on_heartbeat(e.token, out, None, e.now_ms, e.now_ms)
 
@@ -288,12 +263,7 @@ class ConsumerMembership:
             self._apply_target(now_ms)
 
     def _on_commit(self, token, out, r: m.OffsetCommitResult, sent_ms, now_ms) -> None:
-        if token == self._auto_commit_token:
-            self._auto_commit_token = None
-        failed = [p for p in r.partitions if p.error]
-        error = self._commit_error(out, failed[0].error) if failed else None
-        if out.ticket is not None:
-            self._emit(CommitDone(out.ticket, error))
+        self._commit_answered(token, out, r)
         if token == self._revoke_token:
             self._revoke_token = None
             self._emit(Revoke(self.revoking))         # committed or not: revoke now
@@ -391,15 +361,8 @@ class ConsumerMembership:
         """A leave is still to be sent or answered (the shell's close waits for it)."""
         return self._leave_when_answered or self._leave_token in self._out
 
-    def _maybe_auto_commit(self, now_ms: int) -> None:
-        if (not self.config.enable_auto_commit or self.state is not CState.STABLE
-                or now_ms < self._next_auto_commit_ms or self._auto_commit_token is not None):
-            return
-        self._next_auto_commit_ms = now_ms + self.config.auto_commit_interval_ms
-        parts = self.owned - self.revoking
-        if parts:
-            self._auto_commit_token = self._send_commit("auto", parts, None, self.epoch,
-                                                        self.member_id)
+    def _may_auto_commit(self) -> bool:
+        return self.state is CState.STABLE          # generation is then the member epoch
 
     # -- helpers ------------------------------------------------------------------------------
     def _transition(self, target: CState) -> None:
@@ -407,9 +370,6 @@ class ConsumerMembership:
             raise IllegalTransition(f"member of {self.config.group_id}: {self.state.name} → "
                                     f"{target.name}")
         self.state = target
-
-    def _emit(self, effect) -> None:
-        self._effects.append(effect)
 
     def _send(self, kind: str, request, **out) -> int:
         token = next(self._tokens)

@@ -268,9 +268,74 @@ class _Out:
     ticket: int | None = None
 
 
-class Membership:
+class MemberMachine:
+    """What both protocols' member machines share (this one and the KIP-848 one of
+    rayka/client/consumer_membership.py): one `process(event)` returning effects, the
+    requests in flight by token with their answers routed to `_on_<kind>`, a commit left
+    unanswered read as its partitions' error, the answer of a commit (CommitDone for the
+    application's), auto-commit on its interval, and the fatal error the next poll raises.
+    A subclass has `_send_commit`, `_commit_error(out, code)`, `_on_<kind>` handlers,
+    `generation`, `member_id`, `owned`, `revoking`, and says when it may auto-commit."""
+
     def __init__(self, config: MemberConfig):
         self.config = config
+        self.fatal: KafkaError | None = None
+        self._next_auto_commit_ms = 0
+        self._auto_commit_token: int | None = None
+        self._out: dict = {}
+        self._tokens = itertools.count(1)
+        self._effects: list = []
+
+    def process(self, event) -> list:
+        self._effects = []
+        getattr(self, handler_name(type(event)))(event)
+        out, self._effects = self._effects, []
+        return out
+
+    def take_fatal(self) -> KafkaError | None:
+        fatal, self.fatal = self.fatal, None
+        return fatal
+
+    def process_answered(self, e: Answered) -> None:
+        out = self._out.pop(e.token, None)
+        if out is not None:
+            getattr(self, f"_on_{out.kind}")(e.token, out, e.result, e.sent_ms, e.now_ms)
+
+    def _commit_not_answered(self, e: NoAnswer, out) -> None:
+        self._on_commit(e.token, out, m.OffsetCommitResult(tuple(
+            m.CommitPartitionResult(tp[0], tp[1], e.error) for tp in sorted(out.partitions))),
+            e.now_ms, e.now_ms)
+
+    def _commit_answered(self, token: int, out, r: m.OffsetCommitResult) -> None:
+        """The answer's first part, the same in both protocols: the auto-commit slot freed,
+        the application told (CommitDone)."""
+        if token == self._auto_commit_token:
+            self._auto_commit_token = None
+        failed = [p for p in r.partitions if p.error]
+        error = self._commit_error(out, failed[0].error) if failed else None
+        if out.ticket is not None:
+            self._emit(CommitDone(out.ticket, error))
+
+    def _may_auto_commit(self) -> bool:
+        raise NotImplementedError
+
+    def _maybe_auto_commit(self, now_ms: int) -> None:
+        if (not self.config.enable_auto_commit or not self._may_auto_commit()
+                or now_ms < self._next_auto_commit_ms or self._auto_commit_token is not None):
+            return
+        self._next_auto_commit_ms = now_ms + self.config.auto_commit_interval_ms
+        parts = self.owned - self.revoking
+        if parts:
+            self._auto_commit_token = self._send_commit("auto", parts, None, self.generation,
+                                                        self.member_id)
+
+    def _emit(self, effect) -> None:
+        self._effects.append(effect)
+
+
+class Membership(MemberMachine):
+    def __init__(self, config: MemberConfig):
+        super().__init__(config)
         self.state = State.UNJOINED
         self.member_id, self.generation = "", m.NO_GENERATION
         self.protocol: str | None = None
@@ -279,7 +344,6 @@ class Membership:
         self.owned: frozenset = frozenset()
         self.revoking: frozenset = frozenset()
         self.rejoin_needed = False
-        self.fatal: KafkaError | None = None
         self.closing = self.closed = False
         self._prepare: str | None = None       # None (not started), committing, revoking, done
         self._prepare_deadline_ms = 0
@@ -292,18 +356,6 @@ class Membership:
         self._confirmed_until_ms = -1
         self._stable_since_ms = -(2**62)
         self._last_poll_ms: int | None = None
-        self._next_auto_commit_ms = 0
-        self._auto_commit_token: int | None = None
-        self._out: dict[int, _Out] = {}
-        self._tokens = itertools.count(1)
-        self._effects: list = []
-
-    # -- the entry point --------------------------------------------------------------------
-    def process(self, event) -> list:
-        self._effects = []
-        getattr(self, handler_name(type(event)))(event)
-        out, self._effects = self._effects, []
-        return out
 
     # -- views --------------------------------------------------------------------------------
     def fetchable(self, now_ms: int) -> frozenset:
@@ -337,10 +389,6 @@ class Membership:
         if self._last_poll_ms is not None:
             due = min(due, self._last_poll_ms + self.config.max_poll_interval_ms)
         return due
-
-    def take_fatal(self) -> KafkaError | None:
-        fatal, self.fatal = self.fatal, None
-        return fatal
 
     # -- the application ----------------------------------------------------------------------
     def process_subscribe(self, e: Subscribe) -> None:
@@ -432,19 +480,12 @@ class Membership:
             self.config.group_instance_id))
 
     # -- answers ------------------------------------------------------------------------------
-    def process_answered(self, e: Answered) -> None:
-        out = self._out.pop(e.token, None)
-        if out is not None:
-            getattr(self, f"_on_{out.kind}")(e.token, out, e.result, e.sent_ms, e.now_ms)
-
     def process_no_answer(self, e: NoAnswer) -> None:
         out = self._out.pop(e.token, None)
         if out is None:
             return
         if out.kind == "commit":
-            self._on_commit(e.token, out, m.OffsetCommitResult(tuple(
-                m.CommitPartitionResult(tp[0], tp[1], e.error) for tp in sorted(out.partitions))),
-                e.now_ms, e.now_ms)
+            self._commit_not_answered(e, out)
         elif out.kind == "heartbeat":
             self._on_heartbeat(e.token, out, m.HeartbeatResult(e.error), e.now_ms, e.now_ms)
         elif out.kind in ("join", "sync") and e.token == self._rebalance_token:
@@ -547,12 +588,7 @@ class Membership:
                 self._fail(r.error, "heartbeat", now_ms)
 
     def _on_commit(self, token, out, r: m.OffsetCommitResult, sent_ms, now_ms) -> None:
-        if token == self._auto_commit_token:
-            self._auto_commit_token = None
-        failed = [p for p in r.partitions if p.error]
-        error = self._commit_error(out, failed[0].error) if failed else None
-        if out.ticket is not None:
-            self._emit(CommitDone(out.ticket, error))
+        self._commit_answered(token, out, r)
         if token != self._prepare_token or self._prepare != "committing":
             return
         # committed, or failed (the shell already retried a moving coordinator): revoke
@@ -661,16 +697,8 @@ class Membership:
             out.append((name, encode_subscription(sub)))
         return tuple(out)
 
-    def _maybe_auto_commit(self, now_ms: int) -> None:
-        if (not self.config.enable_auto_commit or self.state is not State.STABLE
-                or self.rejoin_needed or now_ms < self._next_auto_commit_ms
-                or self._auto_commit_token is not None):
-            return
-        self._next_auto_commit_ms = now_ms + self.config.auto_commit_interval_ms
-        parts = self.owned - self.revoking
-        if parts:
-            self._auto_commit_token = self._send_commit("auto", parts, None, self.generation,
-                                                        self.member_id)
+    def _may_auto_commit(self) -> bool:
+        return self.state is State.STABLE and not self.rejoin_needed
 
     def _unsubscribe(self, now_ms: int) -> None:
         """Kafka's unsubscribe: revoke what is owned (committing first), leave the group."""
@@ -740,9 +768,6 @@ class Membership:
             raise IllegalTransition(f"member of {self.config.group_id}: {self.state.name} → "
                                     f"{target.name}")
         self.state = target
-
-    def _emit(self, effect) -> None:
-        self._effects.append(effect)
 
     def _send(self, kind: str, request, **out) -> int:
         token = next(self._tokens)
