@@ -28,6 +28,8 @@ Ray actors that carry them.
 - coordinator_host: the shell around a pure coordinator (lock, waiters, appends, ticker,
   load/unload); group_host runs coordinator/ for the __consumer_offsets partitions this
   broker leads, txn_host runs transactions/ for its __transaction_state partitions;
+- share_host: share groups (share/): their membership on the group's coordinator, share
+  sessions and share-partitions on partition leaders, lock and session timers;
 - txn_markers: the transaction coordinator's WriteTxnMarkers to partition leaders;
   txn_verification: a leader's KIP-890 check with the coordinator before a transactional
   producer's first append; peer_links: connections to other brokers for both;

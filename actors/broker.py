@@ -67,6 +67,7 @@ from typing import Callable, Protocol
 
 from actors import metrics
 from actors.fetcher import Fetcher
+from actors.share_host import ShareHost
 from actors.group_host import OFFSETS_TOPIC, GroupHost
 from actors.broker_config import BrokerSettings, inter_broker_principal
 from actors.kafka_api import KafkaBrokerApi
@@ -166,6 +167,7 @@ class Broker:
         self._session_lost = False
         self.store.add_state_listener(self._on_zk_state)
         self.groups = GroupHost(self, settings.group)
+        self.shares = ShareHost(self, settings.group)
         self._verifying: dict = {}          # (tp, producer id) → buffers awaiting verification
         self.txns = TxnHost(self, settings.txn, lambda: self.kafka_api.new_producer_id())
         self.verifier = TxnVerifier(self)
@@ -175,7 +177,8 @@ class Broker:
                                         self.store.get_or_create_cluster_id())
         self.dynamic_broker_config = BrokerDynamicConfig(self.id, self.topic_defaults, self.lock)
         self.dynamic_config = DynamicConfigWatcher(self.store, self.kafka_api.quota_tracker,
-                                                   self.dynamic_broker_config).start()
+                                                   self.dynamic_broker_config,
+                                                   self.groups.set_group_configs).start()
         self.listeners = self._start_listeners()
         self._serve_anyway = threading.Timer(SERVE_ANYWAY_S, self._maybe_serve, ("no controller",))
         self._serve_anyway.daemon = True

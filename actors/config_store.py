@@ -1,5 +1,6 @@
 """Kafka's dynamic entity configs in ZooKeeper: client quotas (/config/users, /config/clients)
-and dynamic broker configs (/config/brokers), read and rewritten as Kafka's AdminZkClient
+dynamic broker configs (/config/brokers) and groups' own configs (/config/groups), read and
+rewritten as Kafka's AdminZkClient
 does (formats: protocol/entity_config.py).
 
 Rules:
@@ -20,8 +21,8 @@ from typing import Callable
 
 from controller.layout import CONFIG, CONFIG_CHANGE_PREFIX, CONFIG_CHANGES
 from controller.zookeeper.store import BadVersion, ZkStore
-from protocol.entity_config import (change_notice, decode_config, encode_config, entity_of_path,
-                                    quota_config_of)
+from protocol.entity_config import (change_notice, decode_config, desanitize, encode_config,
+                                    entity_of_path, quota_config_of)
 from protocol.quotas import QuotaEntity
 
 log = logging.getLogger(__name__)
@@ -103,3 +104,9 @@ def read_quotas(store: ZkStore) -> dict[QuotaEntity, dict[str, float]]:
         if entity is not None and quotas:
             out[entity] = quotas
     return out
+
+
+def read_group_configs(store: ZkStore) -> dict[str, dict[str, str]]:
+    """Every group's own configs (/config/groups/<group>), by group id."""
+    return {desanitize(path.split("/", 1)[1]): config
+            for path, config in read_configs(store, "groups", 1).items() if config}

@@ -1,7 +1,8 @@
 """The broker's dynamic configs from ZooKeeper, kept current without a restart: client quotas
 (/config/users, /config/clients) into the broker's QuotaTracker (protocol/quotas.py), and
 dynamic broker configs (/config/brokers/<id>, /config/brokers/<default>) into the
-broker's topic-config defaults (`BrokerDynamicConfig`).
+broker's topic-config defaults (`BrokerDynamicConfig`), and groups' own configs
+(/config/groups/<group>) to the group coordinator.
 
 Rules:
 - Read once at start, then again whenever a /config/changes notification appears (Kafka's
@@ -33,7 +34,7 @@ from __future__ import annotations
 import logging
 import threading
 
-from actors.config_store import read_entity, read_quotas
+from actors.config_store import read_entity, read_group_configs, read_quotas
 from controller.layout import CONFIG_CHANGES
 from controller.topic_config import CONFIG_DEFS, normalize_topic_config
 from controller.zookeeper.store import ZkStore
@@ -44,8 +45,9 @@ log = logging.getLogger(__name__)
 
 
 class DynamicConfigWatcher:
-    def __init__(self, store: ZkStore, tracker, broker_configs=None):
+    def __init__(self, store: ZkStore, tracker, broker_configs=None, on_group_configs=None):
         self.store, self.tracker, self.broker_configs = store, tracker, broker_configs
+        self.on_group_configs = on_group_configs
         self._dirty = threading.Event()
         self._stopped = threading.Event()
         self._watch = None
@@ -81,6 +83,8 @@ class DynamicConfigWatcher:
         self.tracker.set_quotas(read_quotas(self.store))
         if self.broker_configs is not None:
             self.broker_configs.reload(self.store)
+        if self.on_group_configs is not None:
+            self.on_group_configs(read_group_configs(self.store))
         self.loads += 1
 
 

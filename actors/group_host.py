@@ -19,6 +19,10 @@ Rules:
 - Transaction completion: after the leader appended a producer's COMMIT/ABORT marker to
   `__consumer_offsets` partitions (WriteTxnMarkers), `complete_txn` hands CompleteTxn to
   the coordinator (Kafka's onTransactionCompleted).
+- Share groups (actors/share_host.py) live beside the coordinator's groups under the same
+  ids: ListGroups lists them (type and protocol type "share"), DeleteGroups deletes an
+  empty one, a JoinGroup for one is INCONSISTENT_GROUP_PROTOCOL and a
+  ConsumerGroupHeartbeat GROUP_ID_NOT_FOUND "Group G is not a consumer group.".
 - `__consumer_offsets` is created on first use: offsets.topic.num.partitions partitions,
   replication factor min(3, live brokers) (Kafka's offsets.topic.replication.factor,
   capped so a small cluster works), cleanup.policy compact.
@@ -66,6 +70,11 @@ class GroupHost(CoordinatorHost):
         from protocol.api import Deferred
         rid = next(self._ids)
         event = make_event(rid)
+        if isinstance(event, (m.ListGroups, m.DeleteGroups)):
+            return self._with_share_groups(event, rid)
+        taken = self._share_group_answer(event)
+        if taken is not None:
+            return Deferred.done(taken)
         if not isinstance(event, m.TxnOffsetCommit):
             return super().call(lambda _rid: event, rid)
         tp = (self.topic, self.partition_for(event.group_id))
@@ -92,6 +101,39 @@ class GroupHost(CoordinatorHost):
         asked.when_ready(lambda: self._acks.submit(verified))
         return Deferred(waiter.answer_when_ready, waiter.when_ready)
 
+    def _share_group_answer(self, event):
+        """A share group's id is refused to the other kinds (GroupMetadataManager):
+        JoinGroup INCONSISTENT_GROUP_PROTOCOL, ConsumerGroupHeartbeat GROUP_ID_NOT_FOUND."""
+        from coordinator.consumer_group import HeartbeatAnswer
+        if isinstance(event, m.JoinGroup) and self.broker.shares.is_share_group(event.group_id):
+            return m.JoinGroupResult(E.INCONSISTENT_GROUP_PROTOCOL, "")
+        if isinstance(event, m.ConsumerGroupHeartbeat) and \
+                self.broker.shares.is_share_group(event.request.group_id):
+            return HeartbeatAnswer(E.GROUP_ID_NOT_FOUND, f"Group {event.request.group_id} is "
+                                                         f"not a consumer group.")
+        return None
+
+    def _with_share_groups(self, event, rid: int):
+        """ListGroups and DeleteGroups cover the share groups this broker coordinates too
+        (actors/share_host.py): listed with type and protocol type "share", deleted when
+        empty (NON_EMPTY_GROUP otherwise)."""
+        from dataclasses import replace
+        shares = self.broker.shares
+        if isinstance(event, m.ListGroups):
+            states = {s.lower() for s in event.states}
+            types = {t.lower() for t in event.types}
+            extra = tuple(m.ListedGroup(g, "share", state, "share")
+                          for g, state in shares.listed()
+                          if (not states or state.lower() in states)
+                          and (not types or "share" in types))
+            return super().call(lambda _rid: event, rid).then(
+                lambda r: replace(r, groups=tuple(r.groups) + extra))
+        mine = {g: shares.delete(g) for g in event.group_ids if shares.is_share_group(g)}
+        rest = tuple(g for g in event.group_ids if g not in mine)
+        pending = super().call(lambda _rid: replace(event, group_ids=rest), rid)
+        return pending.then(lambda r: replace(r, groups=tuple(r.groups) + tuple(
+            m.DeletedGroup(g, code) for g, code in mine.items())))
+
     def batch_of(self, effect) -> bytes:
         if not getattr(effect, "transactional", False):
             return super().batch_of(effect)
@@ -99,6 +141,17 @@ class GroupHost(CoordinatorHost):
             [r.value for r in effect.records], [r.key for r in effect.records],
             timestamps_ms=int(time.time() * 1000), producer_id=effect.producer_id,
             producer_epoch=effect.producer_epoch, base_sequence=0, transactional=True))
+
+    def status(self, group_id: str) -> tuple[int | None, bool]:
+        """(NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS / None, whether a classic or
+        consumer group holds the id) for the share groups' host."""
+        with self._lock:
+            return (self.coordinator.group_status(group_id),
+                    self.coordinator.group(group_id) is not None)
+
+    def set_group_configs(self, configs: dict[str, dict[str, str]]) -> None:
+        self.process(m.GroupConfigs(tuple(sorted(
+            (g, tuple(sorted(c.items()))) for g, c in configs.items()))))
 
     def complete_txn(self, producer_id: int, partitions, committed: bool) -> None:
         self.process(m.CompleteTxn(producer_id, tuple(sorted(partitions)), committed))

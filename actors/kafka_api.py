@@ -52,6 +52,7 @@ import time
 from dataclasses import dataclass, fields
 
 from actors import broker_loggers
+from coordinator import group_config
 from actors import security_store as security
 from actors.config_store import read_entity, read_quotas, rewrite_entity, set_or_delete
 from actors.dynamic_config import DEFAULT_ENTITY, DYNAMIC_KEYS, STORED_ONLY
@@ -84,7 +85,7 @@ from replicas.errors import (InvalidConfig, InvalidRequest, KafkaError, LeaderNo
 log = logging.getLogger(__name__)
 INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TXN_TOPIC})       # Metadata's is_internal
 
-TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8                # Kafka's ConfigResource.Type
+TOPIC, BROKER, BROKER_LOGGER, GROUP = 2, 4, 8, 32     # Kafka's ConfigResource.Type
 SOURCE_TOPIC, SOURCE_STATIC_BROKER, SOURCE_DEFAULT = 1, 4, 5
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 LIST_CONFIGS = frozenset({"cleanup.policy"})      # the list-typed topic configs (APPEND/SUBTRACT)
@@ -539,6 +540,22 @@ class KafkaBrokerApi:
     def group_call(self, make_event) -> Deferred:
         return self.broker.groups.call(make_event)
 
+    # -- share groups (actors/share_host.py) ----------------------------------------------------
+    def share_heartbeat(self, request, topics):
+        return self.broker.shares.heartbeat(request, topics)
+
+    def share_describe(self, group_ids) -> list:
+        return self.broker.shares.describe(group_ids)
+
+    def share_fetch(self, group_id, member_id, epoch, asked, forgotten, max_wait_ms, min_bytes,
+                    max_bytes, max_records, renew_only) -> Deferred:
+        return self.broker.shares.fetch(group_id, member_id, epoch, asked, forgotten,
+                                        max_wait_ms, min_bytes, max_bytes, max_records,
+                                        renew_only)
+
+    def share_acknowledge(self, group_id, member_id, epoch, acks):
+        return self.broker.shares.acknowledge(group_id, member_id, epoch, acks)
+
     # -- topics ---------------------------------------------------------------------------------------
     def _live(self) -> list[int]:
         with self.broker.lock:
@@ -740,6 +757,30 @@ class KafkaBrokerApi:
             return None if validate_only else config
         rewrite_entity(self.broker.store, entity, change)
 
+    def _alter_group(self, res, ops, validate_only: bool) -> None:
+        """A group's own configs at /config/groups/<group> (Kafka 4 keeps them in its
+        metadata log; ZooKeeper mode had none): checked whole, as GroupConfig.validate."""
+        if not res.name:
+            raise InvalidRequest("Group name must not be empty")
+
+        def change(config):
+            for name, op, value in ops:
+                if op == SET:
+                    config[name] = value
+                elif op == DELETE:
+                    config.pop(name, None)
+                elif op in (APPEND, SUBTRACT):
+                    raise InvalidConfig(f"Config value append/subtract is not allowed for "
+                                        f"config key {name}: it is not a list")
+                else:
+                    raise InvalidRequest(f"Unknown config operation {op}")
+            try:
+                checked = group_config.validate(config, self.broker.groups.config.bounds)
+            except ValueError as exc:
+                raise InvalidConfig(str(exc)) from None
+            return None if validate_only else checked
+        rewrite_entity(self.broker.store, f"groups/{res.name}", change, delete_when_empty=True)
+
     def describe_configs(self, resources):
         out = {}
         for res, keys in resources:
@@ -761,6 +802,12 @@ class KafkaBrokerApi:
                 elif res.kind == BROKER_LOGGER:
                     broker_loggers.check_resource(res.name, self.broker_id)
                     entries = broker_loggers.describe(keys)
+                elif res.kind == GROUP:
+                    entries = tuple(
+                        ConfigEntry(k, v, False, src == group_config.SOURCE_DEFAULT, src, False)
+                        for k, v, src in group_config.describe(
+                            read_entity(self.broker.store, f"groups/{res.name}"),
+                            self.broker.groups.config.bounds, keys))
                 else:
                     raise InvalidRequest(f"Unsupported resource type {res.kind}")
                 out[res] = ConfigsOutcome(E.NONE, None, entries)
@@ -882,6 +929,10 @@ class KafkaBrokerApi:
                 if res.kind == BROKER_LOGGER:
                     broker_loggers.check_resource(res.name, self.broker_id)
                     broker_loggers.alter(ops, validate_only)
+                    out[res] = ConfigsOutcome(E.NONE)
+                    continue
+                if res.kind == GROUP:
+                    self._alter_group(res, ops, validate_only)
                     out[res] = ConfigsOutcome(E.NONE)
                     continue
                 if res.kind != TOPIC:

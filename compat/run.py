@@ -29,7 +29,8 @@ Rules:
   scripts (compat/kafka/launcher.py, from Maven Central); a test that cannot apply to rayka
   (NOT_APPLICABLE) is listed as such, with the reason. `--group-protocol consumer` runs
   them with librdkafka's TEST_CONSUMER_GROUP_PROTOCOL=consumer (its members speak KIP-848)
-  and as against Kafka 4.0.0 (-V 4.0.0, and the tests up to that version chosen).
+  and as against Kafka 4.2.0 (-V 4.2.0, and the tests up to that version chosen: its
+  share-consumer tests 0170-0190 among them).
 - quixstreams (in compat's own venv: it pins an older confluent-kafka) runs a stateful word
   count with processing_guarantee="exactly-once" (compat/quix_wordcount.py), is killed
   (SIGKILL) once it has committed some output, and restarted: read_committed, every
@@ -88,8 +89,9 @@ CLUSTER_OF = {
 RACK_AWARE = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
 BROKERS = (1, 2, 3)
 SERVED = (3, 8, 0, 0)           # the broker version rayka answers as (-V)
-# with --group-protocol consumer the suite runs as against Kafka 4.0 (its KIP-848 paths)
-AS_VERSION = {"classic": SERVED, "consumer": (4, 0, 0, 0)}
+# with --group-protocol consumer the suite runs as against Kafka 4.2 (its KIP-848 paths and
+# its KIP-932 share-consumer tests)
+AS_VERSION = {"classic": SERVED, "consumer": (4, 2, 0, 0)}
 TEST_TIMEOUT_S = 900
 LOGS = os.environ.get("RAYKA_COMPAT_LOGS")       # a directory: each test's output kept there
 _ENTRY = re.compile(r"_TEST\(\s*(\w+)\s*,(.*?)\)\s*,\s*(?=_TEST\(|\{|$)", re.S)
@@ -162,7 +164,9 @@ def start_cluster(kind: str = "default"):
            "super.users": ";".join(supers), "allow.everyone.if.no.acl.found": "true",
            "inter.broker.listener.name": "SASL_PLAINTEXT",
            "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
-           "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config": jaas, **extra})
+           "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config": jaas,
+           # as librdkafka CI clusters are (its cluster_testing.py): share tests lock 3 s
+           "group.share.min.record.lock.duration.ms": 1000, **extra})
     cluster.admin().add_user(BROKER_USER, BROKER_PASSWORD, mechanisms=["SCRAM-SHA-512"])
     if kind == "sasl":
         cluster.admin().add_user(CLIENT_USER, CLIENT_PASSWORD, mechanisms=["SCRAM-SHA-512"])

@@ -13,7 +13,8 @@ coordinator in a module of its own too (group-coordinator).
 - group, states: one group's members and offsets, the group states and their transitions;
 - txn_offsets: one group's pending transactional offsets per producer, until the marker;
 - records, messages: the `__consumer_offsets` records, the events, results and effects;
-- config, error_codes: Kafka's coordinator configs, how failed appends are answered.
+- config, error_codes: Kafka's coordinator configs, how failed appends are answered;
+  group_config: per-group configs (consumer.*, share.*: names, bounds, defaults).
 - consumer_requests: KIP-848 consumer groups in `GroupCoordinator` (ConsumerGroupHeartbeat,
   ConsumerGroupDescribe, conversions, offset checks); consumer_group, consumer_assignors,
   consumer_reconciliation: one consumer group and its heartbeat rules, the server-side

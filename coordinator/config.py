@@ -10,7 +10,12 @@ Rules:
   offset.metadata.max.bytes 4096, offsets.retention.minutes 10080 (7 days),
   offsets.retention.check.interval.ms 600000; KIP-848 consumer groups:
   group.consumer.session.timeout.ms 45000, group.consumer.heartbeat.interval.ms 5000,
-  group.consumer.max.size Integer.MAX_VALUE (their assignors are uniform then range).
+  group.consumer.max.size Integer.MAX_VALUE (their assignors are uniform then range), the
+  bounds a group's own consumer.* configs must keep (min/max session timeout 45000/60000,
+  heartbeat interval 5000/15000); KIP-932 share groups: group.share.session.timeout.ms
+  45000 (45000-60000), group.share.heartbeat.interval.ms 5000 (5000-15000),
+  group.share.max.size 200, group.share.record.lock.duration.ms 30000 (15000-60000),
+  group.share.delivery.count.limit 5, group.share.partition.max.record.locks 2000.
 - Not a Kafka config but Kafka's constant: a NEW member's JoinGroup is expired after
   CLASSIC_GROUP_NEW_MEMBER_JOIN_TIMEOUT_MS (5 minutes) if the join phase has not completed.
 """
@@ -21,6 +26,8 @@ from dataclasses import dataclass, fields
 from typing import Mapping
 
 from coordinator.consumer_group import ConsumerGroupConfig
+from coordinator.group_config import (CONSUMER_HEARTBEAT, CONSUMER_SESSION, GroupConfigBounds,
+                                      effective)
 from replicas.config_keys import dotted_key
 
 INT_MAX = 2**31 - 1
@@ -40,6 +47,22 @@ class GroupCoordinatorConfig:
     group_consumer_session_timeout_ms: int = 45_000
     group_consumer_heartbeat_interval_ms: int = 5_000
     group_consumer_max_size: int = INT_MAX
+    group_consumer_min_session_timeout_ms: int = 45_000
+    group_consumer_max_session_timeout_ms: int = 60_000
+    group_consumer_min_heartbeat_interval_ms: int = 5_000
+    group_consumer_max_heartbeat_interval_ms: int = 15_000
+    group_share_session_timeout_ms: int = 45_000
+    group_share_min_session_timeout_ms: int = 45_000
+    group_share_max_session_timeout_ms: int = 60_000
+    group_share_heartbeat_interval_ms: int = 5_000
+    group_share_min_heartbeat_interval_ms: int = 5_000
+    group_share_max_heartbeat_interval_ms: int = 15_000
+    group_share_max_size: int = 200
+    group_share_record_lock_duration_ms: int = 30_000
+    group_share_min_record_lock_duration_ms: int = 15_000
+    group_share_max_record_lock_duration_ms: int = 60_000
+    group_share_delivery_count_limit: int = 5
+    group_share_partition_max_record_locks: int = 2000
 
     def __post_init__(self) -> None:
         if self.group_min_session_timeout_ms > self.group_max_session_timeout_ms:
@@ -55,6 +78,18 @@ class GroupCoordinatorConfig:
     @property
     def offsets_retention_ms(self) -> int:
         return self.offsets_retention_minutes * 60_000
+
+    @property
+    def bounds(self) -> GroupConfigBounds:
+        """The defaults and bounds of per-group configs (coordinator/group_config.py)."""
+        return GroupConfigBounds(**{f.name: getattr(self, f.name)
+                                    for f in fields(GroupConfigBounds)})
+
+    def consumer_for(self, overrides: Mapping[str, str]) -> ConsumerGroupConfig:
+        """A consumer group's config with its own session timeout and heartbeat interval."""
+        values = effective(dict(overrides), self.bounds)
+        return ConsumerGroupConfig(int(values[CONSUMER_SESSION]), int(values[CONSUMER_HEARTBEAT]),
+                                   self.group_consumer_max_size)
 
     @property
     def consumer(self) -> ConsumerGroupConfig:

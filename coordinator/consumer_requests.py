@@ -71,8 +71,12 @@ class ConsumerGroupRequests:
         if group is not None and group.consumer is None and not (joining and group.is_empty):
             return self._respond(e.request_id, HeartbeatAnswer(
                 E.GROUP_ID_NOT_FOUND, f"Group {r.group_id} is not a consumer group."))
-        consumer = group.consumer if group is not None and group.consumer is not None \
-            else ConsumerGroup(r.group_id, self.config.consumer)
+        config = self.config.consumer_for(self.group_configs.get(r.group_id, {}))
+        if group is not None and group.consumer is not None:
+            consumer = group.consumer
+            consumer.config = config
+        else:
+            consumer = ConsumerGroup(r.group_id, config)
         answer = consumer.heartbeat(r, e.topics, now)
         if answer.error != E.NONE:
             return self._respond(e.request_id, answer)
@@ -120,6 +124,9 @@ class ConsumerGroupRequests:
         maybeDeleteEmptyConsumerGroup): its records tombstoned, its offsets kept."""
         group.consumer = None
         self._persist_consumer(group)
+
+    def process_group_configs(self, e: m.GroupConfigs) -> None:
+        self.group_configs = {g: dict(items) for g, items in e.configs}
 
     def process_consumer_group_describe(self, e: m.ConsumerGroupDescribe) -> None:
         out = []

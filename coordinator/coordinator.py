@@ -162,6 +162,7 @@ class GroupCoordinator(ConsumerGroupRequests):
         self._next_retention_check = (clock_ms()
                                       + self.config.offsets_retention_check_interval_ms)
         self._out: list = []
+        self.group_configs: dict[str, dict[str, str]] = {}    # group → its own configs
 
     # -- the one entry point ----------------------------------------------------------------
     def process(self, event) -> list:
@@ -187,6 +188,11 @@ class GroupCoordinator(ConsumerGroupRequests):
 
     def partition_for(self, group_id: str) -> int:
         return self._storage.partition_for(group_id)
+
+    def group_status(self, group_id: str) -> int | None:
+        """NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS or INVALID_GROUP_ID for requests
+        about `group_id` on this coordinator; None when it may answer them."""
+        return self._validate_group_status(group_id)
 
     def next_deadline_ms(self) -> int | None:
         """When the next Tick has something to do (None: nothing scheduled)."""

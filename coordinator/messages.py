@@ -191,6 +191,12 @@ class Tick:
 
 
 @dataclass(frozen=True, slots=True)
+class GroupConfigs:
+    """Every group's own configs as stored (/config/groups), replacing the last ones."""
+    configs: tuple[tuple[str, tuple[tuple[str, str], ...]], ...]
+
+
+@dataclass(frozen=True, slots=True)
 class AppendDone:
     token: int
     error: int = E.NONE

@@ -178,6 +178,26 @@ class FetchOutcome:
     preferred_read_replica: int = -1     # KIP-392: the client should fetch from this broker
 
 
+class ShareFetchPartition:
+    """One partition of a ShareFetch answer: its error, its acknowledgement's error, the
+    batches read and the (first, last, delivery count) ranges acquired from them."""
+    __slots__ = ("error", "ack_error", "records", "acquired", "leader", "message")
+
+    def __init__(self, error=0, ack_error=0, records=b"", acquired=(), leader=(-1, -1),
+                 message=None):
+        self.error, self.ack_error, self.records = error, ack_error, records
+        self.acquired, self.leader, self.message = acquired, leader, message
+
+
+class ShareFetchResult:
+    """A ShareFetch answer: a request-level error or its partitions ({tp: partition})."""
+    __slots__ = ("error", "partitions", "lock_timeout_ms")
+
+    def __init__(self, error=0, partitions=None, lock_timeout_ms=0):
+        self.error, self.partitions = error, partitions or {}
+        self.lock_timeout_ms = lock_timeout_ms
+
+
 @dataclass(frozen=True, slots=True)
 class OffsetAnswer:
     error: int
@@ -344,6 +364,28 @@ class BrokerApi(Protocol):
                          ) -> dict[str, tuple[int, int, str, int]]:
         """key (a group id, or a transactional id for key type 1) → (error, node id, host,
         port) of its coordinator on `listener`."""
+
+    def share_heartbeat(self, request, topics) -> object:
+        """ShareGroupHeartbeat (share.group.ShareHeartbeat) → share.group.ShareHeartbeatAnswer;
+        `topics` as for ConsumerGroupHeartbeat."""
+        ...
+
+    def share_describe(self, group_ids: Sequence[str]) -> list:
+        """ShareGroupDescribe → a share.group.DescribedShareGroup per id, in order."""
+        ...
+
+    def share_fetch(self, group_id: str, member_id: str, epoch: int, asked: dict,
+                    forgotten: Sequence[TP], max_wait_ms: int, min_bytes: int,
+                    max_bytes: int, max_records: int, renew_only: bool) -> Deferred:
+        """ShareFetch: `asked` is {tp: acknowledgement batches [(first, last, types)]};
+        a Deferred of ShareFetchResult."""
+        ...
+
+    def share_acknowledge(self, group_id: str, member_id: str, epoch: int, acks: dict
+                          ) -> tuple[int, dict, int]:
+        """ShareAcknowledge → (error, {tp: (error, (leader, leader epoch))}, the group's
+        acquisition lock duration in ms)."""
+        ...
 
     def group_call(self, make_event) -> Deferred:
         """`make_event(request_id)` → a coordinator.messages request event; a Deferred of

@@ -289,6 +289,8 @@ _MIRRORS: dict[int, tuple] = {
                             {"group_id": None}, {}, None),),
     ApiKey.CONSUMER_GROUP_DESCRIBE: (("group_ids", "groups", "DescribedGroup",
                                       {"group_id": None}, {}, None),),
+    ApiKey.SHARE_GROUP_DESCRIBE: (("group_ids", "groups", "DescribedGroup",
+                                   {"group_id": None}, {}, None),),
     # transactions: partitions, markers and transactional ids asked (AddPartitionsToTxn v4,
     # AddOffsetsToTxn, EndTxn and ListTransactions answer only their top-level error)
     ApiKey.ADD_PARTITIONS_TO_TXN: (

@@ -7,9 +7,10 @@ Rules:
 - `KAFKA_38` is what a Kafka 3.8 ZooKeeper-mode broker advertises: every API whose schema
   lists the zkBroker listener, over its whole validVersions (clients/src/main/resources/
   common/message/*Request.json; 3.8 marks no latest version unstable). For each API rayka
-  serves, the range is Kafka 3.8's, except KIP-848's two (`KAFKA_40`): Kafka 3.8 had them
-  as an early-access v0, Kafka 4.0 made them GA at v0-1 (v1: the client makes its member
-  id, KIP-1082; librdkafka asks for v1), and rayka serves 4.0's range. `api_table()` is README's table, checked by a test.
+  serves, the range is Kafka 3.8's, except Kafka 4's (`KAFKA_40`): KIP-848's two, which
+  Kafka 3.8 had as an early-access v0 and Kafka 4.0 made GA at v0-1 (v1: the client makes
+  its member id, KIP-1082; librdkafka asks for v1), and KIP-932's share-group APIs (76-79)
+  at Kafka 4.2's ranges (their v0 was 4.0's early access, removed in 4.1). `api_table()` is README's table, checked by a test.
 - The versions kio has no schema for (below Kafka 4's minimums) are protocol/legacy.py's;
   Produce v0-2 and Fetch v0-3 carry message formats v0/v1, converted to and from
   RecordBatch v2 (replicas/legacy_records.py). SaslHandshake v0 is followed by raw SASL
@@ -79,6 +80,10 @@ class ApiKey(IntEnum):
     LIST_TRANSACTIONS = 66
     CONSUMER_GROUP_HEARTBEAT = 68
     CONSUMER_GROUP_DESCRIBE = 69
+    SHARE_GROUP_HEARTBEAT = 76
+    SHARE_GROUP_DESCRIBE = 77
+    SHARE_FETCH = 78
+    SHARE_ACKNOWLEDGE = 79
 
 
 SUPPORTED: dict[int, tuple[int, int]] = {
@@ -121,6 +126,10 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     ApiKey.DESCRIBE_GROUPS: (0, 5),
     ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1),   # KIP-848, Kafka 4.0's range
     ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 1),
+    ApiKey.SHARE_GROUP_HEARTBEAT: (1, 1),      # KIP-932, Kafka 4.2's ranges
+    ApiKey.SHARE_GROUP_DESCRIBE: (1, 1),
+    ApiKey.SHARE_FETCH: (1, 2),
+    ApiKey.SHARE_ACKNOWLEDGE: (1, 2),
     ApiKey.DELETE_GROUPS: (0, 2),
     ApiKey.SASL_HANDSHAKE: (0, 1),             # v0: raw SASL tokens follow
     ApiKey.SASL_AUTHENTICATE: (0, 2),
@@ -168,6 +177,8 @@ KAFKA_38: dict[int, tuple[str, int, int]] = {
 # Kafka 4.0's ranges where rayka serves them instead of 3.8's (see the rules above)
 KAFKA_40: dict[int, tuple[str, int, int]] = {
     68: ("ConsumerGroupHeartbeat", 0, 1), 69: ("ConsumerGroupDescribe", 0, 1),
+    76: ("ShareGroupHeartbeat", 1, 1), 77: ("ShareGroupDescribe", 1, 1),
+    78: ("ShareFetch", 1, 2), 79: ("ShareAcknowledge", 1, 2),
 }
 
 
@@ -182,6 +193,9 @@ def api_table(supported=SUPPORTED) -> str:
     for key, (name, lo, hi) in sorted(KAFKA_38.items()):
         ours = supported.get(key)
         rows.append(f"| {key} | {name} | {_span(*ours) if ours else '—'} | {_span(lo, hi)} |")
+    for key, (name, _lo, _hi) in sorted(KAFKA_40.items()):
+        if key not in KAFKA_38 and key in supported:     # Kafka 4's own APIs
+            rows.append(f"| {key} | {name} | {_span(*supported[key])} | — |")
     return "\n".join(rows)
 
 

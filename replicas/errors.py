@@ -44,7 +44,8 @@ __all__ = [
     "MemberIdRequired", "GroupMaxSizeReached", "InvalidTxnState", "InvalidProducerIdMapping",
     "TransactionCoordinatorFenced", "InvalidTransactionTimeout", "ConcurrentTransactions",
     "TransactionalIdAuthorizationFailed", "ClusterAuthorizationFailed", "ProducerFenced", "TransactionalIdNotFound",
-    "TransactionAbortable", "UnstableOffsetCommit",
+    "TransactionAbortable", "UnstableOffsetCommit", "InvalidRecordState", "ShareSessionNotFound",
+    "InvalidShareSessionEpoch", "FencedStateEpoch", "ShareSessionLimitReached",
 ]
 
 
@@ -181,7 +182,12 @@ class ErrorCode(enum.IntEnum):
     TELEMETRY_TOO_LARGE = 118, False
     INVALID_REGISTRATION = 119, False
     TRANSACTION_ABORTABLE = 120, False
+    INVALID_RECORD_STATE = 121, False            # Kafka 4 (KIP-932 share groups)
+    SHARE_SESSION_NOT_FOUND = 122, True
+    INVALID_SHARE_SESSION_EPOCH = 123, True
+    FENCED_STATE_EPOCH = 124, False
     INVALID_REGULAR_EXPRESSION = 128, False      # Kafka 4.0 (KIP-848 subscriptions)
+    SHARE_SESSION_LIMIT_REACHED = 133, True      # Kafka 4.1 (KIP-932)
 
 
 RETRIABLE: frozenset[int] = frozenset(code.value for code in ErrorCode if code.retriable)
@@ -303,6 +309,11 @@ ProducerFenced = _error("ProducerFenced", C.PRODUCER_FENCED,
 TransactionalIdNotFound = _error("TransactionalIdNotFound", C.TRANSACTIONAL_ID_NOT_FOUND)
 TransactionAbortable = _error("TransactionAbortable", C.TRANSACTION_ABORTABLE)
 UnstableOffsetCommit = _error("UnstableOffsetCommit", C.UNSTABLE_OFFSET_COMMIT)
+InvalidRecordState = _error("InvalidRecordState", C.INVALID_RECORD_STATE)
+ShareSessionNotFound = _error("ShareSessionNotFound", C.SHARE_SESSION_NOT_FOUND)
+InvalidShareSessionEpoch = _error("InvalidShareSessionEpoch", C.INVALID_SHARE_SESSION_EPOCH)
+FencedStateEpoch = _error("FencedStateEpoch", C.FENCED_STATE_EPOCH)
+ShareSessionLimitReached = _error("ShareSessionLimitReached", C.SHARE_SESSION_LIMIT_REACHED)
 del C
 
 ERRORS_BY_CODE: dict[int, type[KafkaError]] = {cls.code: cls for cls in _NAMES}

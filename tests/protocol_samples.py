@@ -1,7 +1,7 @@
 """Kafka requests encoded by kafka-python 3.0.12: an encoder independent of kio, so protocol
 tests check rayka's codec against bytes it did not produce itself. The two KIP-848 APIs
-kafka-python does not ship (68, 69) are kafka-python message classes over schemas of
-tests/kafka_schemas/.
+kafka-python does not ship (68, 69) and KIP-932's (76-79) are kafka-python message classes
+over schemas of tests/kafka_schemas/.
 
 `sample_request(api_key, version)` is one request per API with two topics (or resources),
 one with two partitions, so error answers have something to echo; `frame_of(...)` adds the
@@ -84,6 +84,38 @@ class ConsumerGroupDescribeResponse(ApiMessage, load_json=_kip848):
     pass
 
 
+class ShareGroupHeartbeatRequest(ApiMessage, load_json=_kip848):
+    pass
+
+
+class ShareGroupHeartbeatResponse(ApiMessage, load_json=_kip848):
+    pass
+
+
+class ShareGroupDescribeRequest(ApiMessage, load_json=_kip848):
+    pass
+
+
+class ShareGroupDescribeResponse(ApiMessage, load_json=_kip848):
+    pass
+
+
+class ShareFetchRequest(ApiMessage, load_json=_kip848):
+    pass
+
+
+class ShareFetchResponse(ApiMessage, load_json=_kip848):
+    pass
+
+
+class ShareAcknowledgeRequest(ApiMessage, load_json=_kip848):
+    pass
+
+
+class ShareAcknowledgeResponse(ApiMessage, load_json=_kip848):
+    pass
+
+
 TOPIC_ID = uuid.UUID("0123456789abcdef0123456789abcdef")
 # The ids FakeBrokerApi gives the topics a test adds first and second ("orders", "audit").
 TOPIC_IDS = {"orders": uuid.UUID(int=0x7001), "audit": uuid.UUID(int=0x7002)}
@@ -107,7 +139,9 @@ RESPONSES = {0: ProduceResponse, 1: FetchResponse, 2: ListOffsetsResponse,
              33: AlterConfigsResponse, 35: DescribeLogDirsResponse, 43: ElectLeadersResponse,
              45: AlterPartitionReassignmentsResponse, 46: ListPartitionReassignmentsResponse,
              47: OffsetDeleteResponse, 68: ConsumerGroupHeartbeatResponse,
-             69: ConsumerGroupDescribeResponse}
+             69: ConsumerGroupDescribeResponse, 76: ShareGroupHeartbeatResponse,
+             77: ShareGroupDescribeResponse, 78: ShareFetchResponse,
+             79: ShareAcknowledgeResponse}
 
 # an ACL filter matching everything (resource type ANY 1, pattern ANY 1, operation ANY 1,
 # permission ANY 1), and one literal Read allow for User:alice on topic orders
@@ -447,8 +481,31 @@ SAMPLES = {
         subscribed_topic_regex=None, server_assignor=None, topic_partitions=[]),
     69: lambda v: ConsumerGroupDescribeRequest[v](group_ids=["g1", "g2"],
                                                   include_authorized_operations=False),
+    76: lambda v: ShareGroupHeartbeatRequest[v](
+        group_id="g1", member_id="m1", member_epoch=0, rack_id=None,
+        subscribed_topic_names=list(ASKED)),
+    77: lambda v: ShareGroupDescribeRequest[v](group_ids=["g1", "g2"],
+                                               include_authorized_operations=False),
+    78: lambda v: ShareFetchRequest[v](
+        group_id="g1", member_id="m1", share_session_epoch=0, max_wait_ms=0, min_bytes=1,
+        max_bytes=1 << 20, max_records=500, batch_size=500, share_acquire_mode=0,
+        is_renew_ack=False, topics=[
+            ShareFetchRequest.FetchTopic(topic_id=TOPIC_IDS[t], partitions=[
+                ShareFetchRequest.FetchTopic.FetchPartition(
+                    partition_index=p, acknowledgement_batches=[]) for p in ps])
+            for t, ps in ASKED.items()], forgotten_topics_data=[]),
+    79: lambda v: ShareAcknowledgeRequest[v](
+        group_id="g1", member_id="m1", share_session_epoch=1, is_renew_ack=False, topics=[
+            _ACK.AcknowledgeTopic(topic_id=TOPIC_IDS[t], partitions=[
+                _ACK.AcknowledgeTopic.AcknowledgePartition(
+                    partition_index=p, acknowledgement_batches=[
+                        _ACK.AcknowledgeTopic.AcknowledgePartition.AcknowledgementBatch(
+                            first_offset=0, last_offset=1, acknowledge_types=[1])])
+                for p in ps])
+            for t, ps in ASKED.items()]),
 }
 
+_ACK = ShareAcknowledgeRequest
 # (topic, partitions) every sample with topics asks about, in order.
 ASKED = {"orders": [0, 2], "audit": [1]}
 

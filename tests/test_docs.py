@@ -18,7 +18,8 @@ pytestmark = pytest.mark.unit
 
 ROOT = Path(__file__).resolve().parent.parent
 PATH_TOKEN = re.compile(r"`([\w./-]+/(?:[\w.-]+\.py)?|[\w./-]+\.py)`")
-PACKAGES = ("replicas", "controller", "coordinator", "transactions", "protocol", "actors", "rayka",
+PACKAGES = ("replicas", "controller", "coordinator", "transactions", "share", "protocol", "actors",
+            "rayka",
             "pipeline")
 
 
@@ -170,7 +171,7 @@ def test_the_docstring_check_sees_an_unnamed_module(tmp_path):
     assert package_docstring_gaps(tmp_path, ("pkg",)) == {"pkg": ["storage"]}
 
 
-NAMED_PATH = re.compile(r"((?:actors|replicas|controller|coordinator|transactions|protocol|rayka|"
+NAMED_PATH = re.compile(r"((?:actors|replicas|controller|coordinator|transactions|share|protocol|rayka|"
                         r"pipeline|bench|tests|docs)/[\w/]*\w\.(?:py|md))")
 
 

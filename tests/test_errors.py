@@ -18,8 +18,11 @@ pytestmark = pytest.mark.unit
 LAST_KAFKA_38_CODE = 120
 
 
-# Kafka 4's codes rayka answers (KIP-848's regular-expression subscriptions)
-KAFKA_4_ANSWERED = {"INVALID_REGULAR_EXPRESSION"}
+# Kafka 4's codes rayka answers (KIP-848's regular-expression subscriptions, KIP-932's
+# share groups)
+KAFKA_4_ANSWERED = {"INVALID_REGULAR_EXPRESSION", "INVALID_RECORD_STATE",
+                    "SHARE_SESSION_NOT_FOUND", "INVALID_SHARE_SESSION_EPOCH",
+                    "FENCED_STATE_EPOCH", "SHARE_SESSION_LIMIT_REACHED"}
 
 
 def kafka_38_rows() -> dict[str, tuple[int, bool]]:

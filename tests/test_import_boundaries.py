@@ -35,8 +35,8 @@ pytestmark = pytest.mark.unit
 ROOT = Path(__file__).resolve().parent.parent
 STDLIB = set(sys.stdlib_module_names)
 CODEC = {"aiokafka", "crc32c", "cramjam"}
-PRODUCT = ("replicas", "controller", "coordinator", "transactions", "protocol", "actors", "rayka",
-           "pipeline")
+PRODUCT = ("replicas", "controller", "coordinator", "transactions", "share", "protocol", "actors",
+           "rayka", "pipeline")
 
 # Top to bottom. A module's room is the longest prefix naming it; it may import its own
 # room and the rooms after it. Prefixes on one line share a rank.
@@ -51,12 +51,12 @@ ROOMS: list[tuple[str, ...]] = [
     ("rayka.errors",),
     ("actors",),
     ("protocol",),
-    ("coordinator", "transactions"),
+    ("coordinator", "transactions", "share"),
     ("controller.zookeeper",),
     ("controller",),
     ("replicas",),
 ]
-CORE = ("replicas", "controller", "protocol", "coordinator", "transactions")
+CORE = ("replicas", "controller", "protocol", "coordinator", "transactions", "share")
 NOT_IN_CORE = {"ray", "pyspark", "raydp"}
 SANS_IO = {"socket", "socketserver", "selectors", "asyncio", "ssl", "ray", "kazoo"}
 MAX_LINES = 1000
@@ -289,7 +289,7 @@ def test_the_clients_pure_parts_import_no_ray():
 
 def test_protocol_and_coordinator_are_sans_io():
     offenders = {m: sorted(third_party(p, m) & SANS_IO) for m, p in MODS.items()
-                 if in_room(m, "protocol", "coordinator", "transactions")}
+                 if in_room(m, "protocol", "coordinator", "transactions", "share")}
     assert {m: x for m, x in offenders.items() if x} == {}
 
 
@@ -303,6 +303,14 @@ def test_the_two_coordinators_share_a_rank_but_not_each_other():
     assert {m: x for m, x in offenders.items() if x} == {}
     assert not [(m, t) for m, targets in EDGES.items() if in_room(m, "coordinator")
                 for t, _ in targets if in_room(t, "transactions")]
+
+
+def test_the_share_room_imports_only_the_stdlib_and_replicas():
+    threads = {"threading", "_thread", "concurrent", "multiprocessing"}
+    offenders = {m: sorted((third_party(p, m) - STDLIB - {"replicas", "share"})
+                           | (third_party(p, m) & threads))
+                 for m, p in MODS.items() if in_room(m, "share")}
+    assert {m: x for m, x in offenders.items() if x} == {}
 
 
 def test_core_takes_a_clock():

@@ -53,7 +53,9 @@ from tests.handler_wire import (
 )
 from tests.protocol_samples import (ACL_ANY, ACL_READ, RESPONSES, TOPIC_IDS,
                                     ConsumerGroupDescribeRequest,
-                                    ConsumerGroupHeartbeatRequest, frame_of,
+                                    ConsumerGroupHeartbeatRequest, ShareAcknowledgeRequest,
+                                    ShareFetchRequest, ShareGroupDescribeRequest,
+                                    ShareGroupHeartbeatRequest, frame_of,
                                     legacy_message_set, sample_request, walk)
 from tests.test_protocol_group_handlers import groups_cluster
 
@@ -255,6 +257,37 @@ def _cg_heartbeat(v):
         group_id="g2", member_id="m1", member_epoch=0, instance_id=None, rack_id=None,
         rebalance_timeout_ms=5000, subscribed_topic_names=["orders"],
         subscribed_topic_regex=None, server_assignor=None, topic_partitions=[])
+
+
+def _sg_heartbeat(v):
+    return ShareGroupHeartbeatRequest[v](group_id="g2", member_id="m1", member_epoch=0,
+                                         rack_id=None, subscribed_topic_names=["orders"])
+
+
+def _share_fetch(v):
+    t = ShareFetchRequest.FetchTopic
+    return ShareFetchRequest[v](
+        group_id="g1", member_id="m1", share_session_epoch=0, max_wait_ms=0, min_bytes=1,
+        max_bytes=1 << 20, max_records=100, batch_size=100, share_acquire_mode=0,
+        is_renew_ack=False, topics=[t(topic_id=TOPIC_IDS[n], partitions=[
+            t.FetchPartition(partition_index=0, acknowledgement_batches=[])])
+            for n in ("orders", "audit")], forgotten_topics_data=[])
+
+
+def _share_ack(v):
+    t = ShareAcknowledgeRequest.AcknowledgeTopic
+    return ShareAcknowledgeRequest[v](
+        group_id="g1", member_id="m1", share_session_epoch=1, is_renew_ack=False, topics=[
+            t(topic_id=TOPIC_IDS[n], partitions=[t.AcknowledgePartition(
+                partition_index=0, acknowledgement_batches=[
+                    t.AcknowledgePartition.AcknowledgementBatch(
+                        first_offset=0, last_offset=0, acknowledge_types=[1])])])
+            for n in ("orders", "audit")])
+
+
+def _share_asked(method):
+    return lambda fake: [tp for c in fake.calls_of(method)
+                         for tp in c.get("asked", c.get("acks", {}))]
 
 
 def _leave(v):
@@ -590,6 +623,41 @@ CASES = [
          lambda r, f, v: [(g.group_id, g.error_code) for g in r.groups]
          == [("g1", 30), ("g2", 30)],
          lambda r, f, v: [g.error_code for g in r.groups] == [69, 69]),  # classic / unknown
+    Case("ShareGroupHeartbeat", 76, _sg_heartbeat,
+         [acl(Res.GROUP, "g2", Op.READ), acl(Res.TOPIC, "orders", Op.DESCRIBE)],
+         lambda fake: fake.calls_of("share_heartbeat"),
+         lambda r, f, v: (r.error_code, r.assignment) == (30, None),
+         lambda r, f, v: r.error_code == 0 and r.member_epoch > 0),
+    Case("ShareGroupHeartbeat (a subscribed topic)", 76, _sg_heartbeat,
+         [acl(Res.GROUP, "g2", Op.READ), acl(Res.TOPIC, "orders", Op.DESCRIBE)],
+         lambda fake: fake.calls_of("share_heartbeat"),
+         lambda r, f, v: (r.error_code, r.assignment) == (29, None),
+         lambda r, f, v: r.error_code == 0, held=[acl(Res.GROUP, "g2", Op.READ)]),
+    Case("ShareGroupDescribe", 77, lambda v: ShareGroupDescribeRequest[v](
+        group_ids=["g1", "g2"], include_authorized_operations=False),
+         [acl(Res.GROUP, "g1", Op.DESCRIBE), acl(Res.GROUP, "g2", Op.DESCRIBE)],
+         lambda fake: [g for c in fake.calls_of("share_describe") for g in c["group_ids"]],
+         lambda r, f, v: [(g.group_id, g.error_code) for g in r.groups]
+         == [("g1", 30), ("g2", 30)],
+         lambda r, f, v: [g.error_code for g in r.groups] == [69, 69]),      # unknown
+    Case("ShareFetch", 78, _share_fetch,
+         [acl(Res.GROUP, "g1", Op.READ), acl(Res.TOPIC, "orders", Op.READ),
+          acl(Res.TOPIC, "audit", Op.READ)],
+         _share_asked("share_fetch"),
+         lambda r, f, v: (r.error_code, r.responses) == (30, []),
+         lambda r, f, v: r.error_code == 0 and set(per_partition(r).values()) == {0}),
+    Case("ShareFetch (its topics)", 78, _share_fetch,
+         [acl(Res.GROUP, "g1", Op.READ), acl(Res.TOPIC, "orders", Op.READ),
+          acl(Res.TOPIC, "audit", Op.READ)],
+         _share_asked("share_fetch"),
+         lambda r, f, v: r.error_code == 0 and per_partition(r) == dict.fromkeys(BOTH, 29),
+         lambda r, f, v: r.error_code == 0, held=[acl(Res.GROUP, "g1", Op.READ)]),
+    Case("ShareAcknowledge", 79, _share_ack,
+         [acl(Res.GROUP, "g1", Op.READ), acl(Res.TOPIC, "orders", Op.READ),
+          acl(Res.TOPIC, "audit", Op.READ)],
+         _share_asked("share_acknowledge"),
+         lambda r, f, v: (r.error_code, r.responses) == (30, []),
+         lambda r, f, v: r.error_code == 122),       # SHARE_SESSION_NOT_FOUND: none opened
     Case("DeleteGroups", 42, lambda v: DeleteGroupsRequest[v](groups_names=["g1", "g2"]),
          [acl(Res.GROUP, "g1", Op.DELETE), acl(Res.GROUP, "g2", Op.DELETE)],
          lambda fake: [g for e in groups_seen(fake, gm.DeleteGroups) for g in e.group_ids],

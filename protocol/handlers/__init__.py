@@ -3,11 +3,12 @@
 Modules: data (Produce, Fetch, ListOffsets, OffsetForLeaderEpoch, DeleteRecords),
 metadata (ApiVersions, Metadata, DescribeCluster), admin (topics, partitions, configs),
 replication (log dirs, leader elections, partition reassignments), groups (the
-consumer-group APIs), txn (InitProducerId and the transaction APIs), security
+consumer-group APIs), share (KIP-932's share-group APIs), txn (InitProducerId and the transaction APIs), security
 (SASL and ACL APIs), quotas (client quotas and SCRAM administration), authorized
 (the authorizer's view of a BrokerApi).
 
-May import: the stdlib, kio, protocol/ (codec, build, api, versions), replicas/ (errors,
+May import: the stdlib, kio, protocol/ (codec, build, api, versions), share/ (its request and
+answer types), replicas/ (errors,
 the record codecs: records, legacy_records).
 Never ray, kazoo or sockets: every effect goes through the `BrokerApi` the caller passes.
 
@@ -35,7 +36,8 @@ from typing import Callable, Protocol
 from protocol.api import BrokerApi, Deferred
 from protocol.codec import api_versions_response
 from protocol.errors import ProtocolError
-from protocol.handlers import admin, data, groups, metadata, quotas, replication, security, txn
+from protocol.handlers import (admin, data, groups, metadata, quotas, replication, security, share,
+                               txn)
 from protocol.handlers.authorized import AuthorizedApi
 from protocol.security.session import Session, as_session
 from replicas.errors import ErrorCode, KafkaError
@@ -96,6 +98,10 @@ HANDLERS: dict[int, Handler] = {
     42: groups.delete_groups,
     68: groups.consumer_group_heartbeat,
     69: groups.consumer_group_describe,
+    76: share.share_group_heartbeat,
+    77: share.share_group_describe,
+    78: share.share_fetch,
+    79: share.share_acknowledge,
 }
 
 # these take the connection's Session; the others only its listener name

@@ -29,7 +29,7 @@ from replicas.errors import ErrorCode as E
 from replicas.errors import InvalidRequest
 
 # Kafka 3.8's ConfigResource.Type (GROUP, 32, is Kafka 4's: unknown here)
-TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS = 2, 4, 8, 16
+TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP = 2, 4, 8, 16, 32
 DELETE = 1                               # IncrementalAlterConfigs' OpType.DELETE
 
 
@@ -182,7 +182,7 @@ def _alter_response(key, v, body, early, call):
 def incremental_alter_configs(api: BrokerApi, request, _listener: str):
     body, key, v = request.body, request.api_key, request.api_version
     early = _preprocess(body.resources, lambda c: c.config_operation == DELETE,
-                        (TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS))
+                        (TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP))
     responses = _alter_response(key, v, body, early, lambda rs: api.alter_configs(
         [(ConfigResource(r.resource_type, r.resource_name),
           [(c.name, c.config_operation, c.value) for c in r.configs]) for r in rs],

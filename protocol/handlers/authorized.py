@@ -33,7 +33,10 @@ unknown topic is TOPIC_AUTHORIZATION_FAILED, not UNKNOWN_TOPIC_OR_PARTITION):
   whole answer). ListGroups: Describe on the cluster lists all, else the groups one may
   describe. ConsumerGroupHeartbeat: Read on the group (30), then Describe on every
   subscribed topic (TOPIC_AUTHORIZATION_FAILED, 29); ConsumerGroupDescribe: Describe on
-  each group (30 per group).
+  each group (30 per group). Share groups alike: ShareGroupHeartbeat Read on the group,
+  Describe on its topics; ShareGroupDescribe Describe per group; ShareFetch and
+  ShareAcknowledge Read on the group (the whole answer 30) and Read on each topic (29 per
+  partition, never reaching the share-partitions).
 - Transactions: FindCoordinator of a transactional id and DescribeTransactions need
   Describe on the transactional id; InitProducerId with one, AddPartitionsToTxn,
   AddOffsetsToTxn, EndTxn, TxnOffsetCommit and a transactional Produce need Write on it
@@ -61,7 +64,9 @@ from coordinator import messages as m
 from coordinator.consumer_group import HeartbeatAnswer
 from transactions import messages as tm
 from protocol.api import (ClusterMetadata, ConfigsOutcome, Deferred, FetchOutcome,
-                          OffsetAnswer, ProduceOutcome, TopicMetadata, TopicOutcome)
+                          OffsetAnswer, ProduceOutcome, ShareFetchPartition, ShareFetchResult,
+                          TopicMetadata, TopicOutcome)
+from share.group import DescribedShareGroup, ShareHeartbeatAnswer
 from protocol.security.acl import CLUSTER_NAME, AclOperation as Op, ResourceType as Res
 from replicas.errors import ErrorCode as E
 from replicas.errors import ClusterAuthorizationFailed, TransactionalIdAuthorizationFailed
@@ -304,6 +309,47 @@ class AuthorizedApi:
         if check is None:
             return self._api.group_call(make_event)
         return check(self, event, make_event)
+
+    # -- share groups (KafkaApis.handleShareGroupHeartbeat, handleShareFetchRequest, ...) -------
+    def share_heartbeat(self, request, topics):
+        if not self._group(Op.READ, request.group_id):
+            return ShareHeartbeatAnswer(E.GROUP_AUTHORIZATION_FAILED)
+        if not all(self._topic(Op.DESCRIBE, t) for t in request.subscribed_topic_names or ()):
+            return ShareHeartbeatAnswer(E.TOPIC_AUTHORIZATION_FAILED)
+        return self._api.share_heartbeat(request, topics)
+
+    def share_describe(self, group_ids):
+        allowed = [g for g in group_ids if self._group(Op.DESCRIBE, g)]
+        got = iter(self._api.share_describe(allowed) if allowed else ())
+        return [next(got) if g in allowed
+                else DescribedShareGroup(g, E.GROUP_AUTHORIZATION_FAILED) for g in group_ids]
+
+    def _share_topics(self, asked: dict) -> tuple[dict, dict]:
+        allowed = {tp: v for tp, v in asked.items() if self._topic(Op.READ, tp[0])}
+        return allowed, {tp: E.TOPIC_AUTHORIZATION_FAILED for tp in asked if tp not in allowed}
+
+    def share_fetch(self, group_id, member_id, epoch, asked, forgotten, max_wait_ms, min_bytes,
+                    max_bytes, max_records, renew_only):
+        if not self._group(Op.READ, group_id):
+            return Deferred.done(ShareFetchResult(E.GROUP_AUTHORIZATION_FAILED))
+        allowed, denied = self._share_topics(asked)
+
+        def merged(r):
+            for tp, code in denied.items():
+                r.partitions[tp] = ShareFetchPartition(error=code)
+            return r
+        return self._api.share_fetch(group_id, member_id, epoch, allowed, forgotten,
+                                     max_wait_ms, min_bytes, max_bytes, max_records,
+                                     renew_only).then(merged)
+
+    def share_acknowledge(self, group_id, member_id, epoch, acks):
+        if not self._group(Op.READ, group_id):
+            return E.GROUP_AUTHORIZATION_FAILED, {}, 0
+        allowed, denied = self._share_topics(acks)
+        error, out, lock_ms = self._api.share_acknowledge(group_id, member_id, epoch, allowed)
+        if not error:
+            out.update({tp: (code, (-1, -1)) for tp, code in denied.items()})
+        return error, out, lock_ms
 
     def zk_commit_offsets(self, group_id, asks):
         if not self._group(Op.READ, group_id):

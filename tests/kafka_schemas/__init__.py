@@ -1,4 +1,7 @@
 """Kafka message schemas (Kafka's JSON message format) for the APIs kafka-python 3.0.12
 does not ship, written from Kafka 4.0's protocol: ConsumerGroupHeartbeat (68) and
-ConsumerGroupDescribe (69). tests/protocol_samples.py loads them into kafka-python message
+ConsumerGroupDescribe (69); and KIP-932's ShareGroupHeartbeat (76), ShareGroupDescribe
+(77), ShareFetch (78) and ShareAcknowledge (79) from Kafka 4.2's (Kafka's JSON at 4.2.0's
+development tree, with v2's ShareAcquireMode, IsRenewAck and AcquisitionLockTimeoutMs
+from 4.2's protocol reference). tests/protocol_samples.py loads them into kafka-python message
 classes, so these APIs too are checked against an encoder other than kio."""
