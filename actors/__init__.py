@@ -30,6 +30,8 @@ Ray actors that carry them.
   broker leads, txn_host runs transactions/ for its __transaction_state partitions;
 - share_host: share groups (share/): their membership on the group's coordinator, share
   sessions and share-partitions on partition leaders, lock and session timers;
+  share_state_host runs share/coordinator.py for the __share_group_state partitions this
+  broker leads (share-partitions' persisted state);
 - txn_markers: the transaction coordinator's WriteTxnMarkers to partition leaders;
   txn_verification: a leader's KIP-890 check with the coordinator before a transactional
   producer's first append; peer_links: connections to other brokers for both;

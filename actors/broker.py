@@ -68,6 +68,7 @@ from typing import Callable, Protocol
 from actors import metrics
 from actors.fetcher import Fetcher
 from actors.share_host import ShareHost
+from actors.share_state_host import STATE_TOPIC, ShareStateHost
 from actors.group_host import OFFSETS_TOPIC, GroupHost
 from actors.broker_config import BrokerSettings, inter_broker_principal
 from actors.kafka_api import KafkaBrokerApi
@@ -84,7 +85,8 @@ from actors.log_cleaner import LogCleaner
 from coordinator import messages as gm
 from controller.requests import LeaderAndIsrRequest, StopReplicaRequest, UpdateMetadataRequest
 from controller.layout import BrokerRegistration, LeaderIsrAndControllerEpoch
-from replicas.errors import BrokerNotAvailable, KafkaError, NotController, RequestTimedOut
+from replicas.errors import (BrokerNotAvailable, KafkaError, NotController, RequestTimedOut,
+                            error_for_code)
 from replicas.replica_manager import (CLIENT, BrokerConfig, ClientMetadata, FetchResult,
                                       HighWatermarkChanged, ProduceDone, ProposeIsr,
                                       ReplicaManager)
@@ -93,6 +95,7 @@ log = logging.getLogger(__name__)
 CONTROLLER_EPOCHS_LOG = "controller-epochs.log"
 LISTENER_PORTS_FILE = "kafka-listener-ports.json"
 SERVE_ANYWAY_S = 15.0         # no controller this long: serve what the cache holds
+FETCH_MAX_BYTES = 50 << 20   # a native share fetch, as librdkafka's fetch.max.bytes
 
 
 def _clock_ms() -> int:
@@ -129,6 +132,10 @@ class BrokerHost(Protocol):
 
     def report_metrics(self, figures: Callable[[], dict], stop: threading.Event) -> None:
         """Publish figures() from now until `stop` is set."""
+
+    def call_broker(self, broker_id: int, method: str, *args):
+        """Call `method` (share_state) on another broker and wait for its answer;
+        LookupError when that broker cannot be found."""
 
 
 class Broker:
@@ -167,6 +174,8 @@ class Broker:
         self._session_lost = False
         self.store.add_state_listener(self._on_zk_state)
         self.groups = GroupHost(self, settings.group)
+        self.share_states = ShareStateHost(
+            self, settings.group.share_coordinator_state_topic_num_partitions)
         self.shares = ShareHost(self, settings.group)
         self._verifying: dict = {}          # (tp, producer id) → buffers awaiting verification
         self.txns = TxnHost(self, settings.txn, lambda: self.kafka_api.new_producer_id())
@@ -426,11 +435,15 @@ class Broker:
                 self.groups.became_leader(tp[1])
             elif tp[0] == TXN_TOPIC:
                 self.txns.became_leader(tp[1], self.rm.partition_info(tp)["leader_epoch"])
+            elif tp[0] == STATE_TOPIC:
+                self.share_states.became_leader(tp[1])
         for tp in not_led:
             if tp[0] == OFFSETS_TOPIC:
                 self.groups.lost(tp[1])
             elif tp[0] == TXN_TOPIC:
                 self.txns.lost(tp[1])
+            elif tp[0] == STATE_TOPIC:
+                self.share_states.lost(tp[1])
 
     # -- consumer groups (the native client's door; Kafka clients come through the listener) --
     def group(self, event):
@@ -474,6 +487,52 @@ class Broker:
         """(error, broker id of the coordinator): Kafka's FindCoordinator, of a group (key
         type 0) or a transactional id (1)."""
         return self.kafka_api.coordinator_of(group_id, key_type)
+
+    # -- share groups (the native client's door; topics by name) ---------------------------------
+    def share_group(self, request):
+        """ShareGroupHeartbeat (share.group.ShareHeartbeat): the answer, its assignment by
+        topic name."""
+        answer = self.shares.heartbeat(request, self.kafka_api.topic_partition_counts())
+        if answer.assignment is None:
+            return answer
+        names = {tid: name for name, tid in self.kafka_api.topic_ids().items()}
+        return dataclasses.replace(answer, assignment={
+            names[t]: ps for t, ps in answer.assignment.items() if t in names})
+
+    def share_fetch(self, group_id: str, member_id: str, epoch: int, asked: dict, forgotten,
+                    max_wait_ms: int, max_records: int):
+        """ShareFetch: `asked` {tp: acknowledgement batches}; a ShareFetchResult once the
+        long poll ends."""
+        asked = {tuple(tp): list(b) for tp, b in asked.items()}
+        return self.shares.fetch(group_id, member_id, epoch, asked,
+                                 [tuple(tp) for tp in forgotten], max_wait_ms, 1,
+                                 FETCH_MAX_BYTES, max_records).result()
+
+    def share_state(self, event):
+        """One share coordinator request (share.coordinator.ReadState / WriteState; its
+        request_id is replaced): its answer, once appended where it must be."""
+        return self.share_states.call(
+            lambda rid: dataclasses.replace(event, request_id=rid)).result()
+
+    def group_config(self, group_id: str, ops=None) -> dict:
+        """A group's own configs (resource type 32), after applying `ops` [(name, op,
+        value)] as IncrementalAlterConfigs does (op 0 SET, 1 DELETE): {name: (value,
+        source)}, or the KafkaError that refused them."""
+        from protocol.api import ConfigResource
+        res = ConfigResource(32, group_id)
+        if ops:
+            outcome = self.kafka_api.alter_configs([(res, list(ops))], False)[res]
+            if outcome.error:
+                return error_for_code(outcome.error, outcome.message)
+        got = self.kafka_api.describe_configs([(res, None)])[res]
+        if got.error:
+            return error_for_code(got.error, got.message)
+        return {e.name: (e.value, e.source) for e in got.entries}
+
+    def share_acknowledge(self, group_id: str, member_id: str, epoch: int, acks: dict):
+        """ShareAcknowledge: (error, {tp: (error, leader)}, lock duration ms)."""
+        return self.shares.acknowledge(group_id, member_id, epoch,
+                                       {tuple(tp): list(b) for tp, b in acks.items()}).result()
 
     # -- transactions (the native client's door) --------------------------------------------------
     def txn(self, event):
@@ -811,6 +870,8 @@ class Broker:
         self._serve_anyway.cancel()
         self._alter.put(None)
         self.groups.stop()
+        self.shares.stop()
+        self.share_states.stop()
         self.txns.stop()
         self.verifier.stop()
         self.security.stop()

@@ -29,10 +29,13 @@ from actors.cluster_host import (broker_actor_name, controller_actor_name, norma
 from controller.zookeeper.store import ZkStore
 
 CONTROLLER_CALL_TIMEOUT_S = 30
+BROKER_CALL_TIMEOUT_S = 10.0
+
 METHOD_GROUPS = {
     "produce": "produce", "produce_many": "produce", "produce_batches": "produce",
     "fetch_many": "fetch", "offsets_for_leader_epoch": "fetch",
-    "group": "group", "find_coordinator": "group", "txn": "group",
+    "group": "group", "find_coordinator": "group", "txn": "group", "share_group": "group", "share_state": "group",
+    "share_fetch": "fetch", "share_acknowledge": "fetch",
     "list_offsets": "control", "delete_records": "control", "write_txn_markers": "control",
     "handle_controller_request": "control", "cut_replication": "control",
     "controlled_shutdown": "control", "shutdown": "control",
@@ -62,6 +65,13 @@ class RayBrokerHost:
         controller = ray.get_actor(controller_actor_name(controller_id), namespace=self.namespace)
         return ray.get(getattr(controller, method).remote(*args),
                        timeout=CONTROLLER_CALL_TIMEOUT_S)
+
+    def call_broker(self, broker_id: int, method: str, *args):
+        try:
+            peer = ray.get_actor(broker_actor_name(broker_id), namespace=self.namespace)
+        except ValueError as exc:
+            raise LookupError(f"no broker {broker_id}: {exc}") from None
+        return ray.get(getattr(peer, method).remote(*args), timeout=BROKER_CALL_TIMEOUT_S)
 
     def report_metrics(self, figures, stop) -> None:
         metrics.Reporter(figures, metrics.broker_gauges(self.cluster, self.broker_id),

@@ -59,6 +59,7 @@ from actors.dynamic_config import DEFAULT_ENTITY, DYNAMIC_KEYS, STORED_ONLY
 from actors.security import REAUTH
 from actors.group_host import OFFSETS_TOPIC
 from actors.txn_host import TXN_TOPIC
+from actors.share_state_host import STATE_TOPIC
 from actors.purgatory import DelayedFetch
 from controller.layout import Endpoint, parse_endpoints
 from controller.topic_admin import plan_partitions, plan_topic
@@ -83,7 +84,7 @@ from replicas.errors import (InvalidConfig, InvalidRequest, KafkaError, LeaderNo
                              UnknownTopicOrPartition)
 
 log = logging.getLogger(__name__)
-INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TXN_TOPIC})       # Metadata's is_internal
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TXN_TOPIC, STATE_TOPIC})   # Metadata's is_internal
 
 TOPIC, BROKER, BROKER_LOGGER, GROUP = 2, 4, 8, 32     # Kafka's ConfigResource.Type
 SOURCE_TOPIC, SOURCE_STATIC_BROKER, SOURCE_DEFAULT = 1, 4, 5
@@ -255,9 +256,12 @@ class KafkaBrokerApi:
             return {t: (i, counts[t]) for t, i in md.topic_ids().items() if t in counts}
 
     def _internal_hosts(self) -> dict:
-        """The coordinators' topics, by name (__consumer_offsets, __transaction_state)."""
+        """The coordinators' topics, by name (__consumer_offsets, __transaction_state,
+        __share_group_state)."""
         return {h.topic: h for h in (getattr(self.broker, "groups", None),
-                                     getattr(self.broker, "txns", None)) if h is not None}
+                                     getattr(self.broker, "txns", None),
+                                     getattr(self.broker, "share_states", None))
+                if h is not None}
 
     def _auto_create(self, topic: str, live) -> int:
         """Kafka's auto.create.topics.enable: create with the broker defaults and answer

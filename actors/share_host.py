@@ -26,10 +26,11 @@ Rules:
 - Closing a share session (epoch -1, or a new epoch-0 session of the same member) releases
   what the member held on that session's partitions; forgetting a partition releases its
   records there.
-- Leadership: a share-partition lives on the partition's leader; on losing leadership the
-  broker drops it (what was acquired there is acquired again from the new leader once the
-  locks the clients hold are gone). Share-partition state is not yet persisted
-  (`__share_group_state`): a new leader starts from share.auto.offset.reset.
+- Leadership: a share-partition lives on the partition's leader, for one topic id and one
+  leader epoch (a re-created topic, or a partition led again later, starts over).
+  Share-partition state is not yet persisted (`__share_group_state`): a new leader starts
+  from share.auto.offset.reset, so what was acknowledged on the old one may be delivered
+  again (at least once, not exactly once, across a leader change).
 """
 
 from __future__ import annotations
@@ -38,21 +39,34 @@ import logging
 import threading
 import time
 
+from concurrent.futures import ThreadPoolExecutor
+
 from actors.completion import Completion
 from actors.config_store import read_entity
-from coordinator.group_config import (SHARE_AUTO_OFFSET_RESET, SHARE_HEARTBEAT, SHARE_LOCK,
-                                      SHARE_SESSION, effective)
+from actors.share_state_host import STATE_TOPIC
+from coordinator.group_config import (SHARE_AUTO_OFFSET_RESET, SHARE_HEARTBEAT,
+                                      SHARE_ISOLATION, SHARE_LOCK, SHARE_SESSION, duration_ms,
+                                      effective)
 from protocol.api import Deferred, FetchAsk, ShareFetchPartition, ShareFetchResult
-from replicas.control import CONTROL_FLAG
 from replicas.errors import ErrorCode as E
 from replicas.errors import KafkaError
 from replicas.records import iter_headers
+from replicas.visible import visible_headers
 from share.group import ShareGroupConfig, ShareGroups, ShareHeartbeatAnswer
-from share.partition import ShareConfig, SharePartition, Span
+from share import coordinator as sc
+from share.partition import EARLIEST, AckType, ShareConfig, SharePartition, Span
+from share.records import ShareKey, ShareState
 from share.sessions import ShareSessionCache
 
 log = logging.getLogger(__name__)
-NO_DEADLINE_S = 3600.0
+CALL_TIMEOUT_S = 60.0
+POOL_THREADS = 8
+# what a state read or write's error means to the partition (SharePartition.fetchPersisterError)
+PERSIST_ERRORS = {E.NOT_COORDINATOR: E.COORDINATOR_NOT_AVAILABLE,
+                  E.COORDINATOR_LOAD_IN_PROGRESS: E.COORDINATOR_NOT_AVAILABLE,
+                  E.COORDINATOR_NOT_AVAILABLE: E.COORDINATOR_NOT_AVAILABLE,
+                  E.FENCED_LEADER_EPOCH: E.NOT_LEADER_OR_FOLLOWER,
+                  E.FENCED_STATE_EPOCH: E.NOT_LEADER_OR_FOLLOWER}
 
 
 def clock_ms() -> int:
@@ -63,18 +77,42 @@ class _Wait(Completion):
     __slots__ = ()
 
 
+class _Later(Completion):
+    """A value (or an exception) computed on the share host's pool."""
+    __slots__ = ("value", "error")
+
+    def __init__(self):
+        super().__init__()
+        self.value = self.error = None
+
+    def put(self, value=None, error=None) -> None:
+        def store():
+            self.value, self.error = value, error
+        self.settle(store)
+
+    def result(self):
+        self.wait(CALL_TIMEOUT_S)
+        if self.error is not None:
+            raise self.error
+        return self.value
+
+
 class ShareHost:
     def __init__(self, broker, config):
         self.broker, self.config = broker, config
-        self._lock = threading.RLock()
+        self._lock = threading.RLock()          # sessions and share-partitions: pool threads
+        self._members = threading.Lock()        # share groups' membership: any thread
+        self._pool = ThreadPoolExecutor(POOL_THREADS, thread_name_prefix="share")
         self.groups = ShareGroups(ShareGroupConfig(config.group_share_session_timeout_ms,
                                                    config.group_share_heartbeat_interval_ms,
                                                    config.group_share_max_size))
         self.sessions = ShareSessionCache()
         self.partitions: dict[tuple[str, tuple], SharePartition] = {}
-        self._epochs: dict[tuple[str, tuple], int] = {}     # the leader epoch each began in
-        self._timer = None
-        self._timer_at = None
+        # the (topic id, leader epoch) each began in: a topic re-created, or led again after a
+        # while, starts over
+        self._began: dict[tuple[str, tuple], tuple] = {}
+        self._timer = self._timer_at = None                 # lock expiry
+        self._group_timer = self._group_timer_at = None     # member session expiry
 
     # -- configs -------------------------------------------------------------------------------
     def _group_config(self, group_id: str) -> dict[str, str]:
@@ -103,15 +141,17 @@ class ShareHost:
         values = self._group_config(request.group_id)
         config = ShareGroupConfig(int(values[SHARE_SESSION]), int(values[SHARE_HEARTBEAT]),
                                   self.config.group_share_max_size)
-        with self._lock:
+        with self._members:
             self.groups.drop(lambda g: self.broker.groups.status(g)[0] is None)
             answer = self.groups.heartbeat(request, topics, clock_ms(), taken, config)
-        self._arm()
+        self._arm_groups()
+        if answer.error == E.NONE:
+            self.broker.share_states.ensure_topic()     # its share-partitions' states go there
         return answer
 
     def describe(self, group_ids) -> list:
         out = []
-        with self._lock:
+        with self._members:
             for g in group_ids:
                 status, _taken = self.broker.groups.status(g)
                 d = self.groups.describe(g)
@@ -120,27 +160,66 @@ class ShareHost:
 
     def listed(self) -> list[tuple[str, str]]:
         """(group id, state) of the share groups this broker coordinates."""
-        with self._lock:
+        with self._members:
             return [(g, group.state) for g, group in sorted(self.groups.groups.items())
                     if self.broker.groups.status(g)[0] is None]
 
     def delete(self, group_id: str) -> int:
-        with self._lock:
+        with self._members:
             if group_id not in self.groups.groups:
                 return E.GROUP_ID_NOT_FOUND
             code = self.groups.delete(group_id)
-            if code == E.NONE:
-                for key in [k for k in self.partitions if k[0] == group_id]:
-                    del self.partitions[key]
-            return code
+        if code == E.NONE:
+            self._pool.submit(self._forget_group, group_id)
+        return code
+
+    def _forget_group(self, group_id: str) -> None:
+        with self._lock:
+            for key in [k for k in self.partitions if k[0] == group_id]:
+                del self.partitions[key]
 
     def is_share_group(self, group_id: str) -> bool:
-        with self._lock:
+        with self._members:
             return group_id in self.groups.groups
 
     # -- ShareFetch / ShareAcknowledge ---------------------------------------------------------
-    def acknowledge(self, group_id: str, member_id: str, epoch: int, acks: dict) -> tuple:
-        """(error, {tp: (error, leader)}, the group's lock duration)."""
+    def acknowledge(self, group_id: str, member_id: str, epoch: int, acks: dict) -> Deferred:
+        """A Deferred of (error, {tp: (error, leader)}, the group's lock duration)."""
+        return self._in_pool(self._acknowledge_now, group_id, member_id, epoch, acks)
+
+    def fetch(self, group_id, member_id, epoch, asked: dict, forgotten, max_wait_ms,
+              min_bytes, max_bytes, max_records, renew_only=False) -> Deferred:
+        """`asked`: {tp: acknowledgement batches [(first, last, types)]}; a Deferred of
+        ShareFetchResult."""
+        return self._in_pool(self._fetch_now, group_id, member_id, epoch, asked, forgotten,
+                             max_wait_ms, min_bytes, max_bytes, max_records, renew_only)
+
+    def _in_pool(self, fn, *args) -> Deferred:
+        """fn(*args) on the pool (it may wait on state reads and writes: never on the
+        network loop, which serves the followers those writes wait for); a Deferred fn
+        returns is followed, its value computed on the pool too."""
+        later = _Later()
+
+        def follow(inner: Deferred) -> None:
+            try:
+                later.put(inner.result())
+            except Exception as exc:
+                later.put(error=exc)
+
+        def run() -> None:
+            try:
+                got = fn(*args)
+            except Exception as exc:
+                later.put(error=exc)
+                return
+            if not isinstance(got, Deferred):
+                later.put(got)
+            elif not got.when_ready(lambda: self._pool.submit(follow, got)):
+                follow(got)
+        self._pool.submit(run)
+        return Deferred(later.result, later.when_ready)
+
+    def _acknowledge_now(self, group_id: str, member_id: str, epoch: int, acks: dict) -> tuple:
         lock_ms = int(self._group_config(group_id)[SHARE_LOCK])
         with self._lock:
             decision = self.sessions.acknowledge(group_id, member_id, epoch)
@@ -153,10 +232,11 @@ class ShareHost:
         self._arm()
         return E.NONE, out, lock_ms
 
-    def fetch(self, group_id, member_id, epoch, asked: dict, forgotten, max_wait_ms,
-              min_bytes, max_bytes, max_records, renew_only=False) -> Deferred:
-        """`asked`: {tp: acknowledgement batches [(first, last, types)]}."""
-        lock_ms = int(self._group_config(group_id)[SHARE_LOCK])
+    def _fetch_now(self, group_id, member_id, epoch, asked: dict, forgotten, max_wait_ms,
+                   min_bytes, max_bytes, max_records, renew_only) -> Deferred:
+        config = self._group_config(group_id)
+        lock_ms = int(config[SHARE_LOCK])
+        committed = config[SHARE_ISOLATION] == "read_committed"
         with self._lock:
             has_acks = any(asked.values())
             decision = self.sessions.fetch(group_id, member_id, epoch, list(asked), forgotten,
@@ -165,8 +245,8 @@ class ShareHost:
                 return Deferred.done(ShareFetchResult(decision.error))
             for tp in set(decision.replaced) | set(forgotten):
                 p = self.partitions.get((group_id, tuple(tp)))
-                if p is not None:
-                    p.release_member(member_id, undelivered=True)
+                if p is not None and p.release_member(member_id, undelivered=True):
+                    self._persist(group_id, tuple(tp), p)
             answers = {}
             for tp, batches in asked.items():
                 if batches:
@@ -176,7 +256,7 @@ class ShareHost:
                 self._close(group_id, member_id)
                 return Deferred.done(ShareFetchResult(E.NONE, answers, lock_ms))
             session_tps = sorted(decision.session.partitions)
-            asks, errors = self._asks(group_id, session_tps, max_bytes, renew_only)
+            asks, errors = self._asks(group_id, session_tps, max_bytes, renew_only, committed)
         self._arm()
         for tp, (code, leader) in errors.items():
             answers.setdefault(tp, ShareFetchPartition(leader=leader)).error = code
@@ -186,12 +266,14 @@ class ShareHost:
         if not asks:
             return self._wait(max_wait_ms if not renew_only else 0).then(
                 lambda _: ShareFetchResult(E.NONE, answers, lock_ms))
-        fetched = self.broker.kafka_api.fetch(-1, max_wait_ms, min_bytes, max_bytes, 0, asks)
+        fetched = self.broker.kafka_api.fetch(-1, max_wait_ms, min_bytes, max_bytes,
+                                              int(committed), asks)
         if not isinstance(fetched, Deferred):
             fetched = Deferred.done(fetched)
         acked = frozenset(tp for tp, batches in asked.items() if batches)
         return fetched.then(lambda outcomes: self._acquire(
-            group_id, member_id, outcomes, answers, max_records, lock_ms, decision.full, acked))
+            group_id, member_id, outcomes, answers, max_records, lock_ms, decision.full, acked,
+            committed))
 
     # -- helpers -------------------------------------------------------------------------------
     def _partition(self, group_id: str, tp) -> SharePartition:
@@ -201,19 +283,87 @@ class ShareHost:
             info = self.broker.rm.partition_info(tp)
             if info["role"] != "leader":
                 raise _not_leader(tp)
+            began = (self.broker.rm.metadata.topic_id(tp[0]), info["leader_epoch"])
         key = (group_id, tp)
         p = self.partitions.get(key)
-        if p is not None and self._epochs.get(key) != info["leader_epoch"]:
-            p = None                    # led again after a while: what it held is stale
+        if p is not None and self._began.get(key) != began:
+            p = None                    # what it held belongs to another topic or term
         if p is None:
-            self._epochs[key] = info["leader_epoch"]
-            reset = self._fresh_group_config(group_id)[SHARE_AUTO_OFFSET_RESET]
-            p = self.partitions[key] = SharePartition.initial(
-                reset, info["log_start_offset"], info["high_watermark"],
-                self._share_config(group_id))
+            p = self._load(group_id, tp, began, info)
         else:
             p.maybe_move_start(info["log_start_offset"])
         return p
+
+    def _load(self, group_id: str, tp, began: tuple, info: dict) -> SharePartition:
+        """A share-partition this broker starts leading: its state read from the share
+        coordinator (the new leader epoch recorded there fences the old leader's writes),
+        else started at share.auto.offset.reset and written at once, so a later leader
+        starts where this one did."""
+        key = (group_id, tp)
+        share_key = ShareKey(group_id, began[0] or "", tp[1])
+        answer = self._state_call(share_key, lambda rid: sc.ReadState(rid, share_key,
+                                                                      began[1]))
+        if answer.error:
+            raise _persist_error(answer.error)
+        config = self._share_config(group_id)
+        if answer.state is not None:
+            p = SharePartition.restore(answer.state.start_offset, answer.state.batches, config,
+                                       answer.state.state_epoch)
+            p.maybe_move_start(info["log_start_offset"])
+        else:
+            reset = self._fresh_group_config(group_id)[SHARE_AUTO_OFFSET_RESET]
+            p = SharePartition(self._start_offset(tp, reset, info), config)
+        self._began[key] = began
+        self.partitions[key] = p
+        if answer.state is None:
+            error = self._persist(group_id, tp, p)
+            if error:
+                del self.partitions[key]
+                raise _persist_error(error)
+        return p
+
+    def _state_call(self, key: ShareKey, make_event):
+        """A share coordinator request, to this broker's own or the one leading the key's
+        `__share_group_state` partition (StateAnswer; COORDINATOR_NOT_AVAILABLE while the
+        topic has no leader for it)."""
+        host = self.broker.share_states
+        if not host.ensure_topic():
+            return sc.StateAnswer(E.COORDINATOR_NOT_AVAILABLE)
+        tp = (STATE_TOPIC, host.partition_for(key))
+        with self.broker.lock:
+            part = self.broker.rm.metadata.partitions.get(tp)
+            leader = part.leader if part is not None else -1
+        try:
+            if leader == self.broker.id:
+                return host.call(make_event).result()
+            if leader < 0:
+                return sc.StateAnswer(E.COORDINATOR_NOT_AVAILABLE)
+            return self.broker.host.call_broker(leader, "share_state", make_event(0))
+        except Exception as exc:             # that broker is away or slow: ask again later
+            log.info("share state %s via broker %s: %s", key, leader, exc)
+            return sc.StateAnswer(E.COORDINATOR_NOT_AVAILABLE)
+
+    def _persist(self, group_id: str, tp, p: SharePartition) -> int:
+        """Write the share-partition's state (WriteShareGroupState); the error, 0 once
+        written."""
+        topic_id, leader_epoch = self._began[(group_id, tuple(tp))]
+        key = ShareKey(group_id, topic_id or "", tp[1])
+        state = ShareState(p.state_epoch, leader_epoch, p.start_offset,
+                           tuple(p.state_batches()))
+        return self._state_call(key, lambda rid: sc.WriteState(rid, key, state)).error
+
+    def _start_offset(self, tp, reset: str, info: dict) -> int:
+        """share.auto.offset.reset: the log start (earliest), the high watermark (latest),
+        or the first offset at or after now minus a duration (by_duration:, else latest)."""
+        if reset == EARLIEST:
+            return info["log_start_offset"]
+        back_ms = duration_ms(reset)
+        if back_ms is not None:
+            with self.broker.lock:
+                found = self.broker.rm.list_offset(tp, int(time.time() * 1000) - back_ms)
+            if not found.error and found.offset >= 0:
+                return found.offset
+        return info["high_watermark"]
 
     def _leader_of(self, tp) -> tuple[int, int]:
         with self.broker.lock:
@@ -230,14 +380,23 @@ class ShareHost:
                 info = self.broker.rm.partition_info(tuple(tp))
             except KafkaError as exc:
                 return exc.code, self._leader_of(tp)
+            began = (self.broker.rm.metadata.topic_id(tp[0]), info["leader_epoch"])
         if info["role"] != "leader":
             return E.NOT_LEADER_OR_FOLLOWER, self._leader_of(tp)
         p = self.partitions.get((group_id, tuple(tp)))
-        if p is None or self._epochs.get((group_id, tuple(tp))) != info["leader_epoch"]:
+        if p is None or self._began.get((group_id, tuple(tp))) != began:
             return E.UNKNOWN_TOPIC_OR_PARTITION, (-1, -1)
-        return p.acknowledge(member_id, batches, clock_ms()), (-1, -1)
+        before = p.checkpoint()
+        code = p.acknowledge(member_id, batches, clock_ms())
+        renew_only = all(t == AckType.RENEW for _f, _l, types in batches for t in types)
+        if code == E.NONE and not renew_only:
+            error = self._persist(group_id, tuple(tp), p)
+            if error:                      # not written: as if it had not happened
+                p.rollback(before)
+                code = PERSIST_ERRORS.get(error, E.UNKNOWN_SERVER_ERROR)
+        return code, (-1, -1)
 
-    def _asks(self, group_id, tps, max_bytes, renew_only):
+    def _asks(self, group_id, tps, max_bytes, renew_only, committed):
         asks, errors = [], {}
         for tp in tps:
             try:
@@ -246,15 +405,20 @@ class ShareHost:
                 errors[tuple(tp)] = (exc.code, self._leader_of(tp))
                 continue
             with self.broker.lock:
-                hw = self.broker.rm.partition_info(tuple(tp))["high_watermark"]
-            if not renew_only and p.can_acquire(hw):
+                info = self.broker.rm.partition_info(tuple(tp))
+            end = info["high_watermark"]
+            if committed and info["last_stable_offset"] is not None:
+                end = info["last_stable_offset"]
+            if not renew_only and p.can_acquire(end):
                 asks.append(FetchAsk(tuple(tp), p.next_fetch_offset(), max_bytes=max_bytes))
         return asks, errors
 
     def _acquire(self, group_id, member_id, outcomes, answers, max_records, lock_ms, full,
-                 acked):
+                 acked, committed):
         left = max(max_records, 1)
         now = clock_ms()
+        if not committed and self._group_config(group_id)[SHARE_ISOLATION] == "read_committed":
+            left = 0            # turned read_committed while this fetch waited: read again
         with self._lock:
             for tp, o in outcomes.items():
                 a = answers.setdefault(tp, ShareFetchPartition())
@@ -265,8 +429,10 @@ class ShareHost:
                 if p is None or left <= 0 or not o.records:
                     continue
                 headers = list(iter_headers(o.records))
+                seen = {h.base_offset for h in visible_headers(
+                    o.records, o.aborted_transactions or () if committed else None, headers)}
                 spans = [Span(h.base_offset, h.base_offset + h.last_offset_delta,
-                              bool(h.attributes & CONTROL_FLAG)) for h in headers]
+                              h.base_offset not in seen) for h in headers]
                 got = p.acquire(member_id, spans, left, now)
                 if not got:
                     continue
@@ -287,8 +453,8 @@ class ShareHost:
         session = self.sessions.close(group_id, member_id)
         for tp in (session.partitions if session else ()):
             p = self.partitions.get((group_id, tuple(tp)))
-            if p is not None:
-                p.release_member(member_id, undelivered=True)
+            if p is not None and p.release_member(member_id, undelivered=True):
+                self._persist(group_id, tuple(tp), p)
 
     def _wait(self, wait_ms: int) -> Deferred:
         """Nothing to read: answer after max_wait or the next lock expiry, whichever first."""
@@ -304,29 +470,55 @@ class ShareHost:
 
     # -- timers --------------------------------------------------------------------------------
     def _arm(self) -> None:
+        """The lock-expiry timer at the earliest lock deadline (pool threads, under _lock)."""
         with self._lock:
             times = [t for p in self.partitions.values()
                      if (t := p.next_deadline_ms()) is not None]
-            group_deadline = self.groups.next_deadline_ms()
-            if group_deadline is not None:
-                times.append(group_deadline)
             when = min(times) if times else None
             if when is None or (self._timer_at is not None and self._timer_at <= when):
                 return
             if self._timer is not None:
                 self._timer.cancel()
             self._timer_at = when
-            self._timer = self.broker.timers.add(max(when - clock_ms(), 0) / 1000, self._tick)
+            self._timer = self.broker.timers.add(max(when - clock_ms(), 0) / 1000,
+                                                 lambda: self._pool.submit(self._expire_locks))
 
-    def _tick(self) -> None:
+    def _expire_locks(self) -> None:
         now = clock_ms()
         with self._lock:
             self._timer = self._timer_at = None
-            for p in self.partitions.values():
-                p.expire_locks(now)
-            if self.groups.groups:
-                self.groups.expire(now, self.broker.kafka_api.topic_partition_counts())
+            for (group_id, tp), p in list(self.partitions.items()):
+                if p.expire_locks(now):
+                    self._persist(group_id, tp, p)      # a failed write is retried by the next
         self._arm()
+
+    def _arm_groups(self) -> None:
+        with self._members:
+            when = self.groups.next_deadline_ms()
+            if when is None or (self._group_timer_at is not None
+                                and self._group_timer_at <= when):
+                return
+            if self._group_timer is not None:
+                self._group_timer.cancel()
+            self._group_timer_at = when
+            self._group_timer = self.broker.timers.add(max(when - clock_ms(), 0) / 1000,
+                                                       self._expire_members)
+
+    def _expire_members(self) -> None:
+        with self._members:
+            self._group_timer = self._group_timer_at = None
+            if self.groups.groups:
+                self.groups.expire(clock_ms(), self.broker.kafka_api.topic_partition_counts())
+        self._arm_groups()
+
+    def stop(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _persist_error(code: int) -> KafkaError:
+    from replicas.errors import error_for_code
+    return error_for_code(PERSIST_ERRORS.get(code, E.UNKNOWN_SERVER_ERROR),
+                          f"share-partition state: {E(code).name}")
 
 
 def _not_leader(tp) -> KafkaError:

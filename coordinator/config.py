@@ -15,7 +15,8 @@ Rules:
   heartbeat interval 5000/15000); KIP-932 share groups: group.share.session.timeout.ms
   45000 (45000-60000), group.share.heartbeat.interval.ms 5000 (5000-15000),
   group.share.max.size 200, group.share.record.lock.duration.ms 30000 (15000-60000),
-  group.share.delivery.count.limit 5, group.share.partition.max.record.locks 2000.
+  group.share.delivery.count.limit 5, group.share.partition.max.record.locks 2000; the
+  share coordinator's share.coordinator.state.topic.num.partitions 50.
 - Not a Kafka config but Kafka's constant: a NEW member's JoinGroup is expired after
   CLASSIC_GROUP_NEW_MEMBER_JOIN_TIMEOUT_MS (5 minutes) if the join phase has not completed.
 """
@@ -63,6 +64,7 @@ class GroupCoordinatorConfig:
     group_share_max_record_lock_duration_ms: int = 60_000
     group_share_delivery_count_limit: int = 5
     group_share_partition_max_record_locks: int = 2000
+    share_coordinator_state_topic_num_partitions: int = 50
 
     def __post_init__(self) -> None:
         if self.group_min_session_timeout_ms > self.group_max_session_timeout_ms:

@@ -15,7 +15,7 @@ Rules:
 - Gives up with REQUEST_TIMED_OUT when the range cannot be completed within
   `read_timeout_s` (no leader for that long).
 - Transaction markers are skipped; with ctx["read_committed"] the fetch reads below the
-  last stable offset and aborted transactions are dropped (rayka/client/visible.py). The
+  last stable offset and aborted transactions are dropped (replicas/visible.py). The
   position moves past skipped batches.
 - Yields Arrow batches (one per fetch answer) whenever `rows_per_batch` rows have
   accumulated, and the rest at the end; reports where it ran to the
@@ -33,7 +33,7 @@ from actors.cluster_host import broker_actor_name
 from rayka.client.columns import Columns
 from rayka.client.fetcher import REFETCH
 from rayka.client.metadata import first_answers
-from rayka.client.visible import visible_batches
+from replicas.visible import visible_batches
 from pipeline.spark import ensure_ray, node_of_process
 from pipeline.tasklog import NAME as TASKLOG
 from replicas.errors import RequestTimedOut, error_for_code

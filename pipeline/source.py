@@ -24,7 +24,7 @@ Rules:
 - Transaction markers are never rows. `isolation_level="read_committed"` reads only
   committed transactional records: "latest" is then the last stable offset, and the
   tasks drop aborted transactions as a read_committed consumer does
-  (rayka/client/visible.py).
+  (replicas/visible.py).
 """
 
 from __future__ import annotations

@@ -382,9 +382,9 @@ class BrokerApi(Protocol):
         ...
 
     def share_acknowledge(self, group_id: str, member_id: str, epoch: int, acks: dict
-                          ) -> tuple[int, dict, int]:
-        """ShareAcknowledge → (error, {tp: (error, (leader, leader epoch))}, the group's
-        acquisition lock duration in ms)."""
+                          ) -> Deferred:
+        """ShareAcknowledge → a Deferred of (error, {tp: (error, (leader, leader epoch))},
+        the group's acquisition lock duration in ms): answered once the states are written."""
         ...
 
     def group_call(self, make_event) -> Deferred:

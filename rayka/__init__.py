@@ -11,6 +11,7 @@ The rooms of this package, top to bottom (an import only ever points down this l
 - ops/: operating a cluster — the private Ray head, `rayka zookeeper`, process helpers, the
   log demo;
 - cluster: `start_local`, `connect`, `Cluster` (starts and finds the actors);
+  share_workers: Ray actors as one share group (`Cluster.share_workers`);
   cluster_state: where a named cluster's Ray is (the state file `rayka start` writes);
 - client/: what a driver uses to talk to a cluster — Admin, Producer, Consumer and their
   pure parts (accumulator, partitioner, metadata, types);

@@ -334,6 +334,17 @@ class Cluster:
         from rayka.client.consumer import Consumer
         return Consumer(self, group_id=group_id, **kw)
 
+    def share_consumer(self, group_id: str, **kw):
+        """A member of share group `group_id` (KIP-932): rayka/client/share_consumer.py."""
+        from rayka.client.share_consumer import ShareConsumer
+        return ShareConsumer(self, group_id, **kw)
+
+    def share_workers(self, group_id: str, topics, process, workers: int, **kw):
+        """`workers` Ray actors as share group `group_id` over `topics`, each running
+        process(record) -> "accept" | "release" | "reject" (rayka/share_workers.py)."""
+        from rayka.share_workers import ShareWorkers
+        return ShareWorkers(self, group_id, topics, process, workers, **kw)
+
     def controller(self) -> ControllerInfo:
         return self.admin().controller()
 

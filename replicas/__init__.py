@@ -14,6 +14,8 @@ What lives here (one module each):
 - transactions, the log side: control (end-transaction marker batches), txn_index
   (`.txnindex`, the aborted transactions of a segment), producer_log (the producer state
   kept in step with the log: markers, the last stable offset, read_committed answers);
+  visible: which fetched batches a consumer sees (no markers; read_committed drops aborted
+  transactions), for the clients and the share-partitions alike;
 - replica_manager (+ replica_types, metadata_cache): Kafka's ReplicaManager for one broker —
   LeaderAndIsr/StopReplica, produce (acks 0/1/all), fetch (KIP-320), ISR proposals, and the
   follower side (fetch positions, epoch-based truncation, appends of the leader's batches);

@@ -277,6 +277,18 @@ class SharePartition:
         self.records.clear()
         self.start_offset = self.end_offset = offset
 
+    def checkpoint(self) -> tuple:
+        """What `rollback` puts back (an acknowledgement whose state could not be written
+        is undone: Kafka's SharePartition rolls back a failed persist)."""
+        return (self.start_offset, self.end_offset,
+                {o: InFlight(r.state, r.delivery_count, r.member_id, r.deadline_ms)
+                 for o, r in self.records.items()})
+
+    def rollback(self, checkpoint: tuple) -> None:
+        self.start_offset, self.end_offset, records = checkpoint
+        self.records = {o: InFlight(r.state, r.delivery_count, r.member_id, r.deadline_ms)
+                        for o, r in records.items()}
+
     def state_batches(self) -> list[StateBatch]:
         out: list[StateBatch] = []
         for offset in range(self.start_offset, self.end_offset):

@@ -66,6 +66,12 @@ class LocalHost:
     def report_metrics(self, figures, stop: threading.Event) -> None:
         self.figures = figures          # read on demand by tests: no reporter thread
 
+    def call_broker(self, broker_id: int, method: str, *args):
+        broker = self.cluster.brokers.get(broker_id)
+        if broker is None:
+            raise LookupError(f"no broker {broker_id} in this process")
+        return getattr(broker, method)(*args)
+
 
 class InProcessCluster:
     def __init__(self, zk_connect: str, data_root, broker_ids=(1,), config: dict | None = None,

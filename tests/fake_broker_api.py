@@ -908,7 +908,7 @@ class FakeBrokerApi:
                      acks=acks)
         decision = self.share_sessions.acknowledge(group_id, member_id, epoch)
         if decision.error:
-            return decision.error, {}, 30_000
+            return Deferred.done((decision.error, {}, 30_000))
         out = {}
         for tp, batches in acks.items():
             error = self._partition_error(tp)
@@ -916,7 +916,7 @@ class FakeBrokerApi:
                 group_id, tp).acknowledge(member_id, batches, self.clock_ms), (-1, -1))
         if decision.closing:
             self.share_sessions.close(group_id, member_id)
-        return NONE, out, 30_000
+        return Deferred.done((NONE, out, 30_000))
 
     def group_call(self, make_event) -> Deferred:
         rid, self._next_request_id = self._next_request_id, self._next_request_id + 1

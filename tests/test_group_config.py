@@ -20,6 +20,9 @@ BOUNDS = GroupCoordinatorConfig().bounds
     ({"consumer.session.timeout.ms": "50000"}, {"consumer.session.timeout.ms": "50000"}),
     ({"consumer.heartbeat.interval.ms": " 6000 "}, {"consumer.heartbeat.interval.ms": "6000"}),
     ({"share.auto.offset.reset": "EARLIEST"}, {"share.auto.offset.reset": "earliest"}),
+    ({"share.auto.offset.reset": "by_duration:PT10M"},
+     {"share.auto.offset.reset": "by_duration:PT10M"}),
+    ({"share.isolation.level": "READ_COMMITTED"}, {"share.isolation.level": "read_committed"}),
     ({"share.record.lock.duration.ms": "15000", "share.session.timeout.ms": "60000"},
      {"share.record.lock.duration.ms": "15000", "share.session.timeout.ms": "60000"}),
 ])
@@ -53,7 +56,13 @@ def test_valid_overrides_are_stored_normalised(overrides, stored):
      "group.share.max.record.lock.duration.ms"),
     ({"share.auto.offset.reset": "none"},
      "Invalid value none for configuration share.auto.offset.reset: "
-     "String must be one of: latest, earliest"),
+     "String must be one of: latest, earliest or by_duration:<ISO-8601 duration>"),
+    ({"share.auto.offset.reset": "by_duration:-PT1H"},
+     "Invalid value by_duration:-PT1H for configuration share.auto.offset.reset: "
+     "String must be one of: latest, earliest or by_duration:<ISO-8601 duration>"),
+    ({"share.isolation.level": "serializable"},
+     "Invalid value serializable for configuration share.isolation.level: "
+     "String must be one of: read_uncommitted, read_committed"),
 ])
 def test_invalid_overrides_get_kafkas_message(overrides, message):
     with pytest.raises(ValueError) as got:
@@ -79,6 +88,15 @@ def test_describe_lists_every_key_with_its_source():
         ("45000", gc.SOURCE_DEFAULT)
     assert gc.describe({}, BOUNDS, ["share.record.lock.duration.ms", "nope"]) == \
         [("share.record.lock.duration.ms", "30000", gc.SOURCE_DEFAULT)]
+
+
+@pytest.mark.parametrize("text, ms", [
+    ("by_duration:PT1H", 3_600_000), ("by_duration:P1DT1.5S", 86_401_500),
+    ("by_duration:pt30m", 1_800_000), ("by_duration:P", None), ("latest", None),
+    ("by_duration:1H", None),
+])
+def test_by_duration_is_an_iso_8601_duration(text, ms):
+    assert gc.duration_ms(text) == ms
 
 
 def test_a_groups_own_heartbeat_interval_reaches_its_members():

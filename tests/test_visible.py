@@ -1,4 +1,4 @@
-"""rayka/client/visible.py: what a consumer returns of a fetched log, against a naive model.
+"""replicas/visible.py: what a consumer returns of a fetched log, against a naive model.
 
 A log is generated from random schedules of producers (plain, idempotent, transactional
 with COMMIT or ABORT markers, transactions interleaved across producers); the aborted list is
@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from rayka.client.visible import visible_batches
+from replicas.visible import visible_batches
 from replicas.control import ABORT, COMMIT, end_txn_marker_batch
 from replicas.records import build_batch, decode_records, iter_headers
 

@@ -344,12 +344,15 @@ class AuthorizedApi:
 
     def share_acknowledge(self, group_id, member_id, epoch, acks):
         if not self._group(Op.READ, group_id):
-            return E.GROUP_AUTHORIZATION_FAILED, {}, 0
+            return Deferred.done((E.GROUP_AUTHORIZATION_FAILED, {}, 0))
         allowed, denied = self._share_topics(acks)
-        error, out, lock_ms = self._api.share_acknowledge(group_id, member_id, epoch, allowed)
-        if not error:
-            out.update({tp: (code, (-1, -1)) for tp, code in denied.items()})
-        return error, out, lock_ms
+
+        def merged(answer):
+            error, out, lock_ms = answer
+            if not error:
+                out = {**out, **{tp: (code, (-1, -1)) for tp, code in denied.items()}}
+            return error, out, lock_ms
+        return self._api.share_acknowledge(group_id, member_id, epoch, allowed).then(merged)
 
     def zk_commit_offsets(self, group_id, asks):
         if not self._group(Op.READ, group_id):

@@ -148,25 +148,30 @@ def share_acknowledge(api: BrokerApi, request, listener: str):
     body, key, v = request.body, request.api_key, request.api_version
     asked, unknown = _topics(api, body.topics, _ack_batches)
     ids = api.topic_ids()
-    error, answers, lock_ms = api.share_acknowledge(body.group_id or "", body.member_id or "",
-                                                    body.share_session_epoch, asked)
-    if error:
-        return build(key, v, "ShareAcknowledgeResponse", error_code=error, responses=(),
-                     acquisition_lock_timeout=0, node_endpoints=())
-    per_topic: dict[str, list] = {}
-    leaders = []
-    for (topic, index), (code, leader) in sorted(answers.items()):
-        per_topic.setdefault(ids.get(topic), []).append((index, code, leader))
-        if code in NEW_LEADER_ERRORS:
-            leaders.append(leader[0])
-    for (text, index), code in unknown.items():
-        per_topic.setdefault(text, []).append((index, code, (-1, -1)))
-    return build(key, v, "ShareAcknowledgeResponse", error_code=E.NONE,
-                 acquisition_lock_timeout=lock_ms, responses=tuple(
-        build(key, v, "ShareAcknowledgeTopicResponse", topic_id=topic_uuid(t), partitions=tuple(
-            build(key, v, "PartitionData", partition_index=i, error_code=code,
-                  current_leader=build(key, v, "LeaderIdAndEpoch", leader_id=leader[0],
-                                       leader_epoch=leader[1]))
-            for i, code, leader in parts))
-        for t, parts in per_topic.items()),
-        node_endpoints=_endpoints(api, leaders, listener, key, v))
+
+    def respond(answer):
+        error, answers, lock_ms = answer
+        if error:
+            return build(key, v, "ShareAcknowledgeResponse", error_code=error, responses=(),
+                         acquisition_lock_timeout=0, node_endpoints=())
+        per_topic: dict[str, list] = {}
+        leaders = []
+        for (topic, index), (code, leader) in sorted(answers.items()):
+            per_topic.setdefault(ids.get(topic), []).append((index, code, leader))
+            if code in NEW_LEADER_ERRORS:
+                leaders.append(leader[0])
+        for (text, index), code in unknown.items():
+            per_topic.setdefault(text, []).append((index, code, (-1, -1)))
+        return build(key, v, "ShareAcknowledgeResponse", error_code=E.NONE,
+                     acquisition_lock_timeout=lock_ms, responses=tuple(
+                         build(key, v, "ShareAcknowledgeTopicResponse", topic_id=topic_uuid(t),
+                               partitions=tuple(build(
+                                   key, v, "PartitionData", partition_index=i, error_code=code,
+                                   current_leader=build(key, v, "LeaderIdAndEpoch",
+                                                        leader_id=leader[0],
+                                                        leader_epoch=leader[1]))
+                                   for i, code, leader in parts))
+                         for t, parts in per_topic.items()),
+                     node_endpoints=_endpoints(api, leaders, listener, key, v))
+    return api.share_acknowledge(body.group_id or "", body.member_id or "",
+                                 body.share_session_epoch, asked).then(respond)

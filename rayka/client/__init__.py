@@ -11,15 +11,17 @@
   Arrow columns);
 - sender, futures: the producer's pure in-flight bookkeeping (Kafka's retry rules) and
   its per-record futures; transaction_manager: a transactional producer's pure state
-  (Kafka's TransactionManager); visible: which fetched batches a consumer returns
-  (no markers; read_committed drops aborted transactions);
+  (Kafka's TransactionManager);
+- share_consumer: ShareConsumer, a member of a KIP-932 share group (records acquired,
+  acknowledged accept / release / reject, delivery counts);
 - assignors, consumer_protocol: Kafka's partition assignors and the ConsumerProtocol bytes
   (subscriptions, assignments) group members exchange — both pure;
 - metadata: which broker leads which partition, at which leader epoch;
 - types: the public record types (RecordMetadata, ConsumerRecord, TopicDescription...).
 
 May import: ray, actors/ (names only), controller/ (pure rules and the store's errors),
-coordinator/ (its messages: the native door's requests), replicas/ (records codec, errors). Never rayka.cluster, ops, chaos or cli (they sit above):
+coordinator/ (its messages: the native door's requests), share/ (the share-group requests),
+replicas/ (records codec, errors, visible: which fetched batches a consumer returns). Never rayka.cluster, ops, chaos or cli (they sit above):
 client objects take the cluster they talk to as an argument.
 
 Rules: errors are Kafka's typed errors; batch calls answer per item; nothing blocks on a

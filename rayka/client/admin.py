@@ -92,6 +92,26 @@ class Admin:
             raise UnknownTopicOrPartition(f"Topic '{name}' does not exist.")
         return got or {}
 
+    def group_config(self, group_id: str) -> dict[str, str]:
+        """A group's configs (Kafka 4's group configs: consumer.session.timeout.ms,
+        share.auto.offset.reset, ...): its own values over the broker's defaults."""
+        return {k: v for k, (v, _source) in self._group_config(group_id, None).items()}
+
+    def set_group_config(self, group_id: str, config: Mapping[str, object | None]) -> None:
+        """Set (a value) or remove (None) a group's own configs, checked whole against the
+        broker's bounds (InvalidConfig with Kafka's message otherwise)."""
+        ops = [(k, 1, None) if v is None else (k, 0, str(v)) for k, v in config.items()]
+        self._group_config(group_id, ops)
+
+    def _group_config(self, group_id: str, ops) -> dict:
+        brokers = self.cluster.broker_actors()
+        if not brokers:
+            raise error_for_code(E.BROKER_NOT_AVAILABLE, "no broker is running")
+        got = ray.get(brokers[0].group_config.remote(group_id, ops), timeout=30)
+        if isinstance(got, KafkaError):
+            raise got
+        return got
+
     def delete_records(self, offsets: Mapping[tuple, int], timeout_s: float = 30.0) -> dict:
         """Kafka's Admin.deleteRecords: {(topic, partition): offset, -1 = the HW} →
         {(topic, partition): the new log start (low watermark) | the typed error}. Each

@@ -25,7 +25,7 @@ Rules:
   partitions are discarded.
 - `isolation_level` "read_committed" returns only committed transactional records (the
   leader answers up to the last stable offset; aborted transactions are dropped, Kafka's
-  rules in rayka/client/visible.py); transaction markers are never returned.
+  rules in replicas/visible.py); transaction markers are never returned.
 - Committed offsets are read stable (KIP-447, as Kafka's consumer does: OffsetFetch with
   require_stable): a partition whose offset a transaction is still committing answers
   UNSTABLE_OFFSET_COMMIT and is asked again after UNSTABLE_RETRY_MS (by `committed`, until

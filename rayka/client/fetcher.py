@@ -24,7 +24,7 @@ Rules:
   OFFSET_OUT_OF_RANGE resets by auto_offset_reset.
 - Control batches (transaction markers) are never returned; with read_committed the
   broker answers up to the last stable offset and the batches of aborted transactions are
-  dropped too (rayka/client/visible.py). A partition whose buffer is empty stands at its
+  dropped too (replicas/visible.py). A partition whose buffer is empty stands at its
   fetch position, past what was skipped (Kafka's consumer does the same), and a reset to
   "latest" is the last stable offset.
 - Fetch answers are decoded on arrival for poll(); once poll_batch() was called they are
@@ -43,7 +43,7 @@ import ray
 from aiokafka.record.default_records import DefaultRecordBatch
 
 from rayka.client.types import ConsumerRecord
-from rayka.client.visible import visible_batches
+from replicas.visible import visible_batches
 from replicas.errors import RETRIABLE, ErrorCode, error_for_code
 from replicas.records import iter_headers
 

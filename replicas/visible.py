@@ -10,8 +10,10 @@ Rules:
   ABORT marker ends it; a TRANSACTIONAL batch of an aborted producer is skipped. Batches
   of committed or still-open transactions are below the last stable offset only once
   committed, so what is left is exactly what was committed.
-- Pure: bytes in, bytes out. Buffers without transactional or control batches are returned
-  as they are (no copy: the common case).
+- Pure: bytes in, bytes out (or the kept batches' headers: a share-partition archives the
+  others, share/partition.py). Buffers without transactional or control batches are
+  returned as they are (no copy: the common case). It lives in replicas/ as the vocabulary
+  of every room that reads a log as a consumer would.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import heapq
 from replicas.control import ABORT, CONTROL_FLAG, TRANSACTIONAL_FLAG, control_type
 from replicas.records import iter_headers
 
-__all__ = ["visible_batches"]
+__all__ = ["visible_batches", "visible_headers"]
 
 
 def visible_batches(buf, aborted=None):
@@ -29,6 +31,14 @@ def visible_batches(buf, aborted=None):
     headers = list(iter_headers(buf))
     if not any(h.attributes & (CONTROL_FLAG | TRANSACTIONAL_FLAG) for h in headers):
         return buf
+    view = memoryview(buf)
+    return b"".join(view[h.position:h.position + h.size]
+                    for h in visible_headers(buf, aborted, headers))
+
+
+def visible_headers(buf, aborted=None, headers=None) -> list:
+    """The headers of the batches of `buf` a consumer returns, in order."""
+    headers = list(iter_headers(buf)) if headers is None else headers
     view = memoryview(buf)
     pending = [(first, pid) for pid, first in (aborted or ())]
     heapq.heapify(pending)
@@ -46,5 +56,5 @@ def visible_batches(buf, aborted=None):
                 continue
         if h.attributes & CONTROL_FLAG:
             continue
-        kept.append(raw)
-    return b"".join(kept)
+        kept.append(h)
+    return kept
