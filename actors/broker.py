@@ -499,6 +499,14 @@ class Broker:
         return dataclasses.replace(answer, assignment={
             names[t]: ps for t, ps in answer.assignment.items() if t in names})
 
+    def share_describe(self, group_id: str):
+        """ShareGroupDescribe of one group (share.group.DescribedShareGroup), assignments by
+        topic name."""
+        d = self.shares.describe([group_id])[0]
+        names = {tid: name for name, tid in self.kafka_api.topic_ids().items()}
+        return dataclasses.replace(d, members=tuple(dataclasses.replace(x, assignment={
+            names[t]: ps for t, ps in x.assignment.items() if t in names}) for x in d.members))
+
     def share_fetch(self, group_id: str, member_id: str, epoch: int, asked: dict, forgotten,
                     max_wait_ms: int, max_records: int):
         """ShareFetch: `asked` {tp: acknowledgement batches}; a ShareFetchResult once the

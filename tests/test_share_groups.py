@@ -79,6 +79,10 @@ def test_more_members_than_partitions_read_each_record_once(cluster):
     assert {tp for m in members for tp in m.assignment()} == {(topic, 0), (topic, 1)}
     listed = {g["group"]: g for g in cluster.admin().list_groups()}
     assert (listed[group]["type"], listed[group]["state"]) == ("share", "Stable")
+    described = cluster.admin().describe_group(group)
+    assert (described["type"], len(described["members"])) == ("share", 3)
+    assert {(p["partition"], len(p["owner"].split(","))) for p in described["partitions"]} \
+        == {(0, 2), (1, 2)}                      # 3 members on 2 partitions: each read by 2
     for m in members:
         m.close()
     with pytest.raises(IllegalStateError):

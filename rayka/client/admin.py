@@ -288,6 +288,11 @@ class Admin:
                             "member_epoch": x.member_epoch,
                             "partitions": sorted((t, p) for t, ps in x.assignment.items()
                                                  for p in ps)} for x in cg.members]
+        if described.state == "Dead":          # nor a consumer group: a share group?
+            share = CoordinatorLink(self.cluster, group_id, method="share_describe").call(
+                group_id, time.monotonic() + 60)
+            if share.error == E.NONE:
+                return self._share_group(share)
         fetched = link.call(m.OffsetFetch(0, group_id, None), time.monotonic() + 60)
         if fetched.error:
             raise error_for_code(fetched.error, f"offsets of group {group_id}")
@@ -302,6 +307,24 @@ class Admin:
         return {"group": group_id, "type": kind, "state": described.state,
                 "protocol_type": described.protocol_type, "protocol": described.protocol,
                 "members": members, "partitions": partitions}
+
+    def _share_group(self, d) -> dict:
+        """describe_group of a share group: its members, and per partition the members
+        reading it (a share group's partitions may have several) and its end offset."""
+        members = [{"member_id": x.member_id, "client_id": x.client_id, "instance_id": None,
+                    "host": x.client_host, "member_epoch": x.member_epoch,
+                    "partitions": sorted((t, p) for t, ps in x.assignment.items() for p in ps)}
+                   for x in d.members]
+        readers: dict = {}
+        for x in members:
+            for tp in x["partitions"]:
+                readers.setdefault(tp, []).append(x["member_id"])
+        ends = self._end_offsets(set(readers))
+        return {"group": d.group_id, "type": "share", "state": d.state,
+                "protocol_type": "share", "protocol": d.assignor, "members": members,
+                "partitions": [{"topic": tp[0], "partition": tp[1], "committed": None,
+                                "end": ends.get(tp), "owner": ",".join(sorted(readers[tp])),
+                                "lag": None} for tp in sorted(readers)]}
 
     def _end_offsets(self, tps) -> dict:
         if not tps:
