@@ -10,27 +10,39 @@ Rules:
   join again (UNKNOWN_MEMBER_ID makes clients rejoin), as its membership is not persisted.
 - A group's own configs (share.session.timeout.ms, share.heartbeat.interval.ms,
   share.record.lock.duration.ms, share.auto.offset.reset: coordinator/group_config.py)
-  come from the group coordinator's copy of /config/groups, over the broker's defaults;
-  a share-partition's first start offset reads share.auto.offset.reset from ZooKeeper
-  itself (a client that sets it and then subscribes must not race the copy).
+  come from the group coordinator's copy of /config/groups, over the broker's defaults,
+  for membership; a share fetch reads them from ZooKeeper itself when it begins and when it
+  acquires (a client that sets share.record.lock.duration.ms or share.isolation.level and
+  then fetches must not race the copy; one read of one znode each).
 - ShareFetch: the session first (share/sessions.py), then the piggy-backed
   acknowledgements, then the fetch: each session partition this broker leads has a
   share-partition (created at share.auto.offset.reset), is read from its
   `next_fetch_offset()` through the broker's ordinary fetch (long polls park as any fetch
   does, up to max_wait), and the batches read are acquired for the member (up to
-  max_records for the whole request). A partition whose window is full (or a renew-only
-  request) is not read; when nothing can be read the answer waits max_wait (or until the
+  max_records for the whole request; the lock duration and isolation level as the group's
+  configs say at that moment). With share.isolation.level read_committed it reads up to
+  the last stable offset and the batches of aborted transactions are archived, never
+  delivered (replicas/visible.py), as transaction markers always are; a fetch that began
+  read_uncommitted and completes after the group turned read_committed acquires nothing.
+  A partition whose window is full (or a renew-only request) is not read; when nothing can be read the answer waits max_wait (or until the
   next lock expires). Batches are answered whole (the client keeps the acquired offsets).
 - Lock expiry and member session expiry run on the broker's timers, armed at the earliest
   deadline (share/partition.py, share/group.py).
 - Closing a share session (epoch -1, or a new epoch-0 session of the same member) releases
-  what the member held on that session's partitions; forgetting a partition releases its
-  records there.
+  what the member held on that session's partitions, their last delivery given back;
+  forgetting a partition releases its records there.
 - Leadership: a share-partition lives on the partition's leader, for one topic id and one
   leader epoch (a re-created topic, or a partition led again later, starts over).
-  Share-partition state is not yet persisted (`__share_group_state`): a new leader starts
-  from share.auto.offset.reset, so what was acknowledged on the old one may be delivered
-  again (at least once, not exactly once, across a leader change).
+- Persistence (share/coordinator.py through actors/share_state_host.py, on this broker or
+  the one leading the key's `__share_group_state` partition, BrokerActor.share_state): a
+  share-partition's first use reads its state (else starts at share.auto.offset.reset and
+  writes that); every acknowledgement is written before it is answered (not written: rolled
+  back, answered COORDINATOR_NOT_AVAILABLE or NOT_LEADER_OR_FOLLOWER); releases and lock
+  expiries are written, their failures only logged (the next write carries them).
+- Threads: fetches, acknowledgements and lock expiries run on ONE worker thread, in the
+  order they arrived (a client's acknowledgements before the fetch that closes its session),
+  never on the network loop: a state write waits for followers the loop serves. Membership
+  (heartbeats, describe, list) runs where it is called, under a lock of its own.
 """
 
 from __future__ import annotations
@@ -38,6 +50,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from dataclasses import replace
 
 from concurrent.futures import ThreadPoolExecutor
 
@@ -60,7 +73,10 @@ from share.sessions import ShareSessionCache
 
 log = logging.getLogger(__name__)
 CALL_TIMEOUT_S = 60.0
-POOL_THREADS = 8
+# one thread: requests are handled in the order they arrived (a client's acknowledgements
+# before the epoch -1 fetch that closes its session, as Kafka handles a connection's
+# requests one after the other)
+POOL_THREADS = 1
 # what a state read or write's error means to the partition (SharePartition.fetchPersisterError)
 PERSIST_ERRORS = {E.NOT_COORDINATOR: E.COORDINATOR_NOT_AVAILABLE,
                   E.COORDINATOR_LOAD_IN_PROGRESS: E.COORDINATOR_NOT_AVAILABLE,
@@ -234,7 +250,7 @@ class ShareHost:
 
     def _fetch_now(self, group_id, member_id, epoch, asked: dict, forgotten, max_wait_ms,
                    min_bytes, max_bytes, max_records, renew_only) -> Deferred:
-        config = self._group_config(group_id)
+        config = self._fresh_group_config(group_id)
         lock_ms = int(config[SHARE_LOCK])
         committed = config[SHARE_ISOLATION] == "read_committed"
         with self._lock:
@@ -417,8 +433,10 @@ class ShareHost:
                  acked, committed):
         left = max(max_records, 1)
         now = clock_ms()
-        if not committed and self._group_config(group_id)[SHARE_ISOLATION] == "read_committed":
+        config = self._fresh_group_config(group_id)   # as it is now, not when the fetch began
+        if not committed and config[SHARE_ISOLATION] == "read_committed":
             left = 0            # turned read_committed while this fetch waited: read again
+        lock_ms = int(config[SHARE_LOCK])
         with self._lock:
             for tp, o in outcomes.items():
                 a = answers.setdefault(tp, ShareFetchPartition())
@@ -433,6 +451,8 @@ class ShareHost:
                     o.records, o.aborted_transactions or () if committed else None, headers)}
                 spans = [Span(h.base_offset, h.base_offset + h.last_offset_delta,
                               h.base_offset not in seen) for h in headers]
+                if p.config.lock_duration_ms != lock_ms:
+                    p.config = replace(p.config, lock_duration_ms=lock_ms)
                 got = p.acquire(member_id, spans, left, now)
                 if not got:
                     continue

@@ -6,7 +6,10 @@ Rules:
 - Load: every record of the partition's log from the log start, in order, as (key, value)
   pairs (a tombstone's value is None); the coordinator replays them.
 - `__share_group_state` is created on first use: share.coordinator.state.topic.num.partitions
-  partitions (Kafka's default 50), replication factor min(3, live brokers), compacted.
+  partitions (Kafka's default 50), replication factor min(3, live brokers), compacted, and
+  min.insync.replicas 2 (Kafka's share.coordinator.state.topic.min.isr; capped by the
+  replication factor): a leader cut off from its followers (paused, then back before it
+  heard it was replaced) cannot write a state the new leader's coordinator never sees.
 - `call(event)` answers a share-partition leader's ReadState / WriteState (the leader is
   this broker, or another one through the native door BrokerActor.share_state).
 """
@@ -24,6 +27,7 @@ log = logging.getLogger(__name__)
 
 STATE_TOPIC = "__share_group_state"
 STATE_REPLICATION_FACTOR = 3
+STATE_MIN_ISR = 2        # Kafka's share.coordinator.state.topic.min.isr
 
 
 class ShareStateHost(CoordinatorHost):
@@ -47,4 +51,5 @@ class ShareStateHost(CoordinatorHost):
         return sc.UnloadPartition(partition)
 
     def topic_plan(self) -> tuple[int, int, dict]:
-        return self.partitions, STATE_REPLICATION_FACTOR, {"cleanup.policy": "compact"}
+        return self.partitions, STATE_REPLICATION_FACTOR, {
+            "cleanup.policy": "compact", "min.insync.replicas": str(STATE_MIN_ISR)}

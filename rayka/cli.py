@@ -228,6 +228,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--group-protocol", choices=("classic", "consumer"), default="classic",
                    help="the group's protocol: classic (JoinGroup/SyncGroup) or consumer "
                         "(KIP-848; the member epoch is the checker's generation)")
+    p.add_argument("--share-members", type=int, default=0,
+                   help="also run a share group (KIP-932) of this many members (joining, "
+                        "leaving, dying) reading the topic as a queue; the checker wants "
+                        "every acknowledged record accepted exactly once")
     p.add_argument("--compact-keys", type=int, default=0,
                    help="a compacted topic: values sent under this many keys, the cleaners "
                         "running; replicas are compared by their last value per key")
@@ -616,7 +620,7 @@ def cmd_chaos(args) -> int:
                          rate_per_producer=args.rate, unsafe=args.unsafe,
                          scenario=args.scenario, client=args.client,
                          group_members=args.group_members, group_protocol=args.group_protocol,
-                         compact_keys=args.compact_keys,
+                         share_members=args.share_members, compact_keys=args.compact_keys,
                          transactions=args.transactions,
                          out_dir=args.out or "", keep_data=args.keep_data)
     verdict, out = run_chaos(config, say=lambda line: print(line, file=sys.stderr))

@@ -21,6 +21,7 @@ from replicas.log import Log, LogConfig
 pytestmark = pytest.mark.unit
 NO_GROUP = {n: "no consumer group in the run" for n in (7, 8, 9)}
 NO_GROUP.update({n: "no transactions in the run" for n in range(10, 16)})
+NO_GROUP.update({n: "no share group in the run" for n in (16, 17, 18)})
 
 SMALL = LogConfig(segment_bytes=400, index_interval_bytes=128)
 
@@ -593,3 +594,62 @@ def test_group_invariants(mutate, kinds):
     # a member re-reading after a rebalance is not a violation (at least once)
     assert check(group_history(lambda ls: ls.insert(4, dict(ls[4], member="m2")))).ok \
         or mutate is not None
+
+
+# -- share groups (invariants 16-18, rayka/chaos/share_checker.py) --------------------------------
+def share_history(mutate=None) -> list[dict]:
+    """The clean history plus a share group that accepted every acknowledged record once;
+    one record delivered twice (its first member died with it)."""
+    lines = clean_history()
+    h = Hist()
+    h.t = max(e["time_ms"] for e in lines)
+    sent = [e for e in lines if e["f"] == "send" and e["type"] == "ok"]
+    h.add("ok", "share-acquire", member="s1", partition=sent[0]["partition"],
+          offset=sent[0]["offset"], delivery_count=1)
+    for e in sent:
+        n = 2 if e is sent[0] else 1
+        h.add("ok", "share-acquire", member="s2", partition=e["partition"], offset=e["offset"],
+              delivery_count=n)
+        h.add("ok", "share-ack", member="s2", partition=e["partition"], offset=e["offset"],
+              delivery_count=n, error=0)
+    h.add("ok", "share-final", settled=len(sent))
+    if mutate:
+        mutate(h.lines)
+    return lines + h.lines
+
+
+def _accepted_twice(lines):
+    first = next(e for e in lines if e["f"] == "share-ack")
+    lines.append(dict(first, member="s3", time_ms=1e9))
+
+
+def _never_accepted(lines):
+    last = [e for e in lines if e["f"] == "share-ack"][-1]
+    lines.remove(last)
+
+
+def _unanswered(lines):
+    last = [e for e in lines if e["f"] == "share-ack"][-1]
+    last.update(type="info", error=7)       # the broker died: it may have written it
+
+
+def _over_the_limit(lines):
+    first = next(e for e in lines if e["f"] == "share-acquire")
+    lines.append(dict(first, delivery_count=6, time_ms=1e9))
+
+
+def _unfinished(lines):
+    lines.pop()
+
+
+@pytest.mark.parametrize("mutate,kinds", [
+    (None, set()), (_accepted_twice, {"accepted-twice"}),
+    (_never_accepted, {"share-unconsumed"}), (_unanswered, set()),
+    (_over_the_limit, {"delivery-limit"}), (_unfinished, {"share-not-finished"}),
+], ids=["clean", "accepted-twice", "share-unconsumed", "unanswered", "delivery-limit",
+        "not-finished"])
+def test_share_group_invariants(mutate, kinds):
+    verdict = check(share_history(mutate))
+    assert {v.kind for v in verdict.violations} == kinds, verdict.violations
+    assert 16 not in verdict.stats["skipped"] and verdict.stats["share_redelivered"] >= 1
+

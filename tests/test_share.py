@@ -311,3 +311,17 @@ def test_share_session_epochs():
     assert c.fetch("g", "m", -1, [], [], True).closing
     again = c.fetch("g", "m", 0, [("t", 2)], [], False)
     assert again.replaced == frozenset({("t", 1)})
+
+
+# -- the native consumer's acknowledgement batches (rayka/client/share_consumer.py) ------------
+@pytest.mark.parametrize("acks, batches", [
+    ({}, []),
+    ({5: 1}, [(5, 5, (1,))]),
+    ({5: 1, 6: 1, 7: 1}, [(5, 7, (1,))]),
+    ({5: 1, 6: 2, 7: 1}, [(5, 7, (1, 2, 1))]),
+    ({5: 1, 7: 1, 8: 0}, [(5, 5, (1,)), (7, 8, (1, 0))]),
+])
+def test_acknowledgements_become_kafkas_batches(acks, batches):
+    from rayka.client.share_consumer import ack_batches
+    assert ack_batches(acks) == batches
+    assert SharePartition.check_batches(batches) is None

@@ -9,6 +9,8 @@
 - runner: `rayka chaos` (seeded schedule, the isr-of-one scenario);
 - groups, group_checker: consumer-group members under faults and the group invariants
   (no partition owned twice in a generation, commits only by owners, nothing skipped);
+- shares, share_checker: share-group (KIP-932) members under faults and their invariants
+  (every acknowledged record accepted exactly once, delivery counts within the limit);
 - txns, txn_checker: transactional writers, a consume-transform-produce pipeline and
   read_committed readers under faults, and Jepsen's transactional invariants (nothing
   aborted read, commits atomic, exactly-once pipeline, no hanging transaction, zombies

@@ -61,6 +61,7 @@ from dataclasses import asdict, dataclass, field
 from rayka.chaos import disk
 from rayka.chaos.history import key_of
 from rayka.chaos.group_checker import check_groups
+from rayka.chaos.share_checker import SHARE_INVARIANTS, check_shares
 from rayka.chaos.txn_checker import check_transactions
 
 INVARIANTS: dict[int, tuple[str, tuple[str, ...]]] = {
@@ -104,6 +105,11 @@ _REQUIRED = {
     ("group-read", "ok"): ("member", "partition", "offset", "value"),
     ("group-committed-sample", "ok"): ("offsets",),
     ("group-final", "ok"): ("committed", "ends"),
+    ("share-acquire", "ok"): ("member", "partition", "offset", "delivery_count"),
+    ("share-ack", "ok"): ("member", "partition", "offset", "delivery_count", "error"),
+    ("share-ack", "fail"): ("member", "partition", "offset", "delivery_count", "error"),
+    ("share-ack", "info"): ("member", "partition", "offset", "delivery_count", "error"),
+    ("share-final", "ok"): ("settled",),
     ("txn-meta", "info"): ("txn_topic", "ctp_in", "ctp_out", "partitions",
                            "transaction_timeout_ms", "hang_bound_ms"),
     ("txn-init", "ok"): ("txid", "instance"),
@@ -227,6 +233,10 @@ def check(history: list[dict], data_root: str | None = None) -> Verdict:
     found += group_found
     if not group_stats:
         skipped.update({n: "no consumer group in the run" for n in (7, 8, 9)})
+    share_found, share_stats = check_shares(ix, Violation)
+    found += share_found
+    if not share_stats:
+        skipped.update({n: "no share group in the run" for n in SHARE_INVARIANTS})
     txn_found, txn_stats = check_transactions(ix, Violation, data_root)
     found += txn_found
     if not txn_stats:
@@ -240,6 +250,7 @@ def check(history: list[dict], data_root: str | None = None) -> Verdict:
     found.sort(key=lambda v: v.invariant)
     verdict = Verdict(found, _stats(ix, found, skipped, data_root))
     verdict.stats.update(group_stats)
+    verdict.stats.update(share_stats)
     verdict.stats.update(txn_stats)
     return verdict
 

@@ -74,6 +74,7 @@ class ChaosConfig:
     client: str = "native"      # "librdkafka": the workload over the Kafka listeners
     group_members: int = 0      # > 0: a consumer group churning over the topic (chaos/groups.py)
     group_protocol: str = "classic"     # or "consumer": its members speak KIP-848
+    share_members: int = 0      # > 0: a share group (KIP-932) reading the topic as a queue
     compact_keys: int = 0       # > 0: a compacted topic, values sent under this many keys
     transactions: int = 0       # > 0: this many transactional writers and a consume-transform-
                                 # produce pipeline (chaos/txns.py)
@@ -93,7 +94,7 @@ class ChaosRun:
                                 f" ({', '.join(GROUP_FAULT_KINDS)} need group_members)")
                              + ("" if config.transactions else
                                 f" ({', '.join(TXN_FAULT_KINDS)} need transactions)"))
-        if config.compact_keys and config.group_members:
+        if config.compact_keys and (config.group_members or config.share_members):
             raise ValueError("compact_keys and group_members do not mix: a group's "
                              "'consumed every acknowledged record' has no meaning under compaction")
         self.cfg = config
@@ -105,7 +106,7 @@ class ChaosRun:
         self.history = History(os.path.join(self.out, "history.jsonl"))
         self.multi_node = "kill-node" in config.faults
         self.ensemble = self.ray_cluster = self.cluster = self.injector = self.workload = None
-        self.groups = self.txns = None
+        self.groups = self.txns = self.shares = None
         self.liveness: list[str] = []
         self.unhealthy = ""            # what the last failed health check saw
         self.rolling: list[dict] = []
@@ -141,6 +142,9 @@ class ChaosRun:
         if self.cfg.group_members:   # sessions and join delays that fit a minute of churn
             from rayka.chaos.groups import GROUP_BROKER_CONFIG
             placement.update(GROUP_BROKER_CONFIG)
+        if self.cfg.share_members:   # short locks: a dead member's records come back soon
+            from rayka.chaos.shares import SHARE_BROKER_CONFIG
+            placement.update(SHARE_BROKER_CONFIG)
         if self.cfg.transactions:     # a fast timed-out-transaction check (chaos/txns.py)
             from rayka.chaos.txns import TXN_BROKER_CONFIG
             placement.update(TXN_BROKER_CONFIG)
@@ -162,6 +166,7 @@ class ChaosRun:
                             unsafe=self.cfg.unsafe, client=self.cfg.client,
                             group_members=self.cfg.group_members,
                             group_protocol=self.cfg.group_protocol,
+                            share_members=self.cfg.share_members,
                             compact_keys=self.cfg.compact_keys,
                             transactions=self.cfg.transactions)
         self.injector = FaultInjector(self.cluster, ensemble=self.ensemble, rng=self.rng)
@@ -174,6 +179,10 @@ class ChaosRun:
             self.groups = GroupWorkload(self.cluster, TOPIC, self.history, self.rng,
                                         members=self.cfg.group_members,
                                         group_protocol=self.cfg.group_protocol)
+        if self.cfg.share_members:
+            from rayka.chaos.shares import ShareWorkload
+            self.shares = ShareWorkload(self.cluster, TOPIC, self.history, self.rng,
+                                        members=self.cfg.share_members)
         if self.cfg.transactions:
             from rayka.chaos.txns import TxnWorkload
             self.txns = TxnWorkload(self.cluster, self.history, self.rng,
@@ -205,6 +214,8 @@ class ChaosRun:
             self.workload.start()
             if self.groups is not None:
                 self.groups.start()
+            if self.shares is not None:
+                self.shares.start()
             if self.txns is not None:
                 self.txns.start()
             from rayka.client.admin import wait_for
@@ -236,6 +247,14 @@ class ChaosRun:
                     self.groups.finish()
                 except Exception as exc:          # the checker's invariant 9 shows what is left
                     self.liveness.append(f"group finish: {type(exc).__name__}: {exc}")
+            if self.shares is not None:
+                self._phase("the share group accepts everything")
+                try:
+                    acked = [(e["partition"], e["offset"]) for e in load_history(
+                        self.history.path) if e["f"] == "send" and e["type"] == "ok"]
+                    self.shares.finish(acked)
+                except Exception as exc:          # invariant 17 shows what is left
+                    self.liveness.append(f"share finish: {type(exc).__name__}: {exc}")
             if self.txns is not None:
                 self._phase("transactions: the pipeline catches up, LSO = HW, final reads")
                 try:
@@ -250,6 +269,8 @@ class ChaosRun:
                 self.workload.stop_all.set()
             if self.groups is not None:
                 self.groups.stop()
+            if self.shares is not None:
+                self.shares.stop()
             if self.txns is not None:
                 self.txns.stop()
             if self.injector is not None:

@@ -54,6 +54,7 @@ NEW_LEADER = {E.NOT_LEADER_OR_FOLLOWER, E.FENCED_LEADER_EPOCH, E.UNKNOWN_TOPIC_O
               E.LEADER_NOT_AVAILABLE}
 SESSION_LOST = {E.SHARE_SESSION_NOT_FOUND, E.INVALID_SHARE_SESSION_EPOCH}
 REQUEST_TIMEOUT_S = 30.0
+ANSWER_SLACK_S = 5.0        # past the fetch's max wait: the broker is paused or gone
 RETRY_S = 0.1
 
 
@@ -120,6 +121,7 @@ class ShareConsumer:
         self._delivered: dict = {}                    # (tp, offset) → broker, not yet acked
         self._held: dict = {}                         # (tp, offset) → broker (explicit mode)
         self._closed = False
+        self._errors: dict = {}                       # tp → the last error its fetch got
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._beats = threading.Thread(target=self._heartbeats, daemon=True,
@@ -260,10 +262,18 @@ class ShareConsumer:
                                                      min(wait_ms, self.max_wait_ms),
                                                      self.max_records)
         out: list[ShareRecord] = []
-        for broker, ref in calls.items():
+        by_ref = {ref: broker for broker, ref in calls.items()}
+        ready, late = ray.wait(list(by_ref), num_returns=len(by_ref),
+                               timeout=min(wait_ms, self.max_wait_ms) / 1000 + ANSWER_SLACK_S)
+        for ref in late:                       # a paused or dead broker: its session is lost
+            log.info("share fetch from broker %s unanswered", by_ref[ref])
+            ray.cancel(ref)
+            self._lost_session(by_ref[ref])
+        for ref in ready:
+            broker = by_ref[ref]
             epoch, asked, forgotten, want = requests[broker]
             try:
-                result = ray.get(ref, timeout=REQUEST_TIMEOUT_S)
+                result = ray.get(ref)
             except ray.exceptions.RayError as exc:
                 log.info("share fetch from broker %s failed: %s", broker, exc)
                 self._lost_session(broker)
@@ -292,6 +302,10 @@ class ShareConsumer:
         with self._lock:
             self._sessions[broker] = (epoch + 1 if epoch < 2**31 - 1 else 1, set(want))
             for tp, a in result.partitions.items():
+                if a.error and self._errors.get(tp) != a.error:
+                    log.warning("share group %s: %s-%s from broker %s: %s", self.group_id,
+                                tp[0], tp[1], broker, E(a.error).name)
+                self._errors[tp] = a.error
                 if a.error in NEW_LEADER:
                     refresh = True
                     continue
@@ -311,17 +325,17 @@ class ShareConsumer:
                 counts[o] = n
         out = []
         view = memoryview(a.records)
+        target = self._held if self.explicit else self._delivered
         for h in iter_headers(a.records):
             for r in DefaultRecordBatch(view[h.position:h.position + h.size]):
                 n = counts.pop(r.offset, None)
-                if n is None:
-                    continue
+                if n is None or (tp, r.offset) in target:
+                    continue       # not acquired, or held already (an old leader's answer)
                 out.append(ShareRecord(tp[0], tp[1], r.offset, r.key, r.value, r.timestamp,
                                        tuple(r.headers) if r.headers else (), n))
         acks = self._acks.setdefault(broker, {}).setdefault(tp, {})
         for o in counts:                       # acquired, but no record there: a gap
             acks[o] = GAP
-        target = self._held if self.explicit else self._delivered
         for r in out:
             target[(tp, r.offset)] = broker
         return out
@@ -394,6 +408,14 @@ class ShareConsumer:
             self._stop.set()
             self._wake.set()
             self._heartbeat_once(leave=True)
+
+    def abandon(self) -> None:
+        """Stop heartbeating and fetching without leaving or acknowledging anything, as a
+        killed process would (chaos, tests): the coordinator expires the member after its
+        session timeout, its records come back when their locks expire."""
+        self._closed = True
+        self._stop.set()
+        self._wake.set()
 
     def _end_session(self, broker: int) -> None:
         with self._lock:
