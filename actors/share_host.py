@@ -28,11 +28,15 @@ Rules:
   next lock expires). Batches are answered whole (the client keeps the acquired offsets).
 - Lock expiry and member session expiry run on the broker's timers, armed at the earliest
   deadline (share/partition.py, share/group.py).
-- Closing a share session (epoch -1, or a new epoch-0 session of the same member) releases
-  what the member held on that session's partitions, their last delivery given back;
-  forgetting a partition releases its records there.
+- Closing a share session (epoch -1) releases what the member held on that session's
+  partitions, their last delivery given back; forgetting a partition releases its records
+  there. A new epoch-0 session of the same member (after a session error) releases
+  nothing: the member is the same and may still acknowledge what it holds (released, its
+  records would reach another member as first deliveries again).
 - Leadership: a share-partition lives on the partition's leader, for one topic id and one
-  leader epoch (a re-created topic, or a partition led again later, starts over).
+  leader epoch (a re-created topic, or a partition led again later, starts over); while
+  the broker does not know the topic's id yet (a topic just made) its partitions answer
+  LEADER_NOT_AVAILABLE (retriable) rather than start a share-partition under no id.
 - Persistence (share/coordinator.py through actors/share_state_host.py, on this broker or
   the one leading the key's `__share_group_state` partition, BrokerActor.share_state): a
   share-partition's first use reads its state (else starts at share.auto.offset.reset and
@@ -62,7 +66,7 @@ from coordinator.group_config import (SHARE_AUTO_OFFSET_RESET, SHARE_HEARTBEAT,
                                       effective)
 from protocol.api import Deferred, FetchAsk, ShareFetchPartition, ShareFetchResult
 from replicas.errors import ErrorCode as E
-from replicas.errors import KafkaError
+from replicas.errors import KafkaError, LeaderNotAvailable
 from replicas.records import iter_headers
 from replicas.visible import visible_headers
 from share.group import ShareGroupConfig, ShareGroups, ShareHeartbeatAnswer
@@ -259,7 +263,7 @@ class ShareHost:
                                            has_acks)
             if decision.error:
                 return Deferred.done(ShareFetchResult(decision.error))
-            for tp in set(decision.replaced) | set(forgotten):
+            for tp in forgotten:      # a replaced session's records stay the member's own
                 p = self.partitions.get((group_id, tuple(tp)))
                 if p is not None and p.release_member(member_id, undelivered=True):
                     self._persist(group_id, tuple(tp), p)
@@ -300,6 +304,8 @@ class ShareHost:
             if info["role"] != "leader":
                 raise _not_leader(tp)
             began = (self.broker.rm.metadata.topic_id(tp[0]), info["leader_epoch"])
+        if began[0] is None:       # a topic just made: its id has not reached this broker
+            raise LeaderNotAvailable(f"{tp[0]}-{tp[1]}: the topic's id is not known yet")
         key = (group_id, tp)
         p = self.partitions.get(key)
         if p is not None and self._began.get(key) != began:
@@ -316,7 +322,7 @@ class ShareHost:
         else started at share.auto.offset.reset and written at once, so a later leader
         starts where this one did."""
         key = (group_id, tp)
-        share_key = ShareKey(group_id, began[0] or "", tp[1])
+        share_key = ShareKey(group_id, began[0], tp[1])
         answer = self._state_call(share_key, lambda rid: sc.ReadState(rid, share_key,
                                                                       began[1]))
         if answer.error:
@@ -363,7 +369,7 @@ class ShareHost:
         """Write the share-partition's state (WriteShareGroupState); the error, 0 once
         written."""
         topic_id, leader_epoch = self._began[(group_id, tuple(tp))]
-        key = ShareKey(group_id, topic_id or "", tp[1])
+        key = ShareKey(group_id, topic_id, tp[1])
         state = ShareState(p.state_epoch, leader_epoch, p.start_offset,
                            tuple(p.state_batches()))
         return self._state_call(key, lambda rid: sc.WriteState(rid, key, state)).error

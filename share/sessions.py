@@ -5,7 +5,7 @@ Rules:
 - A session is keyed by (group id, member id) on each broker and holds the partitions the
   member fetches from that broker and the epoch its next request must carry.
 - ShareFetch epoch 0 opens a session (replacing the member's old one, whose partitions are
-  returned so the caller can release what the member held) with the partitions asked; it
+  returned) with the partitions asked; it
   may not carry acknowledgements (INVALID_REQUEST). A broker holds at most
   `max_sessions` (group.share.max.share.sessions): one more is
   SHARE_SESSION_LIMIT_REACHED.
