@@ -177,6 +177,21 @@ def _parse(name: str, raw, default):
         raise InvalidConfig(f"Invalid value {raw!r} for configuration {dotted_key(name)}") from None
 
 
+def _set_or_delete(config: dict, ops) -> None:
+    """IncrementalAlterConfigs' SET and DELETE on an entity config with no list keys (a
+    broker's dynamic configs, a group's): APPEND/SUBTRACT are INVALID_CONFIG, as Kafka says."""
+    for name, op, value in ops:
+        if op == SET:
+            config[name] = value
+        elif op == DELETE:
+            config.pop(name, None)
+        elif op in (APPEND, SUBTRACT):
+            raise InvalidConfig(f"Config value append/subtract is not allowed for "
+                                f"config key {name}: it is not a list")
+        else:
+            raise InvalidRequest(f"Unknown config operation {op}")
+
+
 class KafkaBrokerApi:
     def __init__(self, broker, config: KafkaConfig, cluster_id: str):
         self.broker = broker
@@ -745,16 +760,7 @@ class KafkaBrokerApi:
                                 f"Set({', '.join(fixed)})")
 
         def change(config):
-            for name, op, value in ops:
-                if op == SET:
-                    config[name] = value
-                elif op == DELETE:
-                    config.pop(name, None)
-                elif op in (APPEND, SUBTRACT):
-                    raise InvalidConfig(f"Config value append/subtract is not allowed for "
-                                        f"config key {name}: it is not a list")
-                else:
-                    raise InvalidRequest(f"Unknown config operation {op}")
+            _set_or_delete(config, ops)
             # Kafka's values, checked as the topic defaults they become
             normalize_topic_config(topic_defaults_from_broker_config(
                 {k: v for k, v in config.items() if k in DYNAMIC_KEYS}))
@@ -768,16 +774,7 @@ class KafkaBrokerApi:
             raise InvalidRequest("Group name must not be empty")
 
         def change(config):
-            for name, op, value in ops:
-                if op == SET:
-                    config[name] = value
-                elif op == DELETE:
-                    config.pop(name, None)
-                elif op in (APPEND, SUBTRACT):
-                    raise InvalidConfig(f"Config value append/subtract is not allowed for "
-                                        f"config key {name}: it is not a list")
-                else:
-                    raise InvalidRequest(f"Unknown config operation {op}")
+            _set_or_delete(config, ops)
             try:
                 checked = group_config.validate(config, self.broker.groups.config.bounds)
             except ValueError as exc:

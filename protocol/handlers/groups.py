@@ -318,6 +318,15 @@ def delete_groups(api: BrokerApi, request, _listener: str):
             for g in r.groups)))
 
 
+def described_assignment(key: int, v: int, names: dict, a: dict):
+    """A described member's assignment ({topic id: partitions}), each topic named from this
+    broker's metadata ("" for a topic it no longer knows), sorted: ConsumerGroupDescribe's
+    and ShareGroupDescribe's alike."""
+    return build(key, v, "Assignment", topic_partitions=tuple(
+        build(key, v, "TopicPartitions", topic_id=topic_uuid(t), topic_name=names.get(t, ""),
+              partitions=tuple(sorted(ps))) for t, ps in sorted(a.items())))
+
+
 # -- KIP-848 ---------------------------------------------------------------------------------------
 def consumer_group_heartbeat(api: BrokerApi, request, _listener: str):
     body, key, v = request.body, request.api_key, request.api_version
@@ -354,9 +363,7 @@ def consumer_group_describe(api: BrokerApi, request, _listener: str):
     names = {i: t for t, i in api.topic_ids().items()}
 
     def assignment(a):
-        return build(key, v, "Assignment", topic_partitions=tuple(
-            build(key, v, "TopicPartitions", topic_id=topic_uuid(t), topic_name=names.get(t, ""),
-                  partitions=tuple(sorted(ps))) for t, ps in sorted(a.items())))
+        return described_assignment(key, v, names, a)
 
     def respond(r: m.ConsumerGroupDescribeResult):
         return build(key, v, "ConsumerGroupDescribeResponse", groups=tuple(

@@ -21,6 +21,7 @@ from __future__ import annotations
 from protocol.api import BrokerApi, ShareFetchPartition, topic_id_text, topic_uuid
 from protocol.build import build, millis
 from protocol.handlers.authorized import authorized_operations
+from protocol.handlers.groups import described_assignment
 from protocol.security.acl import ResourceType as Res
 from replicas.errors import ErrorCode as E
 from share.group import ShareHeartbeat
@@ -51,9 +52,7 @@ def share_group_describe(api: BrokerApi, request, _listener: str):
     names = {i: t for t, i in api.topic_ids().items()}
 
     def assignment(a):
-        return build(key, v, "Assignment", topic_partitions=tuple(
-            build(key, v, "TopicPartitions", topic_id=topic_uuid(t), topic_name=names.get(t, ""),
-                  partitions=tuple(sorted(ps))) for t, ps in sorted(a.items())))
+        return described_assignment(key, v, names, a)
     groups = api.share_describe(list(body.group_ids))
     return build(key, v, "ShareGroupDescribeResponse", groups=tuple(
         build(key, v, "DescribedGroup", error_code=g.error, error_message=g.message,

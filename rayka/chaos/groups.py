@@ -49,6 +49,15 @@ GROUP_BROKER_CONFIG = {"group_min_session_timeout_ms": 1000,
 POLL_MS = 200
 
 
+def churn_step(rng, live: list, max_members: int) -> tuple[str, object]:
+    """One seeded churn decision over the live members: ("join", None), or ("leave" |
+    "die", the victim). A lone member is never taken; a full group loses one instead."""
+    action = rng.choice(["join", "leave", "die"]) if len(live) > 1 else "join"
+    if action == "join" and len(live) >= max_members:
+        action = "leave"
+    return (action, None) if action == "join" else (action, rng.choice(live))
+
+
 class _Member:
     def __init__(self, cluster, topic: str, history, name: str, auto_commit: bool,
                  group_protocol: str = "classic"):
@@ -198,13 +207,10 @@ class GroupWorkload:
         while not self.stop_churn.wait(self.rng.uniform(*self.churn_s)):
             with self._lock:
                 live = list(self.members)
-            action = self.rng.choice(["join", "leave", "die"]) if len(live) > 1 else "join"
-            if action == "join" and len(live) >= self.max_members:
-                action = "leave"
+            action, victim = churn_step(self.rng, live, self.max_members)
             if action == "join":
                 self.add_member()
                 continue
-            victim = self.rng.choice(live)
             with self._lock:
                 self.members.remove(victim)
             self.history.record("info", "group-member", member=victim.name, action=action)

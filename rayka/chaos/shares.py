@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import threading
 
+from rayka.chaos.groups import churn_step
 from replicas.errors import ErrorCode as E
 from replicas.errors import KafkaError
 
@@ -138,13 +139,10 @@ class ShareWorkload:
         while not self.stop_churn.wait(self.rng.uniform(*self.churn_s)):
             with self._lock:
                 live = list(self.members)
-            action = self.rng.choice(["join", "leave", "die"]) if len(live) > 1 else "join"
-            if action == "join" and len(live) >= self.max_members:
-                action = "leave"
+            action, victim = churn_step(self.rng, live, self.max_members)
             if action == "join":
                 self.add_member()
                 continue
-            victim = self.rng.choice(live)
             with self._lock:
                 self.members.remove(victim)
             self.history.record("info", "share-member", member=victim.name, action=action)
