@@ -31,7 +31,8 @@ Ray actors that carry them.
 - share_host: share groups (share/): their membership on the group's coordinator, share
   sessions and share-partitions on partition leaders, lock and session timers;
   share_state_host runs share/coordinator.py for the __share_group_state partitions this
-  broker leads (share-partitions' persisted state);
+  broker leads (share-partitions' persisted state); share_offsets answers the share-group
+  offsets admin APIs on the group's coordinator, asking the leaders and the state's hosts;
 - txn_markers: the transaction coordinator's WriteTxnMarkers to partition leaders;
   txn_verification: a leader's KIP-890 check with the coordinator before a transactional
   producer's first append; peer_links: connections to other brokers for both;

@@ -516,6 +516,17 @@ class Broker:
                                  [tuple(tp) for tp in forgotten], max_wait_ms, 1,
                                  FETCH_MAX_BYTES, max_records).result()
 
+    def share_offsets(self, request):
+        """A share.offsets request (DescribeOffsets / AlterOffsets / DeleteOffsets) of one
+        group, on its coordinator: share.offsets.OffsetsAnswer."""
+        return self.shares.offsets.call(request).result()
+
+    def share_offsets_reset(self, group_id: str, targets: dict) -> dict:
+        """The partitions this broker leads of an Alter/Delete ShareGroupOffsets: {tp: new
+        start offset or None}; {tp: error}."""
+        return self.shares.reset_offsets(group_id, {tuple(tp): o for tp, o in
+                                                    targets.items()}).result()
+
     def share_state(self, event):
         """One share coordinator request (share.coordinator.ReadState / WriteState; its
         request_id is replaced): its answer, once appended where it must be."""

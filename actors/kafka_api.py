@@ -575,6 +575,9 @@ class KafkaBrokerApi:
     def share_acknowledge(self, group_id, member_id, epoch, acks):
         return self.broker.shares.acknowledge(group_id, member_id, epoch, acks)
 
+    def share_offsets(self, request) -> Deferred:
+        return self.broker.shares.offsets.call(request)
+
     # -- topics ---------------------------------------------------------------------------------------
     def _live(self) -> list[int]:
         with self.broker.lock:

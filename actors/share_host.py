@@ -29,10 +29,11 @@ Rules:
 - Lock expiry and member session expiry run on the broker's timers, armed at the earliest
   deadline (share/partition.py, share/group.py).
 - Closing a share session (epoch -1) releases what the member held on that session's
-  partitions, their last delivery given back; forgetting a partition releases its records
-  there. A new epoch-0 session of the same member (after a session error) releases
-  nothing: the member is the same and may still acknowledge what it holds (released, its
-  records would reach another member as first deliveries again).
+  partitions, their last delivery given back. Forgetting a partition, or a new epoch-0
+  session of the same member (after a session error), releases nothing (Kafka's
+  ShareSession.update): the client may have handed those records to its application and
+  may still acknowledge them; released, they would reach another member as first
+  deliveries again. Their locks expiring gives them back otherwise.
 - Leadership: a share-partition lives on the partition's leader, for one topic id and one
   leader epoch (a re-created topic, or a partition led again later, starts over); while
   the broker does not know the topic's id yet (a topic just made) its partitions answer
@@ -60,6 +61,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from actors.completion import Completion
 from actors.config_store import read_entity
+from actors.share_offsets import ShareOffsets
 from actors.share_state_host import STATE_TOPIC
 from coordinator.group_config import (SHARE_AUTO_OFFSET_RESET, SHARE_HEARTBEAT,
                                       SHARE_ISOLATION, SHARE_LOCK, SHARE_SESSION, duration_ms,
@@ -133,6 +135,7 @@ class ShareHost:
         self._began: dict[tuple[str, tuple], tuple] = {}
         self._timer = self._timer_at = None                 # lock expiry
         self._group_timer = self._group_timer_at = None     # member session expiry
+        self.offsets = ShareOffsets(self)
 
     # -- configs -------------------------------------------------------------------------------
     def _group_config(self, group_id: str) -> dict[str, str]:
@@ -191,12 +194,18 @@ class ShareHost:
             code = self.groups.delete(group_id)
         if code == E.NONE:
             self._pool.submit(self._forget_group, group_id)
+            self.offsets.forget_group(group_id)
         return code
 
     def _forget_group(self, group_id: str) -> None:
         with self._lock:
             for key in [k for k in self.partitions if k[0] == group_id]:
                 del self.partitions[key]
+
+    def has_members(self, group_id: str) -> bool:
+        with self._members:
+            group = self.groups.groups.get(group_id)
+            return bool(group is not None and group.members)
 
     def is_share_group(self, group_id: str) -> bool:
         with self._members:
@@ -205,19 +214,20 @@ class ShareHost:
     # -- ShareFetch / ShareAcknowledge ---------------------------------------------------------
     def acknowledge(self, group_id: str, member_id: str, epoch: int, acks: dict) -> Deferred:
         """A Deferred of (error, {tp: (error, leader)}, the group's lock duration)."""
-        return self._in_pool(self._acknowledge_now, group_id, member_id, epoch, acks)
+        return self.in_pool(self._acknowledge_now, group_id, member_id, epoch, acks)
 
     def fetch(self, group_id, member_id, epoch, asked: dict, forgotten, max_wait_ms,
               min_bytes, max_bytes, max_records, renew_only=False) -> Deferred:
         """`asked`: {tp: acknowledgement batches [(first, last, types)]}; a Deferred of
         ShareFetchResult."""
-        return self._in_pool(self._fetch_now, group_id, member_id, epoch, asked, forgotten,
+        return self.in_pool(self._fetch_now, group_id, member_id, epoch, asked, forgotten,
                              max_wait_ms, min_bytes, max_bytes, max_records, renew_only)
 
-    def _in_pool(self, fn, *args) -> Deferred:
-        """fn(*args) on the pool (it may wait on state reads and writes: never on the
-        network loop, which serves the followers those writes wait for); a Deferred fn
-        returns is followed, its value computed on the pool too."""
+    def in_pool(self, fn, *args, pool=None) -> Deferred:
+        """fn(*args) on the share worker thread (or `pool`): it may wait on state reads and
+        writes, never on the network loop, which serves the followers those writes wait
+        for; a Deferred fn returns is followed, its value computed on the pool too."""
+        pool = pool or self._pool
         later = _Later()
 
         def follow(inner: Deferred) -> None:
@@ -234,9 +244,9 @@ class ShareHost:
                 return
             if not isinstance(got, Deferred):
                 later.put(got)
-            elif not got.when_ready(lambda: self._pool.submit(follow, got)):
+            elif not got.when_ready(lambda: pool.submit(follow, got)):
                 follow(got)
-        self._pool.submit(run)
+        pool.submit(run)
         return Deferred(later.result, later.when_ready)
 
     def _acknowledge_now(self, group_id: str, member_id: str, epoch: int, acks: dict) -> tuple:
@@ -263,10 +273,9 @@ class ShareHost:
                                            has_acks)
             if decision.error:
                 return Deferred.done(ShareFetchResult(decision.error))
-            for tp in forgotten:      # a replaced session's records stay the member's own
-                p = self.partitions.get((group_id, tuple(tp)))
-                if p is not None and p.release_member(member_id, undelivered=True):
-                    self._persist(group_id, tuple(tp), p)
+            # A forgotten partition's records stay the member's own until acknowledged or
+            # their locks expire (Kafka's ShareSession.update forgets, releases nothing): the
+            # client may have handed them to its application already.
             answers = {}
             for tp, batches in asked.items():
                 if batches:
@@ -295,6 +304,43 @@ class ShareHost:
             group_id, member_id, outcomes, answers, max_records, lock_ms, decision.full, acked,
             committed))
 
+    def reset_offsets(self, group_id: str, targets: dict) -> Deferred:
+        """AlterShareGroupOffsets / DeleteShareGroupOffsets on the partitions this broker
+        leads: {tp: new SPSO, or None to delete the state}; a Deferred of {tp: error}."""
+        return self.in_pool(self._reset_now, group_id, targets)
+
+    def _reset_now(self, group_id: str, targets: dict) -> dict:
+        out = {}
+        with self._lock:
+            for tp, offset in targets.items():
+                tp = tuple(tp)
+                try:
+                    if offset is None:
+                        out[tp] = self._delete_state(group_id, tp)
+                        continue
+                    p = self._partition(group_id, tp)
+                    before = p.checkpoint()
+                    p.reset_to(offset)
+                    out[tp] = self._persist(group_id, tp, p)
+                    if out[tp]:
+                        p.rollback(before)
+                        out[tp] = PERSIST_ERRORS.get(out[tp], E.UNKNOWN_SERVER_ERROR)
+                except KafkaError as exc:
+                    out[tp] = exc.code
+        return out
+
+    def _delete_state(self, group_id: str, tp) -> int:
+        with self.broker.lock:
+            info = self.broker.rm.partition_info(tp)
+            topic_id = self.broker.rm.metadata.topic_id(tp[0])
+        if info["role"] != "leader":
+            return E.NOT_LEADER_OR_FOLLOWER
+        self.partitions.pop((group_id, tp), None)
+        self._began.pop((group_id, tp), None)
+        key = ShareKey(group_id, topic_id, tp[1])
+        error = self._state_call(key, lambda rid: sc.DeleteState(rid, key)).error
+        return PERSIST_ERRORS.get(error, E.UNKNOWN_SERVER_ERROR) if error else E.NONE
+
     # -- helpers -------------------------------------------------------------------------------
     def _partition(self, group_id: str, tp) -> SharePartition:
         """The share-partition of a partition this broker leads (KafkaError otherwise)."""
@@ -309,6 +355,8 @@ class ShareHost:
         key = (group_id, tp)
         p = self.partitions.get(key)
         if p is not None and self._began.get(key) != began:
+            log.info("share-partition %s %s: held for %s, now %s: read again", group_id, tp,
+                     self._began.get(key), began)
             p = None                    # what it held belongs to another topic or term
         if p is None:
             p = self._load(group_id, tp, began, info)
@@ -538,6 +586,7 @@ class ShareHost:
         self._arm_groups()
 
     def stop(self) -> None:
+        self.offsets.stop()
         self._pool.shutdown(wait=False, cancel_futures=True)
 
 

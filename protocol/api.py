@@ -387,6 +387,12 @@ class BrokerApi(Protocol):
         the group's acquisition lock duration in ms): answered once the states are written."""
         ...
 
+    def share_offsets(self, request) -> Deferred:
+        """DescribeShareGroupOffsets / AlterShareGroupOffsets / DeleteShareGroupOffsets of
+        one group (share.offsets.DescribeOffsets / AlterOffsets / DeleteOffsets, topics by
+        name) → a Deferred of share.offsets.OffsetsAnswer."""
+        ...
+
     def group_call(self, make_event) -> Deferred:
         """`make_event(request_id)` → a coordinator.messages request event; a Deferred of
         the group coordinator's result (a JoinGroup parks until the rebalance completes)."""

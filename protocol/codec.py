@@ -291,6 +291,15 @@ _MIRRORS: dict[int, tuple] = {
                                       {"group_id": None}, {}, None),),
     ApiKey.SHARE_GROUP_DESCRIBE: (("group_ids", "groups", "DescribedGroup",
                                    {"group_id": None}, {}, None),),
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: (("groups", "groups",
+                                           "DescribeShareGroupOffsetsResponseGroup",
+                                           {"group_id": "group_id"}, {}, None),),
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: (("topics", "responses",
+                                        "AlterShareGroupOffsetsResponseTopic",
+                                        {"topic_name": "topic_name"}, {},
+                                        ("partitions", "partitions",
+                                         "AlterShareGroupOffsetsResponsePartition",
+                                         {"partition_index": "partition_index"}, {}, None)),),
     # transactions: partitions, markers and transactional ids asked (AddPartitionsToTxn v4,
     # AddOffsetsToTxn, EndTxn and ListTransactions answer only their top-level error)
     ApiKey.ADD_PARTITIONS_TO_TXN: (

@@ -9,7 +9,7 @@ Rules:
   common/message/*Request.json; 3.8 marks no latest version unstable). For each API rayka
   serves, the range is Kafka 3.8's, except Kafka 4's (`KAFKA_40`): KIP-848's two, which
   Kafka 3.8 had as an early-access v0 and Kafka 4.0 made GA at v0-1 (v1: the client makes
-  its member id, KIP-1082; librdkafka asks for v1), and KIP-932's share-group APIs (76-79)
+  its member id, KIP-1082; librdkafka asks for v1), and KIP-932's share-group APIs (76-79, 90-92)
   at Kafka 4.2's ranges (their v0 was 4.0's early access, removed in 4.1). `api_table()` is README's table, checked by a test.
 - The versions kio has no schema for (below Kafka 4's minimums) are protocol/legacy.py's;
   Produce v0-2 and Fetch v0-3 carry message formats v0/v1, converted to and from
@@ -84,6 +84,9 @@ class ApiKey(IntEnum):
     SHARE_GROUP_DESCRIBE = 77
     SHARE_FETCH = 78
     SHARE_ACKNOWLEDGE = 79
+    DESCRIBE_SHARE_GROUP_OFFSETS = 90
+    ALTER_SHARE_GROUP_OFFSETS = 91
+    DELETE_SHARE_GROUP_OFFSETS = 92
 
 
 SUPPORTED: dict[int, tuple[int, int]] = {
@@ -130,6 +133,9 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     ApiKey.SHARE_GROUP_DESCRIBE: (1, 1),
     ApiKey.SHARE_FETCH: (1, 2),
     ApiKey.SHARE_ACKNOWLEDGE: (1, 2),
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: (0, 1),
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: (0, 0),
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS: (0, 0),
     ApiKey.DELETE_GROUPS: (0, 2),
     ApiKey.SASL_HANDSHAKE: (0, 1),             # v0: raw SASL tokens follow
     ApiKey.SASL_AUTHENTICATE: (0, 2),
@@ -179,6 +185,8 @@ KAFKA_40: dict[int, tuple[str, int, int]] = {
     68: ("ConsumerGroupHeartbeat", 0, 1), 69: ("ConsumerGroupDescribe", 0, 1),
     76: ("ShareGroupHeartbeat", 1, 1), 77: ("ShareGroupDescribe", 1, 1),
     78: ("ShareFetch", 1, 2), 79: ("ShareAcknowledge", 1, 2),
+    90: ("DescribeShareGroupOffsets", 0, 1), 91: ("AlterShareGroupOffsets", 0, 0),
+    92: ("DeleteShareGroupOffsets", 0, 0),
 }
 
 

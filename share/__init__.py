@@ -8,7 +8,9 @@ What lives here:
 - sessions: share sessions on a leader (ShareFetch/ShareAcknowledge epochs);
 - coordinator, records: the share coordinator (share-partitions' state, read by a new
   leader, written after every change, fencing old leaders) and its `__share_group_state`
-  records (Kafka's ShareSnapshot / ShareUpdate).
+  records (Kafka's ShareSnapshot / ShareUpdate);
+- offsets: share-group offsets as an admin describes, alters and deletes them (SPSO,
+  leader epoch, lag).
 
 A room of its own beside the group and transaction coordinators, as Kafka keeps its share
 coordinator (share-coordinator/ and core/src/main/java/kafka/server/share in Kafka 4).

@@ -17,6 +17,10 @@ Rules:
   answer waits for the append (persist before answering; a failed append answers
   COORDINATOR_NOT_AVAILABLE or NOT_COORDINATOR and leaves the stored state as it was).
 - DeleteState(key) appends the key's tombstones (snapshot and update).
+- ReadSummary(group, keys) answers the stored states of those keys (every key of the group
+  when keys is None) among the partitions it owns, recording nothing (Kafka's
+  ReadShareGroupStateSummary: an admin's read never fences a leader); a key not stored is
+  left out; any asked partition still loading is COORDINATOR_LOAD_IN_PROGRESS.
 """
 
 from __future__ import annotations
@@ -51,6 +55,13 @@ class WriteState:
 class DeleteState:
     request_id: int
     key: ShareKey
+
+
+@dataclass(frozen=True, slots=True)
+class ReadSummary:
+    request_id: int
+    group_id: str
+    keys: tuple[ShareKey, ...] | None = None      # None: every key of the group
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +115,7 @@ class Respond:
 class StateAnswer:
     error: int = E.NONE
     state: ShareState | None = None      # None: never written (start at the reset policy)
+    summaries: tuple = ()                # ReadSummary: (key, state) of the keys stored
 
 
 @dataclass
@@ -188,6 +200,18 @@ class ShareCoordinator:
         self._append(e.request_id, e.key, None, (
             StateRecord(encode_key(e.key, SNAPSHOT), None),
             StateRecord(encode_key(e.key, UPDATE), None)))
+
+    def process_read_summary(self, e: ReadSummary) -> None:
+        if e.keys is None:
+            if self.loading:
+                return self._respond(e.request_id, StateAnswer(E.COORDINATOR_LOAD_IN_PROGRESS))
+            found = [(k, s) for k, s in self.states.items() if k.group_id == e.group_id]
+        else:
+            if any(self.partition_for(k) in self.loading for k in e.keys):
+                return self._respond(e.request_id, StateAnswer(E.COORDINATOR_LOAD_IN_PROGRESS))
+            found = [(k, self.states[k]) for k in e.keys if k in self.states]
+        self._respond(e.request_id, StateAnswer(summaries=tuple(sorted(
+            found, key=lambda ks: (ks[0].topic_id, ks[0].partition)))))
 
     def _write(self, request_id: int, key: ShareKey, state: ShareState) -> None:
         self._append(request_id, key, state, (StateRecord(

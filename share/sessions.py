@@ -4,9 +4,8 @@ Kafka's ShareSessionCache and SharePartitionManager.newContext), pure.
 Rules:
 - A session is keyed by (group id, member id) on each broker and holds the partitions the
   member fetches from that broker and the epoch its next request must carry.
-- ShareFetch epoch 0 opens a session (replacing the member's old one, whose partitions are
-  returned) with the partitions asked; it
-  may not carry acknowledgements (INVALID_REQUEST). A broker holds at most
+- ShareFetch epoch 0 opens a session (replacing the member's old one) with the partitions
+  asked; it may not carry acknowledgements (INVALID_REQUEST). A broker holds at most
   `max_sessions` (group.share.max.share.sessions): one more is
   SHARE_SESSION_LIMIT_REACHED.
 - Epoch -1 ends the session after its acknowledgements are applied; it fetches nothing and
@@ -41,7 +40,6 @@ class ShareSession:
 class SessionDecision:
     error: int = E.NONE
     session: ShareSession | None = None
-    replaced: frozenset = frozenset()   # partitions of a session that epoch 0 replaced
     closing: bool = False               # epoch -1: apply acknowledgements, then close
     full: bool = False                  # a new session: answer every partition
 
@@ -67,8 +65,7 @@ class ShareSessionCache:
                 return SessionDecision(E.SHARE_SESSION_LIMIT_REACHED)
             session = self.sessions[key] = ShareSession(group_id, member_id, 1,
                                                         set(asked) - set(forgotten))
-            return SessionDecision(session=session, full=True,
-                                   replaced=frozenset(old.partitions) if old else frozenset())
+            return SessionDecision(session=session, full=True)
         if epoch == FINAL and forgotten:
             return SessionDecision(E.INVALID_REQUEST)
         decision = self._continue(key, epoch)

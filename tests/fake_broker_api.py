@@ -42,11 +42,7 @@ What it is:
   and below its `hw`, as the follower's copy; `preferred_read_replicas[tp] = broker` makes
   the leader answer such a fetch of tp with that preferred read replica and no records
   (the selector itself is replicas/replica_selector.py's, tested on its own).
-- Share groups: `share_heartbeat` / `share_describe` drive a REAL pure share.group.ShareGroups
-  on the fake clock (a classic or consumer group of `coordinator` holds its id);
-  `share_fetch` / `share_acknowledge` a REAL share.sessions.ShareSessionCache and one
-  share.partition.SharePartition per (group, partition), started at `share_reset`
-  ("earliest"), reading the fake's logs at once (no long poll).
+- Share groups: tests/fake_shares.py (a part of this fake of its own).
 - Transactions: `txn_call` drives a REAL pure `transactions.coordinator.
   TransactionCoordinator` (`txn_coordinator`, same fake clock) owning the
   `__transaction_state` partitions `own_txns()` loads; its appends are acknowledged at
@@ -70,9 +66,6 @@ from replicas.errors import RecordValidationError
 from replicas.legacy_offsets import offsets_before
 from replicas.record_validation import LONG_MAX, TimestampBounds, validate_records
 from replicas.records import iter_headers
-from share.group import ShareGroupConfig, ShareGroups
-from share.partition import ShareConfig, SharePartition, Span
-from share.sessions import ShareSessionCache
 from transactions import messages as tm
 from transactions.coordinator import TransactionCoordinator
 from protocol.api import topic_id_text
@@ -80,8 +73,9 @@ from replicas.errors import ErrorCode as E
 from protocol.api import (
     LogDir, LogDirPartition, OngoingReassignment, BrokerNode, Deferred, ClusterMetadata, ConfigEntry, ConfigResource, ConfigsOutcome, FetchAsk,
     FetchOutcome, OffsetAnswer, PartitionMetadata, ProduceOutcome, TopicMetadata,
-    TopicOutcome, TopicSpec, ShareFetchPartition, ShareFetchResult,
+    TopicOutcome, TopicSpec,
 )
+from tests.fake_shares import FakeShares
 
 TP = tuple[str, int]
 
@@ -171,7 +165,7 @@ class NotAnsweredYet(AssertionError):
     """result() of a group call the coordinator has not answered (it is parked)."""
 
 
-class FakeBrokerApi:
+class FakeBrokerApi(FakeShares):
     """One in-memory broker (see the module docstring). Deterministic: a fake clock, no threads."""
 
     def __init__(self, broker_id: int = 1, cluster_id: str = "fake-cluster",
@@ -226,11 +220,7 @@ class FakeBrokerApi:
         self.markers: list = []                    # WriteMarkers the coordinator asked for
         self.zk_offsets: dict = {}                 # OffsetCommit v0: (group, tp) -> offset
         self.reassignments: dict = {}              # tp -> target replicas (KIP-455)
-        # share groups: the real pure share room on the fake clock
-        self.share_groups = ShareGroups(ShareGroupConfig())
-        self.share_sessions = ShareSessionCache()
-        self.share_partitions: dict = {}           # (group, tp) -> SharePartition
-        self.share_reset = "earliest"              # share.auto.offset.reset of every group
+        FakeShares.__init__(self)
 
     # -- setup ----------------------------------------------------------------------------------
     def add_broker(self, broker_id: int, rack: str | None = None, **endpoints):
@@ -840,83 +830,6 @@ class FakeBrokerApi:
         self._record("zk_fetch_offsets", group_id=group_id, tps=tps)
         return {tp: (NONE, self.zk_offsets[(group_id, tp)]) if (group_id, tp) in self.zk_offsets
                 else (UNKNOWN_TOPIC_OR_PARTITION, -1) for tp in tps}
-
-    # -- share groups: the real pure share room (share/) --------------------------------------
-    def share_heartbeat(self, request, topics):
-        self._record("share_heartbeat", request=request, topics=topics)
-        return self.share_groups.heartbeat(request, topics, self.clock_ms,
-                                           self.coordinator.group(request.group_id) is not None)
-
-    def share_describe(self, group_ids) -> list:
-        group_ids = list(group_ids)
-        self._record("share_describe", group_ids=group_ids)
-        return [self.share_groups.describe(g) for g in group_ids]
-
-    def _share_partition(self, group_id, tp):
-        key = (group_id, tuple(tp))
-        if key not in self.share_partitions:
-            part = self.partition(tp)
-            self.share_partitions[key] = SharePartition.initial(
-                self.share_reset, part.log_start, part.high_watermark, ShareConfig())
-        return self.share_partitions[key]
-
-    def share_fetch(self, group_id, member_id, epoch, asked, forgotten, max_wait_ms, min_bytes,
-                    max_bytes, max_records, renew_only) -> Deferred:
-        asked, forgotten = dict(asked), list(forgotten)
-        self._record("share_fetch", group_id=group_id, member_id=member_id, epoch=epoch,
-                     asked=asked, forgotten=forgotten, max_wait_ms=max_wait_ms,
-                     min_bytes=min_bytes, max_bytes=max_bytes, max_records=max_records,
-                     renew_only=renew_only)
-        decision = self.share_sessions.fetch(group_id, member_id, epoch, list(asked), forgotten,
-                                             any(asked.values()))
-        if decision.error:
-            return Deferred.done(ShareFetchResult(decision.error))
-        out = {}
-        for tp, batches in asked.items():
-            if batches:
-                code = self._partition_error(tp) or self._share_partition(
-                    group_id, tp).acknowledge(member_id, batches, self.clock_ms)
-                out[tp] = ShareFetchPartition(ack_error=code)
-        if decision.closing:
-            self.share_sessions.close(group_id, member_id)
-            return Deferred.done(ShareFetchResult(NONE, out, 30_000))
-        left = max_records
-        for tp in sorted(decision.session.partitions):
-            a = out.setdefault(tp, ShareFetchPartition())
-            error = self._partition_error(tp)
-            if error:
-                part = self.topics.get(tp[0], {}).get(tp[1])
-                a.error = error
-                a.leader = (part.leader, part.leader_epoch) if part else (-1, -1)
-                continue
-            p = self._share_partition(group_id, tp)
-            if renew_only or left <= 0:
-                continue
-            o = self._fetch_one(FetchAsk(tp, p.next_fetch_offset(), max_bytes=max_bytes), -1)
-            spans = [Span(h.base_offset, h.base_offset + h.last_offset_delta)
-                     for h in iter_headers(o.records)]
-            got = p.acquire(member_id, spans, left, self.clock_ms)
-            if got:
-                left -= sum(g.last - g.first + 1 for g in got)
-                a.records = o.records
-                a.acquired = tuple((g.first, g.last, g.delivery_count) for g in got)
-        return Deferred.done(ShareFetchResult(NONE, out, 30_000))
-
-    def share_acknowledge(self, group_id, member_id, epoch, acks):
-        acks = dict(acks)
-        self._record("share_acknowledge", group_id=group_id, member_id=member_id, epoch=epoch,
-                     acks=acks)
-        decision = self.share_sessions.acknowledge(group_id, member_id, epoch)
-        if decision.error:
-            return Deferred.done((decision.error, {}, 30_000))
-        out = {}
-        for tp, batches in acks.items():
-            error = self._partition_error(tp)
-            out[tp] = (error, (-1, -1)) if error else (self._share_partition(
-                group_id, tp).acknowledge(member_id, batches, self.clock_ms), (-1, -1))
-        if decision.closing:
-            self.share_sessions.close(group_id, member_id)
-        return Deferred.done((NONE, out, 30_000))
 
     def group_call(self, make_event) -> Deferred:
         rid, self._next_request_id = self._next_request_id, self._next_request_id + 1

@@ -116,6 +116,30 @@ class ShareAcknowledgeResponse(ApiMessage, load_json=_kip848):
     pass
 
 
+class DescribeShareGroupOffsetsRequest(ApiMessage, load_json=_kip848):
+    pass
+
+
+class DescribeShareGroupOffsetsResponse(ApiMessage, load_json=_kip848):
+    pass
+
+
+class AlterShareGroupOffsetsRequest(ApiMessage, load_json=_kip848):
+    pass
+
+
+class AlterShareGroupOffsetsResponse(ApiMessage, load_json=_kip848):
+    pass
+
+
+class DeleteShareGroupOffsetsRequest(ApiMessage, load_json=_kip848):
+    pass
+
+
+class DeleteShareGroupOffsetsResponse(ApiMessage, load_json=_kip848):
+    pass
+
+
 TOPIC_ID = uuid.UUID("0123456789abcdef0123456789abcdef")
 # The ids FakeBrokerApi gives the topics a test adds first and second ("orders", "audit").
 TOPIC_IDS = {"orders": uuid.UUID(int=0x7001), "audit": uuid.UUID(int=0x7002)}
@@ -141,7 +165,8 @@ RESPONSES = {0: ProduceResponse, 1: FetchResponse, 2: ListOffsetsResponse,
              47: OffsetDeleteResponse, 68: ConsumerGroupHeartbeatResponse,
              69: ConsumerGroupDescribeResponse, 76: ShareGroupHeartbeatResponse,
              77: ShareGroupDescribeResponse, 78: ShareFetchResponse,
-             79: ShareAcknowledgeResponse}
+             79: ShareAcknowledgeResponse, 90: DescribeShareGroupOffsetsResponse,
+             91: AlterShareGroupOffsetsResponse, 92: DeleteShareGroupOffsetsResponse}
 
 # an ACL filter matching everything (resource type ANY 1, pattern ANY 1, operation ANY 1,
 # permission ANY 1), and one literal Read allow for User:alice on topic orders
@@ -503,6 +528,21 @@ SAMPLES = {
                             first_offset=0, last_offset=1, acknowledge_types=[1])])
                 for p in ps])
             for t, ps in ASKED.items()]),
+    90: lambda v: DescribeShareGroupOffsetsRequest[v](groups=[
+        DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup(
+            group_id="g1", topics=[
+                DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup
+                .DescribeShareGroupOffsetsRequestTopic(topic_name=t, partitions=ps)
+                for t, ps in ASKED.items()])]),
+    91: lambda v: AlterShareGroupOffsetsRequest[v](group_id="g1", topics=[
+        AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic(
+            topic_name=t, partitions=[
+                AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic
+                .AlterShareGroupOffsetsRequestPartition(partition_index=p, start_offset=0)
+                for p in ps]) for t, ps in ASKED.items()]),
+    92: lambda v: DeleteShareGroupOffsetsRequest[v](group_id="g1", topics=[
+        DeleteShareGroupOffsetsRequest.DeleteShareGroupOffsetsRequestTopic(topic_name=t)
+        for t in ASKED]),
 }
 
 _ACK = ShareAcknowledgeRequest

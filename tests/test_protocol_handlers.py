@@ -34,7 +34,8 @@ METHOD = {0: "produce", 1: "fetch", 2: "list_offsets", 3: "metadata", 19: "creat
           46: "list_partition_reassignments", 47: "group_call",
           **dict.fromkeys((8, 9, 11, 12, 13, 14, 15, 16, 42, 28, 68, 69), "group_call"),
           76: "share_heartbeat", 77: "share_describe", 78: "share_fetch",
-          79: "share_acknowledge",
+          79: "share_acknowledge", 90: "share_offsets", 91: "share_offsets",
+          92: "share_offsets",
           **dict.fromkeys((24, 25, 26, 65, 66), "txn_call")}
 # Kafka 3.8 answers these from ZooKeeper or from the log's segments
 LEGACY_METHOD = {(2, 0): "legacy_offsets", (8, 0): "zk_commit_offsets",

@@ -52,6 +52,9 @@ from tests.handler_wire import (
     versions,
 )
 from tests.protocol_samples import (ACL_ANY, ACL_READ, RESPONSES, TOPIC_IDS,
+                                    AlterShareGroupOffsetsRequest,
+                                    DeleteShareGroupOffsetsRequest,
+                                    DescribeShareGroupOffsetsRequest,
                                     ConsumerGroupDescribeRequest,
                                     ConsumerGroupHeartbeatRequest, ShareAcknowledgeRequest,
                                     ShareFetchRequest, ShareGroupDescribeRequest,
@@ -288,6 +291,42 @@ def _share_ack(v):
 def _share_asked(method):
     return lambda fake: [tp for c in fake.calls_of(method)
                          for tp in c.get("asked", c.get("acks", {}))]
+
+
+def _sg_offsets(v):
+    g = DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup
+    return DescribeShareGroupOffsetsRequest[v](groups=[g(group_id="g1", topics=[
+        g.DescribeShareGroupOffsetsRequestTopic(topic_name=n, partitions=[0])
+        for n in ("orders", "audit")])])
+
+
+def _sg_alter(v):
+    t = AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic
+    return AlterShareGroupOffsetsRequest[v](group_id="g1", topics=[t(topic_name=n, partitions=[
+        t.AlterShareGroupOffsetsRequestPartition(partition_index=0, start_offset=0)])
+        for n in ("orders", "audit")])
+
+
+def _sg_delete(v):
+    t = DeleteShareGroupOffsetsRequest.DeleteShareGroupOffsetsRequestTopic
+    return DeleteShareGroupOffsetsRequest[v](group_id="g1", topics=[
+        t(topic_name=n) for n in ("orders", "audit")])
+
+
+def _offsets_asked(fake):
+    """The topics of the share-group offsets requests that reached the broker."""
+    out = []
+    for c in fake.calls_of("share_offsets"):
+        r = c["request"]
+        out.extend(getattr(r, "offsets", None) or getattr(r, "topics", None) or ())
+    return out
+
+
+def _sg_partitions(r):
+    """{(topic, partition): error} of a Describe/Alter ShareGroupOffsets answer."""
+    topics = r.groups[0].topics if hasattr(r, "groups") else r.responses
+    return {(t.topic_name, p.partition_index): p.error_code
+            for t in topics for p in t.partitions}
 
 
 def _leave(v):
@@ -658,6 +697,46 @@ CASES = [
          _share_asked("share_acknowledge"),
          lambda r, f, v: (r.error_code, r.responses) == (30, []),
          lambda r, f, v: r.error_code == 122),       # SHARE_SESSION_NOT_FOUND: none opened
+    Case("DescribeShareGroupOffsets", 90, _sg_offsets,
+         [acl(Res.GROUP, "g1", Op.DESCRIBE), acl(Res.TOPIC, "orders", Op.DESCRIBE),
+          acl(Res.TOPIC, "audit", Op.DESCRIBE)],
+         _offsets_asked,
+         lambda r, f, v: (r.groups[0].error_code, r.groups[0].topics) == (30, []),
+         lambda r, f, v: r.groups[0].error_code == 0
+         and _sg_partitions(r) == dict.fromkeys(BOTH, 0)),
+    Case("DescribeShareGroupOffsets (its topics)", 90, _sg_offsets,
+         [acl(Res.GROUP, "g1", Op.DESCRIBE), acl(Res.TOPIC, "orders", Op.DESCRIBE),
+          acl(Res.TOPIC, "audit", Op.DESCRIBE)],
+         _offsets_asked,
+         lambda r, f, v: r.groups[0].error_code == 0
+         and _sg_partitions(r) == dict.fromkeys(BOTH, 29),
+         lambda r, f, v: r.groups[0].error_code == 0,
+         held=[acl(Res.GROUP, "g1", Op.DESCRIBE)]),
+    Case("AlterShareGroupOffsets", 91, _sg_alter,
+         [acl(Res.GROUP, "g1", Op.READ), acl(Res.TOPIC, "orders", Op.READ),
+          acl(Res.TOPIC, "audit", Op.READ)],
+         _offsets_asked,
+         lambda r, f, v: r.error_code == 30 and set(_sg_partitions(r).values()) == {30},
+         lambda r, f, v: r.error_code == 0 and _sg_partitions(r) == dict.fromkeys(BOTH, 0)),
+    Case("AlterShareGroupOffsets (its topics)", 91, _sg_alter,
+         [acl(Res.GROUP, "g1", Op.READ), acl(Res.TOPIC, "orders", Op.READ),
+          acl(Res.TOPIC, "audit", Op.READ)],
+         _offsets_asked,
+         lambda r, f, v: r.error_code == 0 and _sg_partitions(r) == dict.fromkeys(BOTH, 29),
+         lambda r, f, v: r.error_code == 0, held=[acl(Res.GROUP, "g1", Op.READ)]),
+    Case("DeleteShareGroupOffsets", 92, _sg_delete,
+         [acl(Res.GROUP, "g1", Op.DELETE), acl(Res.TOPIC, "orders", Op.READ),
+          acl(Res.TOPIC, "audit", Op.READ)],
+         _offsets_asked,
+         lambda r, f, v: (r.error_code, r.responses) == (30, []),
+         lambda r, f, v: r.error_code == 0
+         and [t.error_code for t in r.responses] == [3, 3]),     # no state to delete
+    Case("DeleteShareGroupOffsets (its topics)", 92, _sg_delete,
+         [acl(Res.GROUP, "g1", Op.DELETE), acl(Res.TOPIC, "orders", Op.READ),
+          acl(Res.TOPIC, "audit", Op.READ)],
+         _offsets_asked,
+         lambda r, f, v: r.error_code == 0 and [t.error_code for t in r.responses] == [29, 29],
+         lambda r, f, v: r.error_code == 0, held=[acl(Res.GROUP, "g1", Op.DELETE)]),
     Case("DeleteGroups", 42, lambda v: DeleteGroupsRequest[v](groups_names=["g1", "g2"]),
          [acl(Res.GROUP, "g1", Op.DELETE), acl(Res.GROUP, "g2", Op.DELETE)],
          lambda fake: [g for e in groups_seen(fake, gm.DeleteGroups) for g in e.group_ids],

@@ -119,6 +119,22 @@ def test_ownership_loading_and_failed_appends():
     assert d.ask(lambda r: sc.ReadState(r, KEY, 1)).state is None     # nothing stored
 
 
+def test_a_summary_reads_without_fencing_and_leaves_out_keys_never_written():
+    d = Driver()
+    other = ShareKey("g", "AAAAAAAAAAAAAAAAAAAAAQ", 0)
+    elsewhere = ShareKey("h", "AAAAAAAAAAAAAAAAAAAAAQ", 3)
+    d.ask(lambda r: sc.WriteState(r, KEY, state(leader_epoch=2)))
+    d.ask(lambda r: sc.WriteState(r, elsewhere, state()))
+    appended = sum(len(v) for v in d.log.values())
+    got = d.ask(lambda r: sc.ReadSummary(r, "g", (KEY, other)))
+    assert [(k, s.start_offset, s.leader_epoch) for k, s in got.summaries] == [(KEY, 10, 2)]
+    assert d.ask(lambda r: sc.ReadSummary(r, "g")).summaries == got.summaries    # all of g
+    assert sum(len(v) for v in d.log.values()) == appended          # nothing written
+    assert d.ask(lambda r: sc.WriteState(r, KEY, state(leader_epoch=2))).error == E.NONE
+    d.send(sc.BeginLoad(d.c.partition_for(other)))
+    assert d.ask(lambda r: sc.ReadSummary(r, "g")).error == E.COORDINATOR_LOAD_IN_PROGRESS
+
+
 keys = st.builds(ShareKey, st.sampled_from(["g", "h"]), st.just("AAAAAAAAAAAAAAAAAAAAAQ"),
                  st.integers(0, 3))
 batches = st.lists(st.builds(lambda f, n, s, c: StateBatch(f, f + n, s, c),

@@ -4,7 +4,8 @@ partitions read a topic together, each record accepted once; release and reject;
 own configs through the Admin; a share-partition's state surviving its leader's death
 (`__share_group_state`): what was accepted is never delivered again; a killed Ray worker's
 records delivered again to the others once their acquisition locks expire, each record
-accepted exactly once."""
+accepted exactly once; a share group's offsets described, altered and deleted (Kafka's
+AlterShareGroupOffsets / DeleteShareGroupOffsets) and a deleted group's state gone."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from confluent_kafka import Producer
 import rayka
 from rayka.client.admin import wait_for
 from rayka.client.share_consumer import IllegalStateError
-from replicas.errors import InvalidConfig
+from replicas.errors import GroupIdNotFound, InvalidConfig, NonEmptyGroup
 from tests.ray_cluster import kill_brokers_and_wait_back, ray_session  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.ray
@@ -227,3 +228,46 @@ def test_ack_bookkeeping_is_thread_safe_under_concurrent_commits(cluster):
         t.join()
     assert errors == [] and sorted(r.offset for r in total) == list(range(200))
     c.close()
+
+
+def test_share_group_offsets_are_described_reset_and_deleted(cluster):
+    admin = cluster.admin()
+    topic = new_topic(cluster, 2, 100)
+    group = earliest_group(cluster)
+    c = cluster.share_consumer(group)
+    c.subscribe([topic])
+    got = []
+    wait_for(lambda: got.extend(c.poll(200)) or len(got) >= 100, TIMEOUT_S, "100 records")
+    assert set(c.commit_sync().values()) == {0}
+    offsets = admin.share_group_offsets(group)
+    assert {tuple(tp): (o["start_offset"], o["lag"]) for tp, o in offsets.items()} == \
+        {(topic, 0): (50, 0), (topic, 1): (50, 0)}           # all accepted: the SPSO at the end
+    with pytest.raises(NonEmptyGroup):
+        admin.alter_share_group_offsets(group, {(topic, 0): 10})
+    c.close()
+    wait_for(lambda: not admin.describe_group(group)["members"], TIMEOUT_S, "an empty group")
+    assert admin.reset_offsets(group, topic, 40, [0]) == {(topic, 0): 40}
+    assert admin.share_group_offsets(group, [topic])[(topic, 0)]["lag"] == 10
+    described = {p["partition"]: p for p in admin.describe_group(group)["partitions"]}
+    assert (described[0]["committed"], described[0]["lag"], described[1]["committed"]) == \
+        (40, 10, 50)
+    assert admin.delete_share_group_offsets(group, [topic, "no-such-topic"]) == \
+        {topic: 0, "no-such-topic": 3}
+    assert admin.share_group_offsets(group) == {}
+    again = cluster.share_consumer(group)
+    again.subscribe([topic])
+    read = []
+    wait_for(lambda: read.extend(again.poll(200)) or len(read) >= 100, TIMEOUT_S,
+             "the topic again from share.auto.offset.reset (earliest)")
+    assert sorted((r.partition, r.offset) for r in read) == \
+        sorted((i % 2, i // 2) for i in range(100))
+    assert {r.delivery_count for r in read} == {1}
+    again.close()
+    wait_for(lambda: not admin.describe_group(group)["members"], TIMEOUT_S, "an empty group")
+    admin.delete_group(group)
+    wait_for(lambda: admin.share_group_offsets(group) == {}, TIMEOUT_S,
+             "the deleted group's state gone")
+    consumer_group = f"cg-{uuid.uuid4().hex[:6]}"
+    admin.commit_offsets(consumer_group, {(topic, 0): 1})
+    with pytest.raises(GroupIdNotFound, match="is not a share group"):
+        admin.alter_share_group_offsets(consumer_group, {(topic, 0): 1})

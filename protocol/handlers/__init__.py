@@ -102,6 +102,9 @@ HANDLERS: dict[int, Handler] = {
     77: share.share_group_describe,
     78: share.share_fetch,
     79: share.share_acknowledge,
+    90: share.describe_share_group_offsets,
+    91: share.alter_share_group_offsets,
+    92: share.delete_share_group_offsets,
 }
 
 # these take the connection's Session; the others only its listener name

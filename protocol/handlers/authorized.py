@@ -36,7 +36,11 @@ unknown topic is TOPIC_AUTHORIZATION_FAILED, not UNKNOWN_TOPIC_OR_PARTITION):
   each group (30 per group). Share groups alike: ShareGroupHeartbeat Read on the group,
   Describe on its topics; ShareGroupDescribe Describe per group; ShareFetch and
   ShareAcknowledge Read on the group (the whole answer 30) and Read on each topic (29 per
-  partition, never reaching the share-partitions).
+  partition, never reaching the share-partitions). DescribeShareGroupOffsets: Describe on
+  the group (30 for that group) and on each topic (29 per partition, start offset -1; all
+  partitions: the denied topics are left out); AlterShareGroupOffsets: Read on the group
+  (the whole answer 30) and on each topic (29 per partition); DeleteShareGroupOffsets:
+  Delete on the group (30) and Read on each topic (29 per topic).
 - Transactions: FindCoordinator of a transactional id and DescribeTransactions need
   Describe on the transactional id; InitProducerId with one, AddPartitionsToTxn,
   AddOffsetsToTxn, EndTxn, TxnOffsetCommit and a transactional Produce need Write on it
@@ -67,6 +71,7 @@ from protocol.api import (ClusterMetadata, ConfigsOutcome, Deferred, FetchOutcom
                           OffsetAnswer, ProduceOutcome, ShareFetchPartition, ShareFetchResult,
                           TopicMetadata, TopicOutcome)
 from share.group import DescribedShareGroup, ShareHeartbeatAnswer
+from share import offsets as so
 from protocol.security.acl import CLUSTER_NAME, AclOperation as Op, ResourceType as Res
 from replicas.errors import ErrorCode as E
 from replicas.errors import ClusterAuthorizationFailed, TransactionalIdAuthorizationFailed
@@ -353,6 +358,45 @@ class AuthorizedApi:
                 out = {**out, **{tp: (code, (-1, -1)) for tp, code in denied.items()}}
             return error, out, lock_ms
         return self._api.share_acknowledge(group_id, member_id, epoch, allowed).then(merged)
+
+    def share_offsets(self, request):
+        g = request.group_id
+        if isinstance(request, so.DescribeOffsets):
+            if not self._group(Op.DESCRIBE, g):
+                return Deferred.done(so.OffsetsAnswer(E.GROUP_AUTHORIZATION_FAILED))
+            if request.topics is None:
+                return self._api.share_offsets(request).then(lambda a: replace(a, topics=tuple(
+                    t for t in a.topics if self._topic(Op.DESCRIBE, t.topic))))
+            denied = [t for t in request.topics if not self._topic(Op.DESCRIBE, t)]
+            allowed = {t: ps for t, ps in request.topics.items() if t not in denied}
+            refused = tuple(so.TopicOffsets(t, None, tuple(so.PartitionOffset(
+                p, error=E.TOPIC_AUTHORIZATION_FAILED,
+                message=DEFAULT_MESSAGE[E.TOPIC_AUTHORIZATION_FAILED])
+                for p in request.topics[t])) for t in denied)
+            if not allowed:
+                return Deferred.done(so.OffsetsAnswer(topics=refused))
+            return self._api.share_offsets(replace(request, topics=allowed)).then(
+                lambda a: a if a.error else replace(a, topics=a.topics + refused))
+        if isinstance(request, so.AlterOffsets):
+            if not self._group(Op.READ, g):
+                return Deferred.done(so.OffsetsAnswer(E.GROUP_AUTHORIZATION_FAILED))
+            denied = [t for t in request.offsets if not self._topic(Op.READ, t)]
+            allowed = {t: ps for t, ps in request.offsets.items() if t not in denied}
+            refused = tuple(so.TopicOffsets(t, None, tuple(so.PartitionOffset(
+                p, error=E.TOPIC_AUTHORIZATION_FAILED,
+                message=DEFAULT_MESSAGE[E.TOPIC_AUTHORIZATION_FAILED])
+                for p in request.offsets[t])) for t in denied)
+            return self._api.share_offsets(replace(request, offsets=allowed)).then(
+                lambda a: a if a.error else replace(a, topics=a.topics + refused))
+        if not self._group(Op.DELETE, g):
+            return Deferred.done(so.OffsetsAnswer(E.GROUP_AUTHORIZATION_FAILED))
+        denied = [t for t in request.topics if not self._topic(Op.READ, t)]
+        refused = tuple(so.TopicOutcome(t, None, E.TOPIC_AUTHORIZATION_FAILED,
+                                     DEFAULT_MESSAGE[E.TOPIC_AUTHORIZATION_FAILED])
+                        for t in denied)
+        allowed = tuple(t for t in request.topics if t not in denied)
+        return self._api.share_offsets(replace(request, topics=allowed)).then(
+            lambda a: a if a.error else replace(a, outcomes=refused + a.outcomes))
 
     def zk_commit_offsets(self, group_id, asks):
         if not self._group(Op.READ, group_id):

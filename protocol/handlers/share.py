@@ -1,5 +1,6 @@
 """KIP-932 share-group APIs: ShareGroupHeartbeat (76), ShareGroupDescribe (77), ShareFetch
-(78) and ShareAcknowledge (79), at the versions Kafka 4.2 serves.
+(78), ShareAcknowledge (79) and the share-group offsets' DescribeShareGroupOffsets (90),
+AlterShareGroupOffsets (91), DeleteShareGroupOffsets (92), at the versions Kafka 4.2 serves.
 
 Rules:
 - Topics travel by id (Kafka's UUIDs, text inside rayka; the zero UUID is no topic). A
@@ -14,17 +15,24 @@ Rules:
   answer those leaders' endpoints on the listener asked on (as Fetch v16).
 - ShareGroupDescribe names each assigned topic from this broker's metadata ("" for a topic
   it no longer knows); authorized operations when asked.
+- The offsets APIs ask the group's coordinator (share/offsets.py, actors/share_offsets.py):
+  DescribeShareGroupOffsets answers each group on its own (an empty topic list: no topics),
+  AlterShareGroupOffsets echoes every partition asked (a group-level error is each
+  partition's, as Kafka's getErrorResponse), DeleteShareGroupOffsets answers a topic each,
+  or only the group's error.
 """
 
 from __future__ import annotations
 
-from protocol.api import BrokerApi, ShareFetchPartition, topic_id_text, topic_uuid
+from protocol.api import BrokerApi, Deferred, ShareFetchPartition, topic_id_text, topic_uuid
 from protocol.build import build, millis
 from protocol.handlers.authorized import authorized_operations
 from protocol.handlers.groups import described_assignment
 from protocol.security.acl import ResourceType as Res
 from replicas.errors import ErrorCode as E
 from share.group import ShareHeartbeat
+from share.offsets import (AlterOffsets, DeleteOffsets, DescribeOffsets, OffsetsAnswer,
+                           PartitionOffset)
 
 NO_AUTHORIZED_OPERATIONS = -2147483648
 NEW_LEADER_ERRORS = (E.NOT_LEADER_OR_FOLLOWER, E.FENCED_LEADER_EPOCH)
@@ -174,3 +182,73 @@ def share_acknowledge(api: BrokerApi, request, listener: str):
                      node_endpoints=_endpoints(api, leaders, listener, key, v))
     return api.share_acknowledge(body.group_id or "", body.member_id or "",
                                  body.share_session_epoch, asked).then(respond)
+
+
+# -- share-group offsets (DescribeShareGroupOffsets 90, Alter 91, Delete 92) --------------------
+def describe_share_group_offsets(api: BrokerApi, request, _listener: str):
+    body, key, v = request.body, request.api_key, request.api_version
+
+    def group(asked, answer):
+        topics = tuple(
+            build(key, v, "DescribeShareGroupOffsetsResponseTopic", topic_name=t.topic,
+                  topic_id=topic_uuid(t.topic_id), partitions=tuple(
+                      build(key, v, "DescribeShareGroupOffsetsResponsePartition",
+                            partition_index=p.partition, start_offset=p.start_offset,
+                            leader_epoch=p.leader_epoch, lag=p.lag, error_code=p.error,
+                            error_message=p.message) for p in t.partitions))
+            for t in answer.topics)
+        return build(key, v, "DescribeShareGroupOffsetsResponseGroup", group_id=asked.group_id,
+                     topics=topics, error_code=answer.error, error_message=answer.message)
+
+    def one(g):
+        if g.topics is not None and not g.topics:          # nothing asked: nothing to read
+            return Deferred.done(group(g, OffsetsAnswer()))
+        topics = None if g.topics is None else {t.topic_name: list(t.partitions)
+                                                 for t in g.topics}
+        return api.share_offsets(DescribeOffsets(g.group_id, topics)).then(
+            lambda answer: group(g, answer))
+    return Deferred.gather([one(g) for g in body.groups]).then(
+        lambda groups: build(key, v, "DescribeShareGroupOffsetsResponse", groups=tuple(groups)))
+
+
+def alter_share_group_offsets(api: BrokerApi, request, _listener: str):
+    body, key, v = request.body, request.api_key, request.api_version
+    asked = {t.topic_name: {p.partition_index: p.start_offset for p in t.partitions}
+             for t in body.topics}
+
+    def respond(answer):
+        def code(p):      # a group-level error is every partition's (getErrorResponse)
+            return answer.error or p.error
+        by_topic = {t.topic: t for t in answer.topics}
+        rows = []
+        for topic, parts in asked.items():
+            got = by_topic.get(topic)
+            errors = {p.partition: p for p in got.partitions} if got else {}
+            rows.append(build(key, v, "AlterShareGroupOffsetsResponseTopic", topic_name=topic,
+                              topic_id=topic_uuid(got.topic_id if got else None),
+                              partitions=tuple(build(
+                                  key, v, "AlterShareGroupOffsetsResponsePartition",
+                                  partition_index=p,
+                                  error_code=code(errors.get(p, PartitionOffset(p))),
+                                  error_message=answer.message if answer.error
+                                  else errors.get(p, PartitionOffset(p)).message)
+                                  for p in parts)))
+        return build(key, v, "AlterShareGroupOffsetsResponse", error_code=answer.error,
+                     error_message=answer.message, responses=tuple(rows))
+    return api.share_offsets(AlterOffsets(body.group_id, asked)).then(respond)
+
+
+def delete_share_group_offsets(api: BrokerApi, request, _listener: str):
+    body, key, v = request.body, request.api_key, request.api_version
+
+    def respond(answer):
+        if answer.error:
+            return build(key, v, "DeleteShareGroupOffsetsResponse", error_code=answer.error,
+                         error_message=answer.message, responses=())
+        return build(key, v, "DeleteShareGroupOffsetsResponse", error_code=E.NONE,
+                     responses=tuple(build(
+                         key, v, "DeleteShareGroupOffsetsResponseTopic", topic_name=o.topic,
+                         topic_id=topic_uuid(o.topic_id), error_code=o.error,
+                         error_message=o.message) for o in answer.outcomes))
+    topics = tuple(dict.fromkeys(t.topic_name for t in body.topics))
+    return api.share_offsets(DeleteOffsets(body.group_id, topics)).then(respond)

@@ -310,7 +310,8 @@ class Admin:
 
     def _share_group(self, d) -> dict:
         """describe_group of a share group: its members, and per partition the members
-        reading it (a share group's partitions may have several) and its end offset."""
+        reading it (a share group's partitions may have several), its start offset (SPSO,
+        in "committed"), end offset and lag (records not acknowledged yet)."""
         members = [{"member_id": x.member_id, "client_id": x.client_id, "instance_id": None,
                     "host": x.client_host, "member_epoch": x.member_epoch,
                     "partitions": sorted((t, p) for t, ps in x.assignment.items() for p in ps)}
@@ -319,12 +320,20 @@ class Admin:
         for x in members:
             for tp in x["partitions"]:
                 readers.setdefault(tp, []).append(x["member_id"])
-        ends = self._end_offsets(set(readers))
+        offsets = {tuple(tp): o for tp, o in self.share_group_offsets(d.group_id).items()}
+        tps = set(readers) | set(offsets)
+        ends = self._end_offsets(tps)
+        none = {"start_offset": -1, "lag": -1}
         return {"group": d.group_id, "type": "share", "state": d.state,
                 "protocol_type": "share", "protocol": d.assignor, "members": members,
-                "partitions": [{"topic": tp[0], "partition": tp[1], "committed": None,
-                                "end": ends.get(tp), "owner": ",".join(sorted(readers[tp])),
-                                "lag": None} for tp in sorted(readers)]}
+                "partitions": [{"topic": tp[0], "partition": tp[1],
+                                "committed": offsets.get(tp, none)["start_offset"]
+                                if offsets.get(tp, none)["start_offset"] >= 0 else None,
+                                "end": ends.get(tp),
+                                "owner": ",".join(sorted(readers.get(tp, ()))) or None,
+                                "lag": offsets.get(tp, none)["lag"]
+                                if offsets.get(tp, none)["lag"] >= 0 else None}
+                               for tp in sorted(tps)]}
 
     def _end_offsets(self, tps) -> dict:
         if not tps:
@@ -384,11 +393,13 @@ class Admin:
                       partitions=None) -> dict[tuple, int]:
         """Commit new offsets for an INACTIVE group (kafka-consumer-groups --reset-offsets):
         `to` "earliest" | "latest" | an offset (clamped to [log start, end] as Kafka does).
-        NonEmptyGroup while members are active; returns {tp: new offset}."""
+        A share group gets those as its share-partitions' start offsets (kafka-share-groups
+        --reset-offsets). NonEmptyGroup while members are active; returns {tp: new offset}."""
         from coordinator import messages as m
         from rayka.client.group import CoordinatorLink
         link = CoordinatorLink(self.cluster, group_id)
         described = link.call(m.DescribeGroups(0, (group_id,)), time.monotonic() + 60).groups[0]
+        share = described.state == "Dead" and self.is_share_group(group_id)
         if described.state not in ("Empty", "Dead"):
             raise NonEmptyGroup(f"Assignments can only be reset if the group '{group_id}' is "
                                 f"inactive, but the current state is {described.state}.")
@@ -403,6 +414,13 @@ class Admin:
             consumer.close()
         new = {tp: bounds[tp][0] if to == "earliest" else bounds[tp][1] if to == "latest"
                else min(max(int(to), bounds[tp][0]), bounds[tp][1]) for tp in tps}
+        if share:                   # a share group: its share-partitions' start offsets
+            failed = {tp: code for tp, code in self.alter_share_group_offsets(
+                group_id, new).items() if code}
+            if failed:
+                tp, code = sorted(failed.items())[0]
+                raise error_for_code(code, f"reset offsets of share group {group_id}: {tp}")
+            return new
         result = link.call(m.OffsetCommit(0, group_id, tuple(
             m.CommitOffset(tp[0], tp[1], o) for tp, o in sorted(new.items()))),
             time.monotonic() + 60)
@@ -410,6 +428,56 @@ class Admin:
         if failed:
             raise error_for_code(failed[0].error, f"reset offsets of group {group_id}")
         return new
+
+    # -- share groups' offsets (kafka-share-groups --describe / --reset-offsets / --delete-offsets)
+    def _share_offsets(self, request):
+        from rayka.client.group import CoordinatorLink
+        answer = CoordinatorLink(self.cluster, request.group_id, method="share_offsets").call(
+            request, time.monotonic() + 60)
+        if answer.error:
+            raise error_for_code(answer.error, answer.message or
+                                 f"share-group offsets of {request.group_id}")
+        return answer
+
+    def share_group_offsets(self, group_id: str, topics: Sequence[str] | None = None) -> dict:
+        """{TopicPartition: {"start_offset", "leader_epoch", "lag"}} of a share group: every
+        partition it holds state for, or every partition of `topics` (-1 where it holds
+        none). The start offset is the share-partition start offset (SPSO); the lag counts
+        the records from there to the high watermark not yet acknowledged."""
+        from share.offsets import DescribeOffsets
+        asked = None if topics is None else {
+            t: [p.partition for p in self.describe_topic(t)] for t in topics}
+        answer = self._share_offsets(DescribeOffsets(group_id, asked))
+        return {TopicPartition(t.topic, p.partition): {
+                    "start_offset": p.start_offset, "leader_epoch": p.leader_epoch,
+                    "lag": p.lag}
+                for t in answer.topics for p in t.partitions}
+
+    def alter_share_group_offsets(self, group_id: str, offsets: Mapping[tuple, int]) -> dict:
+        """Set the start offsets of an EMPTY share group's share-partitions (Kafka's
+        AlterShareGroupOffsets): {tp: 0 or Kafka's error code}; NonEmptyGroup while it has
+        members, GroupIdNotFound for a classic or consumer group's id."""
+        from share.offsets import AlterOffsets
+        asked: dict[str, dict[int, int]] = {}
+        for (t, p), o in offsets.items():
+            asked.setdefault(t, {})[int(p)] = int(o)
+        answer = self._share_offsets(AlterOffsets(group_id, asked))
+        return {TopicPartition(t.topic, p.partition): p.error
+                for t in answer.topics for p in t.partitions}
+
+    def delete_share_group_offsets(self, group_id: str, topics: Sequence[str]) -> dict:
+        """Forget an EMPTY share group's state on whole topics (DeleteShareGroupOffsets): the
+        next member starts them at share.auto.offset.reset. {topic: 0 or error code}."""
+        from share.offsets import DeleteOffsets
+        answer = self._share_offsets(DeleteOffsets(group_id, tuple(topics)))
+        return {o.topic: o.error for o in answer.outcomes}
+
+    def is_share_group(self, group_id: str) -> bool:
+        """Whether the id names a share group its coordinator knows (members or not)."""
+        from rayka.client.group import CoordinatorLink
+        share = CoordinatorLink(self.cluster, group_id, method="share_describe").call(
+            group_id, time.monotonic() + 60)
+        return share.error == E.NONE
 
     # -- security (Kafka's kafka-configs users and AdminClient ACL calls) -------------------------
     # -- transactions (Kafka's kafka-transactions.sh) ------------------------------------------

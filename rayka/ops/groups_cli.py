@@ -13,6 +13,11 @@ Rules:
   tool refuses) and needs exactly one of --to-earliest, --to-latest, --to-offset N.
 - `delete-offsets` is kafka-consumer-groups --delete-offsets (OffsetDelete): per partition
   "deleted" or Kafka's error name (GROUP_SUBSCRIBED_TO_TOPIC while a member consumes it).
+- Share groups (KIP-932) as kafka-share-groups: `describe` prints each partition's start
+  offset (SPSO) in CURRENT-OFFSET and its lag (records not yet acknowledged), the readers
+  comma-separated; `reset-offsets` moves an empty share group's start offsets;
+  `delete-offsets` forgets its state on the whole topic (no --partition: Kafka's
+  DeleteShareGroupOffsets takes topics), per topic "deleted" or Kafka's error name.
 - Errors are the Admin's typed Kafka errors: one line from `rayka` (GROUP_ID_NOT_FOUND,
   NON_EMPTY_GROUP, UNKNOWN_TOPIC_OR_PARTITION ...).
 """
@@ -21,12 +26,13 @@ from __future__ import annotations
 
 import json
 
-from replicas.errors import ErrorCode
+from replicas.errors import ErrorCode, InvalidRequest
 
 
 def add_parser(sub, command) -> None:
     """`command(name, help)` makes a subcommand with the cluster options (rayka/cli.py)."""
-    g = command("groups", "consumer groups: list, describe (lag), delete, reset offsets")
+    g = command("groups", "consumer and share groups: list, describe (lag), delete, reset "
+                "offsets")
     gsub = g.add_subparsers(dest="groups_command", required=True, parser_class=type(g))
     gsub.add_parser("list", help="every group the coordinators know, with its state")
     p = gsub.add_parser("describe", help="members, committed offsets, end offsets and lag")
@@ -71,6 +77,12 @@ def run(args, cluster) -> int:
     elif cmd == "delete":
         admin.delete_group(args.group)
         print(f"deleted group {args.group}")
+    elif cmd == "delete-offsets" and admin.is_share_group(args.group):
+        if args.partition:
+            raise InvalidRequest("a share group's offsets are deleted per topic: no --partition")
+        results = admin.delete_share_group_offsets(args.group, [args.topic])
+        for topic, code in sorted(results.items()):
+            print(f"{topic}\t{'deleted' if not code else ErrorCode(code).name}")
     elif cmd == "delete-offsets":
         parts = args.partition or [p.partition for p in admin.describe_topic(args.topic)]
         results = admin.delete_offsets(args.group, [(args.topic, p) for p in parts])

@@ -12,6 +12,7 @@ import java.util.Map;
  *                                 (MODE: range | cooperative | static)
  *   txn BOOTSTRAP PREFIX          transactions: commit/abort, consume-transform-produce
  *   admin BOOTSTRAP PREFIX        the Admin calls a tool uses, each asserted
+ *   share BOOTSTRAP PREFIX        KIP-932 share groups (ShareCheck, in 4.x builds only)
  *
  * Protocol with the driver (compat/java_client.py), one line each on stdout:
  *   KILL <broker id>   the driver hard-kills that broker and answers a line on stdin
@@ -21,6 +22,25 @@ import java.util.Map;
  *   FAIL <reason>      one line: why the check failed; exit code 1
  */
 public final class JavaClientCheck {
+    /** ShareCheck.run, found at run time: src/share is compiled against kafka-clients 4.x only. */
+    @SuppressWarnings("unchecked")
+    static Map<String, Object> shareCheck(String bootstrap, String prefix) throws Exception {
+        Class<?> check;
+        try {
+            check = Class.forName("rayka.compat.ShareCheck");
+        } catch (ClassNotFoundException e) {
+            throw new CheckFailed("this build has no share check (kafka-clients " + clientVersion()
+                                  + "; built without -Dkafka.share)");
+        }
+        try {
+            return (Map<String, Object>) check.getMethod("run", String.class, String.class)
+                    .invoke(null, bootstrap, prefix);
+        } catch (java.lang.reflect.InvocationTargetException e) {
+            if (e.getCause() instanceof Exception ex) throw ex;
+            throw e;
+        }
+    }
+
     public static void main(String[] args) {
         int code;
         try {
@@ -31,6 +51,7 @@ public final class JavaClientCheck {
                 case "group" -> GroupCheck.run(bootstrap, prefix, args.length > 3 ? args[3] : "range");
                 case "txn" -> TxnCheck.run(bootstrap, prefix);
                 case "admin" -> AdminCheck.run(bootstrap, prefix);
+                case "share" -> shareCheck(bootstrap, prefix);
                 default -> throw new CheckFailed("unknown check " + args[0]);
             };
             result.put("client", clientVersion());
