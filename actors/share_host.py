@@ -36,8 +36,10 @@ Rules:
   deliveries again. Their locks expiring gives them back otherwise.
 - Leadership: a share-partition lives on the partition's leader, for one topic id and one
   leader epoch (a re-created topic, or a partition led again later, starts over); while
-  the broker does not know the topic's id yet (a topic just made) its partitions answer
-  LEADER_NOT_AVAILABLE (retriable) rather than start a share-partition under no id.
+  the broker does not know the topic's id yet (a topic just made), or its state cannot be
+  read yet (the share coordinator away or loading), a fetch reads nothing from it and
+  answers it without an error (Kafka keeps such a fetch waiting while its persister
+  retries; Java's client takes those codes in a ShareFetch as fatal).
 - Persistence (share/coordinator.py through actors/share_state_host.py, on this broker or
   the one leading the key's `__share_group_state` partition, BrokerActor.share_state): a
   share-partition's first use reads its state (else starts at share.auto.offset.reset and
@@ -89,6 +91,12 @@ PERSIST_ERRORS = {E.NOT_COORDINATOR: E.COORDINATOR_NOT_AVAILABLE,
                   E.COORDINATOR_NOT_AVAILABLE: E.COORDINATOR_NOT_AVAILABLE,
                   E.FENCED_LEADER_EPOCH: E.NOT_LEADER_OR_FOLLOWER,
                   E.FENCED_STATE_EPOCH: E.NOT_LEADER_OR_FOLLOWER}
+
+
+# a share-partition that cannot start YET (its topic's id not here, its state's coordinator
+# away or loading): Kafka keeps the fetch waiting while the persister retries; clients treat
+# these codes in a ShareFetch partition as fatal (Java's ShareFetchCollector throws)
+STARTING = frozenset({E.LEADER_NOT_AVAILABLE, E.COORDINATOR_NOT_AVAILABLE})
 
 
 def clock_ms() -> int:
@@ -472,6 +480,9 @@ class ShareHost:
             try:
                 p = self._partition(group_id, tp)
             except KafkaError as exc:
+                if exc.code in STARTING:        # read nothing yet, as Kafka's purgatory does
+                    log.debug("share-partition %s %s not started: %s", group_id, tp, exc)
+                    continue
                 errors[tuple(tp)] = (exc.code, self._leader_of(tp))
                 continue
             with self.broker.lock:

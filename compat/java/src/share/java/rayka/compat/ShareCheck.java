@@ -48,7 +48,11 @@ import org.apache.kafka.common.serialization.StringDeserializer;
  *  - with the first group empty: alterShareGroupOffsets moves partition 0 back to 0 and a
  *    new consumer reads that partition's 1,500 records again (delivery count 1, partition 1
  *    untouched); deleteShareGroupOffsets forgets the topic (listShareGroupOffsets then lists
- *    nothing); deleteShareGroups removes the group.
+ *    nothing); deleteShareGroups removes the group;
+ *  - Kafka's kafka-share-groups tool (ShareGroupCommand of the same kafka-tools version) on the
+ *    second group once empty: --list, --describe (--state Empty, --members, the offsets
+ *    table), --reset-offsets --to-offset 1000 --execute on one partition (the table and
+ *    listShareGroupOffsets then say 1000), --delete-offsets, --delete.
  */
 public final class ShareCheck {
     static final int RECORDS = 3000;
@@ -123,6 +127,45 @@ public final class ShareCheck {
                 .get(60, TimeUnit.SECONDS);
     }
 
+    /** kafka-share-groups (Kafka's ShareGroupCommand, this build's kafka-tools) in a JVM of
+     *  its own: its exit code and output. */
+    static String tool(String bootstrap, String... args) throws Exception {
+        List<String> cmd = new ArrayList<>(List.of(
+                ProcessHandle.current().info().command().orElse("java"),
+                "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
+                "-cp", System.getProperty("java.class.path"),
+                "org.apache.kafka.tools.consumer.group.ShareGroupCommand",
+                "--bootstrap-server", bootstrap));
+        cmd.addAll(List.of(args));
+        Process proc = new ProcessBuilder(cmd).redirectErrorStream(true).start();
+        String output = new String(proc.getInputStream().readAllBytes());
+        check(proc.waitFor(120, TimeUnit.SECONDS), "kafka-share-groups " + String.join(" ", args)
+                + " did not end");
+        check(proc.exitValue() == 0, "kafka-share-groups " + String.join(" ", args) + " exited "
+                + proc.exitValue() + ": " + output.replace('\n', ' '));
+        info("kafka-share-groups " + String.join(" ", args) + ": " + output.trim().replace('\n', '|'));
+        return output;
+    }
+
+    /** The rows of a kafka-share-groups table under the header naming `column`. */
+    static List<Map<String, String>> table(String output, String column) {
+        List<Map<String, String>> rows = new ArrayList<>();
+        String[] header = null;
+        for (String line : output.split("\n")) {
+            String[] cells = line.trim().split("\\s+");
+            if (header == null) {
+                if (List.of(cells).contains(column)) header = cells;
+                continue;
+            }
+            if (cells.length != header.length) continue;
+            Map<String, String> row = new HashMap<>();
+            for (int i = 0; i < cells.length; i++) row.put(header[i], cells[i]);
+            rows.add(row);
+        }
+        check(header != null, "no " + column + " column in: " + output);
+        return rows;
+    }
+
     public static Map<String, Object> run(String bootstrap, String prefix) throws Exception {
         Map<String, Object> out = obj();
         String topic = prefix + "-share", group = prefix + "-sg", other = prefix + "-sg2";
@@ -195,6 +238,31 @@ public final class ShareCheck {
                 out.put("released_delivery_count", (int) again[0]);
             }
             info("release came back with delivery count 2; reject never");
+
+            // Kafka's kafka-share-groups on the second group, empty now
+            check(tool(bootstrap, "--list").lines().anyMatch(l -> l.trim().equals(other)),
+                  "kafka-share-groups --list lacks " + other);
+            check(tool(bootstrap, "--describe", "--state", "--group", other).contains("Empty"),
+                  "kafka-share-groups --describe --state: not Empty");
+            tool(bootstrap, "--describe", "--members", "--group", other);
+            tool(bootstrap, "--reset-offsets", "--group", other, "--topic", topic + ":1",
+                 "--to-offset", "1000", "--execute");
+            Map<String, String> p1row = null;
+            for (Map<String, String> row : table(tool(bootstrap, "--describe", "--group", other),
+                                                 "START-OFFSET"))
+                if (row.get("TOPIC").equals(topic) && row.get("PARTITION").equals("1")) p1row = row;
+            check(p1row != null && "1000".equals(p1row.get("START-OFFSET")),
+                  "after --reset-offsets --to-offset 1000 partition 1 shows " + p1row);
+            check(offsets(admin, other, List.of(new TopicPartition(topic, 1)))
+                    .get(new TopicPartition(topic, 1)).startOffset() == 1000,
+                  "listShareGroupOffsets disagrees with the tool's reset");
+            tool(bootstrap, "--delete-offsets", "--group", other, "--topic", topic);
+            check(offsets(admin, other, null).isEmpty(), "offsets left after --delete-offsets");
+            tool(bootstrap, "--delete", "--group", other);
+            check(tool(bootstrap, "--list").lines().noneMatch(l -> l.trim().equals(other)),
+                  "kafka-share-groups --delete left " + other);
+            out.put("kafka_share_groups", "list, describe (offsets, state, members), "
+                    + "reset-offsets, delete-offsets, delete");
 
             // the first group is empty now: move partition 0 back, read it again
             TopicPartition p0 = new TopicPartition(topic, 0);
