@@ -60,6 +60,7 @@ from actors.security import REAUTH
 from actors.group_host import OFFSETS_TOPIC
 from actors.txn_host import TXN_TOPIC
 from actors.share_state_host import STATE_TOPIC
+from share.records import ShareKey
 from actors.purgatory import DelayedFetch
 from controller.layout import Endpoint, parse_endpoints
 from controller.topic_admin import plan_partitions, plan_topic
@@ -532,15 +533,18 @@ class KafkaBrokerApi:
 
     def coordinator_of(self, key: str, key_type: int = 0) -> tuple[int, int]:
         """(error, broker id): the leader of the group's `__consumer_offsets` partition (key
-        type 0) or the transactional id's `__transaction_state` partition (1);
-        COORDINATOR_NOT_AVAILABLE while the topic is created or the partition has no leader."""
-        host = self.broker.groups if key_type == 0 else self.broker.txns
+        type 0), the transactional id's `__transaction_state` partition (1) or a
+        share-partition's `__share_group_state` partition (2, key "<group>:<topic id>:
+        <partition>"); COORDINATOR_NOT_AVAILABLE while the topic is created or the partition
+        has no leader."""
+        host = {0: self.broker.groups, 1: self.broker.txns, 2: self.broker.share_states}[key_type]
         with self.broker.lock:
             known = host.topic in self.broker.rm.metadata.topics()
         if not known and not host.ensure_topic():
             return E.COORDINATOR_NOT_AVAILABLE, -1
+        partition = host.partition_for(ShareKey.parse(key) if key_type == 2 else key)
         with self.broker.lock:
-            leader = self.broker.rm.metadata.leader((host.topic, host.partition_for(key)))
+            leader = self.broker.rm.metadata.leader((host.topic, partition))
         return (E.NONE, leader) if leader is not None else (E.COORDINATOR_NOT_AVAILABLE, -1)
 
     def find_coordinator(self, keys, listener: str, key_type: int = 0) -> dict:

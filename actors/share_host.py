@@ -11,9 +11,10 @@ Rules:
 - A group's own configs (share.session.timeout.ms, share.heartbeat.interval.ms,
   share.record.lock.duration.ms, share.auto.offset.reset: coordinator/group_config.py)
   come from the group coordinator's copy of /config/groups, over the broker's defaults,
-  for membership; a share fetch reads them from ZooKeeper itself when it begins and when it
-  acquires (a client that sets share.record.lock.duration.ms or share.isolation.level and
-  then fetches must not race the copy; one read of one znode each).
+  for membership; a share fetch reads them from ZooKeeper itself when it begins (a client
+  that sets share.record.lock.duration.ms or share.isolation.level and then fetches must
+  not race the copy: one read of one znode) and, when it acquires, looks at the copy only
+  for a turn to read_committed made while it waited.
 - ShareFetch: the session first (share/sessions.py), then the piggy-backed
   acknowledgements, then the fetch: each session partition this broker leads has a
   share-partition (created at share.auto.offset.reset), is read from its
@@ -498,10 +499,10 @@ class ShareHost:
                  acked, committed):
         left = max(max_records, 1)
         now = clock_ms()
-        config = self._fresh_group_config(group_id)   # as it is now, not when the fetch began
-        if not committed and config[SHARE_ISOLATION] == "read_committed":
-            left = 0            # turned read_committed while this fetch waited: read again
-        lock_ms = int(config[SHARE_LOCK])
+        # turned read_committed while this fetch waited (the watched copy has it by now; the
+        # fresh read at the fetch's start gave `committed` and `lock_ms`): read again
+        if not committed and self._group_config(group_id)[SHARE_ISOLATION] == "read_committed":
+            left = 0
         with self._lock:
             for tp, o in outcomes.items():
                 a = answers.setdefault(tp, ShareFetchPartition())

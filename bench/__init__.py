@@ -8,8 +8,9 @@ The benches: log_bench (the segmented log alone), controller_bench (the controll
 real ZooKeeper), produce_bench (native produce and consume, throughput and latency),
 wire_bench (Kafka clients on the sockets: librdkafka, kafka-python), failover_bench
 (leader kill, controller failover, controlled shutdown), scale_bench (thousands of
-partitions), rolling_restart_bench, group_bench (consumer-group rebalances and commits), txn_bench
-(transactions per second, commit latency, visibility after commit),
+partitions), rolling_restart_bench, group_bench (consumer-group rebalances, classic and KIP-848, and commits), txn_bench
+(transactions per second, commit latency, visibility after commit), share_bench (Ray
+workers as a share group: records/s, a worker killed with every record accepted once),
 lifecycle_bench (retention, the cleaner, codecs), security_bench (TLS and SASL costs),
 quota_bench (client byte-rate quotas: measured rate against the quota; runs alone, not in
 the suite),

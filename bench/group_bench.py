@@ -5,6 +5,9 @@ group defaults (group.initial.rebalance.delay.ms 3000, 50 offsets partitions); a
 64 partitions (RF 3) prefilled with 64,000 records (1,000 per partition; --quick 6,400).
 
 Measured (one sample per run, a fresh group per run):
+0. KIP-848: the same 4 members with group.protocol=consumer (native and librdkafka): last
+   join -> settled (every partition owned once and read), beside the classic figures of 1
+   (no join phase: the coordinator assigns at each heartbeat, no initial delay).
 1. settle: 4 members join one after the other, 0.2 s apart (members in this process, one
    thread each); the clock starts when the LAST member subscribes. Two instants are taken:
    - join phase done: the coordinator's group state (DescribeGroups, polled every 20 ms)
@@ -52,8 +55,8 @@ TARGET_S = 1.0
 
 
 class _Native:
-    def __init__(self, cluster, group, topic):
-        self.c = cluster.consumer(group_id=group)
+    def __init__(self, cluster, group, topic, protocol: str = "classic"):
+        self.c = cluster.consumer(group_id=group, group_protocol=protocol)
         self.c.subscribe([topic])
         self.read: set = set()
 
@@ -72,11 +75,16 @@ class _Native:
 
 
 class _Wire:
-    def __init__(self, bootstrap, group, topic):
+    def __init__(self, bootstrap, group, topic, protocol: str = "classic"):
         from confluent_kafka import Consumer
-        self.c = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
-                           "auto.offset.reset": "earliest", "enable.auto.commit": False,
-                           "partition.assignment.strategy": "range"})
+        conf = {"bootstrap.servers": bootstrap, "group.id": group,
+                "auto.offset.reset": "earliest", "enable.auto.commit": False}
+        if protocol == "consumer":           # KIP-848: the broker assigns, incrementally
+            conf["group.protocol"] = "consumer"
+        else:
+            conf["partition.assignment.strategy"] = "range"
+        self.incremental = protocol == "consumer"
+        self.c = Consumer(conf)
         self.assigned: frozenset = frozenset()
         # confluent-kafka serialises calls on one handle: assignment() from the watching
         # thread would starve behind the member thread's back-to-back consume() calls, so
@@ -86,10 +94,12 @@ class _Wire:
         self.positions: dict = {}
 
     def _on_assign(self, _consumer, partitions):
-        self.assigned = frozenset((tp.topic, tp.partition) for tp in partitions)
+        got = frozenset((tp.topic, tp.partition) for tp in partitions)
+        self.assigned = self.assigned | got if self.incremental else got
 
-    def _on_revoke(self, _consumer, _partitions):
-        self.assigned = frozenset()
+    def _on_revoke(self, _consumer, partitions):
+        gone = frozenset((tp.topic, tp.partition) for tp in partitions)
+        self.assigned = self.assigned - gone if self.incremental else frozenset()
 
     def poll(self):
         for m in self.c.consume(num_messages=500, timeout=0.1):
@@ -140,9 +150,9 @@ class _JoinWatch:
         self.thread.join(30)
 
 
-def settle_once(make, topic: str, watch: _JoinWatch) -> tuple[float, float]:
+def settle_once(make, topic: str, watch: _JoinWatch | None) -> tuple[float, float | None]:
     """Seconds from the last member's subscribe to (every partition owned once and read, the
-    join phase done)."""
+    join phase done: None without a watch, for KIP-848 groups, which have no join phase)."""
     members, stop = [], threading.Event()
 
     def loop(m):
@@ -164,6 +174,8 @@ def settle_once(make, topic: str, watch: _JoinWatch) -> tuple[float, float]:
             if (sum(len(o) for o in owned) == PARTITIONS and set().union(*owned) == want
                     and all(o and o <= m.read for o, m in zip(owned, members))):
                 settled = time.monotonic()
+                if watch is None:
+                    return settled - t0, None
                 watch.close()
                 if watch.done is None:
                     raise RuntimeError("settled, but the watch never saw the join phase end")
@@ -171,7 +183,8 @@ def settle_once(make, topic: str, watch: _JoinWatch) -> tuple[float, float]:
             time.sleep(0.01)                 # poll interval of a deadline loop
         raise TimeoutError("the group did not settle")
     finally:
-        watch.close()
+        if watch is not None:
+            watch.close()
         stop.set()
         for t in threads:
             t.join(30)
@@ -231,6 +244,7 @@ def run(quick: bool = False, runs: int = 3) -> dict:
     joined = {"native": [], "librdkafka": []}
     commits = {"native": [], "librdkafka": []}
     one = {"settle_s": [], "read_all_s": [], "longest_poll_ms": [], "read_twice": []}
+    settle848 = {"native": [], "librdkafka": []}
     with local_cluster("gb") as (cluster, _):
         topic = f"groups-{uuid.uuid4().hex[:6]}"
         cluster.admin().create_topic(topic, PARTITIONS, 3)
@@ -242,6 +256,8 @@ def run(quick: bool = False, runs: int = 3) -> dict:
         bootstrap = cluster.bootstrap_servers()
         makers = {"native": lambda g: _Native(cluster, g, topic),
                   "librdkafka": lambda g: _Wire(bootstrap, g, topic)}
+        kip848 = {"native": lambda g: lambda: _Native(cluster, g, topic, "consumer"),
+                  "librdkafka": lambda g: lambda: _Wire(bootstrap, g, topic, "consumer")}
         for run_i in range(runs):
             for kind, make in makers.items():
                 group = f"{kind}-{uuid.uuid4().hex[:6]}"
@@ -254,6 +270,11 @@ def run(quick: bool = False, runs: int = 3) -> dict:
                 say(f"run {run_i}: {kind}: join phase done {joined_s:.2f} s after the last "
                     f"join, settled {settled_s:.2f} s ({settled_s - joined_s:.2f} s after the "
                     f"join phase); {rate:,.0f} commits/s of {PARTITIONS} partitions")
+            for kind, make in kip848.items():
+                settled_s, _ = settle_once(make(f"{kind}-{uuid.uuid4().hex[:6]}"), topic, None)
+                settle848[kind].append(settled_s)
+                say(f"run {run_i}: {kind} (group.protocol=consumer): settled {settled_s:.2f} s "
+                    f"after the last join")
             got = one_thread_once(cluster, topic, per * PARTITIONS)
             for key, value in zip(one, got):
                 one[key].append(value)
@@ -273,6 +294,10 @@ def run(quick: bool = False, runs: int = 3) -> dict:
             figure(f"group.{kind}.commits_per_s", "commits/s", commits[kind], None,
                    partitions_per_commit=PARTITIONS, duration_s=commit_s),
         ]
+    for kind in settle848:               # KIP-848 (group.protocol=consumer) beside classic
+        figures.append(figure(f"group.{kind}.consumer_protocol.settle_after_last_join_s", "s",
+                              settle848[kind], None, "lower", members=MEMBERS,
+                              partitions=PARTITIONS, assignor="uniform"))
     figures += [
         figure("group.native_one_thread.settle_s", "s", one["settle_s"], None, "lower",
                **params),

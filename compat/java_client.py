@@ -27,9 +27,12 @@ Rules:
   * admin-<group>: topics, configs, cluster-logdirs, producers-transactions,
     consumer-groups, delete-records, acls, scram, quotas, reassign-elect: every Admin call
     asserted; a failed call is named with its exception in "why".
-  * share-groups (4.x clients; src/share, built with -Dkafka.share): KafkaShareConsumers
+  * share-groups (4.x clients; src/kafka4, built with -Dkafka4): KafkaShareConsumers
     read a topic together, each record once; release and reject; the share-group Admin
-    calls (list, describe, list/alter/delete offsets, delete): see ShareCheck.java.
+    calls (list, describe, list/alter/delete offsets, delete) and kafka-share-groups: see
+    ShareCheck.java.
+  * consumer-groups-tool (4.x clients): Kafka 4's kafka-consumer-groups on a KIP-848 group
+    (group.protocol=consumer): see ConsumerGroupsToolCheck.java.
   The assertions are in the Java sources (each check's class docstring); the Java program
   ends with "RESULT <json>" (figures) or "FAIL <one-line reason>" and its exit code.
 - The driver and the JVM talk over stdout/stdin: "KILL <broker id>" makes the driver call
@@ -82,6 +85,7 @@ CHECKS = [
     ("transactions", ["txn"]),
     ("admin", ["admin"]),
     ("share-groups", ["share"]),
+    ("consumer-groups-tool", ["cgtool"]),
 ]
 
 
@@ -136,8 +140,8 @@ def build(version: str) -> str:
     shutil.rmtree(out / "libs", ignore_errors=True)
     shutil.rmtree(out / "classes", ignore_errors=True)
     t0 = time.monotonic()
-    share = [] if version.startswith("3.") else ["-Dkafka.share"]    # src/share: 4.x only
-    proc = _mvn([f"-Dkafka.version={version}", *share, "package",
+    kafka4 = [] if version.startswith("3.") else ["-Dkafka4"]      # src/kafka4: 4.x only
+    proc = _mvn([f"-Dkafka.version={version}", *kafka4, "package",
                  "dependency:copy-dependencies"])
     if proc.returncode != 0 or not any((out / "libs").glob(f"kafka-clients-{version}.jar")):
         raise BuildError(f"mvn build against kafka-clients {version} failed ({proc.returncode}): "
@@ -264,11 +268,12 @@ def run_java_client(target, logs_dir=None, clients=None, checks=None) -> dict:
                     "verdict": "not applicable", "seconds": 0.0, "client": version,
                     "why": "Kafka 3.9 in ZooKeeper mode does not serve KIP-848 (KRaft only)"}
                 continue
-            if args[0] == "share" and (version.startswith("3.")
-                                       or target.name.startswith("kafka-3")):
+            if args[0] in ("share", "cgtool") and (version.startswith("3.")
+                                                   or target.name.startswith("kafka-3")):
                 results[f"{version} {name}"] = {
                     "verdict": "not applicable", "seconds": 0.0, "client": version,
-                    "why": "share groups (KIP-932) need a 4.x client and a 4.x (KRaft) broker"}
+                    "why": "share groups (KIP-932) and KIP-848 groups need a 4.x client and a "
+                           "4.x (KRaft) broker"}
                 continue
             log = logs / f"{version}-{name}.log" if logs else None
             run = run_jvm(target, classpath, args, log)

@@ -481,7 +481,7 @@ def main(argv=None) -> int:
                         help="comma-separated librdkafka test names, or all: every broker test")
     parser.add_argument("--group-protocol", choices=("classic", "consumer"), default="classic",
                         help="librdkafka's TEST_CONSUMER_GROUP_PROTOCOL; consumer (KIP-848) "
-                             "also runs the suite as against Kafka 4.0.0 (-V)")
+                             "also runs the suite as against Kafka 4.2.0 (-V), share tests too")
     parser.add_argument("--quick", action="store_true",
                         help="librdkafka's quick mode (-Q): a smoke only, its count proves little")
     parser.add_argument("--quix-python", help="the python of a venv with quixstreams")

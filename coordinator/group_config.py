@@ -49,22 +49,24 @@ INT_MAX = 2**31 - 1
 
 @dataclass(frozen=True, slots=True)
 class GroupConfigBounds:
-    """The broker's defaults and min/max for each group config (Kafka's names, dotted)."""
-    group_consumer_session_timeout_ms: int = 45_000
-    group_consumer_min_session_timeout_ms: int = 45_000
-    group_consumer_max_session_timeout_ms: int = 60_000
-    group_consumer_heartbeat_interval_ms: int = 5_000
-    group_consumer_min_heartbeat_interval_ms: int = 5_000
-    group_consumer_max_heartbeat_interval_ms: int = 15_000
-    group_share_session_timeout_ms: int = 45_000
-    group_share_min_session_timeout_ms: int = 45_000
-    group_share_max_session_timeout_ms: int = 60_000
-    group_share_heartbeat_interval_ms: int = 5_000
-    group_share_min_heartbeat_interval_ms: int = 5_000
-    group_share_max_heartbeat_interval_ms: int = 15_000
-    group_share_record_lock_duration_ms: int = 30_000
-    group_share_min_record_lock_duration_ms: int = 15_000
-    group_share_max_record_lock_duration_ms: int = 60_000
+    """The broker's defaults and min/max for each group config (Kafka's names, dotted),
+    taken from the broker's config (coordinator/config.py: GroupCoordinatorConfig.bounds),
+    which holds Kafka's defaults."""
+    group_consumer_session_timeout_ms: int
+    group_consumer_min_session_timeout_ms: int
+    group_consumer_max_session_timeout_ms: int
+    group_consumer_heartbeat_interval_ms: int
+    group_consumer_min_heartbeat_interval_ms: int
+    group_consumer_max_heartbeat_interval_ms: int
+    group_share_session_timeout_ms: int
+    group_share_min_session_timeout_ms: int
+    group_share_max_session_timeout_ms: int
+    group_share_heartbeat_interval_ms: int
+    group_share_min_heartbeat_interval_ms: int
+    group_share_max_heartbeat_interval_ms: int
+    group_share_record_lock_duration_ms: int
+    group_share_min_record_lock_duration_ms: int
+    group_share_max_record_lock_duration_ms: int
 
     def defaults(self) -> dict[str, str]:
         return {CONSUMER_SESSION: str(self.group_consumer_session_timeout_ms),

@@ -10,7 +10,8 @@ Rules:
   serves, the range is Kafka 3.8's, except Kafka 4's (`KAFKA_40`): KIP-848's two, which
   Kafka 3.8 had as an early-access v0 and Kafka 4.0 made GA at v0-1 (v1: the client makes
   its member id, KIP-1082; librdkafka asks for v1), and KIP-932's share-group APIs (76-79, 90-92)
-  at Kafka 4.2's ranges (their v0 was 4.0's early access, removed in 4.1). `api_table()` is README's table, checked by a test.
+  at Kafka 4.2's ranges (their v0 was 4.0's early access, removed in 4.1), and
+  FindCoordinator v6 (key type 2, a share-partition's state coordinator). `api_table()` is README's table, checked by a test.
 - The versions kio has no schema for (below Kafka 4's minimums) are protocol/legacy.py's;
   Produce v0-2 and Fetch v0-3 carry message formats v0/v1, converted to and from
   RecordBatch v2 (replicas/legacy_records.py). SaslHandshake v0 is followed by raw SASL
@@ -118,7 +119,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
     ApiKey.OFFSET_DELETE: (0, 0),
     ApiKey.DESCRIBE_CLUSTER: (0, 1),
-    ApiKey.FIND_COORDINATOR: (0, 5),           # v4+ batch keys
+    ApiKey.FIND_COORDINATOR: (0, 6),           # v4+ batch keys; v6 key type 2 (share)
     ApiKey.JOIN_GROUP: (0, 9),
     ApiKey.SYNC_GROUP: (0, 5),
     ApiKey.HEARTBEAT: (0, 4),
@@ -182,6 +183,7 @@ KAFKA_38: dict[int, tuple[str, int, int]] = {
 
 # Kafka 4.0's ranges where rayka serves them instead of 3.8's (see the rules above)
 KAFKA_40: dict[int, tuple[str, int, int]] = {
+    10: ("FindCoordinator", 0, 6),
     68: ("ConsumerGroupHeartbeat", 0, 1), 69: ("ConsumerGroupDescribe", 0, 1),
     76: ("ShareGroupHeartbeat", 1, 1), 77: ("ShareGroupDescribe", 1, 1),
     78: ("ShareFetch", 1, 2), 79: ("ShareAcknowledge", 1, 2),

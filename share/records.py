@@ -42,6 +42,21 @@ class ShareKey:
     def coordinator_key(self) -> str:
         return f"{self.group_id}:{self.topic_id}:{self.partition}"
 
+    @classmethod
+    def parse(cls, text: str) -> "ShareKey":
+        """Kafka's SharePartitionKey.validate/getInstance: "<group>:<topic id>:<partition>",
+        three non-empty parts, a 22-character topic id, an integer partition (ValueError
+        otherwise)."""
+        parts = text.split(":")
+        if len(parts) != 3 or not all(parts) or len(parts[1]) != 22:
+            raise ValueError(f"invalid share coordinator key {text!r}")
+        try:
+            base64.urlsafe_b64decode(parts[1] + "==")
+            partition = int(parts[2])
+        except (ValueError, TypeError) as exc:
+            raise ValueError(f"invalid share coordinator key {text!r}") from exc
+        return cls(parts[0], parts[1], partition)
+
 
 @dataclass(frozen=True, slots=True)
 class ShareState:

@@ -153,9 +153,11 @@ def test_served_and_expects_response():
     find = decode(frame_of(FindCoordinatorRequest[5](key="g", key_type=0,
                                                      coordinator_keys=["g"])))
     assert find.body is not None and find.served
-    find6 = decode(frame_of(FindCoordinatorRequest[6](key="g", key_type=0,
-                                                      coordinator_keys=["g"])))
-    assert find6.body is not None and not find6.served    # decodable, not served (v6)
+    find6 = decode(frame_of(FindCoordinatorRequest[6](key="g", key_type=2,
+                                                      coordinator_keys=["g:x:0"])))
+    assert find6.body is not None and find6.served        # Kafka 4.2's v6
+    metadata13 = decode(sample_frame(3, 13))
+    assert metadata13.body is not None and not metadata13.served   # decodable, not served
     assert is_served(0, 3) and is_served(0, 2) and is_served(1, 3) and is_served(1, 16)
     assert not is_served(1, 17)
 

@@ -300,6 +300,18 @@ def test_find_coordinator_of_an_unknown_key_type_is_an_invalid_request(version, 
     assert fake.calls_of("find_coordinator") == []
 
 
+def test_find_coordinator_v6_finds_a_share_partitions_state_coordinator():
+    fake = cluster()
+    good = "g1:AAAAAAAAAAAAAAAAAAAAAQ:3"
+    fake.coordinator_nodes[good] = 2
+    keys = [good, "g1:not-a-topic-id:3", "g1:AAAAAAAAAAAAAAAAAAAAAQ:x"]
+    resp = ask(fake, FindCoordinatorRequest[6](key_type=2, coordinator_keys=keys))
+    assert [(c.key, c.error_code, c.node_id) for c in resp.coordinators] == [
+        (good, 0, 2), (keys[1], INVALID_REQUEST, -1), (keys[2], INVALID_REQUEST, -1)]
+    assert fake.calls_of("find_coordinator") == [
+        {"group_ids": [good], "listener": "PLAINTEXT", "key_type": 2}]
+
+
 # -- JoinGroup / SyncGroup ---------------------------------------------------------------------
 @pytest.mark.parametrize("join_v", versions(11))
 def test_two_members_join_and_sync(join_v):

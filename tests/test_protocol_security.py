@@ -759,6 +759,13 @@ CASES = [
          lambda r, f, v: codes_of(r) == {TXN_DENIED},
          lambda r, f, v: codes_of(r) == {0} and set(walk(r.to_dict(), "node_id")) == {1},
          versions=(1, 4)),
+    Case("FindCoordinator (share key)", 10, lambda v: FindCoordinatorRequest[v](
+        key_type=2, coordinator_keys=["g1:AAAAAAAAAAAAAAAAAAAAAQ:0"]),
+         [cluster_acl(Op.CLUSTER_ACTION)],
+         lambda fake: [g for c in fake.calls_of("find_coordinator") for g in c["group_ids"]],
+         lambda r, f, v: codes_of(r) == {31},
+         lambda r, f, v: codes_of(r) == {0} and set(walk(r.to_dict(), "node_id")) == {1},
+         versions=(6, 6)),
     Case("AddPartitionsToTxn", 24, lambda v: sample_request(24, v),
          [acl(Res.TRANSACTIONAL_ID, "t1", Op.WRITE), acl(Res.TOPIC, "orders", Op.WRITE),
           acl(Res.TOPIC, "audit", Op.WRITE)],

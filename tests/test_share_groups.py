@@ -271,3 +271,29 @@ def test_share_group_offsets_are_described_reset_and_deleted(cluster):
     admin.commit_offsets(consumer_group, {(topic, 0): 1})
     with pytest.raises(GroupIdNotFound, match="is not a share group"):
         admin.alter_share_group_offsets(consumer_group, {(topic, 0): 1})
+
+
+def test_find_coordinator_v6_names_the_leader_of_a_share_partitions_state(cluster):
+    """FindCoordinator v6, key type 2 ("<group>:<topic id>:<partition>"): the leader of the
+    key's __share_group_state partition (Java String.hashCode of the key, as Kafka)."""
+    import socket
+    import struct
+    from kafka.protocol.metadata import FindCoordinatorRequest
+    from share.records import ShareKey, partition_for
+    from tests.protocol_samples import RESPONSES, frame_of
+    key = ShareKey("sg-find", "AAAAAAAAAAAAAAAAAAAAAQ", 5)
+    host, port = cluster.bootstrap_servers().split(",")[0].rsplit(":", 1)
+
+    def ask():
+        with socket.create_connection((host, int(port)), timeout=30) as s:
+            s.sendall(frame_of(FindCoordinatorRequest[6](
+                key_type=2, coordinator_keys=[key.coordinator_key()]), 1))
+            size = struct.unpack(">i", s.recv(4, socket.MSG_WAITALL))[0]
+            frame = s.recv(size, socket.MSG_WAITALL)
+        c = RESPONSES[10].decode(frame, version=6, header=True).coordinators[0]
+        return c if c.error_code == 0 else None
+    found = wait_for(ask, TIMEOUT_S, "the share coordinator found")
+    leaders = {p.partition: p.leader for p in cluster.admin().describe_topic(
+        "__share_group_state")}
+    assert found.node_id == leaders[partition_for(key, len(leaders))]
+

@@ -293,6 +293,10 @@ class AuthorizedApi:
 
     # -- groups ----------------------------------------------------------------------------
     def find_coordinator(self, keys, listener, key_type: int = 0):
+        if key_type == 2:          # a share coordinator: brokers ask it (ClusterAction)
+            if not self._cluster(Op.CLUSTER_ACTION):
+                return dict.fromkeys(keys, (E.CLUSTER_AUTHORIZATION_FAILED, -1, "", -1))
+            return self._api.find_coordinator(keys, listener, key_type)
         if key_type == 1:
             ok = [k for k in keys if self._txn(Op.DESCRIBE, k)]
             denied = E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED

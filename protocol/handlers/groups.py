@@ -12,8 +12,10 @@ Rules:
 - FindCoordinator: key type 0 (group) → the leader of the group's `__consumer_offsets`
   partition, by the endpoint of the listener asked on; COORDINATOR_NOT_AVAILABLE while the
   topic is being created or has no leader. Key type 1 (transaction): the leader of the
-  transactional id's `__transaction_state` partition, likewise. Any other key type is
-  INVALID_REQUEST (Kafka: share keys need v6, other types are unknown).
+  transactional id's `__transaction_state` partition, likewise. Key type 2 (v6+, a
+  share-partition's state: "<group>:<topic id>:<partition>", else INVALID_REQUEST): the
+  leader of its `__share_group_state` partition; ClusterAction on the cluster (a broker's
+  call). Any other key type, or type 2 before v6, is INVALID_REQUEST.
 - JoinGroup v0 has no rebalance timeout: Kafka uses the session timeout. Member client ids
   come from the request header.
 - SyncGroup v5+ without protocol type or name is INCONSISTENT_GROUP_PROTOCOL before the
@@ -54,6 +56,7 @@ from protocol.build import build, millis
 from protocol.handlers.authorized import authorized_operations
 from protocol.security.acl import ResourceType as Res
 from replicas.errors import ErrorCode as E
+from share.records import ShareKey
 
 NO_AUTHORIZED_OPERATIONS = -2147483648      # Kafka's "not requested" sentinel
 
@@ -63,12 +66,27 @@ def _later(api: BrokerApi, make_event, respond) -> Deferred:
 
 
 # -- FindCoordinator -------------------------------------------------------------------------------
+SHARE_KEY = 2        # FindCoordinator v6's key type of a share-partition's state coordinator
+
+
+def _share_key(text: str) -> bool:
+    try:
+        ShareKey.parse(text)
+        return True
+    except ValueError:
+        return False
+
+
 def find_coordinator(api: BrokerApi, request, listener: str):
     body, key, v = request.body, request.api_key, request.api_version
     key_type = getattr(body, "key_type", 0)
     keys = list(body.coordinator_keys) if v >= 4 else [body.key]
     if key_type in (0, 1):
         found = api.find_coordinator(keys, listener, key_type)
+    elif key_type == SHARE_KEY and v >= 6:       # "<group>:<topic id>:<partition>" each
+        valid = [k for k in keys if _share_key(k)]
+        found = {k: (E.INVALID_REQUEST, -1, "", -1) for k in keys}
+        found.update(api.find_coordinator(valid, listener, key_type) if valid else {})
     else:
         found = {k: (E.INVALID_REQUEST, -1, "", -1) for k in keys}
 
@@ -79,8 +97,14 @@ def find_coordinator(api: BrokerApi, request, listener: str):
             return "Group authorization failed." if v < 4 else None
         if code == E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
             return "Transactional Id authorization failed." if v < 4 else None
+        if code == E.CLUSTER_AUTHORIZATION_FAILED:
+            return "Cluster authorization failed."
+        if code == E.INVALID_REQUEST:
+            return "invalid coordinator key" if key_type == SHARE_KEY and v >= 6 \
+                else "unknown coordinator type"
         return {0: "the group coordinator is not available yet",
-                1: "the transaction coordinator is not available yet"}.get(
+                1: "the transaction coordinator is not available yet",
+                2: "the share coordinator is not available yet"}.get(
             key_type, "unknown coordinator type")
     if v >= 4:
         return build(key, v, "FindCoordinatorResponse", coordinators=tuple(

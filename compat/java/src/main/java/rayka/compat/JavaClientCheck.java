@@ -13,6 +13,7 @@ import java.util.Map;
  *   txn BOOTSTRAP PREFIX          transactions: commit/abort, consume-transform-produce
  *   admin BOOTSTRAP PREFIX        the Admin calls a tool uses, each asserted
  *   share BOOTSTRAP PREFIX        KIP-932 share groups (ShareCheck, in 4.x builds only)
+ *   cgtool BOOTSTRAP PREFIX       Kafka 4's kafka-consumer-groups on a KIP-848 group (4.x)
  *
  * Protocol with the driver (compat/java_client.py), one line each on stdout:
  *   KILL <broker id>   the driver hard-kills that broker and answers a line on stdin
@@ -22,15 +23,16 @@ import java.util.Map;
  *   FAIL <reason>      one line: why the check failed; exit code 1
  */
 public final class JavaClientCheck {
-    /** ShareCheck.run, found at run time: src/share is compiled against kafka-clients 4.x only. */
+    /** `name`.run, found at run time: src/kafka4 is compiled against kafka-clients 4.x only. */
     @SuppressWarnings("unchecked")
-    static Map<String, Object> shareCheck(String bootstrap, String prefix) throws Exception {
+    static Map<String, Object> kafka4Check(String name, String bootstrap, String prefix)
+            throws Exception {
         Class<?> check;
         try {
-            check = Class.forName("rayka.compat.ShareCheck");
+            check = Class.forName("rayka.compat." + name);
         } catch (ClassNotFoundException e) {
-            throw new CheckFailed("this build has no share check (kafka-clients " + clientVersion()
-                                  + "; built without -Dkafka.share)");
+            throw new CheckFailed("this build has no " + name + " (kafka-clients " + clientVersion()
+                                  + "; built without -Dkafka4)");
         }
         try {
             return (Map<String, Object>) check.getMethod("run", String.class, String.class)
@@ -51,7 +53,8 @@ public final class JavaClientCheck {
                 case "group" -> GroupCheck.run(bootstrap, prefix, args.length > 3 ? args[3] : "range");
                 case "txn" -> TxnCheck.run(bootstrap, prefix);
                 case "admin" -> AdminCheck.run(bootstrap, prefix);
-                case "share" -> shareCheck(bootstrap, prefix);
+                case "share" -> kafka4Check("ShareCheck", bootstrap, prefix);
+                case "cgtool" -> kafka4Check("ConsumerGroupsToolCheck", bootstrap, prefix);
                 default -> throw new CheckFailed("unknown check " + args[0]);
             };
             result.put("client", clientVersion());

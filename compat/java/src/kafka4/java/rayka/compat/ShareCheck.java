@@ -35,7 +35,7 @@ import org.apache.kafka.common.serialization.StringDeserializer;
 
 /**
  * share BOOTSTRAP PREFIX: KIP-932 share groups through Kafka's own Java client (4.x only;
- * built from src/share when compat/java_client.py passes -Dkafka.share):
+ * built from src/kafka4 when compat/java_client.py passes -Dkafka4):
  *  - the group's share.auto.offset.reset set to earliest by IncrementalAlterConfigs on its
  *    GROUP resource, and read back by DescribeConfigs;
  *  - three KafkaShareConsumers (implicit acknowledgement) read a 2-partition topic of 3,000
@@ -127,43 +127,9 @@ public final class ShareCheck {
                 .get(60, TimeUnit.SECONDS);
     }
 
-    /** kafka-share-groups (Kafka's ShareGroupCommand, this build's kafka-tools) in a JVM of
-     *  its own: its exit code and output. */
     static String tool(String bootstrap, String... args) throws Exception {
-        List<String> cmd = new ArrayList<>(List.of(
-                ProcessHandle.current().info().command().orElse("java"),
-                "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
-                "-cp", System.getProperty("java.class.path"),
-                "org.apache.kafka.tools.consumer.group.ShareGroupCommand",
-                "--bootstrap-server", bootstrap));
-        cmd.addAll(List.of(args));
-        Process proc = new ProcessBuilder(cmd).redirectErrorStream(true).start();
-        String output = new String(proc.getInputStream().readAllBytes());
-        check(proc.waitFor(120, TimeUnit.SECONDS), "kafka-share-groups " + String.join(" ", args)
-                + " did not end");
-        check(proc.exitValue() == 0, "kafka-share-groups " + String.join(" ", args) + " exited "
-                + proc.exitValue() + ": " + output.replace('\n', ' '));
-        info("kafka-share-groups " + String.join(" ", args) + ": " + output.trim().replace('\n', '|'));
-        return output;
-    }
-
-    /** The rows of a kafka-share-groups table under the header naming `column`. */
-    static List<Map<String, String>> table(String output, String column) {
-        List<Map<String, String>> rows = new ArrayList<>();
-        String[] header = null;
-        for (String line : output.split("\n")) {
-            String[] cells = line.trim().split("\\s+");
-            if (header == null) {
-                if (List.of(cells).contains(column)) header = cells;
-                continue;
-            }
-            if (cells.length != header.length) continue;
-            Map<String, String> row = new HashMap<>();
-            for (int i = 0; i < cells.length; i++) row.put(header[i], cells[i]);
-            rows.add(row);
-        }
-        check(header != null, "no " + column + " column in: " + output);
-        return rows;
+        return Kafka4Tools.run("org.apache.kafka.tools.consumer.group.ShareGroupCommand",
+                               "kafka-share-groups", bootstrap, args);
     }
 
     public static Map<String, Object> run(String bootstrap, String prefix) throws Exception {
@@ -248,7 +214,7 @@ public final class ShareCheck {
             tool(bootstrap, "--reset-offsets", "--group", other, "--topic", topic + ":1",
                  "--to-offset", "1000", "--execute");
             Map<String, String> p1row = null;
-            for (Map<String, String> row : table(tool(bootstrap, "--describe", "--group", other),
+            for (Map<String, String> row : Kafka4Tools.table(tool(bootstrap, "--describe", "--group", other),
                                                  "START-OFFSET"))
                 if (row.get("TOPIC").equals(topic) && row.get("PARTITION").equals("1")) p1row = row;
             check(p1row != null && "1000".equals(p1row.get("START-OFFSET")),
