@@ -57,7 +57,8 @@ Rules (Kafka's GroupCoordinator.scala, trunk 1eb7644):
   (storage.py's cleanup), NONE at once; else NON_EMPTY_GROUP.
 - OffsetDelete (handleDeleteOffsets): "" → INVALID_GROUP_ID, then the group status;
   unknown or Dead → GROUP_ID_NOT_FOUND; Empty → every partition's offset removed
-  (tombstones, storage.py's cleanup); a non-empty "consumer" group → the partitions of
+  (tombstones, storage.py's cleanup: a classic group left without offsets goes too, as
+  Kafka 3.8's; a KIP-848 group stays, as Kafka 4's); a non-empty "consumer" group → the partitions of
   topics a member subscribes to are GROUP_SUBSCRIBED_TO_TOPIC (all of them when the
   subscriptions are unknown), the others removed; any other non-empty group
   NON_EMPTY_GROUP. Answered at once.
@@ -676,9 +677,10 @@ class GroupCoordinator(ConsumerGroupRequests):
                 error = E.NON_EMPTY_GROUP
         if error is not None:
             return self._respond(e.request_id, m.OffsetDeleteResult(error))
-        if eligible:
-            self._storage.cleanup_group_metadata(
-                [group], lambda g: g.remove_offsets(eligible), self._now())
+        if eligible:          # a KIP-848 group stays when its last offset goes (Kafka 4's
+            self._storage.cleanup_group_metadata(     # OffsetMetadataManager.deleteOffsets)
+                [group], lambda g: g.remove_offsets(eligible), self._now(),
+                delete_empty=group.consumer is None)
         self._respond(e.request_id, m.OffsetDeleteResult(E.NONE, tuple(
             [(t, p, E.GROUP_SUBSCRIBED_TO_TOPIC) for t, p in refused]
             + [(t, p, E.NONE) for t, p in eligible])))

@@ -239,13 +239,14 @@ class GroupMetadataManager:
                                     lambda g: g.remove_expired_offsets(now, retention), now)
 
     def cleanup_group_metadata(self, groups: Iterable[GroupMetadata],
-                               selector: Callable[[GroupMetadata], dict], now: int) -> int:
-        """Remove the offsets `selector` picks from each group, and each group left Empty
-        without offsets; the number of offsets removed."""
+                               selector: Callable[[GroupMetadata], dict], now: int,
+                               delete_empty: bool = True) -> int:
+        """Remove the offsets `selector` picks from each group, and (`delete_empty`) each
+        group left Empty without offsets; the number of offsets removed."""
         removed_total = 0
         for group in groups:
             removed = selector(group)
-            if group.is_empty and not group.has_offsets():
+            if delete_empty and group.is_empty and not group.has_offsets():
                 group.transition_to(G.DEAD, now)
             gid = group.group_id
             records = [rec.offset_commit_record(gid, t, p, None) for t, p in removed]

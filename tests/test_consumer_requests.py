@@ -272,6 +272,20 @@ def test_offset_delete_refuses_subscribed_topics_of_a_consumer_group():
     assert set(res.partitions) == {("foo", 0, E.GROUP_SUBSCRIBED_TO_TOPIC), ("bar", 0, E.NONE)}
 
 
+def test_an_empty_consumer_group_stays_when_its_last_offset_is_deleted():
+    """Kafka 4's OffsetMetadataManager.deleteOffsets leaves the group (only the periodic
+    cleanup deletes it), unlike Kafka 3.8's classic handleDeleteOffsets."""
+    d = owned_driver()
+    answered(d, join("m1", "foo"))
+    d.commit(GID, {("foo", 0): 1}, "m1", 1)
+    answered(d, HeartbeatRequest(GID, "m1", -1))
+    res = d.call(m.OffsetDelete, group_id=GID, partitions=(("foo", 0),))
+    assert set(res.partitions) == {("foo", 0, E.NONE)}
+    g = d.call(m.ConsumerGroupDescribe, group_ids=(GID,)).groups[0]
+    assert (g.error, g.state) == (E.NONE, "Empty")
+    assert d.call(m.DeleteGroups, group_ids=(GID,)).groups[0].error == E.NONE
+
+
 # -- timers, loading ------------------------------------------------------------------------------
 def test_a_silent_member_is_fenced_at_its_session_timeout_and_that_is_written():
     d = owned_driver(group_consumer_session_timeout_ms=6000)

@@ -835,3 +835,20 @@ def test_commit_v9_and_fetch_v9_carry_the_member_epoch_and_list_groups_v5_the_ty
         ("g1", "consumer", "Stable")]
     assert ask(fake, ListGroupsRequest[5](states_filter=[], types_filter=["classic"])).groups \
         == []
+
+
+@pytest.mark.parametrize("api_key", [11, 68, 76])
+def test_a_members_host_is_the_connections_address_as_kafka_prints_it(api_key):
+    from protocol.security.session import Session
+    from tests.handler_wire import ask
+    from tests.protocol_samples import sample_request
+    fake = cluster()
+    version = {11: 9, 68: 1, 76: 1}[api_key]
+    ask(fake, sample_request(api_key, version), Session("PLAINTEXT", "10.1.2.3"))
+    if api_key == 76:
+        hosts = [c["request"].client_host for c in fake.calls_of("share_heartbeat")]
+    else:
+        event = {11: gm.JoinGroup, 68: gm.ConsumerGroupHeartbeat}[api_key]
+        hosts = [getattr(e, "client_host", None) or e.request.client_host
+                 for e in fake.group_events if isinstance(e, event)]
+    assert hosts == ["/10.1.2.3"]

@@ -40,7 +40,7 @@ METHOD = {0: "produce", 1: "fetch", 2: "list_offsets", 3: "metadata", 19: "creat
 # Kafka 3.8 answers these from ZooKeeper or from the log's segments
 LEGACY_METHOD = {(2, 0): "legacy_offsets", (8, 0): "zk_commit_offsets",
                  (9, 0): "zk_fetch_offsets"}
-SERVED = [(k, v) for k, (lo, hi) in SUPPORTED.items() if k in HANDLERS
+SERVED = [(k, v) for k, (lo, hi) in SUPPORTED.items() if k in HANDLERS or k in (11, 68, 76)
           for v in range(lo, hi + 1) if v not in REJECTED_VERSIONS.get(k, ())]
 
 

@@ -89,16 +89,13 @@ HANDLERS: dict[int, Handler] = {
     8: groups.offset_commit,
     9: groups.offset_fetch,
     10: groups.find_coordinator,
-    11: groups.join_group,
     12: groups.heartbeat,
     13: groups.leave_group,
     14: groups.sync_group,
     15: groups.describe_groups,
     16: groups.list_groups,
     42: groups.delete_groups,
-    68: groups.consumer_group_heartbeat,
     69: groups.consumer_group_describe,
-    76: share.share_group_heartbeat,
     77: share.share_group_describe,
     78: share.share_fetch,
     79: share.share_acknowledge,
@@ -118,6 +115,10 @@ SESSION_HANDLERS: dict[int, Handler] = {
     49: quotas.alter_client_quotas,
     50: quotas.describe_user_scram_credentials,
     51: quotas.alter_user_scram_credentials,
+    # group membership records the member's address (Kafka's clientHost: "/127.0.0.1")
+    11: groups.join_group,
+    68: groups.consumer_group_heartbeat,
+    76: share.share_group_heartbeat,
 }
 
 

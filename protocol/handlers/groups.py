@@ -117,7 +117,12 @@ def find_coordinator(api: BrokerApi, request, listener: str):
 
 
 # -- membership ------------------------------------------------------------------------------------
-def join_group(api: BrokerApi, request, _listener: str):
+def client_host(session) -> str:
+    """Kafka's clientHost of a member: "/" and the connection's address ("" when unknown)."""
+    return f"/{session.host}" if getattr(session, "host", "") else ""
+
+
+def join_group(api: BrokerApi, request, session):
     body, key, v = request.body, request.api_key, request.api_version
     session_ms = millis(body.session_timeout)
     rebalance_ms = millis(body.rebalance_timeout) if v >= 1 else session_ms
@@ -134,8 +139,8 @@ def join_group(api: BrokerApi, request, _listener: str):
     return _later(api, lambda rid: m.JoinGroup(
         rid, body.group_id, body.member_id, session_ms, rebalance_ms, body.protocol_type,
         tuple((p.name, bytes(p.metadata)) for p in body.protocols),
-        getattr(body, "group_instance_id", None), request.client_id or "", "", v,
-        getattr(body, "reason", None)), respond)
+        getattr(body, "group_instance_id", None), request.client_id or "",
+        client_host(session), v, getattr(body, "reason", None)), respond)
 
 
 def sync_group(api: BrokerApi, request, _listener: str):
@@ -352,7 +357,7 @@ def described_assignment(key: int, v: int, names: dict, a: dict):
 
 
 # -- KIP-848 ---------------------------------------------------------------------------------------
-def consumer_group_heartbeat(api: BrokerApi, request, _listener: str):
+def consumer_group_heartbeat(api: BrokerApi, request, session):
     body, key, v = request.body, request.api_key, request.api_version
     owned = None
     if body.topic_partitions is not None:
@@ -366,7 +371,7 @@ def consumer_group_heartbeat(api: BrokerApi, request, _listener: str):
         body.group_id, body.member_id, body.member_epoch, body.instance_id, body.rack_id,
         millis(body.rebalance_timeout), None if names is None else tuple(names),
         getattr(body, "subscribed_topic_regex", None), body.server_assignor, owned,
-        request.client_id or "", "")
+        request.client_id or "", client_host(session))
     topics = api.topic_partition_counts()
 
     def respond(a: HeartbeatAnswer):

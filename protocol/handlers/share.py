@@ -27,7 +27,7 @@ from __future__ import annotations
 from protocol.api import BrokerApi, Deferred, ShareFetchPartition, topic_id_text, topic_uuid
 from protocol.build import build, millis
 from protocol.handlers.authorized import authorized_operations
-from protocol.handlers.groups import described_assignment
+from protocol.handlers.groups import client_host, described_assignment
 from protocol.security.acl import ResourceType as Res
 from replicas.errors import ErrorCode as E
 from share.group import ShareHeartbeat
@@ -38,12 +38,12 @@ NO_AUTHORIZED_OPERATIONS = -2147483648
 NEW_LEADER_ERRORS = (E.NOT_LEADER_OR_FOLLOWER, E.FENCED_LEADER_EPOCH)
 
 
-def share_group_heartbeat(api: BrokerApi, request, _listener: str):
+def share_group_heartbeat(api: BrokerApi, request, session):
     body, key, v = request.body, request.api_key, request.api_version
     names = body.subscribed_topic_names
     asked = ShareHeartbeat(body.group_id, body.member_id or "", body.member_epoch,
                            body.rack_id, None if names is None else tuple(names),
-                           request.client_id or "", "")
+                           request.client_id or "", client_host(session))
     a = api.share_heartbeat(asked, api.topic_partition_counts())
     assignment = None if a.assignment is None else build(
         key, v, "Assignment", topic_partitions=tuple(

@@ -9,24 +9,28 @@ import java.util.Map;
 import java.util.Set;
 
 import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.consumer.CommitFailedException;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.TopicPartition;
 
 /**
  * cgtool BOOTSTRAP PREFIX: Kafka 4's kafka-consumer-groups (ConsumerGroupCommand of this
  * build's kafka-tools) on a KIP-848 group (4.x only; src/kafka4):
  *  - two consumers with group.protocol=consumer read a 3-partition topic of 900 records
- *    between them and commit;
+ *    between them and commit once both hold partitions, each at the end of its own (a commit refused as
+ *    STALE_MEMBER_EPOCH, a new epoch on its way, is retried after a poll, at most 5 times);
  *  - while they are up: --list --type consumer lists the group; --describe shows every
  *    partition at CURRENT-OFFSET = LOG-END-OFFSET = 300, lag 0, owned by a member;
  *    --describe --members lists two members whose assignments cover the 3 partitions;
  *    --describe --state says Stable;
  *  - once they closed (the group Empty): --reset-offsets --to-earliest --execute moves
  *    every partition to 0 (--describe then says so, lag 300); --delete-offsets --topic
- *    forgets them; --delete removes the group (--list no longer has it).
+ *    forgets them (the group stays, as Kafka 4's); --delete removes the group (--list no
+ *    longer has it).
  */
 public final class ConsumerGroupsToolCheck {
     static final int RECORDS = 900, PARTITIONS = 3;
@@ -60,18 +64,32 @@ public final class ConsumerGroupsToolCheck {
              KafkaConsumer<String, String> b = consumer(bootstrap, conf)) {
             a.subscribe(List.of(topic));
             b.subscribe(List.of(topic));
-            waitFor(TIMEOUT, RECORDS + " records read by the two members (read " + seen.size() + ")",
-                    () -> {
-                        for (KafkaConsumer<String, String> c : List.of(a, b)) {
+            int[] stale = {0};
+            waitFor(TIMEOUT, RECORDS + " records read by the two members, committed (read "
+                    + seen.size() + ")", () -> {
+                        for (KafkaConsumer<String, String> c : List.of(a, b))
                             for (ConsumerRecord<String, String> r : c.poll(Duration.ofMillis(100)))
                                 seen.add(r.partition() + "@" + r.offset());
-                            c.commitSync();
+                        if (seen.size() < RECORDS || a.assignment().isEmpty()
+                                || b.assignment().isEmpty()
+                                || a.assignment().size() + b.assignment().size() != PARTITIONS)
+                            return false;
+                        for (KafkaConsumer<String, String> c : List.of(a, b))     // at the end
+                            for (TopicPartition tp : c.assignment())              // of each one
+                                if (c.position(tp) < RECORDS / PARTITIONS) return false;
+                        try {
+                            for (KafkaConsumer<String, String> c : List.of(a, b)) c.commitSync();
+                            return true;
+                        } catch (CommitFailedException e) {
+                            // a new member epoch on its way (KIP-848: STALE_MEMBER_EPOCH): as an
+                            // application does, poll again and commit then
+                            stale[0]++;
+                            return false;
                         }
-                        return seen.size() >= RECORDS && !a.assignment().isEmpty()
-                               && !b.assignment().isEmpty();
                     });
             check(seen.size() == RECORDS, "read " + seen.size() + " distinct records");
-            for (KafkaConsumer<String, String> c : List.of(a, b)) c.commitSync();
+            check(stale[0] <= 5, stale[0] + " commits refused as stale after the group settled");
+            out.put("stale_commits_retried", stale[0]);
 
             check(listed(bootstrap, group), "--list --type consumer lacks " + group);
             List<Map<String, String>> rows = Kafka4Tools.table(
@@ -108,7 +126,9 @@ public final class ConsumerGroupsToolCheck {
                   "after --reset-offsets --to-earliest: " + r);
         check(tool(bootstrap, "--delete-offsets", "--group", group, "--topic", topic)
                       .contains("Successful"), "--delete-offsets did not succeed");
-        tool(bootstrap, "--delete", "--group", group);
+        String deleted = tool(bootstrap, "--delete", "--group", group);
+        check(deleted.contains("successful") && !deleted.contains("Error"),
+              "--delete: " + deleted.replace('\n', ' '));
         check(!listed(bootstrap, group), "--delete left " + group);
         out.put("records", RECORDS);
         out.put("kafka_consumer_groups", "list --type, describe (offsets, members, state), "
