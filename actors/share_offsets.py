@@ -48,9 +48,14 @@ class ShareOffsets:
     def call(self, request):
         """A share.offsets request (DescribeOffsets, AlterOffsets, DeleteOffsets): a Deferred
         of its share.offsets.OffsetsAnswer."""
+        return self.shares.in_pool(self._call_now, request, pool=self._pool)
+
+    def _call_now(self, request) -> so.OffsetsAnswer:
         run = {so.DescribeOffsets: self._describe_now, so.AlterOffsets: self._alter_now,
                so.DeleteOffsets: self._delete_now}[type(request)]
-        return self.shares.in_pool(run, request, pool=self._pool)
+        refused = self._refused(request.group_id,
+                                writes=not isinstance(request, so.DescribeOffsets))
+        return refused or run(request, self.broker.kafka_api.topic_partition_counts())
 
     def forget_group(self, group_id: str) -> None:
         """A deleted share group's states go too (DeleteGroups)."""
@@ -77,12 +82,8 @@ class ShareOffsets:
             return so.OffsetsAnswer(E.NON_EMPTY_GROUP, NOT_EMPTY)
         return None
 
-    def _describe_now(self, r: so.DescribeOffsets) -> so.OffsetsAnswer:
+    def _describe_now(self, r: so.DescribeOffsets, topics: dict) -> so.OffsetsAnswer:
         group_id, asked = r.group_id, r.topics
-        refused = self._refused(group_id, writes=False)
-        if refused:
-            return refused
-        topics = self.broker.kafka_api.topic_partition_counts()
         keys = None if asked is None else [(t, p) for t, ps in asked.items() if t in topics
                                            for p in ps]
         stored = self._stored(group_id, keys)
@@ -91,12 +92,8 @@ class ShareOffsets:
         hwms = self._high_watermarks(list(stored))
         return so.OffsetsAnswer(topics=so.describe(asked, topics, stored, hwms))
 
-    def _alter_now(self, r: so.AlterOffsets) -> so.OffsetsAnswer:
+    def _alter_now(self, r: so.AlterOffsets, topics: dict) -> so.OffsetsAnswer:
         group_id, asked = r.group_id, r.offsets
-        refused = self._refused(group_id, writes=True)
-        if refused:
-            return refused
-        topics = self.broker.kafka_api.topic_partition_counts()
         targets, errors = so.plan_alter(asked, topics)
         errors.update(self._on_leaders(group_id, targets))
         return so.OffsetsAnswer(topics=tuple(
@@ -106,12 +103,8 @@ class ShareOffsets:
                 for p in parts))
             for t, parts in asked.items()))
 
-    def _delete_now(self, r: so.DeleteOffsets) -> so.OffsetsAnswer:
+    def _delete_now(self, r: so.DeleteOffsets, topics: dict) -> so.OffsetsAnswer:
         group_id, asked = r.group_id, r.topics
-        refused = self._refused(group_id, writes=True)
-        if refused:
-            return refused
-        topics = self.broker.kafka_api.topic_partition_counts()
         stored = self._stored(group_id, [(t, p) for t in asked if t in topics
                                          for p in range(topics[t][1])])
         if not isinstance(stored, dict):

@@ -84,6 +84,14 @@ DEFAULT_MESSAGE = {E.TOPIC_AUTHORIZATION_FAILED: "Topic authorization failed.",
                    E.CLUSTER_AUTHORIZATION_FAILED: "Cluster authorization failed."}
 
 
+def _denied_topics(partitions: dict) -> tuple:
+    """{topic: partitions} denied → share.offsets.TopicOffsets answering each partition 29."""
+    return tuple(so.TopicOffsets(t, None, tuple(so.PartitionOffset(
+        p, error=E.TOPIC_AUTHORIZATION_FAILED,
+        message=DEFAULT_MESSAGE[E.TOPIC_AUTHORIZATION_FAILED]) for p in ps))
+        for t, ps in partitions.items())
+
+
 class AuthorizedApi:
     def __init__(self, api, session):
         self._api, self._s = api, session
@@ -373,10 +381,7 @@ class AuthorizedApi:
                     t for t in a.topics if self._topic(Op.DESCRIBE, t.topic))))
             denied = [t for t in request.topics if not self._topic(Op.DESCRIBE, t)]
             allowed = {t: ps for t, ps in request.topics.items() if t not in denied}
-            refused = tuple(so.TopicOffsets(t, None, tuple(so.PartitionOffset(
-                p, error=E.TOPIC_AUTHORIZATION_FAILED,
-                message=DEFAULT_MESSAGE[E.TOPIC_AUTHORIZATION_FAILED])
-                for p in request.topics[t])) for t in denied)
+            refused = _denied_topics({t: request.topics[t] for t in denied})
             if not allowed:
                 return Deferred.done(so.OffsetsAnswer(topics=refused))
             return self._api.share_offsets(replace(request, topics=allowed)).then(
@@ -386,10 +391,7 @@ class AuthorizedApi:
                 return Deferred.done(so.OffsetsAnswer(E.GROUP_AUTHORIZATION_FAILED))
             denied = [t for t in request.offsets if not self._topic(Op.READ, t)]
             allowed = {t: ps for t, ps in request.offsets.items() if t not in denied}
-            refused = tuple(so.TopicOffsets(t, None, tuple(so.PartitionOffset(
-                p, error=E.TOPIC_AUTHORIZATION_FAILED,
-                message=DEFAULT_MESSAGE[E.TOPIC_AUTHORIZATION_FAILED])
-                for p in request.offsets[t])) for t in denied)
+            refused = _denied_topics({t: request.offsets[t] for t in denied})
             return self._api.share_offsets(replace(request, offsets=allowed)).then(
                 lambda a: a if a.error else replace(a, topics=a.topics + refused))
         if not self._group(Op.DELETE, g):

@@ -119,6 +119,18 @@ public final class ShareCheck {
         return seen;
     }
 
+    /** Until describeShareGroups shows the group without members (Alter and Delete need it). */
+    static void waitEmpty(Admin admin, String group) throws InterruptedException {
+        waitFor(TIMEOUT, group + " empty", () -> {
+            try {
+                return admin.describeShareGroups(List.of(group)).describedGroups().get(group)
+                        .get(30, TimeUnit.SECONDS).members().isEmpty();
+            } catch (Exception e) {
+                return false;
+            }
+        });
+    }
+
     static Map<TopicPartition, SharePartitionOffsetInfo> offsets(Admin admin, String group,
             Collection<TopicPartition> tps) throws Exception {
         ListShareGroupOffsetsSpec spec = new ListShareGroupOffsetsSpec();
@@ -232,14 +244,7 @@ public final class ShareCheck {
 
             // the first group is empty now: move partition 0 back, read it again
             TopicPartition p0 = new TopicPartition(topic, 0);
-            waitFor(TIMEOUT, group + " empty", () -> {
-                try {
-                    return admin.describeShareGroups(List.of(group)).describedGroups().get(group)
-                            .get(30, TimeUnit.SECONDS).members().isEmpty();
-                } catch (Exception e) {
-                    return false;
-                }
-            });
+            waitEmpty(admin, group);
             admin.alterShareGroupOffsets(group, Map.of(p0, 0L)).all().get(60, TimeUnit.SECONDS);
             SharePartitionOffsetInfo moved = offsets(admin, group, List.of(p0)).get(p0);
             check(moved.startOffset() == 0 && moved.lag().orElse((long) RECORDS / 2) == RECORDS / 2,
@@ -248,15 +253,8 @@ public final class ShareCheck {
             again.keySet().forEach(k -> check(k.startsWith("0@"), "read " + k + " of partition 1 again"));
             info("alterShareGroupOffsets: partition 0 read again from 0");
 
+            waitEmpty(admin, group);          // the reader above closed: Delete needs it empty
             admin.deleteShareGroupOffsets(group, Set.of(topic)).all().get(60, TimeUnit.SECONDS);
-            waitFor(TIMEOUT, group + " empty again", () -> {
-                try {
-                    return admin.describeShareGroups(List.of(group)).describedGroups().get(group)
-                            .get(30, TimeUnit.SECONDS).members().isEmpty();
-                } catch (Exception e) {
-                    return false;
-                }
-            });
             Map<TopicPartition, SharePartitionOffsetInfo> left = offsets(admin, group, null);
             check(left.isEmpty(), "after deleteShareGroupOffsets: " + left);
             admin.deleteShareGroups(List.of(group)).all().get(60, TimeUnit.SECONDS);
