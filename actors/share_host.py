@@ -330,10 +330,9 @@ class ShareHost:
                     p = self._partition(group_id, tp)
                     before = p.checkpoint()
                     p.reset_to(offset)
-                    out[tp] = self._persist(group_id, tp, p)
+                    out[tp] = persist_code(self._persist(group_id, tp, p))
                     if out[tp]:
                         p.rollback(before)
-                        out[tp] = PERSIST_ERRORS.get(out[tp], E.UNKNOWN_SERVER_ERROR)
                 except KafkaError as exc:
                     out[tp] = exc.code
         return out
@@ -344,11 +343,12 @@ class ShareHost:
             topic_id = self.broker.rm.metadata.topic_id(tp[0])
         if info["role"] != "leader":
             return E.NOT_LEADER_OR_FOLLOWER
+        if topic_id is None:       # a topic just made: its id has not reached this broker
+            return E.LEADER_NOT_AVAILABLE
         self.partitions.pop((group_id, tp), None)
         self._began.pop((group_id, tp), None)
         key = ShareKey(group_id, topic_id, tp[1])
-        error = self._state_call(key, lambda rid: sc.DeleteState(rid, key)).error
-        return PERSIST_ERRORS.get(error, E.UNKNOWN_SERVER_ERROR) if error else E.NONE
+        return persist_code(self._state_call(key, lambda rid: sc.DeleteState(rid, key)).error)
 
     # -- helpers -------------------------------------------------------------------------------
     def _partition(self, group_id: str, tp) -> SharePartition:
@@ -408,18 +408,26 @@ class ShareHost:
         host = self.broker.share_states
         if not host.ensure_topic():
             return sc.StateAnswer(E.COORDINATOR_NOT_AVAILABLE)
-        tp = (STATE_TOPIC, host.partition_for(key))
+        return self.state_call_at(self.state_leader(host.partition_for(key)), make_event)
+
+    def state_leader(self, partition: int) -> int:
+        """The broker leading that `__share_group_state` partition (-1: none known)."""
         with self.broker.lock:
-            part = self.broker.rm.metadata.partitions.get(tp)
-            leader = part.leader if part is not None else -1
+            part = self.broker.rm.metadata.partitions.get((STATE_TOPIC, partition))
+            return part.leader if part is not None else -1
+
+    def state_call_at(self, leader: int, make_event):
+        """A share coordinator request to the broker `leader` (this one's own host, or
+        BrokerActor.share_state there): its StateAnswer; COORDINATOR_NOT_AVAILABLE without a
+        leader or when that broker is away or slow (ask again later)."""
         try:
             if leader == self.broker.id:
-                return host.call(make_event).result()
+                return self.broker.share_states.call(make_event).result()
             if leader < 0:
                 return sc.StateAnswer(E.COORDINATOR_NOT_AVAILABLE)
             return self.broker.host.call_broker(leader, "share_state", make_event(0))
-        except Exception as exc:             # that broker is away or slow: ask again later
-            log.info("share state %s via broker %s: %s", key, leader, exc)
+        except Exception as exc:
+            log.info("share state request via broker %s: %s", leader, exc)
             return sc.StateAnswer(E.COORDINATOR_NOT_AVAILABLE)
 
     def _persist(self, group_id: str, tp, p: SharePartition) -> int:
@@ -469,10 +477,9 @@ class ShareHost:
         code = p.acknowledge(member_id, batches, clock_ms())
         renew_only = all(t == AckType.RENEW for _f, _l, types in batches for t in types)
         if code == E.NONE and not renew_only:
-            error = self._persist(group_id, tuple(tp), p)
-            if error:                      # not written: as if it had not happened
+            code = persist_code(self._persist(group_id, tuple(tp), p))
+            if code:                       # not written: as if it had not happened
                 p.rollback(before)
-                code = PERSIST_ERRORS.get(error, E.UNKNOWN_SERVER_ERROR)
         return code, (-1, -1)
 
     def _asks(self, group_id, tps, max_bytes, renew_only, committed):
@@ -602,9 +609,14 @@ class ShareHost:
         self._pool.shutdown(wait=False, cancel_futures=True)
 
 
+def persist_code(error: int) -> int:
+    """What a state read or write's error means to the partition's client (0 for none)."""
+    return PERSIST_ERRORS.get(error, E.UNKNOWN_SERVER_ERROR) if error else E.NONE
+
+
 def _persist_error(code: int) -> KafkaError:
     from replicas.errors import error_for_code
-    return error_for_code(PERSIST_ERRORS.get(code, E.UNKNOWN_SERVER_ERROR),
+    return error_for_code(persist_code(code),
                           f"share-partition state: {E(code).name}")
 
 

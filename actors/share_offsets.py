@@ -29,7 +29,6 @@ import logging
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
-from actors.share_state_host import STATE_TOPIC
 from replicas.errors import ErrorCode as E
 from share import coordinator as sc
 from share import offsets as so
@@ -61,7 +60,8 @@ class ShareOffsets:
         """A deleted share group's states go too (DeleteGroups)."""
         def run():
             try:
-                stored = self._stored(group_id, None)
+                topics = self.broker.kafka_api.topic_partition_counts()
+                stored = self._stored(group_id, None, topics)
                 if isinstance(stored, dict) and stored:
                     self._on_leaders(group_id, {tp: None for tp in stored})
             except Exception:
@@ -86,7 +86,7 @@ class ShareOffsets:
         group_id, asked = r.group_id, r.topics
         keys = None if asked is None else [(t, p) for t, ps in asked.items() if t in topics
                                            for p in ps]
-        stored = self._stored(group_id, keys)
+        stored = self._stored(group_id, keys, topics)
         if not isinstance(stored, dict):
             return so.OffsetsAnswer(stored)
         hwms = self._high_watermarks(list(stored))
@@ -106,7 +106,7 @@ class ShareOffsets:
     def _delete_now(self, r: so.DeleteOffsets, topics: dict) -> so.OffsetsAnswer:
         group_id, asked = r.group_id, r.topics
         stored = self._stored(group_id, [(t, p) for t in asked if t in topics
-                                         for p in range(topics[t][1])])
+                                         for p in range(topics[t][1])], topics)
         if not isinstance(stored, dict):
             return so.OffsetsAnswer(stored)
         targets, refused_topics = so.plan_delete(asked, topics, {t for t, _p in stored})
@@ -118,50 +118,37 @@ class ShareOffsets:
             for t in asked))
 
     # -- helpers ------------------------------------------------------------------------------------
-    def _stored(self, group_id: str, keys) -> dict | int:
+    def _stored(self, group_id: str, keys, topics: dict) -> dict | int:
         """{(topic, partition): ShareState} the share coordinators hold for the group (of
-        `keys` [(topic, partition)], or all); an error code when one cannot answer."""
+        `keys` [(topic, partition)], or all), topics named from `topics` {name: (id,
+        partition count)}; an error code when one cannot answer."""
         host = self.broker.share_states
-        ids = self.broker.kafka_api.topic_ids()
+        ids = {t: i for t, (i, _n) in topics.items()}
         names = {i: t for t, i in ids.items()}
         if not host.ensure_topic():
             return {}
         asks: dict[int, list | None] = {}
         if keys is None:
-            for leader in self._state_leaders(range(host.partitions)):
-                asks[leader] = None
+            for p in range(host.partitions):
+                asks[self.shares.state_leader(p)] = None
         else:
-            share_keys = [ShareKey(group_id, ids[t], p) for t, p in keys if t in ids]
-            leaders = self._state_leaders(host.partition_for(k) for k in share_keys)
-            for k, leader in zip(share_keys, leaders):
-                asks.setdefault(leader, []).append(k)
+            for t, p in keys:
+                if t in ids:
+                    k = ShareKey(group_id, ids[t], p)
+                    asks.setdefault(self.shares.state_leader(host.partition_for(k)),
+                                    []).append(k)
         out = {}
         for leader, ks in asks.items():
             if leader < 0:
                 return E.COORDINATOR_NOT_AVAILABLE
             event = sc.ReadSummary(0, group_id, None if ks is None else tuple(ks))
-            answer = self._state_call(leader, event)
+            answer = self.shares.state_call_at(leader,
+                                               lambda rid: replace(event, request_id=rid))
             if answer.error:
                 return answer.error
             out.update({(names[k.topic_id], k.partition): s for k, s in answer.summaries
                         if k.topic_id in names})
         return out
-
-    def _state_leaders(self, partitions) -> list[int]:
-        with self.broker.lock:
-            md = self.broker.rm.metadata.partitions
-            return [md[(STATE_TOPIC, p)].leader if (STATE_TOPIC, p) in md else -1
-                    for p in partitions]
-
-    def _state_call(self, leader: int, event):
-        try:
-            if leader == self.broker.id:
-                return self.broker.share_states.call(
-                    lambda rid: replace(event, request_id=rid)).result()
-            return self.broker.host.call_broker(leader, "share_state", event)
-        except Exception as exc:
-            log.info("share state summary via broker %s: %s", leader, exc)
-            return sc.StateAnswer(E.COORDINATOR_NOT_AVAILABLE)
 
     def _leaders(self, tps) -> dict[int, list]:
         by: dict[int, list] = {}

@@ -119,7 +119,7 @@ def find_coordinator(api: BrokerApi, request, listener: str):
 # -- membership ------------------------------------------------------------------------------------
 def client_host(session) -> str:
     """Kafka's clientHost of a member: "/" and the connection's address ("" when unknown)."""
-    return f"/{session.host}" if getattr(session, "host", "") else ""
+    return f"/{session.host}" if session.host else ""
 
 
 def join_group(api: BrokerApi, request, session):

@@ -217,22 +217,23 @@ def alter_share_group_offsets(api: BrokerApi, request, _listener: str):
              for t in body.topics}
 
     def respond(answer):
-        def code(p):      # a group-level error is every partition's (getErrorResponse)
-            return answer.error or p.error
         by_topic = {t.topic: t for t in answer.topics}
+
+        def partition(got: PartitionOffset):
+            if answer.error:     # a group-level error is every partition's (getErrorResponse)
+                got = PartitionOffset(got.partition, error=answer.error,
+                                      message=answer.message)
+            return build(key, v, "AlterShareGroupOffsetsResponsePartition",
+                         partition_index=got.partition, error_code=got.error,
+                         error_message=got.message)
         rows = []
         for topic, parts in asked.items():
             got = by_topic.get(topic)
-            errors = {p.partition: p for p in got.partitions} if got else {}
+            mine = {p.partition: p for p in got.partitions} if got else {}
             rows.append(build(key, v, "AlterShareGroupOffsetsResponseTopic", topic_name=topic,
                               topic_id=topic_uuid(got.topic_id if got else None),
-                              partitions=tuple(build(
-                                  key, v, "AlterShareGroupOffsetsResponsePartition",
-                                  partition_index=p,
-                                  error_code=code(errors.get(p, PartitionOffset(p))),
-                                  error_message=answer.message if answer.error
-                                  else errors.get(p, PartitionOffset(p)).message)
-                                  for p in parts)))
+                              partitions=tuple(partition(mine.get(p, PartitionOffset(p)))
+                                               for p in parts)))
         return build(key, v, "AlterShareGroupOffsetsResponse", error_code=answer.error,
                      error_message=answer.message, responses=tuple(rows))
     return api.share_offsets(AlterOffsets(body.group_id, asked)).then(respond)

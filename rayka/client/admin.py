@@ -323,17 +323,16 @@ class Admin:
         offsets = {tuple(tp): o for tp, o in self.share_group_offsets(d.group_id).items()}
         tps = set(readers) | set(offsets)
         ends = self._end_offsets(tps)
-        none = {"start_offset": -1, "lag": -1}
+
+        def known(tp, what: str):          # -1: never initialized, or unknown
+            value = offsets.get(tp, {}).get(what, -1)
+            return value if value >= 0 else None
         return {"group": d.group_id, "type": "share", "state": d.state,
                 "protocol_type": "share", "protocol": d.assignor, "members": members,
                 "partitions": [{"topic": tp[0], "partition": tp[1],
-                                "committed": offsets.get(tp, none)["start_offset"]
-                                if offsets.get(tp, none)["start_offset"] >= 0 else None,
-                                "end": ends.get(tp),
+                                "committed": known(tp, "start_offset"), "end": ends.get(tp),
                                 "owner": ",".join(sorted(readers.get(tp, ()))) or None,
-                                "lag": offsets.get(tp, none)["lag"]
-                                if offsets.get(tp, none)["lag"] >= 0 else None}
-                               for tp in sorted(tps)]}
+                                "lag": known(tp, "lag")} for tp in sorted(tps)]}
 
     def _end_offsets(self, tps) -> dict:
         if not tps:
