@@ -234,6 +234,17 @@ def _admin_checks(version: str, run: dict) -> dict:
     return out
 
 
+def _not_applicable(args: list[str], version: str, target_name: str) -> str | None:
+    """Why a check cannot run on this client and target (None: it can)."""
+    kafka_3 = target_name.startswith("kafka-3")
+    if args[1:] == ["consumer"] and kafka_3:
+        return "Kafka 3.9 in ZooKeeper mode does not serve KIP-848 (KRaft only)"
+    if args[0] in ("share", "cgtool") and (version.startswith("3.") or kafka_3):
+        return ("share groups (KIP-932) and KIP-848 groups need a 4.x client and a 4.x "
+                "(KRaft) broker")
+    return None
+
+
 def run_java_client(target, logs_dir=None, clients=None, checks=None) -> dict:
     """Every check of CHECKS for kafka-clients 3.9.2 and the newest 4.x, against `target`."""
     t_start = time.monotonic()
@@ -263,17 +274,10 @@ def run_java_client(target, logs_dir=None, clients=None, checks=None) -> dict:
                 results[f"{version} {name}"] = {"verdict": "failed", "seconds": 0.0,
                                                 "why": f"cluster not back up before the check: {exc}"}
                 continue
-            if args[1:] == ["consumer"] and target.name.startswith("kafka-3"):
-                results[f"{version} {name}"] = {
-                    "verdict": "not applicable", "seconds": 0.0, "client": version,
-                    "why": "Kafka 3.9 in ZooKeeper mode does not serve KIP-848 (KRaft only)"}
-                continue
-            if args[0] in ("share", "cgtool") and (version.startswith("3.")
-                                                   or target.name.startswith("kafka-3")):
-                results[f"{version} {name}"] = {
-                    "verdict": "not applicable", "seconds": 0.0, "client": version,
-                    "why": "share groups (KIP-932) and KIP-848 groups need a 4.x client and a "
-                           "4.x (KRaft) broker"}
+            why = _not_applicable(args, version, target.name)
+            if why:
+                results[f"{version} {name}"] = {"verdict": "not applicable", "seconds": 0.0,
+                                                "client": version, "why": why}
                 continue
             log = logs / f"{version}-{name}.log" if logs else None
             run = run_jvm(target, classpath, args, log)
