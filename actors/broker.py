@@ -600,9 +600,10 @@ class Broker:
             for lid, f in self.fetchers.items():
                 if lid != leader:
                     f.remove([tp])
-            if leader < 0:
-                # an offline partition (no eligible leader): nothing to fetch from until
-                # the controller names one, as Kafka's makeFollowers adds no fetcher
+            if leader < 0 or self.stopped.is_set():
+                # a stopped broker starts no fetcher thread; an offline partition (no
+                # eligible leader) has nothing to fetch from until the controller names
+                # one, as Kafka's makeFollowers adds no fetcher
                 continue
             fetcher = self.fetchers.get(leader)
             if fetcher is None:
@@ -897,7 +898,10 @@ class Broker:
         self.dynamic_config.stop()
         for listener in self.listeners:
             listener.stop()
-        for f in self.fetchers.values():
+        with self.lock:        # a LeaderAndIsr answered meanwhile moves fetchers under it
+            fetchers = list(self.fetchers.values())
+            self.fetchers.clear()
+        for f in fetchers:
             f.stop()
         self.timers.stop()
         self.network.stop()
