@@ -84,7 +84,7 @@ from actors.security import BrokerSecurity
 from actors.log_cleaner import LogCleaner
 from coordinator import messages as gm
 from controller.requests import LeaderAndIsrRequest, StopReplicaRequest, UpdateMetadataRequest
-from controller.layout import BrokerRegistration, LeaderIsrAndControllerEpoch
+from controller.layout import DEFAULT_FEATURES, BrokerRegistration, LeaderIsrAndControllerEpoch
 from replicas.errors import (BrokerNotAvailable, KafkaError, NotController, RequestTimedOut,
                             error_for_code)
 from replicas.replica_manager import (CLIENT, BrokerConfig, ClientMetadata, FetchResult,
@@ -180,6 +180,9 @@ class Broker:
         self._verifying: dict = {}          # (tp, producer id) → buffers awaiting verification
         self.txns = TxnHost(self, settings.txn, lambda: self.kafka_api.new_producer_id())
         self.verifier = TxnVerifier(self)
+        self.finalized_features: tuple[dict, int] = ({}, -1)
+        self._on_features(self.store.get_or_create_features(DEFAULT_FEATURES))
+        self._features_watch = self.store.watch_features(self._on_features)
         self.security = BrokerSecurity(self.store, settings.security,
                                        self.kafka_config.bind_endpoints()).start()
         self.kafka_api = KafkaBrokerApi(self, self.kafka_config,
@@ -265,6 +268,17 @@ class Broker:
                 listener.serve(wait=False)    # the caller may hold the lock the loop needs
                 log.info("broker %s: serving %s on port %s (%s)", self.id,
                          listener.endpoint.listener, listener.port, why)
+
+    def _on_features(self, finalized) -> None:
+        """/feature read or changed: ApiVersions answers it, the coordinator takes its
+        transaction.version (its own aborts and the log value's version follow it)."""
+        if finalized is None:
+            return
+        levels, epoch = finalized
+        if epoch <= self.finalized_features[1]:
+            return
+        self.finalized_features = (dict(levels), epoch)
+        self.txns.set_transaction_version(levels.get("transaction.version", 0))
 
     def replication_problems(self) -> dict:
         """What keeps this broker's followers from replicating (`rayka status`): who it is
@@ -640,10 +654,10 @@ class Broker:
         return {tp: answers[i] for i, (tp, _) in enumerate(requests)}
 
     def produce_begin(self, requests, acks: int, timeout_ms: int, reorder_wait_s: float = 0.0,
-                      origin: str = CLIENT, transactional_id: str | None = None
-                      ) -> PendingProduce:
+                      origin: str = CLIENT, transactional_id: str | None = None,
+                      add_partitions: bool = False) -> PendingProduce:
         return begin_produce(self, requests, acks, timeout_ms, reorder_wait_s, origin,
-                             transactional_id)
+                             transactional_id, add_partitions)
 
     # -- fetch ---------------------------------------------------------------------------------------
     def fetch_many(self, replica_id: int, requests, max_wait_ms: int = 0, min_bytes: int = 1,

@@ -78,17 +78,18 @@ class GroupHost(CoordinatorHost):
         if not isinstance(event, m.TxnOffsetCommit):
             return super().call(lambda _rid: event, rid)
         tp = (self.topic, self.partition_for(event.group_id))
+        add = event.version >= 5      # transaction.version 2: the offsets partition is added
         try:
             with self.broker.lock:
                 guard = self.broker.rm.maybe_start_verification(
-                    tp, event.producer_id, event.producer_epoch)
+                    tp, event.producer_id, event.producer_epoch, supports_epoch_bump=add)
         except KafkaError as exc:                  # not the offsets partition's leader
             return Deferred.done(_commit_result(event, exc.code))
         if guard is None:
             return super().call(lambda _rid: event, rid)
         waiter = self._waiters[rid] = Waiter()
         asked = self.broker.verifier.verify(event.transactional_id, event.producer_id,
-                                            event.producer_epoch, [tp])
+                                            event.producer_epoch, [tp], add=add)
 
         def verified():
             error = asked.errors.get(tp, E.NONE)

@@ -212,6 +212,9 @@ class KafkaBrokerApi:
     def auto_create_topics_enable(self) -> bool:
         return self.config.auto_create_topics_enable
 
+    def finalized_features(self):
+        return self.broker.finalized_features
+
     # -- metadata -------------------------------------------------------------------------------
     def metadata(self, topics, allow_auto_create: bool, listener: str) -> ClusterMetadata:
         b = self.broker
@@ -304,12 +307,14 @@ class KafkaBrokerApi:
 
     # -- data -----------------------------------------------------------------------------------------
     def produce(self, acks: int, timeout_ms: int, partitions,
-                transactional_id: str | None = None) -> "Deferred":
+                transactional_id: str | None = None, add_partitions: bool = False
+                ) -> "Deferred":
         """Appends now (a transactional buffer after its verification, actors/produce.py);
         the acknowledgements come from the returned Deferred's result()."""
         requests = [(tuple(tp), data) for tp, data in partitions]
         pending = self.broker.produce_begin(requests, acks, timeout_ms,
-                                            transactional_id=transactional_id)
+                                            transactional_id=transactional_id,
+                                            add_partitions=add_partitions)
 
         def outcomes() -> dict:
             answers = pending.result()

@@ -29,7 +29,10 @@ Rules:
   whether the partition is in the transaction; the coordinator's error answers it (Kafka
   maps the coordinator-side errors to NOT_ENOUGH_REPLICAS, which clients retry), else it
   is appended with its guard. Buffers of one producer on one partition stay in order: a
-  later one waits behind the one being verified.
+  later one waits behind the one being verified. A Produce v12 (`add_partitions`,
+  transaction.version 2) has the coordinator ADD the partition instead of only checking it,
+  and a producer's transaction counts as open here only at its epoch (a new transaction's
+  bumped epoch is verified even while the previous one's marker is on its way).
 - `markers_begin(broker, markers, timeout_ms)`: WriteTxnMarkers' leader side, each marker
   (producer id, epoch, committed, coordinator epoch, partitions) appended as an acks=-1
   write; the answer, once acknowledged, is {tp: error} per marker. Markers written to
@@ -93,7 +96,8 @@ class PendingProduce(Completion):
 
 def produce_begin(broker, requests, acks: int, timeout_ms: int,
                   reorder_wait_s: float = 0.0, origin: str = CLIENT,
-                  transactional_id: str | None = None) -> PendingProduce:
+                  transactional_id: str | None = None,
+                  add_partitions: bool = False) -> PendingProduce:
     """See the module's rules; `broker` is the Broker (its lock, rm, changed)."""
     pending = PendingProduce(broker)
     verifying: list[_Unverified] = []
@@ -111,7 +115,8 @@ def produce_begin(broker, requests, acks: int, timeout_ms: int,
                     appended = False
                 broker.changed.wait(deadline - time.monotonic())
             if origin == CLIENT and transactional_id is not None:
-                held = _hold_for_verification(broker, pending, i, tp, data, acks, timeout_ms)
+                held = _hold_for_verification(broker, pending, i, tp, data, acks, timeout_ms,
+                                              add_partitions)
                 if held is not None:
                     if held.first:
                         verifying.append(held)
@@ -168,15 +173,15 @@ class _Unverified:
     """Buffers of one producer on one partition waiting for the coordinator's word, in
     arrival order (the first one asked; later ones queue behind it)."""
 
-    __slots__ = ("tp", "producer_id", "producer_epoch", "guard", "entries", "first")
+    __slots__ = ("tp", "producer_id", "producer_epoch", "guard", "entries", "first", "add")
 
-    def __init__(self, tp, producer_id: int, producer_epoch: int, guard):
+    def __init__(self, tp, producer_id: int, producer_epoch: int, guard, add: bool):
         self.tp, self.producer_id, self.producer_epoch = tp, producer_id, producer_epoch
-        self.guard, self.entries, self.first = guard, [], True
+        self.guard, self.entries, self.first, self.add = guard, [], True, add
 
 
 def _hold_for_verification(broker, pending: PendingProduce, i, tp, data, acks: int,
-                           timeout_ms: int) -> _Unverified | None:
+                           timeout_ms: int, add: bool = False) -> _Unverified | None:
     """Hold a transactional buffer that needs the coordinator's word (caller holds the
     lock): the queue it joined, or None to append it now (an error answers it)."""
     rm = broker.rm
@@ -188,11 +193,11 @@ def _hold_for_verification(broker, pending: PendingProduce, i, tp, data, acks: i
         if queue is None:
             first = next(iter_headers(data), None)
             guard = rm.maybe_start_verification(tp, who.producer_id, who.producer_epoch,
-                                                first.base_sequence if first else None)
+                                                first.base_sequence if first else None, add)
             if guard is None:       # a transaction is open here: no question to ask
                 return None
             queue = broker._verifying[(tp, who.producer_id)] = _Unverified(
-                tp, who.producer_id, who.producer_epoch, guard)
+                tp, who.producer_id, who.producer_epoch, guard, add)
         else:
             queue.first = False
     except KafkaError as exc:
@@ -206,9 +211,9 @@ def _hold_for_verification(broker, pending: PendingProduce, i, tp, data, acks: i
 
 def _verify(broker, transactional_id: str, held: _Unverified) -> None:
     asked = broker.verifier.verify(transactional_id, held.producer_id, held.producer_epoch,
-                                   [held.tp])
-    asked.when_ready(lambda: _verified(broker, held,
-                                       produce_error(asked.errors.get(held.tp, E.NONE))))
+                                   [held.tp], add=held.add)
+    asked.when_ready(lambda: _verified(broker, held, produce_error(
+        asked.errors.get(held.tp, E.NONE), held.add)))
 
 
 def _verified(broker, held: _Unverified, error: int) -> None:

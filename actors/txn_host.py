@@ -17,6 +17,8 @@ Rules:
   The client would retry after its back-off (librdkafka and Kafka's client wait 20-100 ms);
   asking again the moment the transaction completes gives the same answer without the
   wait. The coordinator itself stays Kafka's.
+- The coordinator learns the cluster's finalized transaction.version from the broker's
+  /feature watch (`set_transaction_version`).
 - `__transaction_state` is created on first use (FindCoordinator key type 1):
   transaction.state.log.num.partitions (50), replication factor min(3, live brokers),
   cleanup.policy compact, min.insync.replicas min(2, RF), unclean election off
@@ -83,6 +85,10 @@ class TxnHost(CoordinatorHost):
                 callback()
         attempt()
         return Deferred(outer.answer_when_ready, outer.when_ready)
+
+    def set_transaction_version(self, level: int) -> None:
+        """The cluster's finalized transaction.version (ZooKeeper's /feature)."""
+        self.process(m.FinalizedTransactionVersion(int(level)))
 
     def process(self, event) -> None:
         super().process(event)

@@ -3,6 +3,12 @@ a producer's ongoing transaction before appending its first transactional batch 
 (KIP-890 part 1; Kafka 3.8's AddPartitionsToTxnManager).
 
 Rules:
+- `add` (transaction.version 2: a Produce v12 or TxnOffsetCommit v5, Kafka's
+  TransactionSupportedOperation ADD_PARTITION): the partition is ADDED to the transaction
+  for the client (AddPartitionsToTxn v5, verify_only false), the coordinator's TxnHost
+  asking again while it answers CONCURRENT_TRANSACTIONS (the previous transaction's markers
+  are being written) for up to 100 ms, as Kafka's ReplicaManager retries; a produce then
+  answers CONCURRENT_TRANSACTIONS as it is (`produce_error(code, add=True)`).
 - The coordinator is the leader of the transactional id's `__transaction_state` partition
   in this broker's metadata cache. This broker: the local TxnHost answers (no socket);
   another: AddPartitionsToTxn v4 with verify_only on the inter-broker listener
@@ -33,7 +39,7 @@ from transactions import messages as tm
 
 log = logging.getLogger(__name__)
 
-ADD_PARTITIONS_TO_TXN, VERIFY_VERSION = 24, 4
+ADD_PARTITIONS_TO_TXN, VERIFY_VERSION, ADD_VERSION = 24, 4, 5
 REQUEST_TIMEOUT_S = 30.0
 TRANSLATED = {E.PRODUCER_FENCED: E.INVALID_PRODUCER_EPOCH,
               E.TRANSACTION_ABORTABLE: E.INVALID_TXN_STATE,
@@ -43,8 +49,10 @@ FOR_PRODUCE = dict.fromkeys((E.CONCURRENT_TRANSACTIONS, E.NETWORK_EXCEPTION,
                              E.NOT_COORDINATOR), E.NOT_ENOUGH_REPLICAS)
 
 
-def produce_error(code: int) -> int:
+def produce_error(code: int, add: bool = False) -> int:
     """A verification's error as a produce answers it."""
+    if add and code == E.CONCURRENT_TRANSACTIONS:
+        return code
     return FOR_PRODUCE.get(code, code)
 
 
@@ -69,7 +77,7 @@ class TxnVerifier:
         self._links = PeerLinks(broker, "txn-verify")
 
     def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
-               partitions) -> Verification:
+               partitions, add: bool = False) -> Verification:
         out = Verification()
         tps = tuple(sorted(set(map(tuple, partitions))))
         coordinator = self._coordinator(transactional_id)
@@ -77,12 +85,12 @@ class TxnVerifier:
             out.answer({tp: E.COORDINATOR_NOT_AVAILABLE for tp in tps})
         elif coordinator == self.broker.id:
             asked = self.broker.txns.call(lambda rid: tm.AddPartitionsToTxn(
-                rid, transactional_id, producer_id, producer_epoch, tps, verify_only=True,
-                version=VERIFY_VERSION))
+                rid, transactional_id, producer_id, producer_epoch, tps, verify_only=not add,
+                version=ADD_VERSION if add else VERIFY_VERSION))
             asked.when_ready(lambda: out.answer(_errors(asked.result(), tps)))
         else:
             self.broker.network.call(self._ask_remote, out, coordinator, transactional_id,
-                                     producer_id, producer_epoch, tps)
+                                     producer_id, producer_epoch, tps, add)
         return out
 
     def _coordinator(self, transactional_id: str) -> int | None:
@@ -95,20 +103,20 @@ class TxnVerifier:
                 else None
 
     def _ask_remote(self, out: Verification, coordinator: int, transactional_id: str,
-                    producer_id: int, producer_epoch: int, tps: tuple) -> None:
+                    producer_id: int, producer_epoch: int, tps: tuple, add: bool) -> None:
         asyncio.get_running_loop().create_task(self._remote(
-            out, coordinator, transactional_id, producer_id, producer_epoch, tps))
+            out, coordinator, transactional_id, producer_id, producer_epoch, tps, add))
 
     async def _remote(self, out: Verification, coordinator: int, transactional_id: str,
-                      producer_id: int, producer_epoch: int, tps: tuple) -> None:
+                      producer_id: int, producer_epoch: int, tps: tuple, add: bool) -> None:
         by_topic: dict[str, list[int]] = {}
         for topic, p in tps:
             by_topic.setdefault(topic, []).append(p)
-        v = VERIFY_VERSION
+        v = ADD_VERSION if add else VERIFY_VERSION
         body = build_request(ADD_PARTITIONS_TO_TXN, v, None, transactions=(build_request(
             ADD_PARTITIONS_TO_TXN, v, "AddPartitionsToTxnTransaction",
             transactional_id=transactional_id, producer_id=producer_id,
-            producer_epoch=producer_epoch, verify_only=True,
+            producer_epoch=producer_epoch, verify_only=not add,
             topics=tuple(build_request(ADD_PARTITIONS_TO_TXN, v, "AddPartitionsToTxnTopic",
                                        name=t, partitions=tuple(ps))
                          for t, ps in by_topic.items())),))

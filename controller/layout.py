@@ -39,6 +39,7 @@ __all__ = [
     "encode_reassignment", "decode_reassignment", "encode_partition_list",
     "decode_partition_list", "encode_topic_config", "decode_topic_config",
     "CLUSTER_ID", "encode_cluster_id", "decode_cluster_id",
+    "FEATURE", "DEFAULT_FEATURES", "encode_features", "decode_features",
     "Endpoint", "parse_endpoints", "SECURITY_PROTOCOLS",
 ]
 
@@ -63,6 +64,11 @@ CONFIG_CHANGES = "/config/changes"
 CONFIG_CHANGE_PREFIX = "config_change_"
 LATEST_PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 CLUSTER_ID = "/cluster/id"
+# Kafka's FeatureZNode: the cluster's finalized feature levels; its zkVersion is the
+# finalized-features epoch ApiVersions answers. A new cluster finalizes Kafka 4's default:
+# transaction.version 2 (KIP-890 part 2).
+FEATURE = "/feature"
+DEFAULT_FEATURES = {"transaction.version": 2}
 CONSUMERS = "/consumers"
 PRODUCER_ID_BLOCK_SIZE = 1000
 
@@ -333,6 +339,21 @@ def encode_cluster_id(cluster_id: str) -> bytes:
 
 def decode_cluster_id(data: bytes) -> str:
     return str(_loads(data)["id"])
+
+
+def encode_features(features: Mapping[str, int]) -> bytes:
+    """FeatureZNode v2, status enabled (1): {"features": {name: {"max_version_level": n}}}."""
+    return dumps({"version": 2, "status": 1, "features": {
+        name: {"max_version_level": int(level)} for name, level in sorted(features.items())}})
+
+
+def decode_features(data: bytes) -> dict[str, int]:
+    """name → finalized level; a disabled znode (status 0) finalizes nothing."""
+    doc = _loads(data)
+    if int(doc.get("status", 1)) != 1:
+        return {}
+    return {str(name): int(v["max_version_level"])
+            for name, v in (doc.get("features") or {}).items()}
 
 
 def encode_controller(controller_id: int, timestamp_ms: int) -> bytes:

@@ -286,11 +286,15 @@ class BrokerApi(Protocol):
                  listener: str) -> ClusterMetadata:
         """Brokers (their `listener` endpoint), controller, and the topics asked (None: all)."""
 
+    def finalized_features(self) -> tuple[Mapping[str, int], int]:
+        """The cluster's finalized feature levels and their epoch (-1: none known yet)."""
+
     def produce(self, acks: int, timeout_ms: int, partitions: Sequence[tuple[TP, bytes]],
-                transactional_id: str | None = None
+                transactional_id: str | None = None, add_partitions: bool = False
                 ) -> "dict[TP, ProduceOutcome] | Deferred":
         """A transactional producer's buffers are verified with the transaction coordinator
-        before they are appended (KIP-890)."""
+        before they are appended (KIP-890), or their partitions added to the transaction
+        (`add_partitions`: Produce v12, transaction.version 2)."""
 
     def fetch(self, replica_id: int, max_wait_ms: int, min_bytes: int, max_bytes: int,
               isolation_level: int, asks: Sequence[FetchAsk], reads=None,

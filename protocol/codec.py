@@ -35,6 +35,7 @@ import io
 import struct
 from collections import namedtuple
 from dataclasses import dataclass
+from typing import Mapping
 
 from kio.index import load_request_schema
 from kio.schema.index import api_key_map, schema_name_map
@@ -46,7 +47,7 @@ from replicas.errors import ErrorCode as E
 from . import legacy
 from .build import build, error_code as _error_code
 from .errors import MalformedRequest, NoResponseSchema
-from .versions import SUPPORTED, ApiKey, is_served
+from .versions import SUPPORTED, SUPPORTED_FEATURES, ApiKey, is_served
 
 __all__ = ["Request", "decode_request", "sasl_token_request", "encode_response",
            "error_response", "encode_error_frame", "api_versions_response",
@@ -184,9 +185,13 @@ def encode_response(request: Request, body) -> bytes:
 
 
 # -- ApiVersions -------------------------------------------------------------------------------
-def api_versions_response(request: Request, supported=SUPPORTED):
+def api_versions_response(request: Request, supported=SUPPORTED,
+                          finalized: tuple[Mapping[str, int], int] = ({}, -1),
+                          features=SUPPORTED_FEATURES):
     """The answer to ApiVersions: every range in `supported`; for a version above ours, the
-    KIP-511 v0 answer (error 35, our ApiVersions range) so the client retries lower."""
+    KIP-511 v0 answer (error 35, our ApiVersions range) so the client retries lower. v3
+    adds the features this broker supports and the cluster's finalized levels with their
+    epoch (`finalized`: (levels, epoch); epoch -1 = not known, no levels sent)."""
     lo, hi = supported[ApiKey.API_VERSIONS]
     version = request.api_version
     if not lo <= version <= hi or request.body is None:
@@ -194,7 +199,19 @@ def api_versions_response(request: Request, supported=SUPPORTED):
     api_keys = tuple(build(ApiKey.API_VERSIONS, version, "ApiVersion", api_key=key,
                            min_version=kmin, max_version=kmax)
                      for key, (kmin, kmax) in sorted(supported.items()))
-    return build(ApiKey.API_VERSIONS, version, None, api_keys=api_keys)
+    if version < 3:
+        return build(ApiKey.API_VERSIONS, version, None, api_keys=api_keys)
+    levels, epoch = finalized
+    return build(ApiKey.API_VERSIONS, version, None, api_keys=api_keys,
+                 supported_features=tuple(
+                     build(ApiKey.API_VERSIONS, version, "SupportedFeatureKey", name=name,
+                           min_version=fmin, max_version=fmax)
+                     for name, (fmin, fmax) in sorted(features.items())),
+                 finalized_features_epoch=epoch,
+                 finalized_features=() if epoch < 0 else tuple(
+                     build(ApiKey.API_VERSIONS, version, "FinalizedFeatureKey", name=name,
+                           min_version_level=level, max_version_level=level)
+                     for name, level in sorted(levels.items())))
 
 
 def _api_versions_error(code: int, supported=SUPPORTED):

@@ -11,7 +11,12 @@ Rules:
   Kafka 3.8 had as an early-access v0 and Kafka 4.0 made GA at v0-1 (v1: the client makes
   its member id, KIP-1082; librdkafka asks for v1), and KIP-932's share-group APIs (76-79, 90-92)
   at Kafka 4.2's ranges (their v0 was 4.0's early access, removed in 4.1), and
-  FindCoordinator v6 (key type 2, a share-partition's state coordinator). `api_table()` is README's table, checked by a test.
+  FindCoordinator v6 (key type 2, a share-partition's state coordinator), and KIP-890
+  part 2's versions (transaction.version 2: Produce v12 adds its partition to the
+  transaction, EndTxn v5 bumps the epoch and answers it, TxnOffsetCommit v5 adds the
+  offsets partition). `api_table()` is README's table, checked by a test.
+- `SUPPORTED_FEATURES`: the feature ranges ApiVersions v3 advertises (name → (min, max));
+  the finalized levels are the cluster's (ZooKeeper's /feature, controller/layout.py).
 - The versions kio has no schema for (below Kafka 4's minimums) are protocol/legacy.py's;
   Produce v0-2 and Fetch v0-3 carry message formats v0/v1, converted to and from
   RecordBatch v2 (replicas/legacy_records.py). SaslHandshake v0 is followed by raw SASL
@@ -27,7 +32,7 @@ from __future__ import annotations
 
 from enum import IntEnum
 
-__all__ = ["ApiKey", "SUPPORTED", "REJECTED_VERSIONS", "KAFKA_38", "KAFKA_40", "api_table", "is_served",
+__all__ = ["ApiKey", "SUPPORTED", "SUPPORTED_FEATURES", "REJECTED_VERSIONS", "KAFKA_38", "KAFKA_40", "api_table", "is_served",
            "is_advertised"]
 
 
@@ -93,16 +98,16 @@ class ApiKey(IntEnum):
 SUPPORTED: dict[int, tuple[int, int]] = {
     ApiKey.API_VERSIONS: (0, 3),               # v4 requests get the KIP-511 v0 answer
     ApiKey.METADATA: (0, 12),
-    ApiKey.PRODUCE: (0, 11),                   # v0-2: message formats v0/v1, up-converted
+    ApiKey.PRODUCE: (0, 12),                   # v0-2: message formats v0/v1, up-converted
     ApiKey.FETCH: (0, 16),                     # v0-3 down-converted; v13+ address topics by id
     ApiKey.LIST_OFFSETS: (0, 8),               # v0: Kafka's offsets before a time (Burrow)
     ApiKey.OFFSET_FOR_LEADER_EPOCH: (0, 4),
     ApiKey.INIT_PRODUCER_ID: (0, 5),
     ApiKey.ADD_PARTITIONS_TO_TXN: (0, 5),     # v4+: partition leaders verify (KIP-890)
     ApiKey.ADD_OFFSETS_TO_TXN: (0, 4),
-    ApiKey.END_TXN: (0, 4),
+    ApiKey.END_TXN: (0, 5),                    # v5: transaction.version 2 (KIP-890)
     ApiKey.WRITE_TXN_MARKERS: (0, 1),
-    ApiKey.TXN_OFFSET_COMMIT: (0, 4),
+    ApiKey.TXN_OFFSET_COMMIT: (0, 5),
     ApiKey.DESCRIBE_PRODUCERS: (0, 0),
     ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
     ApiKey.LIST_TRANSACTIONS: (0, 1),
@@ -151,6 +156,8 @@ SUPPORTED: dict[int, tuple[int, int]] = {
 
 REJECTED_VERSIONS: dict[int, range] = {}
 
+SUPPORTED_FEATURES: dict[str, tuple[int, int]] = {"transaction.version": (0, 2)}
+
 # Kafka 3.8, ZooKeeper mode: api_key -> (name, min, max) as its ApiVersions advertises them
 KAFKA_38: dict[int, tuple[str, int, int]] = {
     0: ("Produce", 0, 11), 1: ("Fetch", 0, 16), 2: ("ListOffsets", 0, 8),
@@ -183,6 +190,7 @@ KAFKA_38: dict[int, tuple[str, int, int]] = {
 
 # Kafka 4.0's ranges where rayka serves them instead of 3.8's (see the rules above)
 KAFKA_40: dict[int, tuple[str, int, int]] = {
+    0: ("Produce", 0, 12), 26: ("EndTxn", 0, 5), 28: ("TxnOffsetCommit", 0, 5),
     10: ("FindCoordinator", 0, 6),
     68: ("ConsumerGroupHeartbeat", 0, 1), 69: ("ConsumerGroupDescribe", 0, 1),
     76: ("ShareGroupHeartbeat", 1, 1), 77: ("ShareGroupDescribe", 1, 1),

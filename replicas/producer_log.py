@@ -187,6 +187,8 @@ class ProducerLog:
                      for t in self.log.collect_aborted(fetch_offset, last.next_offset))
 
     def maybe_start_verification(self, producer_id: int, producer_epoch: int | None = None,
-                                 base_sequence: int | None = None) -> VerificationGuard | None:
+                                 base_sequence: int | None = None,
+                                 supports_epoch_bump: bool = False) -> VerificationGuard | None:
         self.ensure_loaded()
-        return self.state.maybe_start_verification(producer_id, producer_epoch, base_sequence)
+        return self.state.maybe_start_verification(producer_id, producer_epoch, base_sequence,
+                                                   supports_epoch_bump)

@@ -16,9 +16,10 @@ core/.../log/UnifiedLog.scala analyzeAndValidateProducerState):
 - A leader append (`prepare`) checks each batch in buffer order, as Kafka:
   1. CLIENT only: a duplicate (`findDuplicateBatch`: same epoch AND same (first seq, last
      seq) as a retained batch) answers the append with THAT batch's offsets, nothing written;
-  2. a transactional data batch of a producer without an open transaction here must carry
-     the verification guard this partition handed out for that producer (KIP-890, when
-     transaction.partition.verification.enable) → else INVALID_TXN_STATE (48);
+  2. a transactional data batch of a producer without an open transaction here at its epoch
+     must carry the verification guard this partition handed out for that producer (KIP-890,
+     when transaction.partition.verification.enable) → else INVALID_PRODUCER_EPOCH (47) for
+     an epoch older than the producer's, INVALID_TXN_STATE (48) otherwise;
   3. an epoch older than the producer's → INVALID_PRODUCER_EPOCH (47);
   4. CLIENT only, sequences: while a verification is pending, a first sequence above the
      lowest one it saw → OUT_OF_ORDER_SEQUENCE_NUMBER (45); a new (higher) epoch must start
@@ -43,12 +44,17 @@ core/.../log/UnifiedLog.scala analyzeAndValidateProducerState):
   transactions and completed ones whose marker is not yet below the high watermark (Kafka's
   unreplicatedTxns, dropped once the HW passes their marker: `first_unstable_offset(hw)`
   drops them lazily, the HW only rises between rebuilds). The LSO is min(that, HW).
-- Verification (UnifiedLog.maybeStartTransactionVerification): a producer with an open
-  transaction needs none (None); otherwise its entry is created once (a fresh guard, the
+- Verification (UnifiedLog.maybeStartTransactionVerification, Kafka 4): an epoch older than
+  the producer's → INVALID_PRODUCER_EPOCH; a producer with a transaction open here AT THAT
+  EPOCH needs none (None: with transaction.version 2 a new transaction comes with a bumped
+  epoch, and must not join the previous one whose marker has not arrived yet); otherwise its entry is created once (a fresh guard, the
   lowest sequence and epoch seen) and returned again to every later call until a
   transactional batch or a marker of that producer is appended, the state is invalidated
   (truncation) or the shell clears the guards (leadership change): clearing on those two
-  is rayka's (Kafka keeps them until producer.id.expiration.ms).
+  is rayka's (Kafka keeps them until producer.id.expiration.ms). A verification started for
+  a transaction.version 2 client (`supports_epoch_bump`) survives a marker AT ITS EPOCH (the
+  previous transaction's, written with the bumped epoch), and such a client's first batch
+  of a producer unknown here must start at sequence 0 (→ OUT_OF_ORDER_SEQUENCE_NUMBER).
 - Replication and rebuilds (`update`) apply batches without checks: an older data epoch is
   ignored, a transactional batch opens a transaction when none is open, a marker closes
   one; a control batch without records (a cleaned transaction) changes nothing.
@@ -137,6 +143,7 @@ class VerificationState:
     guard: VerificationGuard
     lowest_sequence: int | None
     epoch: int | None
+    supports_epoch_bump: bool = False
 
     def update(self, sequence: int | None, epoch: int | None) -> None:
         """Kafka's maybeUpdateLowestSequenceAndEpoch."""
@@ -192,9 +199,12 @@ class ProducerStateManager:
         """Open transactions: first offset → producer id, oldest first."""
         return dict(sorted(self._ongoing.items()))
 
-    def has_ongoing_transaction(self, producer_id: int) -> bool:
+    def has_ongoing_transaction(self, producer_id: int, producer_epoch: int | None = None
+                                ) -> bool:
+        """An open transaction (at `producer_epoch`, when given)."""
         entry = self._entries.get(producer_id)
-        return entry is not None and entry.current_txn_first_offset is not None
+        return entry is not None and entry.current_txn_first_offset is not None \
+            and (producer_epoch is None or entry.epoch == producer_epoch)
 
     def first_unstable_offset(self, high_watermark: int) -> int | None:
         """Kafka's firstUnstableOffset after onHighWatermarkUpdated(high_watermark)."""
@@ -208,13 +218,19 @@ class ProducerStateManager:
 
     # -- verification (KIP-890) ------------------------------------------------------------
     def maybe_start_verification(self, producer_id: int, producer_epoch: int | None = None,
-                                 base_sequence: int | None = None) -> VerificationGuard | None:
-        if self.has_ongoing_transaction(producer_id):
+                                 base_sequence: int | None = None,
+                                 supports_epoch_bump: bool = False) -> VerificationGuard | None:
+        entry = self._entries.get(producer_id)
+        if entry is not None and producer_epoch is not None and producer_epoch < entry.epoch:
+            raise InvalidProducerEpoch(f"producer {producer_id}: epoch {producer_epoch} is "
+                                       f"older than the current epoch {entry.epoch}")
+        if self.has_ongoing_transaction(producer_id, producer_epoch):
             return None
         state = self._verifications.get(producer_id)
         if state is None:
             state = self._verifications[producer_id] = VerificationState(
-                VerificationGuard(next(_GUARD_IDS)), base_sequence, producer_epoch)
+                VerificationGuard(next(_GUARD_IDS)), base_sequence, producer_epoch,
+                supports_epoch_bump)
         state.update(base_sequence, producer_epoch)
         return state.guard
 
@@ -263,8 +279,12 @@ class ProducerStateManager:
                     return ProducerAppend(duplicate=duplicate)
             transactional = bool(header.attributes & TRANSACTIONAL_FLAG)
             if transactional and origin != REPLICATION and self.verification_enabled \
-                    and not self.has_ongoing_transaction(pid) \
+                    and not self.has_ongoing_transaction(pid, header.producer_epoch) \
                     and not self._verified(pid, guard):
+                if current is not None and header.producer_epoch < current.epoch:
+                    raise InvalidProducerEpoch(   # a stale epoch first (Kafka 4)
+                        f"producer {pid}: epoch {header.producer_epoch} is older than the "
+                        f"current epoch {current.epoch}")
                 raise InvalidTxnState(f"producer {pid}: record was not part of an ongoing "
                                       "transaction (no valid verification guard)")
             so_far = working.get(pid)
@@ -303,6 +323,11 @@ class ProducerStateManager:
                 f"producer {pid}: epoch {epoch} is older than the current epoch {updated_epoch}")
         if origin != CLIENT:
             return
+        if verification is not None and verification.supports_epoch_bump \
+                and first_seq != 0 and (current is None or not current.batches):
+            raise OutOfOrderSequenceNumber(
+                f"producer {pid}: sequence {first_seq}, expected 0 for a transaction version 2 "
+                "producer with no state here")
         if verification is not None and verification.lowest_sequence is not None \
                 and first_seq > verification.lowest_sequence:
             raise OutOfOrderSequenceNumber(
@@ -372,7 +397,11 @@ class ProducerStateManager:
         entry.coordinator_epoch = coordinator_epoch
         entry.current_txn_first_offset = None
         entry.last_timestamp = timestamp
-        self._verifications.pop(producer_id, None)
+        state = self._verifications.get(producer_id)
+        if state is None or not state.supports_epoch_bump or state.epoch != producer_epoch:
+            # a version 2 client's next transaction, verified at the marker's (bumped)
+            # epoch, goes on being verified (UnifiedLog.updateProducers)
+            self._verifications.pop(producer_id, None)
         return completed
 
     # -- replication, recovery -------------------------------------------------------------

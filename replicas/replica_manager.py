@@ -524,7 +524,8 @@ class ReplicaManager:
         return needs_verification(records.iter_headers(batches))
 
     def maybe_start_verification(self, tp, producer_id: int, producer_epoch: int | None = None,
-                                 base_sequence: int | None = None) -> VerificationGuard | None:
+                                 base_sequence: int | None = None,
+                                 supports_epoch_bump: bool = False) -> VerificationGuard | None:
         """KIP-890 part 1, Kafka's Partition/UnifiedLog.maybeStartTransactionVerification. The
         shell's sequence for a transactional produce (ReplicaManager.handleProduceAppend):
         1. `needs_verification(tp, batches)` → (producer id, epoch), or None: append at once;
@@ -540,12 +541,15 @@ class ReplicaManager:
            until a transactional batch or a marker of that producer is appended, a
            truncation, or a leadership change here; an append with a stale or no guard fails
            INVALID_TXN_STATE (48), as Kafka's analyzeAndValidateProducerState.
+        `supports_epoch_bump`: the client is of transaction.version 2 (the coordinator adds
+        the partition rather than verifying it; producer_state.py's rules).
         Raises NotLeaderOrFollower / UnknownTopicOrPartition when this broker does not lead."""
         part = self._get(tp)
         if not part.state.is_leader:
             raise NotLeaderOrFollower(f"{tp[0]}-{tp[1]} is {part.state.role.value} on broker "
                                       f"{self.broker_id}")
-        return part.producers.maybe_start_verification(producer_id, producer_epoch, base_sequence)
+        return part.producers.maybe_start_verification(producer_id, producer_epoch, base_sequence,
+                                                       supports_epoch_bump)
 
     def verification_guard_for(self, tp, batches) -> VerificationGuard | None:
         """The verification guard in force for the transactional producer of `batches` on

@@ -333,10 +333,12 @@ class FakeBrokerApi(FakeShares):
 
     # -- BrokerApi: data -----------------------------------------------------------------------
     def produce(self, acks: int, timeout_ms: int, partitions,
-                transactional_id: str | None = None) -> dict[TP, ProduceOutcome]:
+                transactional_id: str | None = None,
+                add_partitions: bool = False) -> dict[TP, ProduceOutcome]:
         partitions = [(tp, bytes(data)) for tp, data in partitions]
         self._record("produce", acks=acks, timeout_ms=timeout_ms, partitions=partitions,
-                     **({"transactional_id": transactional_id} if transactional_id else {}))
+                     **({"transactional_id": transactional_id} if transactional_id else {}),
+                     **({"add_partitions": True} if add_partitions else {}))
         out = {}
         for tp, data in partitions:
             error = INVALID_REQUIRED_ACKS if acks not in (-1, 0, 1) else self._partition_error(tp)
@@ -484,6 +486,11 @@ class FakeBrokerApi(FakeShares):
                 found, end = self.partition(tp).end_offset_for(epoch)
                 out[tp] = OffsetAnswer(NONE, offset=end, leader_epoch=found)
         return out
+
+    finalized = ({"transaction.version": 2}, 0)
+
+    def finalized_features(self):
+        return self.finalized
 
     def init_producer_id(self, transactional_id, producer_id: int, producer_epoch: int):
         self._record("init_producer_id", transactional_id=transactional_id,

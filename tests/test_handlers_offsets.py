@@ -128,3 +128,28 @@ def test_init_producer_id_with_a_transactional_id_goes_to_the_transaction_coordi
     assert fake.calls_of("init_producer_id") == []
     assert [type(c["event"]).__name__ for c in fake.calls_of("txn_call")] == \
         ["InitProducerId"] * 3
+
+
+@pytest.mark.parametrize("version", versions(26))
+def test_end_txn_v5_answers_the_bumped_epoch_of_the_next_transaction(version):
+    """KIP-890 part 2: EndTxn v5 comes from a transaction.version 2 client, whose epoch the
+    coordinator bumps at every transaction's end and sends back; older versions keep it."""
+    from kafka.protocol.producer import AddPartitionsToTxnRequest, EndTxnRequest
+    fake = cluster()
+    fake.own_txns()
+    init = ask(fake, InitProducerIdRequest[4](
+        transactional_id="tx-1", transaction_timeout_ms=60000, producer_id=-1,
+        producer_epoch=-1))
+    pid, epoch = init.producer_id, init.producer_epoch
+    topic = AddPartitionsToTxnRequest.AddPartitionsToTxnTopic
+    added = ask(fake, AddPartitionsToTxnRequest[3](
+        v3_and_below_transactional_id="tx-1", v3_and_below_producer_id=pid,
+        v3_and_below_producer_epoch=epoch,
+        v3_and_below_topics=[topic(name="orders", partitions=[0])]))
+    assert added.results_by_topic_v3_and_below[0].results_by_partition[0] \
+        .partition_error_code == 0
+    ended = ask(fake, EndTxnRequest[version](transactional_id="tx-1", producer_id=pid,
+                                             producer_epoch=epoch, committed=True))
+    assert ended.error_code == 0
+    if version >= 5:
+        assert (ended.producer_id, ended.producer_epoch) == (pid, epoch + 1)

@@ -120,6 +120,8 @@ def test_produce_with_a_transactional_id_reaches_the_broker_with_it(version):
     assert [(t.name, p.index, p.error_code) for t in resp.responses
             for p in t.partition_responses] == [("orders", 0, 0)]
     assert fake.calls_of("produce")[0]["transactional_id"] == "tx-1"
+    # v12 (transaction.version 2): the leader adds the partition for the client
+    assert fake.calls_of("produce")[0].get("add_partitions", False) == (version >= 12)
 
 
 @pytest.mark.parametrize("version", versions(0))

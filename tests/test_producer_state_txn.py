@@ -32,7 +32,7 @@ def header(n=1, pid=1, epoch=0, seq=0, txn=False, base=0):
 
 class Driver:
     """Steps on one ProducerStateManager: ("verify", pid, epoch, seq) keeps the guard under
-    pid; ("data", pid, epoch, seq, n, txn, guard of pid or None[, origin]); ("marker", pid,
+    pid ("verify2": for a transaction version 2 client); ("data", pid, epoch, seq, n, txn, guard of pid or None[, origin]); ("marker", pid,
     epoch, ABORT|COMMIT, coordinator epoch); ("clear",) ends the guards (leadership change)."""
 
     def __init__(self, verification: bool = True):
@@ -47,9 +47,10 @@ class Driver:
 
     def step(self, step):
         state, kind = self.state, step[0]
-        if kind == "verify":
+        if kind in ("verify", "verify2"):
             _, pid, epoch, seq = step
-            self.guards[pid] = state.maybe_start_verification(pid, epoch, seq)
+            self.guards[pid] = state.maybe_start_verification(pid, epoch, seq,
+                                                              kind == "verify2")
             return self.guards[pid]
         if kind == "data":
             _, pid, epoch, seq, n, txn, use, *origin = step
@@ -110,6 +111,16 @@ CASES = [
     ("a marker of the same coordinator epoch", OPEN + [("marker", 1, 0, COMMIT, 5)],
      ("marker", 1, 0, ABORT, 5), 0),
     ("a marker of a newer producer epoch", OPEN, ("marker", 1, 1, ABORT, 0), 0),
+    # transaction version 2: every transaction has its own epoch
+    ("a verification at an older epoch", OPEN, ("verify", 1, -1, 0), 47),
+    ("a new epoch's batch needs a guard while the old transaction is open", OPEN,
+     ("data", 1, 1, 0, 1, True, None), 48),
+    ("a version 2 guard outlives the marker at its epoch",
+     OPEN + [("verify2", 1, 1, 0), ("marker", 1, 1, COMMIT, 0)], ("data", 1, 1, 0, 1, True, 1), 0),
+    ("a version 1 guard ends at any marker",
+     OPEN + [("verify", 1, 1, 0), ("marker", 1, 1, COMMIT, 0)], ("data", 1, 1, 0, 1, True, 1), 48),
+    ("a version 2 producer new here starts at sequence 0", [("verify2", 1, 0, 3)],
+     ("data", 1, 0, 3, 1, True, 1), 45),
 ]
 
 

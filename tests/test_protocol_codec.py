@@ -420,3 +420,22 @@ def test_none_for_a_field_this_version_cannot_null_becomes_its_default_or_zero()
     assert build(3, 10, "MetadataResponseTopic", name=None).name == ""
     assert build(3, 12, "MetadataResponseTopic", name=None).name is None
     assert build(3, 12, None, controller_id=None).controller_id == -1
+
+
+def test_apiversions_v3_carries_the_supported_and_finalized_features():
+    # decoded by kio's own reader: the tagged fields a Java 4.x client reads to pick
+    # transaction.version 2 (TransactionManager.maybeUpdateTransactionV2Enabled)
+    from kio.schema.api_versions.v3.response import ApiVersionsResponse as Kio3
+    req = decode(sample_frame(18, 3, correlation_id=5))
+    frame = encode_response(req, api_versions_response(
+        req, finalized=({"transaction.version": 2}, 7)))
+    answer, size = entity_reader(Kio3)(frame, 8)     # after size and correlation id
+    assert 8 + size == len(frame)
+    assert [(f.name, f.min_version, f.max_version) for f in answer.supported_features] == \
+        [("transaction.version", 0, 2)]
+    assert answer.finalized_features_epoch == 7
+    assert [(f.name, f.min_version_level, f.max_version_level)
+            for f in answer.finalized_features] == [("transaction.version", 2, 2)]
+    unknown = encode_response(req, api_versions_response(req))   # no /feature read yet
+    answer, _ = entity_reader(Kio3)(unknown, 8)
+    assert answer.finalized_features_epoch == -1 and answer.finalized_features == ()

@@ -47,7 +47,7 @@ def test_the_table_lists_every_kafka_api_once():
     kafka_4_only = [k for k in KAFKA_40 if k not in KAFKA_38 and k in SUPPORTED]
     assert len(rows) == len(KAFKA_38) + len(kafka_4_only)
     assert "| 78 | ShareFetch | 1-2 | — |" in rows
-    assert "| 0 | Produce | 0-11 | 0-11 |" in rows and "| 1 | Fetch | 0-16 | 0-16 |" in rows
+    assert "| 0 | Produce | 0-12 | 0-11 |" in rows and "| 1 | Fetch | 0-16 | 0-16 |" in rows
     assert "| 33 | AlterConfigs | 0-2 | 0-2 |" in rows and "| 34 | AlterReplicaLogDirs | — | 0-2 |" in rows
 
 

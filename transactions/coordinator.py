@@ -41,6 +41,20 @@ Rules (Kafka 3.8's TransactionCoordinator.scala, with KafkaApis.scala's checks b
   abort → CONCURRENT_TRANSACTIONS; any other pair, and Empty → INVALID_TXN_STATE. The fence
   path: the PrepareAbort carries the bumped epoch; if its write fails the bump stays in
   memory, marked `has_failed_epoch_fence`, and the next fence reuses that epoch.
+- Transaction version 2 (KIP-890 part 2, Kafka 4's TransactionCoordinator.endTransaction):
+  a request's version says the client's (AddPartitionsToTxn v4+, EndTxn v5+: 2; a
+  partition leader's AddPartitionsToTxn for a Produce v12 or TxnOffsetCommit v5 adds the
+  partition for the client). EndTxn at version 2: pending (other than an epoch fence) →
+  CONCURRENT_TRANSACTIONS; another producer id (unless a retry after an epoch overflow) →
+  INVALID_PRODUCER_ID_MAPPING; the epoch must be the current one in Ongoing/Empty, one below
+  it in Prepare* (a retry after the bump) and either in Complete* → else PRODUCER_FENCED;
+  Ongoing → Prepare* with the epoch bumped (a new producer id named when the bump reaches
+  Short.MaxValue, taken at Complete* with epoch 0); a retried commit/abort of the completed
+  transaction → NONE; an abort from Empty/Complete* (nothing added) is written as an empty
+  transaction; the answer carries the producer id and epoch of the next transaction. The
+  coordinator's own aborts (a fence, a timeout) follow the cluster's finalized
+  transaction.version (`FinalizedTransactionVersion`), which also picks the log value's
+  version (records.py).
 - DescribeTransactions: per id, empty → INVALID_REQUEST, the lookup errors, unknown →
   TRANSACTIONAL_ID_NOT_FOUND. ListTransactions: storage.py.
 - Tick, every transaction.abort.timed.out.transaction.cleanup.interval.ms: each Ongoing
@@ -76,7 +90,7 @@ from transactions import messages as m
 from transactions.config import TransactionCoordinatorConfig
 from transactions.error_codes import for_version
 from transactions.markers import TransactionMarkerChannelManager
-from transactions.metadata import (NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_TIMESTAMP,
+from transactions.metadata import (NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_TIMESTAMP, SHORT_MAX,
                                    IllegalTransactionState, TransactionMetadata, TxnTransitMetadata,
                                    is_epoch_exhausted)
 from transactions.records import partition_for
@@ -104,6 +118,7 @@ class TransactionCoordinator:
             now + self.config.transaction_abort_timed_out_transaction_cleanup_interval_ms
         self._next_expiration_check_ms = \
             now + self.config.transaction_remove_expired_transaction_cleanup_interval_ms
+        self.transaction_version = 0        # the cluster's finalized transaction.version
 
     # -- the one entry point ----------------------------------------------------------------
     def process(self, event) -> list:
@@ -195,9 +210,8 @@ class TransactionCoordinator:
         if isinstance(transit, int):
             return answer(transit)
         if transit.txn_state is T.PREPARE_EPOCH_FENCE:
-            return self._end_transaction(
-                tid, transit.producer_id, transit.producer_epoch, committed=False,
-                from_client=False,
+            return self._coordinator_abort(
+                tid, transit.producer_id, transit.producer_epoch,
                 callback=lambda err: answer(E.CONCURRENT_TRANSACTIONS if err == E.NONE else err),
                 on_lost=lambda: answer(E.NOT_COORDINATOR))
         self._storage.append_transition(tid, coordinator_epoch, transit,
@@ -245,7 +259,7 @@ class TransactionCoordinator:
                           m.AddPartitionsResult(code, {tp: code for tp in partitions}))
 
         self._add_partitions(e.transactional_id, e.producer_id, e.producer_epoch, partitions,
-                             answer)
+                             answer, tv=2 if e.version > 3 else 0)
 
     def process_add_offsets_to_txn(self, e: m.AddOffsetsToTxn) -> None:
         group_partition = (OFFSETS_TOPIC,
@@ -256,21 +270,23 @@ class TransactionCoordinator:
                 for_version("AddOffsetsToTxn", e.version, error))))
 
     def _add_partitions(self, tid: str | None, producer_id: int, producer_epoch: int,
-                        partitions: tuple, answer: Callable[[int], None]) -> None:
-        """handleAddPartitionsToTransaction."""
+                        partitions: tuple, answer: Callable[[int], None], tv: int = 0) -> None:
+        """handleAddPartitionsToTransaction (Kafka 4's order: a pending transition first,
+        the producer may use an id that is only pending after an epoch overflow)."""
         if not tid:
             return answer(E.INVALID_REQUEST)
         error, coordinator_epoch, md = self._storage.get_state(tid)
+        if error is None and md is not None and md.pending_transition_in_progress:
+            error = E.CONCURRENT_TRANSACTIONS
         if error is None:
             error = self._check_producer(md, producer_id, producer_epoch)
         if error is not None:
             return answer(error)
-        if md.pending_transition_in_progress \
-                or md.state in (T.PREPARE_COMMIT, T.PREPARE_ABORT):
+        if md.state in (T.PREPARE_COMMIT, T.PREPARE_ABORT):
             return answer(E.CONCURRENT_TRANSACTIONS)
         if md.state is T.ONGOING and set(partitions) <= md.partitions:
             return answer(E.NONE)
-        transit = md.prepare_add_partitions(partitions, self._now())
+        transit = md.prepare_add_partitions(partitions, self._now(), tv)
         self._storage.append_transition(tid, coordinator_epoch, transit, answer,
                                         on_lost=lambda: answer(E.NOT_COORDINATOR))
 
@@ -304,12 +320,115 @@ class TransactionCoordinator:
 
     # -- EndTxn -----------------------------------------------------------------------------
     def process_end_txn(self, e: m.EndTxn) -> None:
-        def answer(error: int) -> None:
-            self._respond(e.request_id, m.EndTxnResult(for_version("EndTxn", e.version, error)))
+        def answer(error: int, producer_id: int = NO_PRODUCER_ID,
+                   producer_epoch: int = NO_PRODUCER_EPOCH) -> None:
+            self._respond(e.request_id, m.EndTxnResult(
+                for_version("EndTxn", e.version, error), producer_id, producer_epoch))
 
-        self._end_transaction(e.transactional_id, e.producer_id, e.producer_epoch, e.committed,
-                              from_client=True, callback=answer,
-                              on_lost=lambda: answer(E.NOT_COORDINATOR))
+        end = self._end_transaction_v2 if e.version > 4 else self._end_transaction
+        end(e.transactional_id, e.producer_id, e.producer_epoch, e.committed,
+            from_client=True, callback=answer, on_lost=lambda: answer(E.NOT_COORDINATOR))
+
+    def _coordinator_abort(self, tid: str, producer_id: int, producer_epoch: int,
+                           callback: Callable[[int], None],
+                           on_lost: Callable[[], None] | None) -> None:
+        """The coordinator's own abort of a fenced transaction, at the cluster's finalized
+        transaction version (Kafka's txnManager.transactionVersionLevel())."""
+        if self.transaction_version >= 2:
+            return self._end_transaction_v2(tid, producer_id, producer_epoch, committed=False,
+                                            from_client=False,
+                                            callback=lambda error, *_: callback(error),
+                                            on_lost=on_lost)
+        self._end_transaction(tid, producer_id, producer_epoch, committed=False,
+                              from_client=False, callback=callback, on_lost=on_lost)
+
+    def _end_transaction_v2(self, tid: str | None, producer_id: int, producer_epoch: int,
+                            committed: bool, from_client: bool,
+                            callback: Callable[..., None],
+                            on_lost: Callable[[], None] | None) -> None:
+        """endTransaction at transaction version 2 (see the module's rules);
+        `callback(error, next producer id, next epoch)`."""
+        if not tid:
+            return callback(E.INVALID_REQUEST)
+        error, coordinator_epoch, md = self._storage.get_state(tid)
+        if error is not None:
+            return callback(error)
+        if md is None:
+            return callback(E.INVALID_PRODUCER_ID_MAPPING)
+        current = (md.producer_id, md.producer_epoch)
+        is_epoch_fence = md.pending_state is T.PREPARE_EPOCH_FENCE
+        retry_on_overflow = not is_epoch_fence and md.last_producer_id == producer_id \
+            and producer_epoch == SHORT_MAX - 1 and md.producer_epoch == 0
+        retry_on_epoch_bump = not is_epoch_fence and md.producer_epoch == producer_epoch + 1
+        if is_epoch_fence:
+            valid = (not from_client or producer_epoch == md.producer_epoch) \
+                and producer_epoch >= md.producer_epoch
+        elif md.state in (T.PREPARE_COMMIT, T.PREPARE_ABORT):
+            valid = retry_on_epoch_bump
+        elif md.state in (T.COMPLETE_COMMIT, T.COMPLETE_ABORT):
+            valid = retry_on_epoch_bump or retry_on_overflow \
+                or producer_epoch == md.producer_epoch
+        else:
+            valid = producer_epoch == md.producer_epoch
+        is_retry = retry_on_epoch_bump or retry_on_overflow
+        if md.pending_transition_in_progress and not is_epoch_fence:
+            return callback(E.CONCURRENT_TRANSACTIONS)
+        if md.producer_id != producer_id and not retry_on_overflow:
+            return callback(E.INVALID_PRODUCER_ID_MAPPING)
+        if not valid:
+            return callback(E.PRODUCER_FENCED)
+        wanted = T.PREPARE_COMMIT if committed else T.PREPARE_ABORT
+        done = T.COMPLETE_COMMIT if committed else T.COMPLETE_ABORT
+        if md.state is T.ONGOING:
+            no_partition_added = False
+        elif md.state is done and is_retry:
+            return callback(E.NONE, *current)
+        elif not committed and not is_retry \
+                and md.state in (T.EMPTY, T.COMPLETE_COMMIT, T.COMPLETE_ABORT):
+            no_partition_added = True
+        elif md.state is wanted:
+            return callback(E.CONCURRENT_TRANSACTIONS)
+        elif md.state in (T.DEAD, T.PREPARE_EPOCH_FENCE):
+            raise IllegalTransactionState(f"found {tid} in state {md.state!r}")
+        else:
+            return callback(E.INVALID_TXN_STATE)
+        next_producer_id = NO_PRODUCER_ID
+        if not is_epoch_fence and md.is_producer_epoch_exhausted:
+            error, next_producer_id = self._generate_producer_id()
+            if error != E.NONE:
+                return callback(error)
+        if is_epoch_fence:
+            md.pending_state = None      # the fence becomes this abort, bumped once more
+        transit = md.prepare_abort_or_commit(wanted, self._now(), tv=2,
+                                             next_producer_id=next_producer_id,
+                                             no_partition_added=no_partition_added)
+
+        def send_markers(error: int) -> None:
+            if error != E.NONE:
+                return callback(error)
+            error, epoch_now, md_now = self._storage.get_state(tid)
+            if error is None and epoch_now != coordinator_epoch:
+                error = E.NOT_COORDINATOR
+            if error is None:
+                if md_now is None:
+                    raise IllegalTransactionState("the coordinator owns the partition but has "
+                                                  "no metadata for a transaction it prepared")
+                if md_now.producer_id != producer_id:
+                    error = E.INVALID_PRODUCER_ID_MAPPING
+                elif md_now.producer_epoch not in (producer_epoch, producer_epoch + 1):
+                    error = E.PRODUCER_FENCED
+                elif md_now.pending_transition_in_progress:
+                    error = E.CONCURRENT_TRANSACTIONS
+                elif md_now.state is not wanted:
+                    error = E.INVALID_TXN_STATE
+            if error is not None:
+                return callback(error)
+            complete = md_now.prepare_complete(self._now())
+            callback(E.NONE, complete.producer_id, complete.producer_epoch)
+            self._markers.add_txn_markers_to_send(coordinator_epoch, committed, md_now, complete)
+
+        self._storage.append_transition(tid, coordinator_epoch, transit, send_markers,
+                                        on_lost=on_lost)
 
     def _end_transaction(self, tid: str | None, producer_id: int, producer_epoch: int,
                          committed: bool, from_client: bool, callback: Callable[[int], None],
@@ -441,6 +560,10 @@ class TransactionCoordinator:
         self._markers.remove_for_partition(partition)
         self._storage.unload_partition(partition)
 
+    def process_finalized_transaction_version(self, e: m.FinalizedTransactionVersion) -> None:
+        self.transaction_version = e.level
+        self._storage.value_version = 1 if e.level >= 1 else 0
+
     # -- Tick: the periodic jobs ------------------------------------------------------------
     def process_tick(self, _e: m.Tick) -> None:
         now = self._now()
@@ -466,6 +589,5 @@ class TransactionCoordinator:
                 if error != E.NONE:
                     log.info("rollback of timed-out transaction %s failed with %s", tid, error)
 
-            self._end_transaction(tid, fence.producer_id, fence.producer_epoch,
-                                  committed=False, from_client=False, callback=on_complete,
-                                  on_lost=None)
+            self._coordinator_abort(tid, fence.producer_id, fence.producer_epoch,
+                                    callback=on_complete, on_lost=None)

@@ -25,8 +25,11 @@ Rules:
 - Result fields are Kafka's response fields in the coordinator's terms: error codes are
   Kafka's ints (replicas/errors.py's table), "no producer id / epoch" is -1, state names are
   Kafka's ("Ongoing", "PrepareCommit", ...). A request's `version` is the API version the
-  client sent; it only decides whether PRODUCER_FENCED is spelled INVALID_PRODUCER_EPOCH
-  (transactions/error_codes.py).
+  client sent; it decides whether PRODUCER_FENCED is spelled INVALID_PRODUCER_EPOCH
+  (transactions/error_codes.py) and the client's transaction version (KIP-890 part 2:
+  AddPartitionsToTxn v4+ and EndTxn v5+ come from clients of transaction.version 2).
+- `FinalizedTransactionVersion(level)`: the cluster's finalized transaction.version; the
+  coordinator's own aborts follow it, and from level 1 it writes log values as v1.
 - `AddPartitionsResult.error` is the transaction's one outcome when every partition got the
   same code (always, except a verification that answered partition by partition: then NONE).
 - `Tick()` says the injected clock moved: the coordinator reads it and runs every periodic
@@ -105,6 +108,12 @@ class ListTransactions:
 
 # ---------------------------------------------------------------- shell events
 @dataclass(frozen=True, slots=True)
+class FinalizedTransactionVersion:
+    """The cluster's finalized transaction.version changed (ZooKeeper's /feature)."""
+    level: int
+
+
+@dataclass(frozen=True, slots=True)
 class Tick:
     pass
 
@@ -166,6 +175,8 @@ class AddOffsetsResult:
 @dataclass(frozen=True, slots=True)
 class EndTxnResult:
     error: int
+    producer_id: int = NO_PRODUCER_ID      # EndTxn v5 (transaction.version 2): the id and
+    producer_epoch: int = NO_PRODUCER_EPOCH  # epoch the producer's next transaction uses
 
 
 @dataclass(frozen=True, slots=True)

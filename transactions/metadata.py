@@ -26,8 +26,17 @@ Rules:
   grow until the end; timeouts and start timestamps stay) and raises
   IllegalTransactionState otherwise. Completing Empty keeps the old start timestamp in memory
   (the log says -1), as Kafka's completeTransitionTo does.
-- The log value (`to_log_value`) holds no last producer id / epoch in Kafka 3.8's schema, so
-  a metadata read back from the log has both at -1 (TransactionLog.readTxnRecordValue).
+- The log value (`to_log_value`) holds no last producer epoch, so a metadata read back from
+  the log has it at -1 (TransactionLog.readTxnRecordValue); v1's tags give the last and next
+  producer ids and the client's transaction version (Kafka writes only the last of them).
+- Transaction version 2 (KIP-890 part 2; Kafka 4's TransactionMetadata.java), chosen per
+  request by the client (`tv`, stored as `client_transaction_version`):
+  `prepare_abort_or_commit` bumps the epoch (last epoch = the old one) and names the next
+  producer id when the bump exhausts the epoch; `prepare_complete` then moves to that id at
+  epoch 0. Aborting with no partitions added (from Empty/Complete*) starts the transaction
+  at the abort's time. `complete_transition_to` checks a Prepare* by its last epoch (the
+  bump) and an overflowing Complete* by its last producer id. Every transition sets the last
+  producer id to the id it left (Kafka's prevProducerId).
 """
 
 from __future__ import annotations
@@ -67,6 +76,8 @@ class TxnTransitMetadata:
     partitions: frozenset[TopicPartition]
     txn_start_timestamp_ms: int
     txn_last_update_timestamp_ms: int
+    next_producer_id: int = NO_PRODUCER_ID
+    client_transaction_version: int = 0
 
     def to_log_value(self) -> TransactionLogValue:
         """TransactionLog.valueToBytes: Empty is written with a null partitions array."""
@@ -74,17 +85,18 @@ class TxnTransitMetadata:
             raise IllegalTransactionState(f"an Empty transaction with partitions: {self}")
         return log_value(self.producer_id, self.producer_epoch, self.txn_timeout_ms,
                          self.txn_state, self.partitions, self.txn_last_update_timestamp_ms,
-                         self.txn_start_timestamp_ms)
+                         self.txn_start_timestamp_ms, self.client_transaction_version)
 
 
 def log_value(producer_id: int, producer_epoch: int, timeout_ms: int, state: TransactionState,
-              partitions, last_update_ms: int, start_ms: int) -> TransactionLogValue:
+              partitions, last_update_ms: int, start_ms: int,
+              client_transaction_version: int = 0) -> TransactionLogValue:
     by_topic: dict[str, list[int]] = {}
     for topic, partition in sorted(partitions):
         by_topic.setdefault(topic, []).append(partition)
     parts = None if state is T.EMPTY else tuple((t, tuple(ps)) for t, ps in by_topic.items())
     return TransactionLogValue(producer_id, producer_epoch, timeout_ms, state.id, parts,
-                               last_update_ms, start_ms)
+                               last_update_ms, start_ms, client_transaction_version)
 
 
 @dataclass(slots=True)
@@ -102,6 +114,8 @@ class TransactionMetadata:
     pending_state: TransactionState | None = None
     # the last fence's write failed: its epoch was never returned, so the next fence reuses it
     has_failed_epoch_fence: bool = False
+    next_producer_id: int = NO_PRODUCER_ID
+    client_transaction_version: int = 0
 
     @classmethod
     def from_log_value(cls, transactional_id: str, v: TransactionLogValue
@@ -110,15 +124,17 @@ class TransactionMetadata:
         state = TransactionState(v.transaction_status)
         partitions = set() if state is T.EMPTY else {
             (topic, p) for topic, ids in (v.transaction_partitions or ()) for p in ids}
-        return cls(transactional_id, v.producer_id, NO_PRODUCER_ID, v.producer_epoch,
+        return cls(transactional_id, v.producer_id, v.previous_producer_id, v.producer_epoch,
                    NO_PRODUCER_EPOCH, v.transaction_timeout_ms, state, partitions,
-                   v.transaction_start_timestamp_ms, v.transaction_last_update_timestamp_ms)
+                   v.transaction_start_timestamp_ms, v.transaction_last_update_timestamp_ms,
+                   next_producer_id=v.next_producer_id,
+                   client_transaction_version=v.client_transaction_version)
 
     def to_log_value(self) -> TransactionLogValue:
         """What the log would hold for the metadata as it is now."""
         return log_value(self.producer_id, self.producer_epoch, self.txn_timeout_ms, self.state,
                          self.partitions, self.txn_last_update_timestamp_ms,
-                         self.txn_start_timestamp_ms)
+                         self.txn_start_timestamp_ms, self.client_transaction_version)
 
     @property
     def pending_transition_in_progress(self) -> bool:
@@ -170,27 +186,37 @@ class TransactionMetadata:
             self.producer_epoch if record_last_epoch else NO_PRODUCER_EPOCH,
             new_txn_timeout_ms, frozenset(), NO_TIMESTAMP, now_ms)
 
-    def prepare_add_partitions(self, added, now_ms: int) -> TxnTransitMetadata:
+    def prepare_add_partitions(self, added, now_ms: int, tv: int = 0) -> TxnTransitMetadata:
         begins = self.state in (T.EMPTY, T.COMPLETE_ABORT, T.COMPLETE_COMMIT)
         return self._prepare_transition_to(
             T.ONGOING, self.producer_id, self.producer_epoch, self.last_producer_epoch,
             self.txn_timeout_ms, frozenset(self.partitions) | frozenset(added),
-            now_ms if begins else self.txn_start_timestamp_ms, now_ms)
+            now_ms if begins else self.txn_start_timestamp_ms, now_ms, tv=tv)
 
-    def prepare_abort_or_commit(self, new_state: TransactionState,
-                                now_ms: int) -> TxnTransitMetadata:
-        return self._prepare_transition_to(new_state, self.producer_id, self.producer_epoch,
-                                           self.last_producer_epoch, self.txn_timeout_ms,
-                                           frozenset(self.partitions),
-                                           self.txn_start_timestamp_ms, now_ms)
+    def prepare_abort_or_commit(self, new_state: TransactionState, now_ms: int, tv: int = 0,
+                                next_producer_id: int = NO_PRODUCER_ID,
+                                no_partition_added: bool = False) -> TxnTransitMetadata:
+        if tv >= 2:        # the epoch is bumped at the end of every transaction
+            epoch, last_epoch = self.producer_epoch + 1, self.producer_epoch
+        else:
+            epoch, last_epoch = self.producer_epoch, self.last_producer_epoch
+        return self._prepare_transition_to(new_state, self.producer_id, epoch, last_epoch,
+                                           self.txn_timeout_ms, frozenset(self.partitions),
+                                           now_ms if no_partition_added
+                                           else self.txn_start_timestamp_ms, now_ms,
+                                           next_producer_id=next_producer_id, tv=tv)
 
     def prepare_complete(self, now_ms: int) -> TxnTransitMetadata:
         new_state = T.COMPLETE_COMMIT if self.state is T.PREPARE_COMMIT else T.COMPLETE_ABORT
         # the Prepare* record is durable: the fence it carried is no longer a failed one
         self.has_failed_epoch_fence = False
-        return self._prepare_transition_to(new_state, self.producer_id, self.producer_epoch,
+        producer_id, epoch = self.producer_id, self.producer_epoch
+        if self.client_transaction_version >= 2 and self.next_producer_id != NO_PRODUCER_ID:
+            producer_id, epoch = self.next_producer_id, 0    # the bump exhausted the epoch
+        return self._prepare_transition_to(new_state, producer_id, epoch,
                                            self.last_producer_epoch, self.txn_timeout_ms,
-                                           frozenset(), self.txn_start_timestamp_ms, now_ms)
+                                           frozenset(), self.txn_start_timestamp_ms, now_ms,
+                                           next_producer_id=NO_PRODUCER_ID)
 
     def prepare_dead(self) -> TxnTransitMetadata:
         return self._prepare_transition_to(T.DEAD, self.producer_id, self.producer_epoch,
@@ -201,7 +227,8 @@ class TransactionMetadata:
     def _prepare_transition_to(self, new_state: TransactionState, new_producer_id: int,
                                new_epoch: int, new_last_epoch: int, new_timeout_ms: int,
                                new_partitions: frozenset, new_start_ms: int,
-                               update_ms: int) -> TxnTransitMetadata:
+                               update_ms: int, next_producer_id: int | None = None,
+                               tv: int | None = None) -> TxnTransitMetadata:
         if self.pending_state is not None:
             raise IllegalTransactionState(
                 f"preparing transaction state transition to {new_state.state_name} while it "
@@ -212,9 +239,11 @@ class TransactionMetadata:
             raise IllegalTransactionState(f"illegal new producer epoch {new_epoch}")
         transition(self.transactional_id, self.state, new_state)
         self.pending_state = new_state
-        return TxnTransitMetadata(new_producer_id, self.producer_id, new_epoch, new_last_epoch,
-                                  new_timeout_ms, new_state, new_partitions, new_start_ms,
-                                  update_ms)
+        return TxnTransitMetadata(
+            new_producer_id, self.producer_id, new_epoch, new_last_epoch, new_timeout_ms,
+            new_state, new_partitions, new_start_ms, update_ms,
+            self.next_producer_id if next_producer_id is None else next_producer_id,
+            self.client_transaction_version if tv is None else tv)
 
     # -- complete ---------------------------------------------------------------------------
     def complete_transition_to(self, t: TxnTransitMetadata) -> None:
@@ -226,6 +255,7 @@ class TransactionMetadata:
             self._fail(t)
         same_producer = t.producer_epoch == self.producer_epoch \
             and t.producer_id == self.producer_id
+        tv2 = t.client_transaction_version >= 2
         if to_state is T.EMPTY:
             bump = t.producer_epoch == self.producer_epoch + 1 \
                 or (t.producer_epoch == 0 and t.producer_id != self.producer_id)
@@ -244,12 +274,21 @@ class TransactionMetadata:
             self.txn_start_timestamp_ms = t.txn_start_timestamp_ms
             self.partitions |= t.partitions
         elif to_state in (T.PREPARE_ABORT, T.PREPARE_COMMIT):
-            if not same_producer or self.partitions != t.partitions \
+            valid = (t.last_producer_epoch == self.producer_epoch
+                     and t.producer_id == self.producer_id) if tv2 else same_producer
+            empty_abort = to_state is T.PREPARE_ABORT and tv2 \
+                and self.state in (T.EMPTY, T.COMPLETE_COMMIT, T.COMPLETE_ABORT)
+            if not valid or self.partitions != t.partitions \
                     or self.txn_timeout_ms != t.txn_timeout_ms \
-                    or self.txn_start_timestamp_ms != t.txn_start_timestamp_ms:
+                    or not (empty_abort
+                            or self.txn_start_timestamp_ms == t.txn_start_timestamp_ms):
                 self._fail(t)
+            self.txn_start_timestamp_ms = t.txn_start_timestamp_ms
         elif to_state in (T.COMPLETE_ABORT, T.COMPLETE_COMMIT):
-            if not same_producer or self.txn_timeout_ms != t.txn_timeout_ms \
+            overflow = tv2 and t.producer_epoch == 0
+            valid = (t.last_producer_epoch == self.last_producer_epoch
+                     and t.last_producer_id == self.producer_id) if overflow else same_producer
+            if not valid or self.txn_timeout_ms != t.txn_timeout_ms \
                     or t.txn_start_timestamp_ms == NO_TIMESTAMP:
                 self._fail(t)
             self.txn_start_timestamp_ms = t.txn_start_timestamp_ms
@@ -258,6 +297,10 @@ class TransactionMetadata:
             # PrepareEpochFence is replaced by PrepareAbort before anything is written; a
             # Dead transition ends with the removal from the cache, never here
             self._fail(t)
+        self.producer_id, self.last_producer_id = t.producer_id, t.last_producer_id
+        self.producer_epoch, self.last_producer_epoch = t.producer_epoch, t.last_producer_epoch
+        self.next_producer_id = t.next_producer_id
+        self.client_transaction_version = t.client_transaction_version
         self.txn_last_update_timestamp_ms = t.txn_last_update_timestamp_ms
         self.pending_state = None
         self.state = to_state

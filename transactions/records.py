@@ -7,16 +7,20 @@ written and read by TransactionLog.scala):
 - TransactionLogKey v0 (the only version; not flexible): `transactionalId:string`
   (int16 length + UTF-8). A key of any other version is an `UnknownKey`, which a loader
   skips (Kafka warns and goes on).
-- TransactionLogValue, WRITTEN as v0 (Kafka writes "the highest non-flexible version until a
-  tagged field is introduced"): `producerId:int64, producerEpoch:int16,
+- TransactionLogValue, WRITTEN as v0 unless transaction.version >= 1 is finalized, then as
+  v1 (TransactionVersion.transactionLogValueVersion; TransactionLog.valueToBytes):
+  `producerId:int64, producerEpoch:int16,
   transactionTimeoutMs:int32, transactionStatus:int8, transactionPartitions:
   []{topic:string, partitionIds:[]int32} (nullable: int32 count, -1 = null),
   transactionLastUpdateTimestampMs:int64, transactionStartTimestampMs:int64`.
 - READ as v0 or v1. v1 is the first flexible version (KIP-915): the same fields, but the
   array and string lengths are unsigned varints of length + 1 (0 = null), and the partitions
   struct and the value end with tagged fields (an unsigned varint count, then tag, size and
-  bytes each), which are skipped. Any other version, a malformed or trailing byte raises
-  RecordFormatError.
+  bytes each). The value's tags are KIP-890's: 0 PreviousProducerId:int64, 1
+  NextProducerId:int64, 2 ClientTransactionVersion:int16, 3 NextProducerEpoch:int16 (-1, -1,
+  0, -1 when absent); other tags are skipped. Kafka writes only ClientTransactionVersion
+  (a tag is written only when it is not its default). Any other version, a malformed or
+  trailing byte raises RecordFormatError.
 - Kafka writes a null partitions array for Empty and ignores the array when reading an Empty
   value; for the other states null reads as no partitions.
 - A null value is a tombstone: the transactional id is deleted when the partition is
@@ -76,6 +80,10 @@ class TransactionLogValue:
     transaction_partitions: Partitions | None  # (topic, partition ids); None = null
     transaction_last_update_timestamp_ms: int
     transaction_start_timestamp_ms: int
+    client_transaction_version: int = 0      # v1 tag 2
+    previous_producer_id: int = -1           # v1 tag 0
+    next_producer_id: int = -1               # v1 tag 1
+    next_producer_epoch: int = -1            # v1 tag 3
 
 
 # -- primitives ---------------------------------------------------------------------------
@@ -115,6 +123,14 @@ class _Writer:
     def no_tagged_fields(self) -> None:
         if self.flexible:
             self.uvarint(0)
+
+    def tagged_fields(self, fields: list[tuple[int, bytes]]) -> None:
+        """(tag, bytes) in tag order."""
+        self.uvarint(len(fields))
+        for tag, data in fields:
+            self.uvarint(tag)
+            self.uvarint(len(data))
+            self.parts.append(data)
 
     def done(self) -> bytes:
         return b"".join(self.parts)
@@ -165,10 +181,16 @@ class _Reader:
             raise RecordFormatError(f"string is not UTF-8: {exc}") from None
 
     def skip_tagged_fields(self) -> None:
+        self.tagged_fields()
+
+    def tagged_fields(self) -> dict[int, bytes]:
+        """tag → bytes (nothing when not flexible)."""
+        out: dict[int, bytes] = {}
         if self.flexible:
             for _ in range(self.uvarint()):
-                self.uvarint()                 # the tag
-                self._take(self.uvarint())     # its bytes
+                tag = self.uvarint()
+                out[tag] = self._take(self.uvarint())
+        return out
 
     def end(self) -> None:
         if self.pos != len(self.data):
@@ -194,7 +216,7 @@ def decode_key(data: bytes) -> TransactionLogKey | UnknownKey:
 
 # -- values -------------------------------------------------------------------------------
 def encode_value(v: TransactionLogValue, version: int = VALUE_WRITE_VERSION) -> bytes:
-    """The value's bytes; the coordinator writes v0 only, v1 is for tests and tools."""
+    """The value's bytes at `version` (0, or 1 with its tagged fields)."""
     if version not in VALUE_READ_VERSIONS:
         raise RecordFormatError(f"unknown transaction log value version {version}")
     w = _Writer(version, flexible=version >= FIRST_FLEXIBLE_VALUE_VERSION)
@@ -212,7 +234,11 @@ def encode_value(v: TransactionLogValue, version: int = VALUE_WRITE_VERSION) -> 
         w.no_tagged_fields()
     w.fixed(_I64, v.transaction_last_update_timestamp_ms)
     w.fixed(_I64, v.transaction_start_timestamp_ms)
-    w.no_tagged_fields()
+    if w.flexible:
+        w.tagged_fields([(tag, fmt.pack(value)) for tag, fmt, value, default in (
+            (0, _I64, v.previous_producer_id, -1), (1, _I64, v.next_producer_id, -1),
+            (2, _I16, v.client_transaction_version, 0), (3, _I16, v.next_producer_epoch, -1))
+            if value != default])
     return w.done()
 
 
@@ -240,13 +266,25 @@ def decode_value(data: bytes) -> TransactionLogValue:
         parts = tuple(out)
     last_update = r.fixed(_I64)
     start = r.fixed(_I64)
-    r.skip_tagged_fields()
+    tags = r.tagged_fields()
     r.end()
-    return TransactionLogValue(producer_id, epoch, timeout, status, parts, last_update, start)
+
+    def tag(n: int, fmt: struct.Struct, default: int) -> int:
+        if n not in tags:
+            return default
+        if len(tags[n]) != fmt.size:
+            raise RecordFormatError(f"tagged field {n} of {len(tags[n])} bytes")
+        return fmt.unpack(tags[n])[0]
+
+    return TransactionLogValue(producer_id, epoch, timeout, status, parts, last_update, start,
+                               tag(2, _I16, 0), tag(0, _I64, -1), tag(1, _I64, -1),
+                               tag(3, _I16, -1))
 
 
-def transaction_record(transactional_id: str, value: TransactionLogValue | None) -> TxnRecord:
-    return TxnRecord(encode_key(transactional_id), None if value is None else encode_value(value))
+def transaction_record(transactional_id: str, value: TransactionLogValue | None,
+                       version: int = VALUE_WRITE_VERSION) -> TxnRecord:
+    return TxnRecord(encode_key(transactional_id),
+                     None if value is None else encode_value(value, version))
 
 
 # -- partitioning -------------------------------------------------------------------------

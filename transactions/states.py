@@ -1,6 +1,7 @@
 """The eight states of a transactional id and their valid transitions, as data.
 
-Rules (Kafka 3.8's TransactionMetadata.scala, `TransactionState` and `validPreviousStates`):
+Rules (Kafka 3.8's TransactionMetadata.scala, `TransactionState` and `validPreviousStates`,
+with Kafka 4's PrepareAbort entered from Empty and Complete* too, KIP-890 part 2):
 - Each state keeps Kafka's id (the byte written as TransactionStatus in `__transaction_state`,
   transactions/records.py) and Kafka's name (what DescribeTransactions and ListTransactions
   print): Empty 0, Ongoing 1, PrepareCommit 2, PrepareAbort 3, CompleteCommit 4,
@@ -70,7 +71,9 @@ VALID_PREVIOUS: Mapping[TransactionState, frozenset[TransactionState]] = {
     T.EMPTY: frozenset({T.EMPTY, T.COMPLETE_COMMIT, T.COMPLETE_ABORT}),
     T.ONGOING: frozenset({T.ONGOING, T.EMPTY, T.COMPLETE_COMMIT, T.COMPLETE_ABORT}),
     T.PREPARE_COMMIT: frozenset({T.ONGOING}),
-    T.PREPARE_ABORT: frozenset({T.ONGOING, T.PREPARE_EPOCH_FENCE}),
+    # Empty/Complete*: transaction.version 2 lets a client abort with no partitions added
+    T.PREPARE_ABORT: frozenset({T.ONGOING, T.PREPARE_EPOCH_FENCE, T.EMPTY, T.COMPLETE_COMMIT,
+                                T.COMPLETE_ABORT}),
     T.COMPLETE_COMMIT: frozenset({T.PREPARE_COMMIT}),
     T.COMPLETE_ABORT: frozenset({T.PREPARE_ABORT}),
     T.DEAD: frozenset({T.EMPTY, T.COMPLETE_ABORT, T.COMPLETE_COMMIT}),

@@ -76,6 +76,7 @@ class TransactionStateManager:
         self._emit = emit
         self._in_flight: dict[int, _InFlight] = {}
         self._next_token = 1
+        self.value_version = rec.VALUE_WRITE_VERSION   # 1 once transaction.version >= 1
 
     def partition_for(self, transactional_id: str) -> int:
         return rec.partition_for(transactional_id, self.config.transaction_state_log_num_partitions)
@@ -113,7 +114,8 @@ class TransactionStateManager:
                           on_lost: Callable[[], None] | None = None) -> None:
         """Write `transit`; `callback(client error)` once it is durable and in the cache, or
         failed (the pending state cleared unless `retry_on(error)`)."""
-        record = rec.transaction_record(transactional_id, transit.to_log_value())
+        record = rec.transaction_record(transactional_id, transit.to_log_value(),
+                                        self.value_version)
 
         def done(append_code: int) -> None:
             error = append_error(append_code)

@@ -63,16 +63,16 @@ from controller.zookeeper.fenced import ControllerElection, FencedWriter, ZkElec
 from controller.zookeeper.multi import (MAX_BYTES_PER_MULTI, MAX_OPS_PER_MULTI, Op, all_ok,
                                         first_failure)
 from controller.layout import (BROKER_IDS, BROKER_TOPICS, CLUSTER_ID, CONFIG_CHANGE_PREFIX,
-                               CONFIG_CHANGES, CONFIG_USERS, DELETE_TOPICS,
+                               CONFIG_CHANGES, CONFIG_USERS, DELETE_TOPICS, FEATURE,
                                ISR_CHANGE_NOTIFICATION, ISR_CHANGE_PREFIX,
                                LATEST_PRODUCER_ID_BLOCK, PREFERRED_REPLICA_ELECTION,
                                PRODUCER_ID_BLOCK_SIZE, REASSIGN_PARTITIONS, BrokerRegistration,
                                LeaderIsrAndControllerEpoch, TopicAssignment, TopicPartition,
                                broker_path, check_topic, config_topic_path,
                                consumer_offset_path,
-                               decode_cluster_id, decode_partition_list, decode_producer_id_block,
+                               decode_cluster_id, decode_features, decode_partition_list, decode_producer_id_block,
                                decode_reassignment, decode_topic_config, delete_topic_path,
-                               encode_cluster_id, encode_partition_list, encode_producer_id_block,
+                               encode_cluster_id, encode_features, encode_partition_list, encode_producer_id_block,
                                encode_reassignment, encode_topic_config, isr_change_path,
                                new_topic_id, partition_state_path, partitions_path, topic_path)
 from controller.topic_config import normalize_topic_config
@@ -418,6 +418,34 @@ class ZkStore(ZkElectionSession):
             except NodeExistsError:
                 continue
         raise ZkStoreError("get_or_create_cluster_id: /cluster/id kept changing")
+
+    # -- finalized features ----------------------------------------------------------------------
+    @zk_call
+    def get_or_create_features(self, defaults: Mapping[str, int]) -> tuple[dict[str, int], int]:
+        """(/feature's levels, its zkVersion = the finalized-features epoch), created with
+        `defaults` when absent (a concurrent creator wins)."""
+        for _ in range(10):
+            got = self._get(FEATURE)
+            if got is not None:
+                return decode_features(got[0]), got[1].version
+            try:
+                self._client.create(self._abs(FEATURE), encode_features(defaults), makepath=True)
+            except NodeExistsError:
+                continue
+        raise ZkStoreError("get_or_create_features: /feature kept changing")
+
+    @zk_call
+    def set_features(self, features: Mapping[str, int]) -> int:
+        """Replace the finalized levels; the new epoch."""
+        return self._client.set(self._abs(FEATURE), encode_features(features)).version
+
+    @zk_call
+    def watch_features(self, callback: Callable[[tuple[dict[str, int], int] | None], None]
+                       ) -> ZkWatch:
+        """callback((levels, epoch)) when /feature exists or changes, else None."""
+        return self._data_watch(FEATURE, lambda data, stat:
+                                None if stat is None else (decode_features(data), stat.version),
+                                callback)
 
     # -- producer ids ------------------------------------------------------------------------------
     @zk_call

@@ -143,7 +143,7 @@ def _dispatch(api: BrokerApi, request, session: Session):
     if request.api_key == API_VERSIONS:
         if not request.served and session.sasl is not None:
             session.sasl.process_api_versions_rejected()    # the client retries older
-        return api_versions_response(request)
+        return api_versions_response(request, finalized=api.finalized_features())
     if session.authorizer is not None:
         api = AuthorizedApi(api, session)
     special = SESSION_HANDLERS.get(request.api_key)

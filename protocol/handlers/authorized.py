@@ -150,13 +150,13 @@ class AuthorizedApi:
         (KafkaApis authorises before ProduceRequest.validateRecords and LogValidator)."""
         return self._topic(Op.WRITE, topic)
 
-    def produce(self, acks, timeout_ms, partitions, transactional_id=None):
+    def produce(self, acks, timeout_ms, partitions, transactional_id=None, add_partitions=False):
         if transactional_id is not None and not self._txn(Op.WRITE, transactional_id):
             raise TransactionalIdAuthorizationFailed("Transactional Id authorization failed.")
         ok, denied = self._split(partitions, Op.WRITE)
         refused = {tp: ProduceOutcome(E.TOPIC_AUTHORIZATION_FAILED) for tp, _ in denied}
-        got = self._api.produce(acks, timeout_ms, ok, transactional_id=transactional_id) \
-            if ok else {}
+        got = self._api.produce(acks, timeout_ms, ok, transactional_id=transactional_id,
+                                add_partitions=add_partitions) if ok else {}
         if isinstance(got, Deferred):
             return got.then(lambda answers: {**answers, **refused})
         return {**got, **refused}

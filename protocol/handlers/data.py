@@ -19,6 +19,8 @@ Rules (Kafka's KafkaApis, ZooKeeper mode):
   on the listener asked on (KIP-951). v11 is answered as v10: a failed KIP-890
   verification still reaches it as INVALID_TXN_STATE where Kafka 3.8 would say
   TRANSACTION_ABORTABLE (the broker's translation does not see the request's version).
+  v12 (transaction.version 2, KIP-890 part 2): a transactional producer's partitions are
+  ADDED to its transaction by the leader (it sends no AddPartitionsToTxn).
   From v8 a batch refused for its records (replicas/record_validation.py) answers each bad
   record's index and message in record_errors, and the batch's message (KIP-467).
   acks=0 gets no answer at all (Kafka sends none), and a failed acks=0 produce closes the
@@ -122,7 +124,9 @@ def produce(api: BrokerApi, request, listener: str):
             else:
                 asks.append((tp, bytes(p.records)))
     outcomes = api.produce(body.acks, millis(body.timeout), asks,
-                           transactional_id=body.transactional_id) if asks else {}
+                           transactional_id=body.transactional_id,
+                           **({"add_partitions": True} if v >= 12 and body.transactional_id
+                              else {})) if asks else {}
     if body.acks == 0:
         got = outcomes.result() if isinstance(outcomes, Deferred) else outcomes
         failed = sorted(tp for tp, e in errors.items() if e[0]) + \

@@ -11,9 +11,11 @@ Rules (Kafka 3.8's KafkaApis; the coordinators decide everything else):
   OPERATION_NOT_ATTEMPTED, without asking the coordinator (KafkaApis); else the
   coordinator's per-partition answer. v4 (partition leaders, KIP-890): a batch of
   transactions, each verify_only or not, each answered on its own.
-- AddOffsetsToTxn, EndTxn: the coordinator's answer. TxnOffsetCommit: the GROUP coordinator
+- AddOffsetsToTxn, EndTxn: the coordinator's answer (EndTxn v5: with the producer id and
+  epoch of the producer's next transaction). TxnOffsetCommit: the GROUP coordinator
   (coordinator/), after KafkaApis' check that the topics exist (UNKNOWN_TOPIC_OR_PARTITION
-  per partition of an unknown topic).
+  per partition of an unknown topic); from v5 its group's offsets partition is added to the
+  transaction for the client (KIP-890 part 2), before v5 only verified.
 - WriteTxnMarkers (from a transaction coordinator, on the inter-broker listener): each
   marker appended to each partition this broker leads, answered per partition once
   replicated (acks=-1); `BrokerApi.write_txn_markers`.
@@ -126,7 +128,9 @@ def end_txn(api: BrokerApi, request, _listener: str):
     return api.txn_call(lambda rid: tm.EndTxn(
         rid, body.transactional_id, body.producer_id, body.producer_epoch,
         bool(body.committed), v)).then(
-        lambda r: build(key, v, "EndTxnResponse", error_code=r.error))
+        lambda r: build(key, v, "EndTxnResponse", error_code=r.error,
+                        **({"producer_id": r.producer_id, "producer_epoch": r.producer_epoch}
+                           if v >= 5 else {})))
 
 
 # -- TxnOffsetCommit --------------------------------------------------------------------------------

@@ -13,6 +13,8 @@ import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 
 import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.FinalizedVersionRange;
+import org.apache.kafka.clients.admin.TransactionDescription;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.ConsumerRecords;
@@ -34,7 +36,10 @@ import org.apache.kafka.common.TopicPartition;
  * P1's, ended after), committing and aborting in turn. Asserted: read_committed sees exactly
  * the committed records (P1's output holds every input exactly once), each producer's in
  * the order sent per partition; read_uncommitted sees every record sent, aborted ones too,
- * exactly once; the group's committed offsets on the input reach its end offsets.
+ * exactly once; the group's committed offsets on the input reach its end offsets. The
+ * transaction version in use: a 4.x client on a cluster that finalizes transaction.version 2
+ * (describeFeatures) ends every transaction with an epoch bump (KIP-890 part 2), so P1's
+ * epoch (describeTransactions) is the number of its transactions; otherwise it stays 0.
  */
 final class TxnCheck {
     static final int PARTITIONS = 3;
@@ -58,7 +63,7 @@ final class TxnCheck {
         Set<String> committed = new HashSet<>(), aborted = new HashSet<>();
         Map<Integer, List<String>> committedOrder = new HashMap<>();   // partition -> values in send order
         for (int p = 0; p < PARTITIONS; p++) committedOrder.put(p, new ArrayList<>());
-        int commits = 0, aborts = 0;
+        int commits = 0, aborts = 0, p1Ends = 0;
         long t0;
         try (Admin admin = admin(bootstrap)) {
             createTopic(admin, in, PARTITIONS, (short) 3, Map.of("min.insync.replicas", "2"));
@@ -120,6 +125,7 @@ final class TxnCheck {
                         written(f1, "P1");
                         p1.abortTransaction();
                         aborts++;
+                        p1Ends++;
                         for (ProducerRecord<String, String> r : sent1) aborted.add(r.value());
                         // the aborted offsets must not have been committed: rewind to the last commit
                         Map<TopicPartition, OffsetAndMetadata> now = c.committed(offsets.keySet(), Duration.ofSeconds(30));
@@ -133,6 +139,7 @@ final class TxnCheck {
                     } else {
                         p1.commitTransaction();
                         commits++;
+                        p1Ends++;
                         for (ProducerRecord<String, String> r : sent1) {
                             committed.add(r.value());
                             committedOrder.get(r.partition()).add(r.value());
@@ -165,6 +172,20 @@ final class TxnCheck {
                 check(o != null && o.offset() == inEnd.get(tp), "group's committed offset of " + tp + " is "
                       + (o == null ? "none" : o.offset()) + ", want the end offset " + inEnd.get(tp));
             }
+            FinalizedVersionRange tvRange = admin.describeFeatures().featureMetadata()
+                    .get(30, TimeUnit.SECONDS).finalizedFeatures().get("transaction.version");
+            short finalizedTv = tvRange == null ? 0 : tvRange.maxVersionLevel();
+            boolean bumps = finalizedTv >= 2 && clientVersion().startsWith("4.");
+            String p1Id = prefix + "-txn-p1";
+            TransactionDescription p1State = admin.describeTransactions(List.of(p1Id))
+                    .description(p1Id).get(30, TimeUnit.SECONDS);
+            int wantEpoch = bumps ? p1Ends : 0;
+            check(p1State.producerEpoch() == wantEpoch, "P1's epoch after " + p1Ends
+                  + " transactions is " + p1State.producerEpoch() + ", want " + wantEpoch
+                  + " (finalized transaction.version " + finalizedTv + ", client "
+                  + clientVersion() + ")");
+            out.put("finalized_transaction_version", (int) finalizedTv);
+            out.put("transactions_epoch_bumped", bumps);
             out.put("transactions_committed", commits);
             out.put("transactions_aborted", aborts);
             out.put("loop_seconds", loopSeconds);
