@@ -88,3 +88,5 @@ def test_the_runs_exercise_what_they_claim():
     assert min(seen["unload"], seen["reload"], seen["timeout abort"], seen["fenced"]) > 20
     assert seen["failed append"] > 30 and seen["failed append, written"] > 30
     assert seen["markers written"] > 200
+    # transaction version 2: ends that bumped the epoch, aborts with nothing added
+    assert seen["EndTxn v5 bumped"] > 50 and seen["EndTxn v5 empty abort"] > 5

@@ -12,12 +12,17 @@ broker's shell, and a seeded simulation of transactional producers against it.
   aborted at random, appends failing at random (written or not), partitions unloaded and
   reloaded from what was written, the clock jumping past transaction timeouts and
   transactional id expiry. The clock moves like the shell's ticker: a Tick at every
-  `next_deadline_ms()` on the way. `check()` states the invariants.
+  `next_deadline_ms()` on the way. `check()` states the invariants. The cluster finalizes
+  transaction.version 2 (Kafka 4's default) and half the producers speak it (KIP-890 part
+  2): their partitions are added by leaders (AddPartitionsToTxn v5, offsets included), they
+  end with EndTxn v5 and go on at the epoch its answer gives, and they abort with nothing
+  added.
 """
 
 from __future__ import annotations
 
 import collections
+import dataclasses
 import itertools
 import random
 from collections import defaultdict
@@ -47,9 +52,7 @@ def durable(md) -> rec.TransactionLogValue:
     only (its log value says -1)."""
     v = md.to_log_value()
     if md.state is T.EMPTY:
-        v = rec.TransactionLogValue(v.producer_id, v.producer_epoch, v.transaction_timeout_ms,
-                                    v.transaction_status, v.transaction_partitions,
-                                    v.transaction_last_update_timestamp_ms, -1)
+        v = dataclasses.replace(v, transaction_start_timestamp_ms=-1)
     return v
 
 
@@ -232,6 +235,7 @@ class SimProducer:
     committing: bool = False
     bump_after: bool = False  # after this abort, bump the epoch (KIP-360's recovery)
     inflight: int | None = None
+    tv2: bool = False         # a transaction version 2 client
 
 
 class World:
@@ -251,8 +255,10 @@ class World:
         self.settled: dict[str, int] = {}          # tid → when its last append settled
         self.ended: list[tuple[int, str, int, int, bool, bool]] = []  # EndTxn NONE answers
         self.markers_done: dict[str, m.WriteMarkers] = {}  # tid → last markers written
+        self.prepared: dict[str, rec.TransactionLogValue] = {}  # tid → last Prepare* appended
         self.violations: list[str] = []
         self.stats: collections.Counter = collections.Counter()
+        self.d.send(m.FinalizedTransactionVersion(2))
         for p in sorted({self.d.partition(t) for t in tids}):
             self.d.load(p)
         for tid in tids:
@@ -350,12 +356,23 @@ class World:
             md = self.d.coord.transaction(tid)
             if md is not None and md.state is T.ONGOING and md.pending_state is None:
                 before[tid] = (md.producer_epoch, md.has_failed_epoch_fence)
+        start = len(self.d.effects)
         self.send(m.Tick())
+        written = {}                   # tid → the value this Tick appended for it
+        for eff in self.d.effects[start:]:
+            if isinstance(eff, m.Append):
+                for key, value in eff.records:
+                    if value is not None:
+                        written[rec.decode_key(key).transactional_id] = rec.decode_value(value)
         for tid, (epoch, failed_fence) in before.items():
             md = self.d.coord.transaction(tid)
             if md is not None and md.pending_state is not None:
                 self.stats["timeout abort"] += 1
-                if not (md.producer_epoch > epoch or (failed_fence and md.producer_epoch == epoch)):
+                # the PrepareAbort carries the fence's bump (at transaction version 2 the
+                # metadata takes it once that record is written)
+                v = written.get(tid)
+                bumped = v.producer_epoch if v is not None else md.producer_epoch
+                if not (bumped > epoch or (failed_fence and bumped == epoch)):
                     self.violations.append(f"{tid} aborted on timeout without a fence: {md}")
 
     def request(self, pr: SimProducer | None, cls, **fields) -> int:
@@ -395,6 +412,25 @@ class World:
         # the coordinator holds: a fenced producer never succeeds again
         ids = (req.producer_id, req.producer_epoch)
         md = self.d.coord.transaction(req.transactional_id)
+        if isinstance(req, m.EndTxn) and req.version >= 5:
+            # version 2: the answer is the next transaction's epoch, the one the coordinator
+            # holds, one above the request's (a retry gets the same answer again)
+            bumped = (req.producer_id, req.producer_epoch + 1)
+            if self.owner.get(req.transactional_id) not in (ids, bumped) or md is None \
+                    or (md.producer_id, md.producer_epoch) != bumped \
+                    or (res.producer_id, res.producer_epoch) != bumped:
+                self.violations.append(f"{req} answered {res} but the owner is "
+                                       f"{self.owner.get(req.transactional_id)}, metadata {md}")
+                return
+            self.stats["EndTxn v5 bumped" if md.partitions or md.state is not T.PREPARE_ABORT
+                       else "EndTxn v5 empty abort"] += 1
+            self.owner[req.transactional_id] = bumped
+            self.init_epochs[req.producer_id] = max(self.init_epochs.get(req.producer_id, -1),
+                                                    bumped[1])
+            # an abort with nothing added is completed without markers
+            first = md.state in (T.PREPARE_COMMIT, T.PREPARE_ABORT) and bool(md.partitions)
+            self.ended.append((index, req.transactional_id, *bumped, req.committed, first))
+            return
         if self.owner.get(req.transactional_id) != ids or md is None \
                 or (md.producer_id, md.producer_epoch) != ids:
             self.violations.append(f"{req} succeeded but the owner is "
@@ -417,9 +453,17 @@ class World:
             if value is None:
                 continue
             v = rec.decode_value(value)
+            tid = rec.decode_key(key).transactional_id
+            if v.transaction_status in (T.PREPARE_COMMIT.id, T.PREPARE_ABORT.id):
+                self.prepared[tid] = v
             if v.transaction_status not in (T.COMPLETE_COMMIT.id, T.COMPLETE_ABORT.id):
                 continue
-            tid = rec.decode_key(key).transactional_id
+            prepared = self.prepared.get(tid)
+            if prepared is not None and not prepared.transaction_partitions \
+                    and v.transaction_status == T.COMPLETE_ABORT.id \
+                    and (prepared.producer_id, prepared.producer_epoch) == \
+                    (v.producer_id, v.producer_epoch):
+                continue                # an abort with nothing added has no markers
             wm = self.markers_done.get(tid)
             committed = v.transaction_status == T.COMPLETE_COMMIT.id
             if wm is None or (wm.producer_id, wm.producer_epoch, wm.committed,
@@ -470,7 +514,7 @@ class World:
 
     # -- the producers --------------------------------------------------------------------
     def spawn(self, tid: str) -> SimProducer:
-        pr = SimProducer(f"p{next(self.names)}", tid)
+        pr = SimProducer(f"p{next(self.names)}", tid, tv2=self.rng.random() < 0.5)
         self.producers.append(pr)
         return pr
 
@@ -479,6 +523,7 @@ class World:
             return
         rng, ids = self.rng, dict(transactional_id=pr.tid, producer_id=pr.pid,
                                   producer_epoch=pr.epoch)
+        end_version = 5 if pr.tv2 else 4
         if pr.state == "init":
             kip360 = pr.pid >= 0 and rng.random() < 0.8
             self.request(pr, m.InitProducerId, transactional_id=pr.tid,
@@ -486,14 +531,25 @@ class World:
                          producer_id=pr.pid if kip360 else -1,
                          producer_epoch=pr.epoch if kip360 else -1)
         elif pr.state == "ending":
-            self.request(pr, m.EndTxn, committed=pr.committing, **ids)
+            self.request(pr, m.EndTxn, committed=pr.committing, version=end_version, **ids)
+        elif pr.tv2 and pr.state == "ready" and rng.random() < 0.05:
+            pr.state, pr.committing = "ending", False   # an abort with nothing added
+            self.request(pr, m.EndTxn, committed=False, version=5, **ids)
         elif pr.state == "ready" and rng.random() < 0.05:
             pr.state = "init"  # recovering from an abortable error: bump with its ids
             self.act(pr)
         elif pr.state == "in_txn" and rng.random() < 0.35:
             pr.state, pr.committing = "ending", rng.random() < 0.6
             pr.bump_after = not pr.committing and rng.random() < 0.2
-            self.request(pr, m.EndTxn, committed=pr.committing, **ids)
+            self.request(pr, m.EndTxn, committed=pr.committing, version=end_version, **ids)
+        elif pr.tv2 and rng.random() < 0.8:
+            # a leader adds the partitions of a Produce v12 (or the group coordinator the
+            # offsets partition of a TxnOffsetCommit v5) for the client
+            offsets = ("__consumer_offsets", rec.partition_for(rng.choice(GROUPS), 50))
+            self.request(pr, m.AddPartitionsToTxn, partitions=tuple(
+                rng.sample(TOPICS + (offsets,), rng.randint(1, 2))), version=5, **ids)
+        elif pr.tv2:
+            pass                               # version 2 clients send no verify-only
         elif pr.state == "in_txn" and rng.random() < 0.3:
             self.request(pr, m.AddPartitionsToTxn, partitions=tuple(
                 rng.sample(TOPICS, rng.randint(1, 2))), verify_only=True, **ids)
@@ -518,6 +574,8 @@ class World:
             self._fenced(pr)
         elif isinstance(req, m.EndTxn):
             if error == E.NONE:
+                if req.version >= 5:
+                    pr.pid, pr.epoch = res.producer_id, res.producer_epoch
                 pr.state = "init" if pr.bump_after else "ready"
                 pr.bump_after = False
             elif error == E.INVALID_TXN_STATE:
