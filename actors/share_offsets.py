@@ -18,6 +18,11 @@ Rules:
   a leader is LEADER_NOT_AVAILABLE.
 - Deleting a share group (DeleteGroups) deletes its states the same way, after the group
   went; a failure there is logged (the states stay, as after a coordinator crash).
+- A share coordinator that cannot answer yet (COORDINATOR_NOT_AVAILABLE,
+  COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR: `__share_group_state` just created, its
+  leaders being elected or loading) or a partition without a leader yet is asked again
+  with a growing back-off (0.1 s doubling to 1 s) for up to RETRY_S, as Kafka's persister
+  (PersisterStateManager) retries those errors; then the error is the answer.
 - The work runs on a thread of its own, never the share worker thread: it waits on other
   brokers, whose share worker threads it asks (a worker waiting on another broker's worker
   could wait on itself).
@@ -26,6 +31,7 @@ Rules:
 from __future__ import annotations
 
 import logging
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
@@ -36,6 +42,9 @@ from share.records import ShareKey
 
 log = logging.getLogger(__name__)
 NOT_SHARE = "Group {} is not a share group."
+RETRY_S = 15.0
+RETRIABLE = frozenset({E.COORDINATOR_NOT_AVAILABLE, E.COORDINATOR_LOAD_IN_PROGRESS,
+                       E.NOT_COORDINATOR, E.LEADER_NOT_AVAILABLE})
 NOT_EMPTY = "The group is not empty."
 
 
@@ -118,10 +127,26 @@ class ShareOffsets:
             for t in asked))
 
     # -- helpers ------------------------------------------------------------------------------------
+    def _backoffs(self):
+        """The waits between attempts until RETRY_S has passed (module rules)."""
+        deadline, wait = time.monotonic() + RETRY_S, 0.1
+        while time.monotonic() + wait < deadline and not self.broker.stopped.is_set():
+            yield wait
+            wait = min(wait * 2, 1.0)
+
     def _stored(self, group_id: str, keys, topics: dict) -> dict | int:
         """{(topic, partition): ShareState} the share coordinators hold for the group (of
         `keys` [(topic, partition)], or all), topics named from `topics` {name: (id,
         partition count)}; an error code when one cannot answer."""
+        got = self._stored_once(group_id, keys, topics)
+        for wait in self._backoffs():
+            if not (isinstance(got, int) and got in RETRIABLE):
+                break
+            self.broker.stopped.wait(wait)
+            got = self._stored_once(group_id, keys, topics)
+        return got
+
+    def _stored_once(self, group_id: str, keys, topics: dict) -> dict | int:
         host = self.broker.share_states
         ids = {t: i for t, (i, _n) in topics.items()}
         names = {i: t for t, i in ids.items()}
@@ -177,6 +202,17 @@ class ShareOffsets:
     def _on_leaders(self, group_id: str, targets: dict) -> dict:
         """Each partition's new SPSO (None: its state deleted), set by its leader: {tp:
         error} of those that failed."""
+        errors = self._on_leaders_once(group_id, targets)
+        for wait in self._backoffs():
+            again = {tp: targets[tp] for tp, code in errors.items() if code in RETRIABLE}
+            if not again:
+                break
+            self.broker.stopped.wait(wait)
+            errors.update({tp: E.NONE for tp in again})
+            errors.update(self._on_leaders_once(group_id, again))
+        return {tp: code for tp, code in errors.items() if code}
+
+    def _on_leaders_once(self, group_id: str, targets: dict) -> dict:
         errors = {}
         for leader, mine in self._leaders(targets).items():
             asks = {tp: targets[tp] for tp in mine}

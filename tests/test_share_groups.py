@@ -40,6 +40,18 @@ def cluster(ray_session, tmp_path_factory):
     c.shutdown()
 
 
+def test_the_first_offsets_set_wait_for_the_state_topic_they_create(cluster):
+    # First in the module on purpose: no share state exists yet, so this AlterShareGroupOffsets
+    # creates __share_group_state and must wait for its leaders (Kafka's persister retries
+    # COORDINATOR_NOT_AVAILABLE; franz-go's TestShareGroupOffsetsAdmin does exactly this)
+    admin = cluster.admin()
+    assert "__share_group_state" not in admin.list_topics()
+    topic = new_topic(cluster, 1, 20)
+    group = f"sg-{uuid.uuid4().hex[:6]}"
+    assert admin.alter_share_group_offsets(group, {(topic, 0): 8}) == {(topic, 0): 0}
+    assert admin.share_group_offsets(group)[(topic, 0)]["start_offset"] == 8
+
+
 def new_topic(cluster, partitions: int, n: int) -> str:
     topic = f"share-{uuid.uuid4().hex[:6]}"
     cluster.admin().create_topic(topic, partitions, 3)
