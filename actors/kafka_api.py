@@ -215,6 +215,9 @@ class KafkaBrokerApi:
     def finalized_features(self):
         return self.broker.finalized_features
 
+    def update_features(self, updates, validate_only: bool):
+        return self.broker.store.update_features(updates, validate_only)
+
     # -- metadata -------------------------------------------------------------------------------
     def metadata(self, topics, allow_auto_create: bool, listener: str) -> ClusterMetadata:
         b = self.broker

@@ -23,7 +23,12 @@ Rules:
     its partitions back while the other sees no rebalance (same generation).
   * transactions: consume-transform-produce with sendOffsetsToTransaction, every third
     transaction aborted and rewound, a second producer's transactions overlapping;
-    read_committed sees exactly the committed records, read_uncommitted every record.
+    read_committed sees exactly the committed records, read_uncommitted every record;
+    with a 4.x client on a cluster finalizing transaction.version 2 the producer's epoch
+    grows by one per transaction (KIP-890 part 2), else it stays.
+  * transactions-coordinator-kill: 40 transactions of one producer, the broker coordinating
+    its transactional id hard-killed half-way; timed-out commits committed again,
+    abortable errors aborted and resent; read_committed sees each committed record once.
   * admin-<group>: topics, configs, cluster-logdirs, producers-transactions,
     consumer-groups, delete-records, acls, scram, quotas, reassign-elect: every Admin call
     asserted; a failed call is named with its exception in "why".
@@ -33,6 +38,8 @@ Rules:
     ShareCheck.java.
   * consumer-groups-tool (4.x clients): Kafka 4's kafka-consumer-groups on a KIP-848 group
     (group.protocol=consumer): see ConsumerGroupsToolCheck.java.
+  * features-tool (4.x clients): Kafka 4's kafka-features describes, downgrades and
+    upgrades transaction.version, and the 4.x producer follows it: see FeaturesCheck.java.
   The assertions are in the Java sources (each check's class docstring); the Java program
   ends with "RESULT <json>" (figures) or "FAIL <one-line reason>" and its exit code.
 - The driver and the JVM talk over stdout/stdin: "KILL <broker id>" makes the driver call
@@ -83,9 +90,11 @@ CHECKS = [
     ("group-static-coordinator-kill", ["group", "static"]),
     ("group-consumer-coordinator-kill", ["group", "consumer"]),
     ("transactions", ["txn"]),
+    ("transactions-coordinator-kill", ["txnkill"]),
     ("admin", ["admin"]),
     ("share-groups", ["share"]),
     ("consumer-groups-tool", ["cgtool"]),
+    ("features-tool", ["features"]),
 ]
 
 
@@ -242,6 +251,9 @@ def _not_applicable(args: list[str], version: str, target_name: str) -> str | No
     if args[0] in ("share", "cgtool") and (version.startswith("3.") or kafka_3):
         return ("share groups (KIP-932) and KIP-848 groups need a 4.x client and a 4.x "
                 "(KRaft) broker")
+    if args[0] == "features" and (version.startswith("3.") or kafka_3):
+        return ("transaction.version (KIP-890 part 2) needs a 4.x client and a broker that "
+                "finalizes it (Kafka 3.9 in ZooKeeper mode does not)")
     return None
 
 

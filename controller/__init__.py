@@ -15,6 +15,8 @@ The pure core (this package's top-level modules):
   deletion, configs, reassignment, preferred elections;
 - topic_admin: admin changes to topics planned before any write (create, add partitions);
 - layout: Kafka's ZooKeeper data layout (paths, records, JSON codecs; pure);
+- features: the features rayka supports and Kafka's rules for changing the cluster's
+  finalized levels (UpdateFeatures; pure);
 - store_api: what the core needs from a store (a Protocol) and the store's outcome types.
 
 The I/O subpackage: `controller.zookeeper` (the kazoo store, the election and fenced writes,

@@ -289,6 +289,11 @@ class BrokerApi(Protocol):
     def finalized_features(self) -> tuple[Mapping[str, int], int]:
         """The cluster's finalized feature levels and their epoch (-1: none known yet)."""
 
+    def update_features(self, updates: Sequence[tuple[str, int, int]], validate_only: bool
+                        ) -> tuple[int, str | None]:
+        """UpdateFeatures: [(name, level, upgrade type)], all or nothing (controller/
+        features.py); (error, message)."""
+
     def produce(self, acks: int, timeout_ms: int, partitions: Sequence[tuple[TP, bytes]],
                 transactional_id: str | None = None, add_partitions: bool = False
                 ) -> "dict[TP, ProduceOutcome] | Deferred":

@@ -15,8 +15,9 @@ Rules:
   part 2's versions (transaction.version 2: Produce v12 adds its partition to the
   transaction, EndTxn v5 bumps the epoch and answers it, TxnOffsetCommit v5 adds the
   offsets partition). `api_table()` is README's table, checked by a test.
-- `SUPPORTED_FEATURES`: the feature ranges ApiVersions v3 advertises (name → (min, max));
-  the finalized levels are the cluster's (ZooKeeper's /feature, controller/layout.py).
+- `SUPPORTED_FEATURES`: the feature ranges ApiVersions v3 advertises (name → (min, max),
+  controller/features.py's); the finalized levels are the cluster's (ZooKeeper's /feature),
+  changed by UpdateFeatures.
 - The versions kio has no schema for (below Kafka 4's minimums) are protocol/legacy.py's;
   Produce v0-2 and Fetch v0-3 carry message formats v0/v1, converted to and from
   RecordBatch v2 (replicas/legacy_records.py). SaslHandshake v0 is followed by raw SASL
@@ -31,6 +32,8 @@ Rules:
 from __future__ import annotations
 
 from enum import IntEnum
+
+from controller.features import SUPPORTED as FEATURES
 
 __all__ = ["ApiKey", "SUPPORTED", "SUPPORTED_FEATURES", "REJECTED_VERSIONS", "KAFKA_38", "KAFKA_40", "api_table", "is_served",
            "is_advertised"]
@@ -80,6 +83,7 @@ class ApiKey(IntEnum):
     ALTER_CLIENT_QUOTAS = 49
     DESCRIBE_USER_SCRAM_CREDENTIALS = 50
     ALTER_USER_SCRAM_CREDENTIALS = 51
+    UPDATE_FEATURES = 57
     DESCRIBE_CLUSTER = 60
     DESCRIBE_PRODUCERS = 61
     DESCRIBE_TRANSACTIONS = 65
@@ -124,6 +128,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
     ApiKey.OFFSET_DELETE: (0, 0),
     ApiKey.DESCRIBE_CLUSTER: (0, 1),
+    ApiKey.UPDATE_FEATURES: (0, 1),            # the cluster's finalized features (/feature)
     ApiKey.FIND_COORDINATOR: (0, 6),           # v4+ batch keys; v6 key type 2 (share)
     ApiKey.JOIN_GROUP: (0, 9),
     ApiKey.SYNC_GROUP: (0, 5),
@@ -156,7 +161,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
 
 REJECTED_VERSIONS: dict[int, range] = {}
 
-SUPPORTED_FEATURES: dict[str, tuple[int, int]] = {"transaction.version": (0, 2)}
+SUPPORTED_FEATURES: dict[str, tuple[int, int]] = FEATURES
 
 # Kafka 3.8, ZooKeeper mode: api_key -> (name, min, max) as its ApiVersions advertises them
 KAFKA_38: dict[int, tuple[str, int, int]] = {

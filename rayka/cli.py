@@ -32,8 +32,8 @@ from controller.zookeeper.server import ZooKeeperLaunchError
 from rayka.chaos.runner import FAULT_KINDS as FAULT_KINDS_DEFAULT
 from rayka.chaos.runner import GROUP_FAULT_KINDS, TXN_FAULT_KINDS
 from rayka.errors import RayUnavailable
-from rayka.ops import (groups_cli, quotas_cli, ray_head, security_cli, transactions_cli,
-                       zookeeper_cli)
+from rayka.ops import (features_cli, groups_cli, quotas_cli, ray_head, security_cli,
+                       transactions_cli, zookeeper_cli)
 from rayka.ops.procs import pid_alive
 from rayka.ops.properties import load_properties
 from replicas.errors import KafkaError
@@ -259,6 +259,7 @@ def build_parser() -> argparse.ArgumentParser:
     transactions_cli.add_parser(sub, command)
     security_cli.add_parser(sub, command)
     quotas_cli.add_parser(sub, command)
+    features_cli.add_parser(sub, command)
     sub.add_parser("version", help="print the version")
     for p in with_cluster:       # `rayka users add u --name c` as well as `rayka users --name c add u`
         for action in p._subparsers._group_actions if p._subparsers else ():
@@ -651,7 +652,8 @@ COMMANDS = {"start": cmd_start, "status": cmd_status, "stop": cmd_stop,
             "transactions": lambda args: transactions_cli.run(args, _attach(args)),
             "users": lambda args: security_cli.run_users(args, _attach(args)),
             "acls": lambda args: security_cli.run_acls(args, _attach(args)),
-            "quotas": lambda args: quotas_cli.run(args, _attach(args))}
+            "quotas": lambda args: quotas_cli.run(args, _attach(args)),
+            "features": lambda args: features_cli.run(args, _attach(args))}
 
 
 def _say_warnings() -> None:

@@ -492,6 +492,14 @@ class FakeBrokerApi(FakeShares):
     def finalized_features(self):
         return self.finalized
 
+    def update_features(self, updates, validate_only: bool):
+        from controller.features import plan_update
+        self._record("update_features", updates=list(updates), validate_only=validate_only)
+        error, message, levels = plan_update(self.finalized[0], updates)
+        if not error and not validate_only:
+            self.finalized = (levels, self.finalized[1] + 1)
+        return error, message
+
     def init_producer_id(self, transactional_id, producer_id: int, producer_epoch: int):
         self._record("init_producer_id", transactional_id=transactional_id,
                      producer_id=producer_id, producer_epoch=producer_epoch)

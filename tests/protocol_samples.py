@@ -21,7 +21,7 @@ from kafka.protocol.admin import (
     DescribeClusterRequest, DescribeClusterResponse, DescribeConfigsRequest,
     DescribeConfigsResponse, DescribeGroupsRequest, DescribeGroupsResponse,
     IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse, ListGroupsRequest,
-    ListGroupsResponse,
+    ListGroupsResponse, UpdateFeaturesRequest, UpdateFeaturesResponse,
 )
 from kafka.protocol.admin.acl import (
     CreateAclsRequest, CreateAclsResponse, DeleteAclsRequest, DeleteAclsResponse,
@@ -166,7 +166,8 @@ RESPONSES = {0: ProduceResponse, 1: FetchResponse, 2: ListOffsetsResponse,
              69: ConsumerGroupDescribeResponse, 76: ShareGroupHeartbeatResponse,
              77: ShareGroupDescribeResponse, 78: ShareFetchResponse,
              79: ShareAcknowledgeResponse, 90: DescribeShareGroupOffsetsResponse,
-             91: AlterShareGroupOffsetsResponse, 92: DeleteShareGroupOffsetsResponse}
+             91: AlterShareGroupOffsetsResponse, 92: DeleteShareGroupOffsetsResponse,
+             57: UpdateFeaturesResponse}
 
 # an ACL filter matching everything (resource type ANY 1, pattern ANY 1, operation ANY 1,
 # permission ANY 1), and one literal Read allow for User:alice on topic orders
@@ -543,6 +544,9 @@ SAMPLES = {
     92: lambda v: DeleteShareGroupOffsetsRequest[v](group_id="g1", topics=[
         DeleteShareGroupOffsetsRequest.DeleteShareGroupOffsetsRequestTopic(topic_name=t)
         for t in ASKED]),
+    57: lambda v: UpdateFeaturesRequest[v](timeout_ms=5000, feature_updates=[
+        UpdateFeaturesRequest.FeatureUpdateKey(feature="transaction.version",
+                                               max_version_level=2)]),
 }
 
 _ACK = ShareAcknowledgeRequest

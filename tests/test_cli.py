@@ -162,6 +162,25 @@ def test_errors_against_a_running_cluster_are_typed_one_liners(cli):
     assert listed & {"big", "cfg", "nope", "dup"} == {"dup"}   # nothing half-made
 
 
+def test_features_describe_downgrade_and_a_refused_upgrade(cli):
+    env, _home, name, _state, _out = cli
+    n = ["--name", name]
+    described = run(env, "features", "describe", *n)
+    assert described.returncode == 0, described.stderr.decode()
+    assert described.stdout.decode().startswith(
+        "Feature: transaction.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 2\t"
+        "FinalizedVersionLevel: 2\tEpoch: ")
+    line = one_line_error(run(env, "features", "upgrade", "--feature", "transaction.version=1",
+                              *n))
+    assert line.startswith("rayka: INVALID_UPDATE_VERSION (95)") and "downgrade" in line
+    down = run(env, "features", "downgrade", "--feature", "transaction.version=1", *n)
+    assert down.returncode == 0, down.stderr.decode()
+    got = json.loads(run(env, "features", "describe", "--json", *n).stdout)
+    assert got["finalized"] == {"transaction.version": 1}
+    up = run(env, "features", "upgrade", "--feature", "transaction.version=2", *n)
+    assert up.returncode == 0, up.stderr.decode()
+
+
 def test_stop_ends_the_cluster_and_its_private_ray_head(cli):
     env, home, name, state, _out = cli
     assert state.owned and pid_alive(state.pid)

@@ -30,7 +30,7 @@ METHOD = {0: "produce", 1: "fetch", 2: "list_offsets", 3: "metadata", 19: "creat
           32: "describe_configs", 37: "create_partitions", 44: "alter_configs",
           60: "metadata", 10: "find_coordinator", 27: "write_txn_markers",
           61: "describe_producers", 33: "replace_configs", 35: "describe_log_dirs",
-          43: "elect_leaders", 45: "alter_partition_reassignments",
+          43: "elect_leaders", 45: "alter_partition_reassignments", 57: "update_features",
           46: "list_partition_reassignments", 47: "group_call",
           **dict.fromkeys((8, 9, 11, 12, 13, 14, 15, 16, 42, 28, 68, 69), "group_call"),
           76: "share_heartbeat", 77: "share_describe", 78: "share_fetch",

@@ -840,6 +840,11 @@ CASES = [
          lambda fake: fake.calls_of("elect_leaders"),
          _all_codes(31),
          lambda r, f, v: 84 in codes_of(r) and 31 not in codes_of(r)),   # preferred leads
+    Case("UpdateFeatures", 57, lambda v: sample_request(57, v), [cluster_acl(Op.ALTER)],
+         lambda fake: fake.calls_of("update_features"),
+         lambda r, f, v: (r.error_code, r.results) == (31, []),
+         lambda r, f, v: r.error_code == 0
+         and [x.feature for x in r.results] == ["transaction.version"]),
     Case("AlterPartitionReassignments", 45, lambda v: sample_request(45, v),
          [cluster_acl(Op.ALTER)],
          lambda fake: fake.calls_of("alter_partition_reassignments"),

@@ -63,7 +63,8 @@ from controller.zookeeper.fenced import ControllerElection, FencedWriter, ZkElec
 from controller.zookeeper.multi import (MAX_BYTES_PER_MULTI, MAX_OPS_PER_MULTI, Op, all_ok,
                                         first_failure)
 from controller.layout import (BROKER_IDS, BROKER_TOPICS, CLUSTER_ID, CONFIG_CHANGE_PREFIX,
-                               CONFIG_CHANGES, CONFIG_USERS, DELETE_TOPICS, FEATURE,
+                               CONFIG_CHANGES, CONFIG_USERS, DEFAULT_FEATURES, DELETE_TOPICS,
+                               FEATURE,
                                ISR_CHANGE_NOTIFICATION, ISR_CHANGE_PREFIX,
                                LATEST_PRODUCER_ID_BLOCK, PREFERRED_REPLICA_ELECTION,
                                PRODUCER_ID_BLOCK_SIZE, REASSIGN_PARTITIONS, BrokerRegistration,
@@ -75,8 +76,10 @@ from controller.layout import (BROKER_IDS, BROKER_TOPICS, CLUSTER_ID, CONFIG_CHA
                                encode_cluster_id, encode_features, encode_partition_list, encode_producer_id_block,
                                encode_reassignment, encode_topic_config, isr_change_path,
                                new_topic_id, partition_state_path, partitions_path, topic_path)
+from controller.features import plan_update
 from controller.topic_config import normalize_topic_config
-from replicas.errors import InvalidPartitions, TopicAlreadyExists, UnknownTopicOrPartition
+from replicas.errors import (ErrorCode, InvalidPartitions, TopicAlreadyExists,
+                             UnknownTopicOrPartition)
 
 __all__ = [
     "ZkStore", "FencedWriter", "ControllerElection", "ZkWatch",
@@ -435,9 +438,28 @@ class ZkStore(ZkElectionSession):
         raise ZkStoreError("get_or_create_features: /feature kept changing")
 
     @zk_call
-    def set_features(self, features: Mapping[str, int]) -> int:
-        """Replace the finalized levels; the new epoch."""
-        return self._client.set(self._abs(FEATURE), encode_features(features)).version
+    def set_features(self, features: Mapping[str, int], version: int = -1) -> int | None:
+        """Replace the finalized levels (only at zkVersion `version`, unless -1); the new
+        epoch, or None when /feature changed meanwhile."""
+        try:
+            return self._client.set(self._abs(FEATURE), encode_features(features),
+                                    version=version).version
+        except BadVersionError:
+            return None
+
+    def update_features(self, updates, validate_only: bool = False,
+                        defaults: Mapping[str, int] = DEFAULT_FEATURES) -> tuple[int, str | None]:
+        """UpdateFeatures: [(name, level, upgrade type)] checked by controller/features.py's
+        rules against /feature and written at the version read (a concurrent change: read
+        again); (error, message)."""
+        for _ in range(10):
+            levels, epoch = self.get_or_create_features(defaults)
+            error, message, new = plan_update(levels, updates)
+            if error or validate_only:
+                return error, message
+            if new == levels or self.set_features(new, epoch) is not None:
+                return 0, None
+        return ErrorCode.FEATURE_UPDATE_FAILED, "/feature kept changing"
 
     @zk_call
     def watch_features(self, callback: Callable[[tuple[dict[str, int], int] | None], None]

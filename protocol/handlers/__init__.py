@@ -82,6 +82,7 @@ HANDLERS: dict[int, Handler] = {
     35: replication.describe_log_dirs,
     43: replication.elect_leaders,
     44: admin.incremental_alter_configs,
+    57: admin.update_features,
     45: replication.alter_partition_reassignments,
     46: replication.list_partition_reassignments,
     47: groups.offset_delete,

@@ -1,5 +1,5 @@
 """Admin APIs: CreateTopics (19), DeleteTopics (20), CreatePartitions (37),
-DescribeConfigs (32), AlterConfigs (33), IncrementalAlterConfigs (44).
+DescribeConfigs (32), AlterConfigs (33), IncrementalAlterConfigs (44), UpdateFeatures (57).
 
 Rules (Kafka's ZkAdminManager): every topic / resource gets its own error code and message;
 a topic named twice in CreateTopics is INVALID_REQUEST for every copy, in CreatePartitions
@@ -17,6 +17,11 @@ INVALID_REQUEST for every copy, so is one naming a config twice, a null value (e
 incremental DELETE) or an unknown resource type; the rest are answered in the order asked.
 DescribeConfigs describes a resource named twice twice, each with its own keys.
 AlterConfigs replaces a topic's overrides with exactly the ones sent.
+UpdateFeatures (v0-1): the cluster's finalized feature levels, all updates or none
+(controller/features.py's rules); v0's AllowDowngrade reads as a safe downgrade, v1 sends
+its upgrade type and may only validate. A success answers every feature NONE; an error
+answers it at the top with no per-feature results (Kafka 4's UpdateFeaturesResponse.
+createWithErrors).
 """
 
 from __future__ import annotations
@@ -199,3 +204,22 @@ def alter_configs(api: BrokerApi, request, _listener: str):
         [(ConfigResource(r.resource_type, r.resource_name),
           [(c.name, c.value) for c in r.configs]) for r in rs], bool(body.validate_only)))
     return build(key, v, "AlterConfigsResponse", responses=responses)
+
+
+# -- features --------------------------------------------------------------------------------------
+def update_features(api: BrokerApi, request, _listener: str):
+    from controller.features import SAFE_DOWNGRADE, UPGRADE
+    body, key, v = request.body, request.api_key, request.api_version
+    updates = [(u.feature, int(u.max_version_level),
+                int(u.upgrade_type) if v >= 1 else
+                (SAFE_DOWNGRADE if u.allow_downgrade else UPGRADE))
+               for u in body.feature_updates]
+    if len({name for name, _l, _t in updates}) != len(updates):
+        error, message = E.INVALID_REQUEST, "Duplicate feature names in the request."
+    else:
+        error, message = api.update_features(updates, bool(getattr(body, "validate_only",
+                                                                    False)))
+    return build(key, v, "UpdateFeaturesResponse", error_code=error, error_message=message,
+                 results=() if error else tuple(
+                     build(key, v, "UpdatableFeatureResult", feature=name, error_code=E.NONE,
+                           error_message=None) for name, _l, _t in updates))

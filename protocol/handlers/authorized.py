@@ -56,8 +56,8 @@ unknown topic is TOPIC_AUTHORIZATION_FAILED, not UNKNOWN_TOPIC_OR_PARTITION):
   one of them without an authorizer.
 - AlterConfigs as IncrementalAlterConfigs (Alter on the cluster for brokers).
   DescribeLogDirs and ListPartitionReassignments need Describe on the cluster,
-  ElectLeaders and AlterPartitionReassignments Alter: else the whole request is
-  CLUSTER_AUTHORIZATION_FAILED (31).
+  ElectLeaders, AlterPartitionReassignments and UpdateFeatures Alter: else the whole
+  request is CLUSTER_AUTHORIZATION_FAILED (31).
 """
 
 from __future__ import annotations
@@ -269,6 +269,11 @@ class AuthorizedApi:
         if not self._cluster(Op.DESCRIBE):
             raise ClusterAuthorizationFailed("Cluster authorization failed.")
         return self._api.describe_log_dirs(tps)
+
+    def update_features(self, updates, validate_only):
+        if not self._cluster(Op.ALTER):
+            return E.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed."
+        return self._api.update_features(updates, validate_only)
 
     def elect_leaders(self, election_type, tps, timeout_ms):
         if not self._cluster(Op.ALTER):

@@ -68,6 +68,32 @@ class Admin:
                      and name not in self.store.get_topic_deletions(),
                      timeout_s, f"topic {name} to be deleted")
 
+    # -- features -------------------------------------------------------------------------------
+    def features(self) -> dict:
+        """The cluster's features (ZooKeeper's /feature): {"supported": {name: (min, max)},
+        "finalized": {name: level}, "epoch": its zkVersion}, what kafka-features describe
+        shows."""
+        from controller.features import SUPPORTED
+        from controller.layout import DEFAULT_FEATURES
+        levels, epoch = self.store.get_or_create_features(DEFAULT_FEATURES)
+        return {"supported": dict(SUPPORTED), "finalized": levels, "epoch": epoch}
+
+    def update_features(self, levels: Mapping[str, int], downgrade: str | None = None,
+                        validate_only: bool = False) -> None:
+        """Set finalized feature levels, all or none, by Kafka's rules (UpdateFeatures,
+        controller/features.py): a lower level needs `downgrade` "safe" or "unsafe", level 0
+        removes the feature; InvalidUpdateVersion (95) otherwise. Brokers follow /feature
+        (a transaction.version change reaches producers that connect afterwards)."""
+        from controller.features import SAFE_DOWNGRADE, UNSAFE_DOWNGRADE, UPGRADE
+        kinds = {None: UPGRADE, "safe": SAFE_DOWNGRADE, "unsafe": UNSAFE_DOWNGRADE}
+        if downgrade not in kinds:
+            raise InvalidRequest(f"downgrade must be 'safe' or 'unsafe', not {downgrade!r}")
+        error, message = self.store.update_features(
+            [(name, int(level), kinds[downgrade]) for name, level in levels.items()],
+            validate_only)
+        if error:
+            raise error_for_code(error, message or "")
+
     def list_topics(self) -> list[str]:
         return sorted(self.store.get_topics())
 

@@ -5,9 +5,9 @@
 - properties: Kafka's server.properties format (`rayka start --config-file`);
 - zookeeper_service: `rayka zookeeper start|stop|status`, one ensemble member of a deployment
   (the server itself is controller.zookeeper.server);
-- zookeeper_cli, groups_cli, transactions_cli, security_cli, quotas_cli: the `rayka
-  zookeeper`, `rayka groups`, `rayka transactions`, `rayka users|acls` and `rayka quotas`
-  subcommands;
+- zookeeper_cli, groups_cli, transactions_cli, security_cli, quotas_cli, features_cli: the
+  `rayka zookeeper`, `rayka groups`, `rayka transactions`, `rayka users|acls`, `rayka
+  quotas` and `rayka features` subcommands;
 - procs: processes by pid: `pid_alive`, the one answer to "is this pid still running",
   `family` (a pid's process tree) and `stop_pids` (SIGTERM, grace, SIGKILL);
 - demo: the log demo (`rayka demo --log-only`) and `local_cluster`, shared with the Spark demo;

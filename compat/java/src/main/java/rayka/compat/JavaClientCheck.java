@@ -11,9 +11,11 @@ import java.util.Map;
  *   group BOOTSTRAP PREFIX MODE   two consumers of one group through a coordinator kill
  *                                 (MODE: range | cooperative | static)
  *   txn BOOTSTRAP PREFIX          transactions: commit/abort, consume-transform-produce
+ *   txnkill BOOTSTRAP PREFIX      transactions through a transaction-coordinator kill
  *   admin BOOTSTRAP PREFIX        the Admin calls a tool uses, each asserted
  *   share BOOTSTRAP PREFIX        KIP-932 share groups (ShareCheck, in 4.x builds only)
  *   cgtool BOOTSTRAP PREFIX       Kafka 4's kafka-consumer-groups on a KIP-848 group (4.x)
+ *   features BOOTSTRAP PREFIX     kafka-features and the transaction version it sets (4.x)
  *
  * Protocol with the driver (compat/java_client.py), one line each on stdout:
  *   KILL <broker id>   the driver hard-kills that broker and answers a line on stdin
@@ -52,9 +54,11 @@ public final class JavaClientCheck {
                 case "idempotent" -> IdempotentCheck.run(bootstrap, prefix);
                 case "group" -> GroupCheck.run(bootstrap, prefix, args.length > 3 ? args[3] : "range");
                 case "txn" -> TxnCheck.run(bootstrap, prefix);
+                case "txnkill" -> TxnKillCheck.run(bootstrap, prefix);
                 case "admin" -> AdminCheck.run(bootstrap, prefix);
                 case "share" -> kafka4Check("ShareCheck", bootstrap, prefix);
                 case "cgtool" -> kafka4Check("ConsumerGroupsToolCheck", bootstrap, prefix);
+                case "features" -> kafka4Check("FeaturesCheck", bootstrap, prefix);
                 default -> throw new CheckFailed("unknown check " + args[0]);
             };
             result.put("client", clientVersion());
