@@ -69,6 +69,27 @@ class GroupCoordinatorConfig:
     def __post_init__(self) -> None:
         if self.group_min_session_timeout_ms > self.group_max_session_timeout_ms:
             raise ValueError("group.min.session.timeout.ms > group.max.session.timeout.ms")
+        # Kafka 4's GroupCoordinatorConfig requires each KIP-848 / KIP-932 default within its
+        # bounds and below its session timeout, so no group's effective config starts invalid
+        for kind in ("consumer", "share"):
+            for what in ("heartbeat_interval_ms", "session_timeout_ms"):
+                lo = getattr(self, f"group_{kind}_min_{what}")
+                hi = getattr(self, f"group_{kind}_max_{what}")
+                value = getattr(self, f"group_{kind}_{what}")
+                name = dotted_key(f"group_{kind}_{what}")
+                if hi < lo:
+                    raise ValueError(f"{dotted_key(f'group_{kind}_max_{what}')} must be greater "
+                                     f"than or equal to {dotted_key(f'group_{kind}_min_{what}')}")
+                if value < lo:
+                    raise ValueError(f"{name} must be greater than or equal to "
+                                     f"{dotted_key(f'group_{kind}_min_{what}')}")
+                if value > hi:
+                    raise ValueError(f"{name} must be less than or equal to "
+                                     f"{dotted_key(f'group_{kind}_max_{what}')}")
+            if getattr(self, f"group_{kind}_heartbeat_interval_ms") >= \
+                    getattr(self, f"group_{kind}_session_timeout_ms"):
+                raise ValueError(f"group.{kind}.heartbeat.interval.ms must be less than "
+                                 f"group.{kind}.session.timeout.ms")
         if (self.group_max_size < 1 or self.offsets_topic_num_partitions < 1
                 or self.offsets_retention_minutes < 1 or self.offsets_retention_check_interval_ms < 1
                 or self.group_initial_rebalance_delay_ms < 0 or self.offset_metadata_max_bytes < 0

@@ -288,7 +288,8 @@ def test_an_empty_consumer_group_stays_when_its_last_offset_is_deleted():
 
 # -- timers, loading ------------------------------------------------------------------------------
 def test_a_silent_member_is_fenced_at_its_session_timeout_and_that_is_written():
-    d = owned_driver(group_consumer_session_timeout_ms=6000)
+    d = owned_driver(group_consumer_min_session_timeout_ms=6000,
+                     group_consumer_session_timeout_ms=6000)
     answered(d, join("m1"))
     answered(d, join("m2"))
     assert d.coord.next_deadline_ms() <= 6000

@@ -29,7 +29,9 @@ def cluster(ray_session, tmp_path_factory):
     c = rayka.start_local(name=f"k{uuid.uuid4().hex[:8]}", brokers=3, controllers=2,
                           data_dir=str(tmp_path_factory.mktemp("rayka")),
                           replica_lag_time_max_ms=3000, include_dashboard=False,
+                          group_consumer_min_session_timeout_ms=6000,
                           group_consumer_session_timeout_ms=6000,
+                          group_consumer_min_heartbeat_interval_ms=500,
                           group_consumer_heartbeat_interval_ms=500,
                           offsets_topic_num_partitions=OFFSETS_PARTITIONS)
     yield c

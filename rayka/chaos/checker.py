@@ -87,6 +87,11 @@ INVARIANTS: dict[int, tuple[str, tuple[str, ...]]] = {
     15: ("transactional reads: every commit, no duplicate, no gap",
          ("uncommitted-missing", "txn-duplicate", "txn-mismatch", "txn-phantom",
           "txn-reordered", "txn-gap")),
+    # share groups, when the run had one (rayka/chaos/share_checker.py)
+    16: ("no record's acceptance settled twice", ("accepted-twice",)),
+    17: ("every acknowledged record accepted", ("share-unconsumed", "share-not-finished")),
+    18: ("delivery counts within the limit, never back by more than one",
+         ("delivery-limit",)),
 }
 TXN_INVARIANTS = (10, 11, 12, 13, 14, 15)
 _REQUIRED = {

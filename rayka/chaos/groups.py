@@ -44,7 +44,9 @@ SESSION_MS, HEARTBEAT_MS, AUTO_COMMIT_MS = 3000, 300, 1000
 # few seconds mid-rebalance stall the group for the whole run
 GROUP_BROKER_CONFIG = {"group_min_session_timeout_ms": 1000,
                        "group_initial_rebalance_delay_ms": 500,
-                       "group_consumer_session_timeout_ms": SESSION_MS,    # KIP-848 groups
+                       "group_consumer_min_session_timeout_ms": SESSION_MS,  # KIP-848 groups
+                       "group_consumer_session_timeout_ms": SESSION_MS,
+                       "group_consumer_min_heartbeat_interval_ms": HEARTBEAT_MS,
                        "group_consumer_heartbeat_interval_ms": HEARTBEAT_MS}
 POLL_MS = 200
 
