@@ -50,8 +50,9 @@ core/.../log/UnifiedLog.scala analyzeAndValidateProducerState):
   epoch, and must not join the previous one whose marker has not arrived yet); otherwise its entry is created once (a fresh guard, the
   lowest sequence and epoch seen) and returned again to every later call until a
   transactional batch or a marker of that producer is appended, the state is invalidated
-  (truncation) or the shell clears the guards (leadership change): clearing on those two
-  is rayka's (Kafka keeps them until producer.id.expiration.ms). A verification started for
+  (truncation) or the shell clears the guards (this replica becomes leader or follower; a
+  leader re-asserted at a new epoch keeps them): clearing on those two is rayka's (Kafka
+  keeps them until producer.id.expiration.ms). A verification started for
   a transaction.version 2 client (`supports_epoch_bump`) survives a marker AT ITS EPOCH (the
   previous transaction's, written with the bumped epoch), and such a client's first batch
   of a producer unknown here must start at sequence 0 (→ OUT_OF_ORDER_SEQUENCE_NUMBER).
@@ -285,8 +286,14 @@ class ProducerStateManager:
                     raise InvalidProducerEpoch(   # a stale epoch first (Kafka 4)
                         f"producer {pid}: epoch {header.producer_epoch} is older than the "
                         f"current epoch {current.epoch}")
-                raise InvalidTxnState(f"producer {pid}: record was not part of an ongoing "
-                                      "transaction (no valid verification guard)")
+                held = self._verifications.get(pid)
+                raise InvalidTxnState(
+                    f"producer {pid}: record was not part of an ongoing transaction (no valid "
+                    f"verification guard: {guard.value if guard else None} given, "
+                    f"{held.guard.value if held else None} held at epoch "
+                    f"{held.epoch if held else None}; batch epoch {header.producer_epoch}, "
+                    f"producer epoch {current.epoch if current else None}, transaction here "
+                    f"{'open' if current and current.current_txn_first_offset is not None else 'not open'})")
             so_far = working.get(pid)
             self._check(pid, header, current, None if so_far is None else so_far[:2],
                         origin, self._verifications.get(pid))

@@ -423,7 +423,10 @@ class ReplicaManager:
     def _make_leader(self, part: _Partition, st, replicas, isr, now: int) -> list:
         log = part.log
         part.producers.ensure_loaded()
-        part.producers.clear_verifications()
+        if not part.state.is_leader:
+            # a new leadership ends the verifications; a leader re-asserted at a new epoch
+            # (the controller shrank the ISR) keeps those in flight, as Kafka keeps them
+            part.producers.clear_verifications()
         log.epoch_cache.assign(st.leader_epoch, log.log_end_offset)
         return self._process(part, ps.BecomeLeader(
             replicas, isr, st.leader_epoch, st.zk_version, log.log_end_offset,

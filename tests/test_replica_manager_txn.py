@@ -134,7 +134,10 @@ def test_verification_guards(cluster):
         leader.maybe_start_verification(("nope", 0), PID, EPOCH, 0)
     guard = leader.maybe_start_verification(tp, PID, EPOCH, 0)
     assert leader.maybe_start_verification(tp, PID, EPOCH, 0) == guard     # the same until used
-    cluster.elect(tp, 1)                                     # a leadership change ends it
+    cluster.elect(tp, 1)           # the same leader at a new epoch keeps it, as Kafka does
+    assert leader.maybe_start_verification(tp, PID, EPOCH, 0) == guard
+    cluster.elect(tp, 2)
+    cluster.elect(tp, 1)                                     # a leadership that moved ends it
     assert leader.append(tp, buf, 1, 1000, verification_guard=guard).error == 48
     guard = leader.maybe_start_verification(tp, PID, EPOCH, 0)
     assert leader.append(tp, buf, 1, 1000, verification_guard=guard).error == 0
