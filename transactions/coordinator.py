@@ -410,17 +410,9 @@ class TransactionCoordinator:
             if error is None and epoch_now != coordinator_epoch:
                 error = E.NOT_COORDINATOR
             if error is None:
-                if md_now is None:
-                    raise IllegalTransactionState("the coordinator owns the partition but has "
-                                                  "no metadata for a transaction it prepared")
-                if md_now.producer_id != producer_id:
-                    error = E.INVALID_PRODUCER_ID_MAPPING
-                elif md_now.producer_epoch not in (producer_epoch, producer_epoch + 1):
-                    error = E.PRODUCER_FENCED
-                elif md_now.pending_transition_in_progress:
-                    error = E.CONCURRENT_TRANSACTIONS
-                elif md_now.state is not wanted:
-                    error = E.INVALID_TXN_STATE
+                # the Prepare* write bumped the epoch, unless it was a retry already bumped
+                error = self._check_prepared(md_now, producer_id,
+                                             (producer_epoch, producer_epoch + 1), committed)
             if error is not None:
                 return callback(error)
             complete = md_now.prepare_complete(self._now())
@@ -470,7 +462,7 @@ class TransactionCoordinator:
             if error is None and epoch_now != coordinator_epoch:
                 error = E.NOT_COORDINATOR
             if error is None:
-                error = self._check_prepared(md_now, producer_id, producer_epoch, committed)
+                error = self._check_prepared(md_now, producer_id, (producer_epoch,), committed)
             if error is not None:
                 return callback(error)
             complete = md_now.prepare_complete(self._now())
@@ -494,15 +486,16 @@ class TransactionCoordinator:
         return E.INVALID_TXN_STATE
 
     @staticmethod
-    def _check_prepared(md: TransactionMetadata | None, producer_id: int, producer_epoch: int,
-                        committed: bool) -> int | None:
-        """The checks after the Prepare* write, before the markers are sent."""
+    def _check_prepared(md: TransactionMetadata | None, producer_id: int,
+                        producer_epochs: tuple[int, ...], committed: bool) -> int | None:
+        """The checks after the Prepare* write, before the markers are sent; the epoch must
+        be one of `producer_epochs`."""
         if md is None:
             raise IllegalTransactionState("the coordinator owns the partition but has no "
                                           "metadata for a transaction it just prepared")
         if md.producer_id != producer_id:
             return E.INVALID_PRODUCER_ID_MAPPING
-        if md.producer_epoch != producer_epoch:
+        if md.producer_epoch not in producer_epochs:
             return E.PRODUCER_FENCED
         if md.pending_transition_in_progress:
             return E.CONCURRENT_TRANSACTIONS
