@@ -161,16 +161,21 @@ class Broker:
         self.network = EventLoop(f"broker-{broker_id}-network")   # sockets, timers, fetchers
         self.timers = Timers(self.network)
         self._produce_waiters: dict[int, PendingProduce] = {}   # pending id → its call
-        self.rm = ReplicaManager(broker_id, BrokerConfig(data_dir=data_dir,
-                                                         default_topic_config=self.topic_defaults,
-                                                         **settings.replica_manager),
-                                   _clock_ms, wall_clock_ms=lambda: int(time.time() * 1000))
-        self.recovery = self.rm.startup()
         self.fetchers: dict[int, Fetcher] = {}
         self._cut_until: dict[int | None, float] = {}    # link-cut failpoint, by leader
         self._alter = queue.Queue()
         self.stopped = threading.Event()
         self.store = store
+        self._serving_dirs = False       # failures before that are learnt from LeaderAndIsr
+        rm_settings = dict(settings.replica_manager)
+        log_dirs = tuple(os.path.join(d, f"broker-{broker_id}")
+                         for d in rm_settings.pop("log_dirs", ()))
+        self.rm = ReplicaManager(broker_id, BrokerConfig(data_dir=data_dir, log_dirs=log_dirs,
+                                                         default_topic_config=self.topic_defaults,
+                                                         **rm_settings),
+                                 _clock_ms, wall_clock_ms=lambda: int(time.time() * 1000),
+                                 on_log_dir_failure=self._on_log_dir_failure)
+        self.recovery = self.rm.startup()
         self._session_lost = False
         self.store.add_state_listener(self._on_zk_state)
         self.groups = GroupHost(self, settings.group)
@@ -196,6 +201,7 @@ class Broker:
         self._serve_anyway.daemon = True
         self._serve_anyway.start()
         self._register()
+        self._serving_dirs = True
         threading.Thread(target=self._background, daemon=True, name="broker-background").start()
         threading.Thread(target=self._alter_sender, daemon=True, name="broker-alter").start()
         if self.rm.config.log_cleaner_enable:
@@ -336,6 +342,48 @@ class Broker:
             endpoints = tuple(reg.endpoints) if reg is not None else ()
         return next((e for e in endpoints if e.listener == self.inter_broker_listener), None)
 
+    def _on_log_dir_failure(self, failure) -> None:
+        """A log directory went offline (Kafka's ReplicaManager.handleLogDirFailure); the
+        replica manager calls this under the lock. Its partitions' fetchers and coordinator
+        roles stop, their waiting produces are answered, parked fetches read again (and get
+        KAFKA_STORAGE_ERROR), and the controller hears of it through ZooKeeper's
+        /log_dir_event_notification, then moves their leadership. A broker whose every
+        directory failed stays registered and answers KAFKA_STORAGE_ERROR for all its
+        replicas (Kafka halts it instead; here `rayka status` can still say why)."""
+        log.error("broker %s: log directory %s is offline (%s); %d partitions stop being "
+                  "served here%s", self.id, failure.path, failure.reason,
+                  len(failure.partitions),
+                  "; every log directory is offline" if failure.all_offline else "")
+        self.apply_effects(failure.effects)
+        if failure.partitions:
+            self._move_fetchers(failure.partitions, {})
+            self._offsets_leadership((), failure.partitions)
+            self.parked.moved(list(failure.partitions))
+            self.changed.notify_all()
+        if self._serving_dirs:
+            threading.Thread(target=self._propagate_log_dir_event, daemon=True,
+                             name="broker-log-dir-event").start()
+
+    def _propagate_log_dir_event(self) -> None:
+        """Kafka's propagateLogDirEvent: a persistent sequential notice for the controller,
+        retried while ZooKeeper is away (the controller must hear of it)."""
+        while not self.stopped.is_set():
+            try:
+                self.store.propagate_log_dir_event(self.id)
+                return
+            except Exception as exc:
+                log.warning("broker %s: log dir event not written yet: %s", self.id, exc)
+                self.stopped.wait(0.5)
+
+    def log_dirs(self) -> list[dict]:
+        """Every log directory: path, online, why offline, partitions held or lost."""
+        with self.lock:
+            dirs = self.rm.log_dirs()
+        for d in dirs:
+            d["partitions"] = [list(tp) for tp in d["partitions"]]
+            d["offline_partitions"] = [list(tp) for tp in d["offline_partitions"]]
+        return dirs
+
     def apply_effects(self, effects) -> None:
         """Carry out replica-manager effects; caller holds the lock."""
         moved = []
@@ -382,9 +430,13 @@ class Broker:
         term = (int(epoch), int(controller_id))
         if term in self._controller_terms:
             return
-        with open(os.path.join(self.data_dir, CONTROLLER_EPOCHS_LOG), "a") as f:
-            f.write(f"{term[0]} {term[1]}\n")
-            f.flush()
+        try:
+            with open(os.path.join(self.data_dir, CONTROLLER_EPOCHS_LOG), "a") as f:
+                f.write(f"{term[0]} {term[1]}\n")
+                f.flush()
+        except OSError as exc:       # a full or failed disk must not refuse the controller
+            log.error("broker %s: cannot record controller term %s: %s", self.id, term, exc)
+            return
         self._controller_terms.add(term)
 
     def _apply_controller_request(self, request) -> dict:

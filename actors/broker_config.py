@@ -16,7 +16,9 @@ Rules:
   and replica-manager settings (`replica.lag.time.max.ms`,
   `max.fetch.bytes`, `hw.checkpoint.interval.ms`, `log.retention.check.interval.ms`,
   `log.cleaner.enable`, `log.cleaner.backoff.ms`, `log.max.open.files`: the LRU of open
-  segment files, half the process's descriptor limit by default) to BrokerConfig.
+  segment files, half the process's descriptor limit by default) to BrokerConfig;
+  `log.dirs` (over `log.dir`; comma-separated) too: each broker keeps its logs in
+  `broker-<id>/` under each listed directory (default: the broker's data dir alone).
 - Everything else is a topic-config default; Kafka's broker names of topic defaults
   (`log.retention.ms`, `log.segment.bytes`, `log.roll.ms`, ...) map to the topic names.
 - A group config that does not parse raises InvalidConfig; so does replication over a SASL
@@ -114,6 +116,20 @@ def broker_config_for(shared: dict, own: dict | None) -> dict:
     return {**{k: v for k, v in shared.items() if dotted_key(k) not in mine}, **own}
 
 
+def log_dirs_of(log_dirs, log_dir) -> tuple[str, ...]:
+    """Kafka's log.dirs (comma-separated, or a list) over log.dir; () for neither (the
+    broker's data dir). Each broker keeps its logs in `broker-<id>/` under each one, so
+    one cluster-wide setting serves every broker of a machine."""
+    given = log_dirs if log_dirs not in (None, "") else log_dir
+    if given in (None, ""):
+        return ()
+    items = given.split(",") if isinstance(given, str) else list(given)
+    dirs = tuple(str(d).strip() for d in items if str(d).strip())
+    if not dirs:
+        raise InvalidConfig(f"log.dirs {given!r} names no directory")
+    return dirs
+
+
 def split_broker_config(config: dict | None) -> BrokerSettings:
     config = dict(config or {})
     tick_ms = int(config.pop("tick_ms", 100))
@@ -125,8 +141,11 @@ def split_broker_config(config: dict | None) -> BrokerSettings:
     group = pop_group_config(config)
     txn = pop_txn_config(config, group)
     config = dotted_keys(config)
+    log_dirs = log_dirs_of(config.pop("log.dirs", None), config.pop("log.dir", None))
     replica_manager = {underscored_key(k): int(config.pop(k)) for k in list(config)
                        if k in BROKER_KEYS}
+    if log_dirs:
+        replica_manager["log_dirs"] = log_dirs
     replica_manager.setdefault("log_max_open_files", default_max_open_files())
     # a KafkaConfig key (DescribeConfigs lists it there) that the replica manager applies
     replica_manager["replica_selector_class"] = kafka.replica_selector_class

@@ -734,7 +734,7 @@ class KafkaBrokerApi:
                 else str(value)
 
         values = {"broker.id": (str(self.broker_id), None),
-                  "log.dirs": (self.broker.data_dir, None),
+                  "log.dirs": (",".join(d["path"] for d in self.broker.rm.log_dirs()), None),
                   **{dotted_key(f.name): (text(getattr(self.config, f.name)), text(f.default))
                      for f in fields(self.config)}}
         values[REAUTH] = (str(self.broker.security.config.reauth_ms()), "0")
@@ -854,25 +854,35 @@ class KafkaBrokerApi:
 
     # -- log dirs, elections, reassignments ----------------------------------------------------
     def describe_log_dirs(self, tps) -> list:
-        """The broker's one log dir (its data dir) with the replicas asked that it holds."""
+        """Every log directory of the broker with the replicas asked that it holds; an
+        offline one answers KAFKA_STORAGE_ERROR and no replicas (Kafka's
+        ReplicaManager.describeLogDirs)."""
         wanted = None if tps is None else {tuple(tp) for tp in tps}
-        parts = []
+        out = []
         with self.broker.lock:
-            for tp, lg, _bound in self.broker.rm.hosted_logs():
-                tp = tuple(tp)
-                if wanted is not None and tp not in wanted:
-                    continue
-                hw = self.broker.rm.partition_info(tp)["high_watermark"]
-                parts.append(LogDirPartition(tp, lg.size_bytes,
-                                             max(hw - lg.log_end_offset, 0)))
-        try:
-            st = os.statvfs(self.broker.data_dir)
-            total, usable = st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize
-        except OSError:
-            total = usable = -1
-        return [LogDir(os.path.abspath(self.broker.data_dir), E.NONE,
-                       tuple(sorted(parts, key=lambda p: p.tp)),
-                       total, usable)]
+            dirs = self.broker.rm.log_dirs()
+            parts = {}
+            for d in dirs:
+                for tp in d["partitions"]:
+                    if wanted is not None and tuple(tp) not in wanted:
+                        continue
+                    info = self.broker.rm.partition_info(tp)
+                    parts.setdefault(d["path"], []).append(LogDirPartition(
+                        tuple(tp), info["size_bytes"],
+                        max(info["high_watermark"] - info["log_end_offset"], 0)))
+        for d in dirs:
+            if not d["online"]:
+                out.append(LogDir(d["path"], E.KAFKA_STORAGE_ERROR, (), -1, -1))
+                continue
+            try:
+                st = os.statvfs(d["path"])
+                total, usable = st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize
+            except OSError:
+                total = usable = -1
+            out.append(LogDir(d["path"], E.NONE,
+                              tuple(sorted(parts.get(d["path"], ()), key=lambda p: p.tp)),
+                              total, usable))
+        return out
 
     def _controller(self, method: str, *args):
         """The active controller's answer, or a KafkaError (NOT_CONTROLLER when none)."""

@@ -5,7 +5,8 @@ Rules:
   eligible compacted log under the broker's lock (replicas/cleaner_manager.py), clean it
   WITHOUT the lock (replicas/cleaner.py: own file descriptors, `.cleaned` files), swap the
   result in under the lock; then look for the next one at once, and back off only when no
-  log needs cleaning.
+  log needs cleaning. An I/O error while cleaning takes the log's directory offline, as any
+  other I/O error on it (replicas/log_dirs.py).
 - Time for the cleaner's rules (compaction lags, the delete horizon) is wall-clock ms, the
   scale of record timestamps. A failed round is logged and retried after the backoff; a
   kill at any point leaves the log whole (the swap is crash-safe).
@@ -40,13 +41,18 @@ class LogCleaner:
         """One log cleaned (or found changed); its figures, or None when none needs it."""
         b = self.broker
         with b.lock:
-            job = b.rm.cleaner.grab(b.rm.hosted_logs(), int(time.time() * 1000))
+            job = b.rm.cleaner_grab(int(time.time() * 1000))
         if job is None:
             return None
         t0 = time.monotonic()
-        stats = run_clean(job.plan)
+        try:
+            stats = run_clean(job.plan)
+        except OSError as exc:                    # its directory failed: Kafka's rule
+            with b.lock:
+                b.rm.io_failed(job.tp, exc)
+            return {"tp": job.tp, "swapped": False, "error": str(exc)}
         with b.lock:
-            swapped = b.rm.cleaner.finish(job, stats, b.rm.hosted_logs())
+            swapped = b.rm.cleaner_finish(job, stats)
         out = {"tp": job.tp, "swapped": swapped, "segments": len(job.plan.segments),
                "reasons": job.plan.reasons, "bytes_read": stats.bytes_read,
                "bytes_written": stats.bytes_written, "records_kept": stats.records_kept,

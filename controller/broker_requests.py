@@ -8,11 +8,14 @@ Rules (Kafka's processAlterPartition / doControlledShutdown, ZooKeeper mode):
   the current leader → NotLeaderOrFollower; a NEWER leader or partition epoch than ours →
   NotController (we are probably stale); an older leader epoch → FencedLeaderEpoch; the
   same state as ours → answered with ours (idempotent retry); an older partition epoch →
-  InvalidUpdateVersion; an ISR without the leader, outside the assignment, or with brokers
-  that are not live (or are shutting down) → IneligibleReplica. The accepted ISR is written
-  conditionally on the partition epoch WITHOUT bumping the leader epoch; the committed
-  state (new partition epoch) is the answer, and UpdateMetadata goes to every broker; a
-  partition being reassigned is re-checked for completion (its new replicas may be in).
+  InvalidUpdateVersion; an ISR without the leader, outside the assignment, or with
+  replicas that are not online (broker dead or shutting down, or the replica on an
+  offline log directory: ControllerContext.is_replica_online; Kafka 3.9 checks only the
+  broker, rayka keeps a replica the controller took offline out of the ISR too) →
+  IneligibleReplica. The accepted ISR is written conditionally on the partition epoch
+  WITHOUT bumping the leader epoch; the committed state (new partition epoch) is the
+  answer, and UpdateMetadata goes to every broker; a partition being reassigned is
+  re-checked for completion (its new replicas may be in).
 - ControlledShutdown: the broker is marked shutting down; partitions it leads (RF > 1)
   move by the controlled-shutdown election; partitions it follows get StopReplica and
   lose it from their ISR; the answer is the partitions (RF > 1) it still leads.
@@ -59,11 +62,10 @@ def _validate(controller, broker_id: int, tp: TopicPartition,
     if proposal.zk_version < current.zk_version:
         return InvalidUpdateVersion(f"{name}: partition epoch {proposal.zk_version} < {current.zk_version}")
     replicas = set(ctx.replicas(tp))
-    live = ctx.live_broker_ids()
-    bad = [r for r in proposal.isr if r not in replicas or r not in live]
+    bad = [r for r in proposal.isr if r not in replicas or not ctx.is_replica_online(r, tp)]
     if broker_id not in proposal.isr or bad:
         return IneligibleReplica(f"{name}: ISR {list(proposal.isr)} must hold the leader and only "
-                                 f"live, assigned replicas (ineligible: {bad})")
+                                 f"online, assigned replicas (ineligible: {bad})")
     return LeaderIsrAndControllerEpoch(current.leader, current.leader_epoch, tuple(proposal.isr),
                                        ctx.epoch, current.zk_version)
 

@@ -9,6 +9,13 @@ Rules:
 - Missing partition/replica states read as NonExistent.
 - A broker is "live" for elections if registered and not shutting down; requests still go
   to shutting-down brokers (`live_or_shutting_down_broker_ids`), as in Kafka.
+- A REPLICA is online (Kafka's isReplicaOnline) if its broker is live (or, when asked,
+  shutting down) and it is not on one of that broker's offline log directories
+  (`replicas_on_offline_dirs`: broker → partitions it answered KAFKA_STORAGE_ERROR for,
+  KIP-112). Whatever elects, counts or announces replicas per partition asks
+  `is_replica_online`, not the broker sets. A broker's entry goes when it starts or fails
+  (a new incarnation reports its directories afresh), a topic's partitions when the topic
+  leaves the context, everything on resignation.
 """
 
 from __future__ import annotations
@@ -71,6 +78,7 @@ class ControllerContext:
     topics_to_delete: set[str] = field(default_factory=set)
     topics_deletion_started: set[str] = field(default_factory=set)
     topics_ineligible_for_deletion: set[str] = field(default_factory=set)
+    replicas_on_offline_dirs: dict[int, set[TopicPartition]] = field(default_factory=dict)
 
     # -- brokers -------------------------------------------------------------------------
     def broker_epoch(self, broker_id: int) -> int:
@@ -83,6 +91,15 @@ class ControllerContext:
     def live_broker_ids(self) -> set[int]:
         """Brokers eligible to lead: registered and not shutting down."""
         return set(self.live_brokers) - self.shutting_down
+
+    def is_replica_online(self, broker_id: int, tp: TopicPartition,
+                          include_shutting_down: bool = False) -> bool:
+        """Kafka's ControllerContext.isReplicaOnline: the broker is live (or shutting down,
+        if `include_shutting_down`) and `tp` is not on one of its offline log directories."""
+        if broker_id not in self.live_brokers or (
+                not include_shutting_down and broker_id in self.shutting_down):
+            return False
+        return tp not in self.replicas_on_offline_dirs.get(broker_id, ())
 
     # -- topics and partitions ---------------------------------------------------------------
     @property
@@ -114,6 +131,11 @@ class ControllerContext:
             self.partition_states.pop(tp, None)
         for pr in [pr for pr in self.replica_states if pr.topic == topic]:
             del self.replica_states[pr]
+        # a topic created again under this name gets its logs on an online directory
+        for b, tps in list(self.replicas_on_offline_dirs.items()):
+            tps -= {tp for tp in tps if tp[0] == topic}
+            if not tps:
+                del self.replicas_on_offline_dirs[b]
         for collection in (self.assignments, self.topic_ids, self.topic_configs):
             collection.pop(topic, None)
         for s in (self.topics_to_delete, self.topics_deletion_started,

@@ -7,10 +7,11 @@ Rules:
   store's one multi-op creates /controller and bumps /controller_epoch. Losing the race is
   "controller moved" → maybe_resign. Any other failure half-way → trigger_controller_move
   (delete /controller if ours, resign) so another candidate can try.
-- on_controller_failover, in Kafka's order: register watches → load the context from ZK →
-  UpdateMetadata to all live brokers → replica state machine startup → partition state
-  machine startup → resume reassignments → resume topic deletions → pending preferred
-  elections → schedule the auto leader-rebalance check.
+- on_controller_failover, in Kafka's order: register watches → delete the log dir event
+  notices (the failover's LeaderAndIsr to every replica asks what they ask) → load the
+  context from ZK → UpdateMetadata to all live brokers → replica state machine startup →
+  partition state machine startup → resume reassignments → resume topic deletions →
+  pending preferred elections → schedule the auto leader-rebalance check.
 - Every ZooKeeper write goes through the FencedWriter of the won epoch; a failed epoch
   check (ControllerMovedError) aborts the event and resigns at once.
 - Resignation drops watches, context and pending requests; brokers will ignore anything a
@@ -41,6 +42,17 @@ Rules:
   PartitionReassignmentIsrChange event. Preferred elections answer per partition; the
   ZooKeeper-triggered one deletes /admin/preferred_replica_election when done. The
   auto-rebalance check reschedules itself.
+- Log directory failure (KIP-112, Kafka's ZooKeeper mode): a notice under
+  /log_dir_event_notification names a broker; the controller deletes the notices (fenced)
+  and sends LeaderAndIsr for every replica of the named live brokers (OnlineReplica,
+  topics being deleted left out). A LeaderAndIsr answer of KAFKA_STORAGE_ERROR (56) marks
+  that replica offline (ctx.replicas_on_offline_dirs), NONE marks it online again; other
+  errors are only logged. Replicas newly offline go through on_replicas_become_offline:
+  partitions they led → Offline → re-elected among the online ISR replicas (unclean only
+  if the topic allows it), the replicas → OfflineReplica (StopReplica without delete, out
+  of the ISR), those of topics being deleted fail their deletion, and UpdateMetadata
+  names them in offline_replicas. A broker that starts or fails loses its entry (its next
+  incarnation answers afresh); answers from brokers not live are ignored.
 """
 
 from __future__ import annotations
@@ -51,7 +63,8 @@ from typing import Callable
 
 from controller import events as ev
 from controller.broker_requests import alter_partition, controlled_shutdown
-from controller.context import ControllerContext, ReplicaAssignment, TopicPartition
+from controller.context import (ControllerContext, PartitionReplica, ReplicaAssignment,
+                                TopicPartition)
 from controller.event_loop import EventLoop
 from controller.partition_state_machine import (UNCLEAN_CONFIG, Election,
                                                 PartitionStateMachine, Strategy)
@@ -64,7 +77,7 @@ from controller.states import PartitionState as P, ReplicaState as R
 from controller.store_api import ControllerMovedError, ZkStoreError
 from controller.topic_deletion import TopicDeletionManager
 from replicas.dispatch import handler_name
-from replicas.errors import InvalidConfig, NotController
+from replicas.errors import ErrorCode, InvalidConfig, NotController
 
 UNCLEAN = 1                 # Kafka's ElectionType.UNCLEAN (0 is PREFERRED)
 
@@ -277,10 +290,14 @@ class Controller:
             self.store.watch_topics(lambda _t: put(ev.TopicChange())),
             self.store.watch_topic_deletions(lambda _t: put(ev.TopicDeletion())),
             self.store.watch_isr_change_notifications(lambda _n: put(ev.IsrChangeNotification())),
+            self.store.watch_log_dir_event_notifications(
+                lambda _n: put(ev.LogDirEventNotification())),
             self.store.watch_reassignment(_when_present(lambda: put(ev.ReassignPartitions()))),
             self.store.watch_preferred_election(_when_present(
                 lambda: put(ev.PreferredReplicaElection(trigger="zk")))),
         ]
+        self.fenced.writer.delete_log_dir_event_notifications(
+            self.store.get_log_dir_event_notifications())
         requested_deletions = self._load_context()
         self.batch.add_update_metadata(self.ctx.live_or_shutting_down_broker_ids())
         self.rsm.startup()
@@ -361,6 +378,8 @@ class Controller:
 
     def on_broker_startup(self, broker_ids: set[int]) -> None:
         ctx = self.ctx
+        for b in broker_ids:
+            ctx.replicas_on_offline_dirs.pop(b, None)
         ctx.shutting_down -= broker_ids
         self.batch.add_update_metadata(ctx.live_or_shutting_down_broker_ids())
         replicas, deleting = self._split_deleting(ctx.replicas_on_brokers(broker_ids))
@@ -374,6 +393,8 @@ class Controller:
 
     def on_broker_failure(self, broker_ids: set[int]) -> None:
         ctx = self.ctx
+        for b in broker_ids:
+            ctx.replicas_on_offline_dirs.pop(b, None)
         ctx.shutting_down -= broker_ids
         led = [tp for tp in ctx.all_partitions()
                if (s := ctx.leadership.get(tp)) is not None and s.leader in broker_ids
@@ -453,6 +474,43 @@ class Controller:
         self.on_isr_changed(changed)
         self.send()
 
+    def process_log_dir_event_notification(self, _e) -> None:
+        """Kafka's processLogDirEventNotification: brokers say a log directory failed."""
+        if not self.is_active:
+            return
+        names = self.store.get_log_dir_event_notifications()
+        if not names:
+            return
+        broker_ids = set(self.store.read_log_dir_event_notifications(names))
+        self.fenced.writer.delete_log_dir_event_notifications(names)
+        self.on_broker_log_dir_failure(broker_ids)
+        self.send()
+
+    def on_broker_log_dir_failure(self, broker_ids: set[int]) -> None:
+        """LeaderAndIsr for every replica on these brokers: those on a failed directory
+        answer KAFKA_STORAGE_ERROR (process_leader_and_isr_response). A broker no longer
+        live is skipped: its replicas are offline already and its restart gets them all."""
+        live = broker_ids & self.ctx.live_or_shutting_down_broker_ids()
+        log.info("log directory failure on brokers %s", sorted(broker_ids))
+        replicas, _deleting = self._split_deleting(self.ctx.replicas_on_brokers(live))
+        self.rsm.handle_state_changes(replicas, R.ONLINE)
+
+    def on_replicas_become_offline(self, replicas) -> None:
+        """Kafka's onReplicasBecomeOffline for replicas on offline log directories."""
+        ctx = self.ctx
+        keep, deleting = self._split_deleting(replicas)
+        gone = {(r.tp, r.replica) for r in keep}
+        led = sorted({r.tp for r in keep if (s := ctx.leadership.get(r.tp)) is not None
+                      and (r.tp, s.leader) in gone})
+        self.psm.handle_state_changes(led, P.OFFLINE)
+        self.psm.trigger_online_state_change()
+        self.rsm.handle_state_changes(keep, R.OFFLINE)
+        self.deletion.fail_replica_deletion(deleting)
+        # offline_replicas must reach clients even where no leader or ISR changed (the
+        # batch merges this with the partitions the elections already announce)
+        self.batch.add_update_metadata(ctx.live_or_shutting_down_broker_ids(),
+                                       sorted({r.tp for r in replicas}))
+
     def on_isr_changed(self, partitions) -> None:
         """A reassignment may complete once its new replicas joined the ISR."""
         for tp in partitions:
@@ -467,10 +525,32 @@ class Controller:
         e.reply(controlled_shutdown(self, e))
 
     def process_leader_and_isr_response(self, e: ev.LeaderAndIsrResponse) -> None:
+        """Kafka's handleLeaderAndIsrResponse: 56 = the replica's log directory is offline,
+        0 = the replica is online; the newly offline ones go offline here."""
         for tp, code in e.errors.items():
-            if code:
+            if code and code != ErrorCode.KAFKA_STORAGE_ERROR:
                 log.warning("broker %s: LeaderAndIsr for %s failed with error %s",
                             e.broker_id, tp, code)
+        # a dead broker's answer says nothing about its next incarnation, which reports
+        # its directories afresh
+        if not self.is_active or e.broker_id not in self.ctx.live_brokers:
+            return
+        offline = {TopicPartition(*tp) for tp, code in e.errors.items()
+                   if code == ErrorCode.KAFKA_STORAGE_ERROR}
+        online = {TopicPartition(*tp) for tp, code in e.errors.items() if code == ErrorCode.NONE}
+        previous = self.ctx.replicas_on_offline_dirs.get(e.broker_id, set())
+        current = (previous - online) | offline
+        if current:
+            self.ctx.replicas_on_offline_dirs[e.broker_id] = current
+        else:
+            self.ctx.replicas_on_offline_dirs.pop(e.broker_id, None)
+        new = current - previous
+        if new:
+            log.info("broker %s: replicas of %s are on an offline log directory", e.broker_id,
+                     sorted(new))
+            self.on_replicas_become_offline(
+                [PartitionReplica(tp.topic, tp.partition, e.broker_id) for tp in sorted(new)])
+            self.send()
 
     def process_stop_replica_response(self, e: ev.StopReplicaResponse) -> None:
         if self.is_active:

@@ -131,6 +131,12 @@ class IsrChangeNotification:
 
 
 @dataclass(frozen=True, slots=True)
+class LogDirEventNotification:
+    """Children appeared under /log_dir_event_notification: some broker's log directory
+    failed (KIP-112); ask those brokers about every replica they hold."""
+
+
+@dataclass(frozen=True, slots=True)
 class AlterPartition:
     """A partition leader proposes new ISRs (KIP-497); the reply is partition → state or error."""
 
@@ -174,5 +180,6 @@ EVENTS = (Startup, ControllerChange, Reelect, Expire, BrokerChange, BrokerModifi
           TopicChange, TopicDeletion, PartitionModifications, TopicConfigChange,
           ReassignPartitions, PartitionReassignmentIsrChange, PreferredReplicaElection,
           ApiPartitionReassignment, ListPartitionReassignments,
-          AutoPreferredReplicaElection, IsrChangeNotification, AlterPartition,
-          ControlledShutdown, LeaderAndIsrResponse, StopReplicaResponse, Shutdown)
+          AutoPreferredReplicaElection, IsrChangeNotification, LogDirEventNotification,
+          AlterPartition, ControlledShutdown, LeaderAndIsrResponse, StopReplicaResponse,
+          Shutdown)

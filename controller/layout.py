@@ -14,6 +14,9 @@ Rules:
   are never written into the JSON; ``from_json`` takes them as arguments.
 - Names that become path segments (topics, groups, cluster) are validated: non-empty, no
   ``/``, not ``.``/``..``, printable. A bad topic raises ``InvalidTopic``.
+- Notices to the controller are persistent sequential children (``isr_change_<10 digits>``,
+  ``log_dir_event_<10 digits>``); the log dir event decoder accepts only version 1 with
+  event 1 (LogDirFailure) and raises ValueError naming what it found otherwise.
 """
 
 from __future__ import annotations
@@ -29,10 +32,12 @@ from replicas.errors import InvalidConfig, InvalidTopic
 __all__ = [
     "ROOT_PREFIX", "CONTROLLER", "CONTROLLER_EPOCH", "BROKERS", "BROKER_IDS", "BROKER_TOPICS",
     "ADMIN", "DELETE_TOPICS", "REASSIGN_PARTITIONS", "PREFERRED_REPLICA_ELECTION",
-    "ISR_CHANGE_NOTIFICATION", "ISR_CHANGE_PREFIX", "CONFIG", "CONFIG_TOPICS",
+    "ISR_CHANGE_NOTIFICATION", "ISR_CHANGE_PREFIX", "LOG_DIR_EVENT_NOTIFICATION",
+    "LOG_DIR_EVENT_PREFIX", "LOG_DIR_FAILURE_EVENT", "CONFIG", "CONFIG_TOPICS",
     "PERSISTENT_PATHS", "LATEST_PRODUCER_ID_BLOCK", "PRODUCER_ID_BLOCK_SIZE", "cluster_root", "broker_path", "topic_path", "partitions_path",
     "partition_path", "partition_state_path", "delete_topic_path", "config_topic_path",
-    "isr_change_path", "CONSUMERS", "consumer_offset_path",
+    "isr_change_path", "log_dir_event_path", "encode_log_dir_event", "decode_log_dir_event",
+    "CONSUMERS", "consumer_offset_path",
     "check_name", "check_topic", "dumps", "new_topic_id", "TopicPartition",
     "BrokerRegistration", "LeaderIsrAndControllerEpoch", "TopicAssignment",
     "encode_controller", "decode_controller_id", "encode_epoch", "decode_epoch",
@@ -57,6 +62,11 @@ REASSIGN_PARTITIONS = "/admin/reassign_partitions"
 PREFERRED_REPLICA_ELECTION = "/admin/preferred_replica_election"
 ISR_CHANGE_NOTIFICATION = "/isr_change_notification"
 ISR_CHANGE_PREFIX = "isr_change_"
+# Kafka's LogDirEventNotificationZNode (KIP-112): a broker whose log directory failed adds a
+# sequential child; the controller asks that broker about every replica it holds.
+LOG_DIR_EVENT_NOTIFICATION = "/log_dir_event_notification"
+LOG_DIR_EVENT_PREFIX = "log_dir_event_"
+LOG_DIR_FAILURE_EVENT = 1          # Kafka's LogDirEventNotificationHandler.LogDirFailureEvent
 CONFIG = "/config"
 CONFIG_TOPICS = "/config/topics"
 CONFIG_USERS = "/config/users"
@@ -75,7 +85,7 @@ PRODUCER_ID_BLOCK_SIZE = 1000
 # Created (persistent, empty) when the store starts, like Kafka's ZkData.PersistentZkPaths,
 # so that children watches always have a node to sit on.
 PERSISTENT_PATHS = (BROKER_IDS, BROKER_TOPICS, DELETE_TOPICS, ISR_CHANGE_NOTIFICATION,
-                    CONFIG_TOPICS)
+                    LOG_DIR_EVENT_NOTIFICATION, CONFIG_TOPICS)
 
 
 # -- names and paths ---------------------------------------------------------------------
@@ -136,6 +146,12 @@ def isr_change_path(name: str) -> str:
     if not name.startswith(ISR_CHANGE_PREFIX):
         raise ValueError(f"not an ISR change notification name: {name!r}")
     return f"{ISR_CHANGE_NOTIFICATION}/{check_name(name)}"
+
+
+def log_dir_event_path(name: str) -> str:
+    if not name.startswith(LOG_DIR_EVENT_PREFIX):
+        raise ValueError(f"not a log dir event notification name: {name!r}")
+    return f"{LOG_DIR_EVENT_NOTIFICATION}/{check_name(name)}"
 
 
 # -- JSON helpers --------------------------------------------------------------------------
@@ -402,6 +418,31 @@ def decode_partition_list(data: bytes | None) -> set[TopicPartition]:
     if not data:
         return set()
     return {(e["topic"], int(e["partition"])) for e in _loads(data).get("partitions", [])}
+
+
+def encode_log_dir_event(broker_id: int) -> bytes:
+    """A log dir event notice: ``{"version":1,"broker":<id>,"event":1}`` (event 1 =
+    LogDirFailure, the only event Kafka defines)."""
+    return dumps({"version": 1, "broker": int(broker_id), "event": LOG_DIR_FAILURE_EVENT})
+
+
+def decode_log_dir_event(data: bytes) -> int:
+    """The broker id of a log dir event notice; ValueError for any other version or event,
+    or a notice without a broker."""
+    try:
+        d = _loads(data)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise ValueError(f"log dir event notice is not JSON: {e}") from None
+    if not isinstance(d, dict) or d.get("version") != 1:
+        version = d.get("version") if isinstance(d, dict) else None
+        raise ValueError(f"log dir event notice version {version!r} is not supported (only 1)")
+    if d.get("event") != LOG_DIR_FAILURE_EVENT:
+        raise ValueError(f"log dir event {d.get('event')!r} is unknown "
+                         f"(only {LOG_DIR_FAILURE_EVENT}, LogDirFailure)")
+    broker = d.get("broker")
+    if not isinstance(broker, int) or isinstance(broker, bool):
+        raise ValueError(f"log dir event notice names no broker id: {broker!r}")
+    return broker
 
 
 def _config_value(v) -> str:

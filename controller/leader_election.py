@@ -5,10 +5,11 @@ Rules (Kafka's PartitionLeaderElectionAlgorithms.scala):
 - Inputs: `assignment` (or `target` for a reassignment) is the ordered replica list; the
   order is what makes a leader "first". `isr` is a list/tuple (its order is kept in every
   result ISR) or a set (result ISRs are then sorted). `live` and `shutting_down` are sets
-  of broker ids. For the offline, reassign and preferred strategies `live` means
-  "registered and NOT shutting down" (Kafka's isReplicaOnline); for controlled shutdown
-  Kafka passes "live or shutting down", and the result is the same either way because a
-  shutting-down broker is never eligible there.
+  of broker ids. `live` holds the partition's ONLINE replicas (Kafka's isReplicaOnline,
+  per partition: broker registered and not shutting down, replica not on an offline log
+  directory); for controlled shutdown Kafka counts shutting-down brokers as live, and
+  the result is the same either way because a shutting-down broker is never eligible
+  there.
 - offline: first replica in ASSIGNMENT order that is live and in the ISR. Only if there is
   none, and unclean election is allowed: first live replica in assignment order, and that
   is an unclean election. Else the election fails. New ISR: ISR ∩ live (ISR order) if the

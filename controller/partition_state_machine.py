@@ -4,21 +4,24 @@ Kafka's PartitionLeaderElectionAlgorithms.scala.
 Rules:
 - Valid transitions come from `controller.states`; invalid ones are logged and skipped.
 - New: only recorded in the context.
-- New → Online: leader = first LIVE replica in assignment order, ISR = all live replicas,
+- "Online" below is per replica (ControllerContext.is_replica_online): its broker is live
+  (not shutting down, except for controlled shutdown) and its log directory is not offline.
+- New → Online: leader = first ONLINE replica in assignment order, ISR = all online replicas,
   leader epoch 0; the state znode is created (fenced); if it already exists the partition
   stays New. LeaderAndIsr(is_new) goes to the ISR, UpdateMetadata to every live broker.
-  A partition with no live replica fails and stays New.
+  A partition with no online replica fails and stays New.
 - Online/Offline → Online: elect with the given strategy (offline, reassign, preferred,
   controlled shutdown), bump the leader epoch, write the state znode conditionally on its
-  partition epoch (retrying on conflicts), then LeaderAndIsr to the live replicas of the
-  assignment (for controlled shutdown: live or shutting down), UpdateMetadata to all.
+  partition epoch (retrying on conflicts), then LeaderAndIsr to the online replicas of the
+  assignment (for controlled shutdown: shutting-down ones too), UpdateMetadata to all.
+  Each election sees, as its live set, the online replicas of THAT partition.
   A failed election leaves the partition where it was and reports an error.
 - Offline, NonExistent: only recorded.
 - Unclean election for the offline strategy follows the topic config
   `unclean.leader.election.enable` (default false) unless the caller forces it.
-- startup(): partitions with leadership whose leader is live → Online, with leadership but
-  dead leader → Offline, without → New; then every New/Offline partition not queued for
-  deletion → Online (offline strategy).
+- startup(): partitions with leadership whose leader replica is online → Online, with
+  leadership but a leader that is not → Offline, without → New; then every New/Offline
+  partition not queued for deletion → Online (offline strategy).
 """
 
 from __future__ import annotations
@@ -69,12 +72,11 @@ class PartitionStateMachine:
 
     # -- lifecycle -------------------------------------------------------------------------
     def startup(self) -> Result:
-        live = self.ctx.live_broker_ids()
         for tp in self.ctx.all_partitions():
             leadership = self.ctx.leadership.get(tp)
             if leadership is None:
                 self.ctx.partition_states[tp] = P.NEW
-            elif leadership.leader in live:
+            elif self.ctx.is_replica_online(leadership.leader, tp):
                 self.ctx.partition_states[tp] = P.ONLINE
             else:
                 self.ctx.partition_states[tp] = P.OFFLINE
@@ -107,12 +109,12 @@ class PartitionStateMachine:
     def _initialize(self, partitions) -> Result:
         results: Result = {}
         by_topic: dict[str, dict[int, LeaderIsrAndControllerEpoch]] = {}
-        live = self.ctx.live_broker_ids()
         for tp in partitions:
-            live_replicas = [r for r in self.ctx.replicas(tp) if r in live]
+            replicas = self.ctx.replicas(tp)
+            live_replicas = [r for r in replicas if self.ctx.is_replica_online(r, tp)]
             if not live_replicas:
                 results[tp] = EligibleLeadersNotAvailable(
-                    f"{tp.topic}-{tp.partition}: no live replica among {list(self.ctx.replicas(tp))}")
+                    f"{tp.topic}-{tp.partition}: no online replica among {list(replicas)}")
                 continue
             state = LeaderIsrAndControllerEpoch(live_replicas[0], 0, tuple(live_replicas),
                                                 self.ctx.epoch)
@@ -133,13 +135,15 @@ class PartitionStateMachine:
 
     def elect_leaders(self, partitions, election: Election) -> Result:
         ctx = self.ctx
-        live = ctx.live_broker_ids()
-        live_or_shutting = ctx.live_or_shutting_down_broker_ids()
+        shutting_too = election.strategy == Strategy.CONTROLLED_SHUTDOWN
         unclean: set[TopicPartition] = set()
 
         def change(tp: TopicPartition, state: LeaderIsrAndControllerEpoch):
             assignment = ctx.assignment(tp)
             replicas = assignment.replicas if assignment else ()
+            # ISR members count too: the offline election's new ISR is ISR ∩ live
+            live = {r for r in (*replicas, *state.isr)
+                    if ctx.is_replica_online(r, tp, include_shutting_down=shutting_too)}
             strategy = election.strategy
             if strategy == Strategy.OFFLINE:
                 allow = election.allow_unclean
@@ -154,7 +158,7 @@ class PartitionStateMachine:
                     return PreferredLeaderNotAvailable(
                         f"{tp.topic}-{tp.partition}: preferred replica {replicas[:1]} not live in ISR")
             else:
-                outcome = elections.elect_controlled_shutdown(replicas, state.isr, live_or_shutting,
+                outcome = elections.elect_controlled_shutdown(replicas, state.isr, live,
                                                               ctx.shutting_down)
             if outcome.leader is None:
                 return EligibleLeadersNotAvailable(
@@ -165,13 +169,13 @@ class PartitionStateMachine:
             return new_leader_and_isr(state, outcome.leader, outcome.isr, ctx.epoch)
 
         results = update_leader_and_isr(ctx, self.store, partitions, change)
-        recipients_live = live_or_shutting if election.strategy == Strategy.CONTROLLED_SHUTDOWN else live
         for tp, outcome in results.items():
             if isinstance(outcome, KafkaError):
                 log.warning("leader election for %s failed: %s", tp, outcome)
                 continue
             self.ctx.partition_states[tp] = P.ONLINE
-            recipients = [r for r in ctx.replicas(tp) if r in recipients_live]
+            recipients = [r for r in ctx.replicas(tp)
+                          if ctx.is_replica_online(r, tp, include_shutting_down=shutting_too)]
             self.batch.add_leader_and_isr(recipients, tp, ctx.replicas(tp), is_new=False)
         self.unclean_elections += len(unclean & {tp for tp, r in results.items()
                                                  if not isinstance(r, KafkaError)})

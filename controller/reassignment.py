@@ -17,7 +17,8 @@ Rules:
 - The reassignment completes once TRS ⊆ ISR, read from the partition state znode; it is
   re-checked whenever the partition's ISR changes (AlterPartition, ISR notifications).
 - Phase B (complete): AR → OnlineReplica; RS := TRS in memory; if the leader is not in
-  TRS or is dead, elect with the reassign strategy, else bump the leader epoch and resend
+  TRS or its replica is not online (dead broker, offline log directory), elect with the
+  reassign strategy, else bump the leader epoch and resend
   LeaderAndIsr; RR → Offline → ReplicaDeletionStarted → ReplicaDeletionSuccessful →
   NonExistent; write RS = TRS (no AR/RR) to ZooKeeper; drop the partition from
   /admin/reassign_partitions (the znode goes when empty); UpdateMetadata to every broker;
@@ -191,7 +192,7 @@ class ReassignmentManager:
         completed = ReplicaAssignment(reassignment.target_replicas)
         ctx.set_assignment(tp, completed)
         leader = ctx.leadership[tp].leader
-        if leader not in completed.replicas or leader not in ctx.live_broker_ids():
+        if leader not in completed.replicas or not ctx.is_replica_online(leader, tp):
             c.psm.handle_state_changes([tp], P.ONLINE, Election(Strategy.REASSIGN))
         else:
             self._bump_leader_epoch_and_send(tp, completed)

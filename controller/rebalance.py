@@ -3,7 +3,8 @@ replica leader election checks), as pure functions of the controller context.
 
 Rules:
 - A partition's preferred leader is the first replica of its assignment.
-- It can be made leader only if it is live (registered, not shutting down) and in the ISR.
+- It can be made leader only if it is online (ControllerContext.is_replica_online:
+  registered, not shutting down, its log directory not offline) and in the ISR.
 - Auto rebalance (checkAndTriggerAutoLeaderRebalance): for each preferred broker, the
   imbalance ratio = partitions that have a leader other than it / partitions it prefers.
   If the ratio exceeds leader.imbalance.per.broker.percentage / 100, elect those of its
@@ -27,8 +28,8 @@ from replicas.errors import ElectionNotNeeded, InvalidTopic, KafkaError, Unknown
 def can_preferred_lead(ctx: ControllerContext, tp: TopicPartition) -> bool:
     replicas = ctx.replicas(tp)
     leadership = ctx.leadership.get(tp)
-    return bool(replicas) and leadership is not None and replicas[0] in ctx.live_broker_ids() \
-        and replicas[0] in leadership.isr
+    return bool(replicas) and leadership is not None \
+        and ctx.is_replica_online(replicas[0], tp) and replicas[0] in leadership.isr
 
 
 def imbalanced_partitions(ctx: ControllerContext, percentage: int) -> list[TopicPartition]:

@@ -12,8 +12,9 @@ Rules:
   the topic is being deleted. Without leadership, only UpdateMetadata to all brokers.
 - → DeletionStarted: StopReplica(delete=true). DeletionSuccessful / DeletionIneligible:
   recorded. → NonExistent: the replica leaves the assignment and the context.
-- startup(): replicas on live brokers → Online, others → Offline (states only: the
-  partition state machine's startup sends the requests).
+- startup(): online replicas (ControllerContext.is_replica_online: live broker, log
+  directory not offline) → Online, others → Offline (states only: the partition state
+  machine's startup sends the requests).
 """
 
 from __future__ import annotations
@@ -43,10 +44,9 @@ class ReplicaStateMachine:
 
     def startup(self) -> dict:
         """Kafka's initializeReplicaState, then Online/Offline transitions (requests queued)."""
-        online_ids = self.ctx.live_or_shutting_down_broker_ids()
         online, offline = [], []
         for replica in self.ctx.replicas_for_partitions(self.ctx.all_partitions()):
-            if replica.replica in online_ids:
+            if self.ctx.is_replica_online(replica.replica, replica.tp):
                 self.ctx.replica_states[replica] = R.ONLINE
                 online.append(replica)
             else:

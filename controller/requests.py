@@ -12,6 +12,9 @@ Rules (Kafka's ControllerChannelManager.scala):
   state; `is_new` and StopReplica's `delete` are sticky (OR-ed), as in Kafka.
 - Every partition state carries its topic's id (from `/brokers/topics/<t>`), as
   LeaderAndIsr v5+ and UpdateMetadata v7+ do: brokers learn topic ids only this way.
+- UpdateMetadata's offline_replicas are the partition's replicas that are not online
+  (ControllerContext.is_replica_online: dead or shutting-down broker, or an offline log
+  directory), as Kafka's addUpdateMetadataRequestForBrokers lists them.
 - A partition of a topic queued for deletion is announced with leader -2
   (LeaderDuringDelete) in UpdateMetadata; a StopReplica that deletes carries leader
   epoch -2 (EpochDuringDelete), otherwise the current leader epoch.
@@ -194,13 +197,13 @@ class RequestBatch:
         if leadership is None:
             return None
         replicas = self.context.replicas(tp)
-        live = self.context.live_or_shutting_down_broker_ids()
         leader = LEADER_DURING_DELETE if self.context.is_topic_queued_for_deletion(tp.topic) \
             else leadership.leader
         return PartitionLeaderState(
             tp.topic, tp.partition, leadership.controller_epoch, leader, leadership.leader_epoch,
             leadership.isr, leadership.zk_version, replicas,
-            offline_replicas=tuple(r for r in replicas if r not in live),
+            offline_replicas=tuple(r for r in replicas
+                                   if not self.context.is_replica_online(r, tp)),
             topic_id=self.context.topic_ids.get(tp.topic))
 
     def build(self) -> list[tuple[int, ControllerRequest]]:

@@ -6,6 +6,9 @@ Rules:
   the controller epoch), the unit tests use an in-memory store (tests/fakes.py).
 - Batch operations answer per item: a value, or one of the outcome exceptions below as a
   VALUE (not raised), as Kafka's `updateLeaderAndIsr` does.
+- Log dir event notices (KIP-112) are their own small protocols: `LogDirEventNotices`
+  (a broker writes one, the controller lists, reads and watches them) and
+  `LogDirEventNoticeWriter` (the controller's fenced delete).
 - `ControllerMovedError` is always RAISED: a failed epoch check means another controller
   exists, nothing of that write landed, and this controller must resign at once.
 """
@@ -13,7 +16,7 @@ Rules:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping, Protocol
+from typing import Any, Callable, Iterable, Mapping, Protocol
 
 from controller.layout import LeaderIsrAndControllerEpoch, TopicPartition
 
@@ -100,3 +103,22 @@ class ControllerStore(Protocol):
 
     def get_partition_state(self, topic: str, partition: int
                             ) -> LeaderIsrAndControllerEpoch | None: ...
+
+
+class LogDirEventNotices(Protocol):
+    """/log_dir_event_notification (Kafka's LogDirEventNotificationZNode)."""
+
+    def propagate_log_dir_event(self, broker_id: int) -> str: ...
+
+    def get_log_dir_event_notifications(self) -> list[str]: ...
+
+    def read_log_dir_event_notifications(self, names: Iterable[str]) -> list[int]: ...
+
+    def watch_log_dir_event_notifications(self, callback: Callable[[list[str]], None]
+                                          ) -> Any: ...
+
+
+class LogDirEventNoticeWriter(Protocol):
+    """The fenced half: only the active controller deletes notices."""
+
+    def delete_log_dir_event_notifications(self, names: Iterable[str]) -> int: ...

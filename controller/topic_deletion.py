@@ -9,7 +9,8 @@ Rules:
   reassignment waiting for its ISR to grow never finishes). Every replica of the full
   replica set, including replicas being added, is deleted.
 - Deletion of a queued topic starts unless it is ineligible: a replica sits on a dead
-  broker or failed to delete. An
+  broker or on an offline log directory (it cannot delete; Kafka's isReplicaOnline, here
+  with shutting-down brokers still counted as reachable), or failed to delete. An
   ineligible topic waits: broker startup, reassignment completion or a new deletion request
   make it eligible again and deletion resumes.
 - Starting (Kafka's onTopicDeletion): the first time, its partitions → Offline →
@@ -128,10 +129,9 @@ class TopicDeletionManager:
             c.psm.handle_state_changes(partitions, P.NON_EXISTENT)
             ctx.topics_deletion_started.add(topic)
         c.batch.add_update_metadata(ctx.live_or_shutting_down_broker_ids(), partitions)
-        live = ctx.live_or_shutting_down_broker_ids()
         dead, retry = [], []
         for r in self._replicas(topic):
-            if r.replica not in live:
+            if not ctx.is_replica_online(r.replica, r.tp, include_shutting_down=True):
                 dead.append(r)
             elif ctx.replica_states.get(r) != R.DELETION_SUCCESSFUL:
                 retry.append(r)

@@ -382,6 +382,10 @@ def status_of(cluster) -> dict:
                 "partitions": [f"{t}-{n}" for t, n in p["partitions"]]}
                for b, r in sorted(cluster.replication_problems().items())
                for p in r["fetchers"] if p["refusal"]]
+    offline_dirs = [{"broker": b, "path": d["path"], "error": d["error"],
+                     "partitions": [f"{t}-{n}" for t, n in d["offline_partitions"]]}
+                    for b, dirs in sorted(cluster.log_dirs().items()) for d in dirs
+                    if not d["online"]]
     from rayka.cluster import dashboard_url
     return {"cluster": cluster.name, "zookeeper": cluster.zookeeper, "ray_dashboard": dashboard_url(),
             "bootstrap_servers": cluster.bootstrap_servers(),
@@ -389,7 +393,8 @@ def status_of(cluster) -> dict:
             "brokers": [{"id": b.id, "alive": b.alive, "node_id": b.node_id,
                          "listeners": list(b.endpoints)} for b in cluster.brokers()],
             "topics": topics, "partitions": sum(topics.values()),
-            "under_replicated": under, "offline": offline, "refused_followers": refused}
+            "under_replicated": under, "offline": offline, "refused_followers": refused,
+            "offline_log_dirs": offline_dirs}
 
 
 def cmd_status(args) -> None:
@@ -413,6 +418,9 @@ def cmd_status(args) -> None:
     for label in ("under_replicated", "offline"):
         if s[label]:
             print(f"{label.replace('_', '-')}: {' '.join(s[label])}")
+    for d in s["offline_log_dirs"]:
+        print(f"offline log dir: broker {d['broker']} {d['path']}: {d['error']}; "
+              f"{len(d['partitions'])} replicas lost there: {' '.join(d['partitions']) or '-'}")
     for r in s["refused_followers"]:
         code = "" if r["code"] is None else f" ({r['code']})"
         print(f"refused follower: broker {r['broker']} ({r['principal'] or '?'} over "

@@ -379,6 +379,19 @@ class Cluster:
                 pass
         return out
 
+    def log_dirs(self, timeout_s: float = 10.0) -> dict[int, list[dict]]:
+        """Live broker id → its log directories (Broker.log_dirs: path, online, why
+        offline, the partitions held there or lost with it)."""
+        live = [b.id for b in self.brokers() if b.alive]
+        refs = {b: a.log_dirs.remote() for b in live if (a := self.broker_actor(b)) is not None}
+        out = {}
+        for b, ref in refs.items():
+            try:
+                out[b] = ray.get(ref, timeout=timeout_s)
+            except ray.exceptions.RayError:      # restarting: it reports next time
+                pass
+        return out
+
     def bootstrap_servers(self, listener: str = "PLAINTEXT") -> str:
         """"host:port,host:port,..." of the live brokers' `listener` endpoints (what a Kafka
         client's bootstrap.servers wants), from their ZooKeeper registrations."""

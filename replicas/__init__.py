@@ -17,8 +17,11 @@ What lives here (one module each):
   visible: which fetched batches a consumer sees (no markers; read_committed drops aborted
   transactions), for the clients and the share-partitions alike;
 - replica_manager (+ replica_types, metadata_cache): Kafka's ReplicaManager for one broker —
-  LeaderAndIsr/StopReplica, produce (acks 0/1/all), fetch (KIP-320), ISR proposals, and the
-  follower side (fetch positions, epoch-based truncation, appends of the leader's batches);
+  LeaderAndIsr/StopReplica, produce (acks 0/1/all), ISR proposals; its reads in
+  leader_reads (fetch with KIP-320, ListOffsets, CRC-checked reads) and its follower side
+  in follower_side (fetch positions, epoch-based truncation, appends of the leader's
+  batches); log_dirs: the broker's log directories (log.dirs, KIP-112's offline
+  directories, where a new log goes);
   replica_selector: the preferred read replica a leader names to a consumer (KIP-392);
 - errors: Kafka's error-code table (name, number, retriable) and the typed errors;
   config_keys: Kafka config keys dotted or underscored; dispatch: the state machines'

@@ -494,6 +494,15 @@ class Log:
         self.epoch_cache.flush()
         self._close_segments()
 
+    def close_handlers(self) -> None:
+        """Close every descriptor and write nothing (Kafka's closeHandlers, for a log on a
+        failed directory); errors are ignored: the directory is abandoned."""
+        for segment in self._segments:
+            try:
+                segment.close()
+            except OSError:
+                pass
+
     def _close_segments(self) -> None:
         for segment in self._segments:
             segment.close()

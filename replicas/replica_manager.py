@@ -4,8 +4,25 @@ The Ray actor shell calls it from one thread and carries out the effects it retu
 Kafka 3.8 (ZK mode) names are cited; Kafka's Partition.scala, ReplicaManager.scala and
 LogSegment.scala are the reference.
 
-Files: `<data_dir>/<topic>-<partition>/` (a `Log` with its `leader-epoch-checkpoint`),
-`<data_dir>/replication-offset-checkpoint` (HWs), `recovery-point-offset-checkpoint`.
+Files: `<log dir>/<topic>-<partition>/` (a `Log` with its `leader-epoch-checkpoint`),
+`<log dir>/replication-offset-checkpoint` (HWs), `recovery-point-offset-checkpoint`, for
+each of the broker's log directories (`log_dirs`, Kafka's log.dirs; default the data dir).
+Log directories (replicas/log_dirs.py; Kafka's KIP-112, ReplicaManager.handleLogDirFailure):
+- A new replica's log goes to the online directory with the fewest logs.
+- An OSError met while reading or writing a directory's files (ENOSPC, EIO, ...), or a
+  corrupt batch read from it, takes that directory offline at once: its partitions stop
+  being hosted (their descriptors closed, nothing more written), their pending acks=-1
+  produces are answered KAFKA_STORAGE_ERROR (56), and the call that met the error answers
+  56 for its partition (a follower-side call raises KafkaStorageError). Every later request
+  naming such a partition is answered 56 (Kafka's HostedPartition.Offline): produce, fetch,
+  ListOffsets, LeaderAndIsr, StopReplica, DeleteRecords. The shell hears of each failure
+  once, through `on_log_dir_failure(LogDirFailure)`, called before the failing call returns
+  (while the shell holds its lock).
+- LeaderAndIsr for a replica with no log here, while some directory is offline, creates
+  none unless the controller says the replica is new (is_new): its log may be on the
+  failed directory (Kafka's LogManager.getOrCreateLog). Every directory offline → 56.
+- A directory that cannot be opened at startup starts offline (its partitions unknown
+  here; the controller learns of them from LeaderAndIsr answers).
 
 Controller requests (`becomeLeaderOrFollower`, `stopReplicas`, `maybeUpdateMetadataCache`):
 - Duck-typed (controller.requests' attributes): replicas/ may not import controller/.
@@ -45,26 +62,7 @@ Produce (`appendRecordsToLeader`), every rejection appends NOTHING:
   acks=0/1 are answered at once. acks=-1 waits until HW >= last offset + 1 (a duplicate
   too): `pending_id` is returned and the answer comes later as ProduceDone, unless it is
   already satisfied (then answered at once, pending_id None).
-Fetch (`fetchRecords`), KIP-320 fencing by current_leader_epoch first (74 older / 75
-  newer), then the role (6): leader only, except for a consumer carrying client metadata
-  (`client`: Fetch v11+, FetchParams.fetchOnlyLeader false), which a follower serves too
-  from its own log, below its own HW (its own LSO for read_committed: a follower keeps
-  its producer state from the leader's batches and markers). KIP-392: when this broker
-  leads, has a `replica.selector.class` and the selector prefers a follower for that
-  client (replicas/replica_selector.py; followers in the committed ISR whose LEO and log
-  start, as their last fetch said, cover the offset), the answer is that
-  `preferred_read_replica` with no records, no error and this replica's marks, the read
-  skipped (ReplicaManager.readFromLog). Consumers (replica_id -1): offsets outside [log
-  start, LEO] → OFFSET_OUT_OF_RANGE (1); data only below the HW (an offset in [HW, LEO]
-  reads nothing, as Kafka: a consumer may be ahead of a new leader's or a follower's HW).
-  Followers (replica_id >= 0) must
-  be a replica of the partition (else 6); below the log start → OFFSET_OUT_OF_RANGE; with
-  last_fetched_epoch >= 0 the leader checks divergence (Kafka's
-  `validateFetchOffsetAndMaybeGetDivergingEpoch`): its (epoch, end) for
-  that epoch has end < fetch offset or epoch < last_fetched_epoch → diverging_epoch=(epoch,
-  end), no records, follower state untouched; else reads up to the LEO and records
-  FollowerFetched (HW, ISR expansion, acks=-1 completions; the follower's log start as
-  its fetch carried it). The returned HW is the one AFTER that update.
+Fetch: replicas/leader_reads.py (the leader's reads, and a follower's for consumers).
 Transactions, the log side (Kafka's UnifiedLog / ReplicaManager / Partition; the rules in
   replicas/producer_log.py and producer_state.py): `needs_verification` and
   `maybe_start_verification` (KIP-890, the shell's sequence in the latter's docstring), the
@@ -75,24 +73,7 @@ Transactions, the log side (Kafka's UnifiedLog / ReplicaManager / Partition; the
   (LATEST = the LSO) bound read_committed consumers by the LSO. Verification guards end on
   leadership changes, StopReplica and truncation. `partition_info`'s last_stable_offset is
   None on a follower whose producer state was not needed since its log was opened.
-Follower side (Kafka's AbstractFetcherThread calling into Partition/UnifiedLog):
-- `follower_fetch_request` gives (LEO, latest epoch of the epoch cache, current leader
-  epoch); the shell MUST send all three. Truncation: either ask `offsets_for_leader_epoch`
-  while `partition_info(tp)["truncation_pending"]`, or fetch and act on `diverging_epoch`;
-  both answers go to `follower_truncate` (epoch_cache.follower_truncation; never to the HW
-  alone, KAFKA-1211), repeated with `next_epoch` while not `completed`. A NON-diverging
-  fetch answer to a fetch that carried last_fetched_epoch proves the logs agree (the leader
-  validated it), so `append_as_follower` completes a pending truncation at the current LEO
-  first (truncate-on-fetch, Kafka >= 2.7). Answers carrying a fetch_offset / leader_epoch
-  that no longer match are stale and ignored. A truncation at or beyond the LEO still cuts
-  the epoch cache at the LEO (Kafka's UnifiedLog.truncateTo): a replica that led an epoch
-  without appending must not keep offering that epoch. Follower appends keep the leader's
-  offsets and epochs (the epoch cache follows the batch epochs) and feed the producer state.
-- A fetch answer carries the leader's log start offset; a follower moves its own log start
-  up to it, never past its own HW (retention or DeleteRecords on the leader reach every
-  replica).
-- OFFSET_OUT_OF_RANGE with our LEO below the leader's log start: the log restarts empty at
-  that start (`follower_start_at_leader_log_start`); the HW follows the leader's.
+Follower side: replicas/follower_side.py.
 Producer state is derived from the log: marked stale on open (unless the log is empty) and
   after any truncation that removed data; rebuilt from batch headers (and the record of
   each marker) when the partition becomes leader, at its first producer append or marker,
@@ -133,36 +114,38 @@ import shutil
 from pathlib import Path
 from typing import Callable, Mapping
 
-from replicas import offsets
 from replicas import partition_state as ps
 from replicas import records
-from replicas.checkpoints import (log_start_offset_checkpoint, recovery_point_checkpoint,
-                                  replication_offset_checkpoint)
-from replicas.cleaner_manager import CleanerManager
-from replicas.epoch_cache import follower_truncation
-from replicas.errors import (InvalidConfig, InvalidRequest, InvalidTopic, KafkaError,
-                             NotLeaderOrFollower, PolicyViolation,
-                             StaleBrokerEpoch, StaleControllerEpoch, UnknownTopicOrPartition)
+from replicas.cleaner import discard_cleaned
+from replicas.cleaner_manager import CleanJob
+from replicas.errors import (CorruptRecord, InvalidConfig, InvalidRequest, InvalidTopic,
+                             KafkaError, KafkaStorageError, NotLeaderOrFollower,
+                             PolicyViolation, StaleBrokerEpoch, StaleControllerEpoch,
+                             UnknownTopicOrPartition)
 from replicas.log import Log, LogConfig, RecoveryReport, partition_dir_name
+from replicas.follower_side import FollowerSide
+from replicas.leader_reads import LeaderReads
+from replicas.log_dirs import LogDir, LogDirs, describe_os_error
 from replicas.metadata_cache import MetadataCache, TopicPartition
 from replicas.partition_state import (ACKS_ALL, FENCED_LEADER_EPOCH, INVALID_REQUIRED_ACKS,
                                      NO_EPOCH, NONE, NOT_LEADER_OR_FOLLOWER, OFFSET_OUT_OF_RANGE)
 from replicas.open_files import OpenFiles
 from replicas.producer_log import ProducerLog, TxnProducer, needs_verification
 from replicas.producer_state import CLIENT, COORDINATOR, BatchMetadata, VerificationGuard
-from replicas.replica_selector import ReplicaView, preferred_read_replica, selector_for
+from replicas.replica_selector import selector_for
 from replicas.replica_types import (READ_COMMITTED, READ_UNCOMMITTED, AppendResult,
                                     BrokerConfig, ClientMetadata, Effect, FetchPosition,
                                     FetchResult,
                                     HighWatermarkChanged, LeaderAndIsrOutcome, LeaderMarks,
-                                    ProduceDone, ProposeIsr, StopReplicaOutcome,
+                                    LogDirFailure, ProduceDone, ProposeIsr, StopReplicaOutcome,
                                     TruncationResult, partition_configs)
 
 __all__ = ["BrokerConfig", "ReplicaManager", "TopicPartition", "HighWatermarkChanged",
            "ProposeIsr", "ProduceDone", "Effect", "AppendResult", "FetchResult",
            "FetchPosition", "TruncationResult", "LeaderAndIsrOutcome", "StopReplicaOutcome",
            "LeaderMarks", "VerificationGuard", "TxnProducer", "READ_UNCOMMITTED",
-           "READ_COMMITTED", "CLIENT", "COORDINATOR", "partition_configs", "ClientMetadata"]
+           "READ_COMMITTED", "CLIENT", "COORDINATOR", "partition_configs", "ClientMetadata",
+           "LogDirFailure", "KAFKA_STORAGE_ERROR"]
 
 # Kafka error codes: partition_state's int constants, the others from the typed errors.
 UNKNOWN_TOPIC_OR_PARTITION = UnknownTopicOrPartition.code
@@ -172,17 +155,18 @@ INVALID_CONFIG = InvalidConfig.code
 INVALID_REQUEST = InvalidRequest.code
 INVALID_TOPIC = InvalidTopic.code
 POLICY_VIOLATION = PolicyViolation.code
+KAFKA_STORAGE_ERROR = KafkaStorageError.code
 EPOCH_DURING_DELETE = -2
 _RECOVERY_MAX_MESSAGE_BYTES = 2**31 - 1   # recovery before the topic config is known
 _PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
 
 
 class _Partition:
-    __slots__ = ("tp", "log", "state", "producers", "configured")
+    __slots__ = ("tp", "log", "state", "producers", "configured", "dir")
 
     def __init__(self, tp: TopicPartition, log: Log, state: ps.PartitionState,
-                 verification: bool = True):
-        self.tp, self.log, self.state = tp, log, state
+                 log_dir: LogDir, verification: bool = True):
+        self.tp, self.log, self.state, self.dir = tp, log, state, log_dir
         self.producers = ProducerLog(log, verification)
         self.configured = False
 
@@ -191,26 +175,26 @@ class _Partition:
 
 
 # ---------------------------------------------------------------- the replica manager
-class ReplicaManager:
+class ReplicaManager(LeaderReads, FollowerSide):
     def __init__(self, broker_id: int, config: BrokerConfig, clock_ms: Callable[[], int],
-                 wall_clock_ms: Callable[[], int] | None = None):
+                 wall_clock_ms: Callable[[], int] | None = None,
+                 on_log_dir_failure: Callable[[LogDirFailure], None] | None = None):
         self.broker_id = broker_id
         self.config = config
         self._selector = selector_for(config.replica_selector_class)
         self._clock = clock_ms
         self._wall_clock = wall_clock_ms      # record timestamps are checked against it
         self.data_dir = Path(config.data_dir)
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.dirs = LogDirs(config.log_dirs or (config.data_dir,))
+        self._on_log_dir_failure = on_log_dir_failure
+        self.dir_failures: list[LogDirFailure] = []       # every failure, oldest first
+        self._offline: dict[TopicPartition, LogDir] = {}  # partitions on offline dirs
         self.controller_epoch = 0
         self.broker_epoch = -1
         self.metadata = MetadataCache()
         self._partitions: dict[TopicPartition, _Partition] = {}
         self._pending: dict[int, tuple[TopicPartition, int, int]] = {}
         self._ids = itertools.count(1)
-        self._hw_file = replication_offset_checkpoint(self.data_dir)
-        self._recovery_file = recovery_point_checkpoint(self.data_dir)
-        self._log_start_file = log_start_offset_checkpoint(self.data_dir)
-        self.cleaner = CleanerManager(self.data_dir)      # compaction bookkeeping
         self.open_files = OpenFiles(config.log_max_open_files)
         self._hw_dirty = False
         self._last_hw_checkpoint_ms = clock_ms()
@@ -220,49 +204,72 @@ class ReplicaManager:
 
     # ---- lifecycle ------------------------------------------------------------------
     def startup(self) -> dict[TopicPartition, RecoveryReport]:
-        """Open every partition dir on disk (recovery from the recovery point), load HWs."""
-        recovery_points = self._recovery_file.read()
-        hws = self._hw_file.read()
-        log_starts = self._log_start_file.read()
+        """Open every partition dir of every log directory (recovery from the recovery
+        point), load HWs; a directory that fails meanwhile goes offline."""
+        for d, reason in self.dirs.open().items():
+            self._report(d, reason, ())
         log_config, partition_config = partition_configs(
             None, self.config.default_topic_config, self.config.replica_lag_time_max_ms)
         log_config = dataclasses.replace(log_config,
                                          max_message_bytes=_RECOVERY_MAX_MESSAGE_BYTES)
         reports = {}
-        for path in sorted(self.data_dir.iterdir()):
+        for d in self.dirs.online:
+            try:
+                reports.update(self._load_dir(d, log_config, partition_config))
+            except (OSError, CorruptRecord, KafkaStorageError) as exc:
+                self._fail_dir(d, exc)
+        self._write_recovery_points()
+        self.checkpoint_high_watermarks()
+        return reports
+
+    def _load_dir(self, d: LogDir, log_config: LogConfig, partition_config: ps.PartitionConfig
+                  ) -> dict[TopicPartition, RecoveryReport]:
+        recovery_points = d.recovery_file.read()
+        hws = d.hw_file.read()
+        log_starts = d.log_start_file.read()
+        reports = {}
+        for path in sorted(d.path.iterdir()):
             match = _PARTITION_DIR.match(path.name)
             if not path.is_dir() or match is None:
                 continue
             tp = TopicPartition(match["topic"], int(match["partition"]))
             if tp in self._partitions:
-                continue
-            part = self._open(tp, log_config, partition_config, recovery_points.get(tp, 0))
+                continue          # Kafka refuses a log found in two directories; keep one
+            part = self._open(tp, d, log_config, partition_config, recovery_points.get(tp, 0))
             log = part.log
             if log.log_start_offset < log_starts.get(tp, -1) <= log.log_end_offset:
                 log.delete_records_before(log_starts[tp])
             part.state.high_watermark = min(max(hws.get(tp, 0), log.log_start_offset),
                                             log.log_end_offset)
             reports[tp] = log.recovery
-        self._write_recovery_points()
-        self.checkpoint_high_watermarks()
         return reports
 
-    def _open(self, tp: TopicPartition, log_config: LogConfig,
+    def _open(self, tp: TopicPartition, d: LogDir, log_config: LogConfig,
               partition_config: ps.PartitionConfig, recovery_point: int = 0) -> _Partition:
-        log = Log(self.data_dir / partition_dir_name(tp.topic, tp.partition), log_config,
+        log = Log(d.path / partition_dir_name(tp.topic, tp.partition), log_config,
                   recovery_point=recovery_point, clock_ms=self._clock, files=self.open_files,
                   wall_clock_ms=self._wall_clock)
         state = ps.PartitionState(tp.topic, tp.partition, self.broker_id, partition_config)
         state.log_end_offset = log.log_end_offset
         state.high_watermark = min(state.high_watermark, log.log_end_offset)
         part = self._partitions[tp] = _Partition(
-            tp, log, state, self.config.transaction_partition_verification_enable)
+            tp, log, state, d, self.config.transaction_partition_verification_enable)
         return part
+
+    def _by_dir(self) -> dict[LogDir, list[_Partition]]:
+        out: dict[LogDir, list[_Partition]] = {d: [] for d in self.dirs.online}
+        for part in self._partitions.values():
+            out.setdefault(part.dir, []).append(part)
+        return out
 
     def checkpoint_high_watermarks(self) -> None:
         if self._closed:
             return   # never overwrite the files of a closed manager with nothing
-        self._hw_file.write({tp: p.state.high_watermark for tp, p in self._partitions.items()})
+        for d, parts in self._by_dir().items():
+            try:
+                d.hw_file.write({p.tp: p.state.high_watermark for p in parts})
+            except OSError as exc:
+                self._fail_dir(d, exc)
         self._hw_dirty = False
         self._last_hw_checkpoint_ms = self._clock()
 
@@ -270,15 +277,22 @@ class ReplicaManager:
         """The recovery points and the log starts inside a first segment (checkpoints.py)."""
         if self._closed:
             return
-        self._recovery_file.write({tp: p.log.recovery_point for tp, p in self._partitions.items()})
-        self._log_start_file.write({tp: p.log.log_start_offset for tp, p in self._partitions.items()
-                                    if p.log.log_start_offset > p.log.segments[0].base_offset})
+        for d, parts in self._by_dir().items():
+            try:
+                d.recovery_file.write({p.tp: p.log.recovery_point for p in parts})
+                d.log_start_file.write({p.tp: p.log.log_start_offset for p in parts
+                                        if p.log.log_start_offset > p.log.segments[0].base_offset})
+            except OSError as exc:
+                self._fail_dir(d, exc)
 
     def flush(self) -> None:
         if self._closed:
             return
-        for part in self._partitions.values():
-            part.log.flush()
+        for part in list(self._partitions.values()):
+            try:
+                part.log.flush()
+            except OSError as exc:
+                self._fail_dir(part.dir, exc)
         self._write_recovery_points()
         self.checkpoint_high_watermarks()
 
@@ -290,9 +304,102 @@ class ReplicaManager:
         self.flush()
         self._closed = True
         for part in self._partitions.values():
-            part.log.close()
+            try:
+                part.log.close()
+            except OSError as exc:
+                self._fail_dir(part.dir, exc)
         self._partitions.clear()
         self._pending.clear()
+
+    # ---- log directories ---------------------------------------------------------------
+    def _fail_dir(self, d: LogDir, exc: BaseException | str) -> None:
+        """Take `d` offline (module docstring, "Log directories"); once per directory."""
+        reason = exc if isinstance(exc, str) else describe_os_error(exc)
+        if not d.fail(reason):
+            return
+        gone = sorted(tp for tp, p in self._partitions.items() if p.dir is d)
+        for tp in gone:
+            part = self._partitions.pop(tp)
+            self._offline[tp] = d
+            self._busy.discard(tp)
+            part.log.close_handlers()
+        effects = [ProduceDone(pid, KAFKA_STORAGE_ERROR, base, last)
+                   for pid, (tp, base, last) in list(self._pending.items()) if tp in self._offline]
+        for e in effects:
+            del self._pending[e.pending_id]
+        self._report(d, reason, gone, effects)
+
+    def _report(self, d: LogDir, reason: str, partitions, effects=()) -> None:
+        failure = LogDirFailure(str(d.path), reason, tuple(partitions), tuple(effects),
+                                not self.dirs.online)
+        self.dir_failures.append(failure)
+        if self._on_log_dir_failure is not None:
+            self._on_log_dir_failure(failure)
+
+    def _storage_error(self, part: _Partition, exc: BaseException) -> int:
+        """An I/O error (or a corrupt read) on `part`'s directory: offline; 56 to answer.
+        A corrupt batch also drops the partition's recovery point (best effort), so that
+        the next start validates the whole log and cuts it at the corruption."""
+        if isinstance(exc, CorruptRecord) and part.dir.online:
+            try:
+                part.dir.recovery_file.write({p.tp: p.log.recovery_point
+                                              for p in self._partitions.values()
+                                              if p.dir is part.dir and p is not part})
+            except OSError:
+                pass
+        self._fail_dir(part.dir, exc)
+        return KAFKA_STORAGE_ERROR
+
+    def io_failed(self, tp, exc: BaseException) -> None:
+        """An I/O error the shell met on a hosted partition's files outside this manager
+        (the cleaner's reads and writes): that partition's directory goes offline."""
+        part = self._partitions.get(TopicPartition(*tp))
+        if part is not None:
+            self._fail_dir(part.dir, exc)
+
+    def log_dirs(self) -> list[dict]:
+        """Every log directory: path, online, why offline, the partitions it holds (for
+        DescribeLogDirs: an offline one answers KAFKA_STORAGE_ERROR and no partitions)."""
+        by_dir = self._by_dir()
+        return [{"path": str(d.path), "online": d.online, "error": d.error,
+                 "partitions": sorted(p.tp for p in by_dir.get(d, ())) if d.online else [],
+                 "offline_partitions": sorted(tp for tp, od in self._offline.items() if od is d)}
+                for d in self.dirs.all]
+
+    def partition_dir(self, tp) -> str | None:
+        """The log directory holding a hosted partition."""
+        part = self._partitions.get(TopicPartition(*tp))
+        return None if part is None else str(part.dir.path)
+
+    def cleaner_grab(self, now_ms: int) -> CleanJob | None:
+        """The dirtiest compacted log's cleaning job, over every online directory (each
+        keeps its own cleaner-offset-checkpoint)."""
+        best = None
+        for d, parts in self._by_dir().items():
+            logs = [(p.tp, p.log, p.last_stable_offset() if p.log.config.cleaner.compact
+                     else p.state.high_watermark) for p in parts]
+            try:
+                job = d.cleaner.grab(logs, now_ms)
+            except OSError as exc:
+                self._fail_dir(d, exc)
+                continue
+            if job is not None and (best is None or job.plan.dirty_ratio > best.plan.dirty_ratio):
+                best = job
+        return best
+
+    def cleaner_finish(self, job: CleanJob, stats) -> bool:
+        """Swap a finished job in (replicas/cleaner_manager.py); False if its log changed or
+        went offline meanwhile."""
+        part = self._partitions.get(TopicPartition(*job.tp))
+        if part is None:
+            discard_cleaned(stats)
+            return False
+        try:
+            return part.dir.cleaner.finish(job, stats, [(p.tp, p.log, 0) for p in
+                                                        self._by_dir()[part.dir]])
+        except OSError as exc:
+            self._fail_dir(part.dir, exc)
+            return False
 
     # ---- queries --------------------------------------------------------------------
     def partitions(self) -> list[TopicPartition]:
@@ -321,7 +428,10 @@ class ReplicaManager:
         except TypeError:                         # a list, as deserialised messages carry
             part = self._partitions.get(tuple(tp))
         if part is None:
-            cls = NotLeaderOrFollower if self._not_hosted(tp) == NOT_LEADER_OR_FOLLOWER \
+            code = self._not_hosted(tp)
+            if code == KAFKA_STORAGE_ERROR:
+                raise KafkaStorageError(self._offline_message(tp))
+            cls = NotLeaderOrFollower if code == NOT_LEADER_OR_FOLLOWER \
                 else UnknownTopicOrPartition
             raise cls(f"{tp[0]}-{tp[1]} is not hosted on broker {self.broker_id}")
         return part
@@ -330,16 +440,22 @@ class ReplicaManager:
         """Kafka's answer for a partition without a replica here (getPartitionOrError): the
         topic exists (the metadata cache has the partition, e.g. a reassignment moved the
         replica away) → NOT_LEADER_OR_FOLLOWER, so clients refresh their metadata; else
-        UNKNOWN_TOPIC_OR_PARTITION."""
+        UNKNOWN_TOPIC_OR_PARTITION. A partition on an offline log directory →
+        KAFKA_STORAGE_ERROR (Kafka's HostedPartition.Offline)."""
+        if TopicPartition(*tp) in self._offline:
+            return KAFKA_STORAGE_ERROR
         known = TopicPartition(*tp) in self.metadata.partitions
         return NOT_LEADER_OR_FOLLOWER if known else UNKNOWN_TOPIC_OR_PARTITION
 
-    def _follower(self, tp) -> _Partition:
-        part = self._get(tp)
-        if part.state.role is not ps.Role.FOLLOWER:
-            raise NotLeaderOrFollower(f"{tp[0]}-{tp[1]} is {part.state.role.value} on broker "
-                                      f"{self.broker_id}, not a follower")
-        return part
+    def _offline_message(self, tp) -> str:
+        d = self._offline[TopicPartition(*tp)]
+        return f"{tp[0]}-{tp[1]} is on broker {self.broker_id}'s offline log directory " \
+               f"{d.path} ({d.error})"
+
+    def _not_hosted_message(self, tp) -> str:
+        if TopicPartition(*tp) in self._offline:
+            return self._offline_message(tp)
+        return f"{tp[0]}-{tp[1]} is not hosted on broker {self.broker_id}"
 
     # ---- effects --------------------------------------------------------------------
     def _process(self, part: _Partition, event) -> list:
@@ -390,6 +506,8 @@ class ReplicaManager:
         return out
 
     def _apply_partition_state(self, tp, st, topic_configs, now, out: LeaderAndIsrOutcome) -> int:
+        if tp in self._offline:
+            return KAFKA_STORAGE_ERROR
         part = self._partitions.get(tp)
         local_epoch = part.state.leader_epoch if part is not None else NO_EPOCH
         if st.leader_epoch <= local_epoch:
@@ -401,23 +519,34 @@ class ReplicaManager:
                                              and self.broker_id not in isr):
             return INVALID_REQUEST
         given = topic_configs.get(tp.topic)
+        if part is None and (self.dirs.offline and not getattr(st, "is_new", False)
+                             or not self.dirs.online):
+            return KAFKA_STORAGE_ERROR      # its log may lie on the offline directory
         try:
             if part is None or given is not None or not part.configured:
                 log_config, partition_config = partition_configs(
                     given, self.config.default_topic_config, self.config.replica_lag_time_max_ms)
                 if part is None:
-                    part = self._open(tp, log_config, partition_config)
+                    d = self.dirs.next_dir({d: len(ps_) for d, ps_ in self._by_dir().items()})
+                    try:
+                        part = self._open(tp, d, log_config, partition_config)
+                    except OSError as exc:
+                        self._fail_dir(d, exc)
+                        return KAFKA_STORAGE_ERROR
                 else:
                     part.log.config, part.state.config = log_config, partition_config
                 part.configured = True
         except InvalidConfig:
             return INVALID_CONFIG
-        if st.leader == self.broker_id:
-            out.effects.extend(self._make_leader(part, st, replicas, isr, now))
-            out.became_leader.append(tp)
-        else:
-            out.effects.extend(self._make_follower(part, st, replicas, isr, now))
-            out.became_follower[tp] = st.leader
+        try:
+            if st.leader == self.broker_id:
+                out.effects.extend(self._make_leader(part, st, replicas, isr, now))
+                out.became_leader.append(tp)
+            else:
+                out.effects.extend(self._make_follower(part, st, replicas, isr, now))
+                out.became_follower[tp] = st.leader
+        except (OSError, CorruptRecord) as exc:
+            return self._storage_error(part, exc)
         return NONE
 
     def _make_leader(self, part: _Partition, st, replicas, isr, now: int) -> list:
@@ -453,6 +582,9 @@ class ReplicaManager:
         out = StopReplicaOutcome(NONE)
         for p in parts:
             tp = TopicPartition(p.topic, p.partition)
+            if tp in self._offline:
+                out.partition_errors[tp] = KAFKA_STORAGE_ERROR
+                continue
             part = self._partitions.get(tp)
             if part is not None and not (p.leader_epoch in (EPOCH_DURING_DELETE, NO_EPOCH)
                                          or p.leader_epoch >= part.state.leader_epoch):
@@ -478,8 +610,9 @@ class ReplicaManager:
             part.log.delete()
             for pid in [i for i, (t, _, _) in self._pending.items() if t == tp]:
                 del self._pending[pid]
-        shutil.rmtree(self.data_dir / partition_dir_name(tp.topic, tp.partition),
-                      ignore_errors=True)
+        for d in self.dirs.online:
+            shutil.rmtree(d.path / partition_dir_name(tp.topic, tp.partition),
+                          ignore_errors=True)
 
     # ---- produce -----------------------------------------------------------------------
     def append(self, tp, batches, acks: int, timeout_ms: int,
@@ -495,7 +628,7 @@ class ReplicaManager:
         part = self._partitions.get(TopicPartition(*tp))
         if part is None:
             return AppendResult(self._not_hosted(tp),
-                                message=f"{tp[0]}-{tp[1]} is not hosted on broker {self.broker_id}")
+                                message=self._not_hosted_message(tp))
         code = part.state.check_append(acks)
         if code:
             return AppendResult(code, message=f"{tp[0]}-{tp[1]}: cannot append with acks={acks} "
@@ -507,6 +640,9 @@ class ReplicaManager:
             record_errors = getattr(exc, "record_errors", ())
             return AppendResult(exc.code, message=exc.message if record_errors else str(exc),
                                 record_errors=record_errors)
+        except OSError as exc:
+            return AppendResult(self._storage_error(part, exc),
+                                message=self._offline_message(part.tp))
         if isinstance(info, BatchMetadata):
             return self._answer(part, info.first_offset, info.last_offset, acks, timeout_ms,
                                 [], duplicate=True)
@@ -577,8 +713,9 @@ class ReplicaManager:
         wall-clock ms (Kafka stamps its time.milliseconds(); replicas/ never reads the clock)."""
         part = self._partitions.get(TopicPartition(*tp))
         if part is None:
-            return AppendResult(UNKNOWN_TOPIC_OR_PARTITION,
-                                message=f"{tp[0]}-{tp[1]} is not hosted on broker {self.broker_id}")
+            code = KAFKA_STORAGE_ERROR if TopicPartition(*tp) in self._offline \
+                else UNKNOWN_TOPIC_OR_PARTITION
+            return AppendResult(code, message=self._not_hosted_message(tp))
         code = part.state.check_append(ACKS_ALL)
         if code:
             return AppendResult(code, message=f"{tp[0]}-{tp[1]}: cannot write a marker (role "
@@ -589,6 +726,9 @@ class ReplicaManager:
                                                 timestamp_ms)
         except KafkaError as exc:
             return AppendResult(exc.code, message=str(exc))
+        except OSError as exc:
+            return AppendResult(self._storage_error(part, exc),
+                                message=self._offline_message(part.tp))
         effects = self._process(part, ps.LeaderAppended(part.log.log_end_offset, self._clock()))
         return self._answer(part, info.first_offset, info.last_offset, ACKS_ALL, timeout_ms,
                             effects)
@@ -601,7 +741,10 @@ class ReplicaManager:
         part = self._partitions.get(TopicPartition(*tp))
         if part is None:
             return self._not_hosted(tp), []
-        part.producers.ensure_loaded()
+        try:
+            part.producers.ensure_loaded()
+        except OSError as exc:
+            return self._storage_error(part, exc), []
         state = part.producers.state
         out = []
         for pid in state.producer_ids:
@@ -613,7 +756,12 @@ class ReplicaManager:
 
     def last_stable_offset(self, tp) -> int:
         """Kafka's UnifiedLog.lastStableOffset: min(first unstable offset, HW)."""
-        return self._get(tp).last_stable_offset()
+        part = self._get(tp)
+        try:
+            return part.last_stable_offset()
+        except OSError as exc:
+            self._storage_error(part, exc)
+            raise KafkaStorageError(self._offline_message(tp)) from exc
 
     def _answer(self, part: _Partition, base: int, last: int, acks: int, timeout_ms: int,
                 effects: list, duplicate: bool = False) -> AppendResult:
@@ -625,249 +773,14 @@ class ReplicaManager:
         effects = effects + self._process(part, ps.DelayedProduce(
             pending_id, last + 1, self._clock() + timeout_ms))
         self._persist()
+        if part.tp in self._offline:   # the checkpoint failed: the wait was answered 56
+            return AppendResult(KAFKA_STORAGE_ERROR, base, last, None, duplicate, effects,
+                                message=self._offline_message(part.tp))
         for e in effects:
             if isinstance(e, ProduceDone) and e.pending_id == pending_id:
                 effects.remove(e)
                 return AppendResult(e.error, base, last, None, duplicate, effects)
         return AppendResult(NONE, base, last, pending_id, duplicate, effects)
-
-    # ---- fetch (the leader's, and a follower's for consumers) ----------------------------------
-    @staticmethod
-    def _read_error(part: _Partition, replica_id: int, current_leader_epoch: int,
-                    client: ClientMetadata | None) -> int:
-        """Kafka's Partition.getLocalLog with FetchParams.fetchOnlyLeader: the leader epoch
-        asked first, then the role: followers' fetches and consumers without client
-        metadata (Fetch < 11, the native door) need the leader; a consumer with it may
-        read a follower too (an inactive replica, stopped without deletion, serves none)."""
-        state = part.state
-        code = ps.check_leader_epoch(state.leader_epoch, current_leader_epoch)
-        if code != NONE or state.is_leader:
-            return code
-        if replica_id < 0 and client is not None and state.role is ps.Role.FOLLOWER:
-            return NONE
-        return NOT_LEADER_OR_FOLLOWER
-
-    def _preferred_read_replica(self, part: _Partition, client: ClientMetadata | None,
-                                offset: int) -> int:
-        """Kafka's findPreferredReadReplica (replicas/replica_selector.py): a consumer's
-        preferred read replica when this broker leads `part`, -1 for none."""
-        state = part.state
-        if self._selector is None or client is None or not state.is_leader:
-            return -1
-        live = self.metadata.live_brokers
-
-        def rack_of(broker_id: int) -> str | None:
-            broker = live.get(broker_id)
-            if broker is None or (client.listener is not None and not any(
-                    e.listener == client.listener for e in broker.endpoints)):
-                return None
-            return broker.rack
-        now = self._clock()
-        followers = [ReplicaView(r, rack_of(r), p.log_end_offset,
-                                 now - p.last_caught_up_time_ms)
-                     for r, p in state.followers.items()
-                     if r in state.isr and p.log_start_offset <= offset <= p.log_end_offset]
-        leader = ReplicaView(self.broker_id, rack_of(self.broker_id), part.log.log_end_offset, 0)
-        return preferred_read_replica(self._selector, client.rack_id, leader, followers)
-
-    def fetch(self, tp, offset: int, max_bytes: int, replica_id: int = -1,
-              current_leader_epoch: int = -1, last_fetched_epoch: int = -1,
-              isolation_level: int = READ_UNCOMMITTED, client: ClientMetadata | None = None,
-              log_start_offset: int = -1) -> FetchResult:
-        part = self._partitions.get(TopicPartition(*tp))
-        if part is None:
-            return FetchResult(self._not_hosted(tp),
-                               message=f"{tp[0]}-{tp[1]} is not hosted on broker {self.broker_id}")
-        state, log = part.state, part.log
-        code = self._read_error(part, replica_id, current_leader_epoch, client)
-        if code == NONE and replica_id >= 0 and (replica_id == self.broker_id
-                                                 or replica_id not in state.followers):
-            code = NOT_LEADER_OR_FOLLOWER
-        if code:
-            return FetchResult(code, message=f"{tp[0]}-{tp[1]} on broker {self.broker_id}: role "
-                               f"{state.role.value}, leader epoch {state.leader_epoch}, asked "
-                               f"{current_leader_epoch} by replica {replica_id}")
-        start, end, hw = log.log_start_offset, log.log_end_offset, state.high_watermark
-        lso = part.last_stable_offset()
-        if replica_id < 0:
-            preferred = self._preferred_read_replica(part, client, offset)
-            if preferred >= 0:       # Kafka skips the read: the client goes there instead
-                return FetchResult(NONE, b"", hw, start, end, lso,
-                                   preferred_read_replica=preferred)
-        if replica_id >= 0 and last_fetched_epoch >= 0 and offset >= start:
-            # Kafka's validateFetchOffsetAndMaybeGetDivergingEpoch: below the log start is
-            # out of range whatever the epochs say (the follower restarts at our start)
-            epoch, epoch_end = log.epoch_cache.end_offset_for(last_fetched_epoch, end)
-            if epoch_end < offset or epoch < last_fetched_epoch:
-                return FetchResult(NONE, b"", hw, start, end, lso,
-                                   diverging_epoch=(epoch, epoch_end))
-        if not start <= offset <= end:
-            return FetchResult(OFFSET_OUT_OF_RANGE, b"", hw, start, end, lso,
-                               message=f"offset {offset} outside [{start}, {end}]")
-        limit = min(max_bytes, self.config.max_fetch_bytes) if max_bytes > 0 \
-            else self.config.max_fetch_bytes
-        if replica_id < 0:
-            if isolation_level != READ_COMMITTED:
-                return FetchResult(NONE, log.read(offset, limit, max_offset=hw), hw, start, end,
-                                   lso)
-            data = log.read(offset, limit, max_offset=lso)
-            return FetchResult(NONE, data, hw, start, end, lso,
-                               part.producers.aborted_transactions(offset, data))
-        data = log.read(offset, limit)
-        effects = self._process(part, ps.FollowerFetched(replica_id, offset, self._clock(),
-                                                         log_start_offset))
-        self._persist()
-        return FetchResult(NONE, data, state.high_watermark, start, end,
-                           part.last_stable_offset(), effects=effects)
-
-    def fetch_ready(self, tp, offset: int, replica_id: int = -1,
-                    current_leader_epoch: int = -1,
-                    isolation_level: int = READ_UNCOMMITTED,
-                    client: ClientMetadata | None = None) -> bool:
-        """Whether a fetch parked at `offset` may have something to answer now: records past
-        it within what that replica may read (a follower: the log end; a consumer: the HW,
-        the LSO for read_committed, of whichever replica serves it here), or an error
-        (unknown, not served here, another leader epoch, out of range). The purgatory's
-        cheap check before it reads again (Kafka's DelayedFetch.tryComplete)."""
-        part = self._partitions.get(TopicPartition(*tp))
-        if part is None or self._read_error(part, replica_id, current_leader_epoch, client):
-            return True
-        end = part.log.log_end_offset
-        if replica_id >= 0:
-            limit = end
-        elif isolation_level == READ_COMMITTED:
-            limit = part.last_stable_offset()
-        else:
-            limit = part.state.high_watermark
-        return offset < limit or offset > end or offset < part.log.log_start_offset
-
-    def leader_marks(self, tp, current_leader_epoch: int = -1,
-                     isolation_level: int = READ_UNCOMMITTED,
-                     client: ClientMetadata | None = None,
-                     fetch_offset: int = -1) -> LeaderMarks | None:
-        """What a quiet partition's fetch answer carries, without a read, while this broker
-        serves `tp` at that epoch to that fetcher (its leader; a follower too for
-        a client with metadata) and would not send it to a preferred read replica (from
-        `fetch_offset`), else None: (high watermark, log start, log end, last stable offset,
-        aborted transactions: () for read_committed, None otherwise) of this replica, in
-        FetchResult's order after `records` (`FetchResult(0, b"", *marks)`)."""
-        part = self._partitions.get(TopicPartition(*tp))
-        if part is None or self._read_error(part, -1, current_leader_epoch, client) or \
-                self._preferred_read_replica(part, client, fetch_offset) >= 0:
-            return None
-        log = part.log
-        return LeaderMarks(part.state.high_watermark, log.log_start_offset, log.log_end_offset,
-                           part.last_stable_offset(),
-                           () if isolation_level == READ_COMMITTED else None)
-
-    def offsets_for_leader_epoch(self, tp, current_leader_epoch: int,
-                                 leader_epoch: int) -> tuple[int, int, int]:
-        """(error, epoch, end offset) for an OffsetsForLeaderEpoch request (KIP-101/279)."""
-        part = self._partitions.get(TopicPartition(*tp))
-        if part is None:
-            return self._not_hosted(tp), NO_EPOCH, -1
-        return offsets.offsets_for_leader_epoch(part, current_leader_epoch, leader_epoch)
-
-    def list_offset(self, tp, timestamp: int, current_leader_epoch: int = -1,
-                    isolation_level: int = READ_UNCOMMITTED) -> offsets.OffsetLookup:
-        """ListOffsets for one partition (replicas/offsets.py): nothing at or past the HW is
-        answered, nothing at or past the LSO for read_committed (Kafka's
-        fetchOffsetForTimestamp: LATEST is then the LSO)."""
-        part = self._partitions.get(TopicPartition(*tp))
-        if part is None:
-            return offsets.OffsetLookup(self._not_hosted(tp))
-        bound = part.last_stable_offset() if isolation_level == READ_COMMITTED and \
-            part.state.is_leader else None
-        return offsets.list_offset(part, timestamp, current_leader_epoch, bound)
-
-    # ---- fetch (follower side) --------------------------------------------------------------
-    def follower_fetch_request(self, tp) -> FetchPosition:
-        part = self._follower(tp)
-        return FetchPosition(part.log.log_end_offset, part.log.latest_epoch,
-                             part.state.leader_epoch)
-
-    def follower_truncate(self, tp, leader_epoch_answer: int, leader_end_offset: int, *,
-                          leader_epoch: int | None = None) -> TruncationResult:
-        """Truncate on the leader's (epoch, end offset) answer or a diverging epoch."""
-        part = self._follower(tp)
-        state, log = part.state, part.log
-        if leader_epoch is not None and leader_epoch != state.leader_epoch:
-            return TruncationResult(log.log_end_offset, 0, False, log.latest_epoch, stale=True)
-        if not state.truncation_pending:   # a diverging epoch arrived in a fetch answer
-            self._process(part, ps.FollowerFetchResponse(log.log_end_offset,
-                                                         state.high_watermark, diverging=True))
-        decision = follower_truncation(log.epoch_cache, log.log_end_offset, leader_epoch_answer,
-                                       leader_end_offset, state.high_watermark)
-        removed = self._truncate(part, decision.offset)
-        effects = []
-        if decision.completed:
-            effects = self._process(part, ps.TruncationCompleted(log.log_end_offset))
-        self._persist()
-        return TruncationResult(log.log_end_offset, removed, decision.completed,
-                                NO_EPOCH if decision.completed else log.latest_epoch, effects)
-
-    def _truncate(self, part: _Partition, offset: int) -> int:
-        log = part.log
-        if offset >= log.log_end_offset:
-            # Kafka's UnifiedLog.truncateTo: ALWAYS cut the epoch cache at the LEO. A replica
-            # that led an epoch without appending keeps (epoch, LEO) at its end, would keep
-            # sending it as last_fetched_epoch and diverge forever.
-            log.epoch_cache.truncate_from_end(log.log_end_offset)
-            return 0
-        removed = log.truncate_to(offset)
-        part.state.log_end_offset = log.log_end_offset
-        part.producers.invalidate()
-        self._write_recovery_points()
-        return removed
-
-    def append_as_follower(self, tp, records_buf, leader_high_watermark: int, *,
-                           fetch_offset: int | None = None,
-                           leader_epoch: int | None = None,
-                           leader_log_start_offset: int | None = None) -> list:
-        """Append a fetch answer from the leader; [] if the answer is stale (see the module
-        docstring, "Follower side")."""
-        part = self._follower(tp)
-        state, log = part.state, part.log
-        if (leader_epoch is not None and leader_epoch != state.leader_epoch) or \
-                (fetch_offset is not None and fetch_offset != log.log_end_offset):
-            return []
-        effects = []
-        if state.truncation_pending:
-            effects += self._process(part, ps.TruncationCompleted(log.log_end_offset))
-        if records_buf:
-            part.producers.append_as_follower(records_buf)
-        effects += self._process(part, ps.FollowerFetchResponse(log.log_end_offset,
-                                                                leader_high_watermark))
-        # Kafka's maybeIncrementLogStartOffset(LeaderOffsetIncremented): never past our HW
-        new_start = min(leader_log_start_offset or 0, state.high_watermark)
-        if new_start > log.log_start_offset:
-            log.delete_records_before(new_start)
-            self._write_recovery_points()          # the log-start checkpoint with them
-        self._persist()
-        return effects
-
-    def follower_start_at_leader_log_start(self, tp, leader_log_start_offset: int,
-                                           leader_high_watermark: int, *,
-                                           leader_epoch: int | None = None) -> list:
-        """The leader answered OFFSET_OUT_OF_RANGE because our LEO is below its log start
-        (retention or DeleteRecords removed what we lack): drop everything and start empty
-        at the leader's log start (Kafka's fetchOffsetAndTruncate → truncateFullyAndStartAt).
-        [] and nothing changed if the answer is stale or our LEO is not below that start."""
-        part = self._follower(tp)
-        state, log = part.state, part.log
-        if (leader_epoch is not None and leader_epoch != state.leader_epoch) or \
-                leader_log_start_offset <= log.log_end_offset:
-            return []
-        log.truncate_fully_and_start_at(leader_log_start_offset)
-        part.producers.invalidate()
-        self._write_recovery_points()
-        effects = []
-        if state.truncation_pending:     # nothing of ours is left to diverge
-            effects += self._process(part, ps.TruncationCompleted(log.log_end_offset))
-        effects += self._process(part, ps.FollowerFetchResponse(log.log_end_offset,
-                                                                leader_high_watermark))
-        self._persist()
-        return effects
 
     # ---- retention ---------------------------------------------------------------------------
     def topics(self) -> set[str]:
@@ -903,8 +816,14 @@ class ReplicaManager:
         out = {}
         for topic, given in (topic_configs or {}).items():
             self.apply_topic_config(topic, given)
-        for tp, part in self._partitions.items():
-            result = part.log.apply_retention(part.state.high_watermark, now_ms)
+        for tp, part in list(self._partitions.items()):
+            if part.tp not in self._partitions:
+                continue                     # its directory failed during this check
+            try:
+                result = part.log.apply_retention(part.state.high_watermark, now_ms)
+            except OSError as exc:
+                self._storage_error(part, exc)
+                continue
             if result.deleted_segments:
                 out[tp] = result
         if out:
@@ -931,8 +850,13 @@ class ReplicaManager:
         if not 0 <= target <= state.high_watermark:
             return OFFSET_OUT_OF_RANGE, -1
         if target > log.log_start_offset:
-            log.delete_records_before(target)
+            try:
+                log.delete_records_before(target)
+            except OSError as exc:
+                return self._storage_error(part, exc), -1
             self._write_recovery_points()
+            if part.tp in self._offline:
+                return KAFKA_STORAGE_ERROR, -1
         return NONE, log.log_start_offset
 
     # ---- time and controller answers ------------------------------------------------------
@@ -953,7 +877,10 @@ class ReplicaManager:
                 effects += self._process(part, tick)
                 if st.pending_produces or st.high_watermark < st.log_end_offset:
                     self._busy.add(part.tp)
-            flushed |= part.log.maybe_flush()
+            try:
+                flushed |= part.log.maybe_flush()
+            except OSError as exc:
+                self._storage_error(part, exc)
         if flushed:
             self._write_recovery_points()
         interval = self.config.hw_checkpoint_interval_ms

@@ -149,9 +149,23 @@ class StopReplicaOutcome:
     effects: list = field(default_factory=list)
 
 
+@dataclass(frozen=True, slots=True)
+class LogDirFailure:
+    """A log directory went offline (replicas/log_dirs.py): the shell stops what served
+    `partitions` (fetchers, coordinators), carries out `effects` (pending acks=-1 produces
+    answered KAFKA_STORAGE_ERROR) and tells the controller (Kafka's
+    /log_dir_event_notification). `all_offline`: no directory is left online."""
+    path: str
+    reason: str
+    partitions: tuple = ()
+    effects: tuple = ()
+    all_offline: bool = False
+
+
 @dataclass(frozen=True)
 class BrokerConfig:
     data_dir: str
+    log_dirs: tuple[str, ...] = ()          # Kafka's log.dirs; () → (data_dir,)
     replica_lag_time_max_ms: int = 10_000
     default_topic_config: Mapping[str, object] = field(default_factory=dict)
     max_fetch_bytes: int = 4 << 20

@@ -36,7 +36,7 @@ Rules:
 - Faults: ``fail_next_writes(s, n)``: the next n WRITE calls of that session raise
   ZkUnavailable and are NOT applied. Write calls are: register_broker, create_topic,
   request_topic_deletion, set_topic_config, request_reassignment,
-  request_preferred_election, create_isr_change_notification,
+  request_preferred_election, create_isr_change_notification, propagate_log_dir_event,
   elect_controller, delete_controller_if_ours/resign and every MemoryFencedWriter method
   except verify.
 - register_broker never waits: a node of this session is accepted (its czxid returned),

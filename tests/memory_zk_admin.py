@@ -1,5 +1,6 @@
 """The admin half of ``tests/memory_zk.py``'s ``MemoryZkStore`` (topics, configs, admin
-requests, ISR change notifications, consumer offsets and the watches of those znodes) and
+requests, ISR change and log dir event notifications, consumer offsets and the watches of
+those znodes) and
 ``MemoryFencedWriter``, the controller's fenced writes.
 
 Rules (the rest are in tests/memory_zk.py's docstring):
@@ -26,14 +27,16 @@ from typing import Callable, Iterable, Mapping, Sequence
 from controller.store_api import (AdminOperationInProgress, BadVersion, ControllerElection,
                                   ControllerMovedError, NodeExists, NoNode, ZkStoreError)
 from controller.layout import (BROKER_TOPICS, CONTROLLER, CONTROLLER_EPOCH, DELETE_TOPICS,
-                               ISR_CHANGE_NOTIFICATION,
-                               ISR_CHANGE_PREFIX, PREFERRED_REPLICA_ELECTION,
+                               ISR_CHANGE_NOTIFICATION, ISR_CHANGE_PREFIX,
+                               LOG_DIR_EVENT_NOTIFICATION, LOG_DIR_EVENT_PREFIX,
+                               PREFERRED_REPLICA_ELECTION,
                                REASSIGN_PARTITIONS, LeaderIsrAndControllerEpoch,
                                TopicAssignment, TopicPartition, check_name, check_topic,
-                               config_topic_path, decode_partition_list,
+                               config_topic_path, decode_log_dir_event, decode_partition_list,
                                decode_reassignment, decode_topic_config, delete_topic_path,
-                               encode_partition_list, encode_reassignment,
-                               encode_topic_config, isr_change_path, new_topic_id,
+                               encode_log_dir_event, encode_partition_list, encode_reassignment,
+                               encode_topic_config, isr_change_path, log_dir_event_path,
+                               new_topic_id,
                                partition_path, partition_state_path,
                                partitions_path, topic_path)
 from controller.topic_config import normalize_topic_config
@@ -187,6 +190,30 @@ class AdminMixin:
                 out |= decode_partition_list(node.data)
         return out
 
+    def propagate_log_dir_event(self, broker_id: int) -> str:
+        data = encode_log_dir_event(broker_id)
+        self._check(write=True)
+        path = self._do([self._op("create", f"{LOG_DIR_EVENT_NOTIFICATION}/{LOG_DIR_EVENT_PREFIX}",
+                                  data, sequence=True)])[0]
+        return path.rsplit("/", 1)[1]
+
+    def get_log_dir_event_notifications(self) -> list[str]:
+        self._check()
+        return sorted(c for c in (self._children(LOG_DIR_EVENT_NOTIFICATION) or [])
+                      if c.startswith(LOG_DIR_EVENT_PREFIX))
+
+    def read_log_dir_event_notifications(self, names: Iterable[str]) -> list[int]:
+        paths = [log_dir_event_path(n) for n in names]
+        self._check()
+        out: list[int] = []
+        for p in paths:
+            if (node := self._node(p)) is not None:
+                try:
+                    out.append(decode_log_dir_event(node.data))
+                except ValueError:
+                    continue        # the real store logs and skips it too
+        return out
+
     # -- watches ---------------------------------------------------------------------------------
     def watch_topics(self, callback: Callable[[set[str]], None]):
         return self._children_watch(BROKER_TOPICS, set, callback)
@@ -197,6 +224,10 @@ class AdminMixin:
     def watch_isr_change_notifications(self, callback: Callable[[list[str]], None]):
         return self._children_watch(ISR_CHANGE_NOTIFICATION, lambda cs: sorted(
             c for c in cs if c.startswith(ISR_CHANGE_PREFIX)), callback)
+
+    def watch_log_dir_event_notifications(self, callback: Callable[[list[str]], None]):
+        return self._children_watch(LOG_DIR_EVENT_NOTIFICATION, lambda cs: sorted(
+            c for c in cs if c.startswith(LOG_DIR_EVENT_PREFIX)), callback)
 
     def watch_reassignment(self, callback: Callable[[dict | None], None]):
         return self._data_watch(REASSIGN_PARTITIONS, lambda d: None if d is None
@@ -329,6 +360,14 @@ class MemoryFencedWriter:
 
     def delete_isr_change_notifications(self, names: Iterable[str]) -> int:
         paths = list(dict.fromkeys(isr_change_path(n) for n in names))
+        s = self._begin()
+        present = [p for p in paths if s._node(p) is not None]
+        if present:
+            s._txn([s._op("delete", p) for p in present])
+        return len(present)
+
+    def delete_log_dir_event_notifications(self, names: Iterable[str]) -> int:
+        paths = list(dict.fromkeys(log_dir_event_path(n) for n in names))
         s = self._begin()
         present = [p for p in paths if s._node(p) is not None]
         if present:

@@ -164,6 +164,31 @@ def test_topic_deletion_requests_and_admin_requests(stores, zk_client):
     assert s.get_isr_change_notifications() == []
 
 
+def test_log_dir_event_notices_round_trip(stores, zk_client):
+    broker, s = stores(), stores()
+    seen = Inbox()
+    s.watch_log_dir_event_notifications(seen)
+    seen.expect([])
+    name = broker.propagate_log_dir_event(3)
+    assert name.startswith("log_dir_event_") and len(name[len("log_dir_event_"):]) == 10
+    assert raw(zk_client, s, f"/log_dir_event_notification/{name}") == \
+        b'{"version":1,"broker":3,"event":1}'
+    seen.expect([name])
+    zk_client.create(s.root + "/log_dir_event_notification/log_dir_event_9000000000",
+                     b'{"version":2,"broker":4,"event":1}')   # skipped: not version 1
+    names = s.get_log_dir_event_notifications()
+    assert names == [name, "log_dir_event_9000000000"]
+    assert s.read_log_dir_event_notifications(names + ["log_dir_event_9999999999"]) == [3]
+    zombie = broker.fenced(broker.elect_controller(1))
+    assert broker.resign() is True
+    w = s.fenced(s.elect_controller(2))
+    with pytest.raises(zs.ControllerMovedError):
+        zombie.delete_log_dir_event_notifications(names)
+    assert w.delete_log_dir_event_notifications(names + ["log_dir_event_9999999999"]) == 2
+    seen.expect([])
+    assert s.get_log_dir_event_notifications() == []
+
+
 def test_fenced_topic_deletion_removes_every_znode(stores, zk_client, monkeypatch):
     monkeypatch.setattr(zs, "MAX_OPS_PER_MULTI", 9)  # deletes span many multis, in order
     s = stores()

@@ -37,7 +37,7 @@ from controller.layout import (CONTROLLER, CONTROLLER_EPOCH, PREFERRED_REPLICA_E
                                TopicAssignment, TopicPartition, config_topic_path,
                                decode_controller_id, decode_epoch, delete_topic_path,
                                encode_controller, encode_epoch, encode_reassignment,
-                               isr_change_path,
+                               isr_change_path, log_dir_event_path,
                                partition_path, partition_state_path, partitions_path,
                                topic_path)
 
@@ -312,6 +312,15 @@ class FencedWriter:
     def delete_isr_change_notifications(self, names: Iterable[str]) -> int:
         """Fenced delete of the named notifications; returns how many were deleted by us."""
         units = [Unit(n, [Op("delete", isr_change_path(n), tolerate=(NoNodeError,))])
+                 for n in names]
+        res = self._run(units)
+        return _deleted_by_us(units, res)
+
+    @zk_call
+    def delete_log_dir_event_notifications(self, names: Iterable[str]) -> int:
+        """Fenced delete of the named log dir event notices; returns how many were deleted
+        by us."""
+        units = [Unit(n, [Op("delete", log_dir_event_path(n), tolerate=(NoNodeError,))])
                  for n in names]
         res = self._run(units)
         return _deleted_by_us(units, res)

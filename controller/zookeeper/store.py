@@ -26,6 +26,10 @@ kazoo type leaks out. The rules of each part are in its module docstring. Rules 
 - Admin writes by clients (create topic, request deletion/reassignment/preferred election,
   configs, consumer offsets) are not fenced; each is one multi so a failure leaves nothing
   half-written (consumer offsets: one multi per ``MAX_OPS_PER_MULTI`` ops).
+- Notices to the controller (``create_isr_change_notification``, a broker's
+  ``propagate_log_dir_event``) are persistent sequential znodes written unfenced; only the
+  controller's fenced writer deletes them. A log dir event notice that does not decode is
+  logged and skipped by the reader (the controller deletes it with the rest).
 - ``MAX_OPS_PER_MULTI`` / ``MAX_BYTES_PER_MULTI`` of THIS module are the batching limits
   (read at call time by ``ZkStore._multi_limits``).
 - Connection problems raise ``ZkUnavailable``; after one during a write, the write's
@@ -48,6 +52,7 @@ known here (protocol/security/ encodes them, the caller passes bytes and paths):
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 from dataclasses import replace
@@ -66,16 +71,20 @@ from controller.layout import (BROKER_IDS, BROKER_TOPICS, CLUSTER_ID, CONFIG_CHA
                                CONFIG_CHANGES, CONFIG_USERS, DEFAULT_FEATURES, DELETE_TOPICS,
                                FEATURE,
                                ISR_CHANGE_NOTIFICATION, ISR_CHANGE_PREFIX,
+                               LOG_DIR_EVENT_NOTIFICATION, LOG_DIR_EVENT_PREFIX,
                                LATEST_PRODUCER_ID_BLOCK, PREFERRED_REPLICA_ELECTION,
                                PRODUCER_ID_BLOCK_SIZE, REASSIGN_PARTITIONS, BrokerRegistration,
                                LeaderIsrAndControllerEpoch, TopicAssignment, TopicPartition,
                                broker_path, check_topic, config_topic_path,
                                consumer_offset_path,
-                               decode_cluster_id, decode_features, decode_partition_list, decode_producer_id_block,
+                               decode_cluster_id, decode_features, decode_log_dir_event,
+                               decode_partition_list, decode_producer_id_block,
                                decode_reassignment, decode_topic_config, delete_topic_path,
-                               encode_cluster_id, encode_features, encode_partition_list, encode_producer_id_block,
+                               encode_cluster_id, encode_features, encode_log_dir_event,
+                               encode_partition_list, encode_producer_id_block,
                                encode_reassignment, encode_topic_config, isr_change_path,
-                               new_topic_id, partition_state_path, partitions_path, topic_path)
+                               log_dir_event_path, new_topic_id, partition_state_path,
+                               partitions_path, topic_path)
 from controller.features import plan_update
 from controller.topic_config import normalize_topic_config
 from replicas.errors import (ErrorCode, InvalidPartitions, TopicAlreadyExists,
@@ -89,6 +98,8 @@ __all__ = [
 ]
 
 NOTICE_TTL_MS = 15 * 60 * 1000
+
+log = logging.getLogger(__name__)
 
 
 class ZkStore(ZkElectionSession):
@@ -373,6 +384,36 @@ class ZkStore(ZkElectionSession):
                 out |= decode_partition_list(got[0])
         return out
 
+    @zk_call
+    def propagate_log_dir_event(self, broker_id: int) -> str:
+        """A broker's log directory failed (Kafka's propagateLogDirEvent): create the
+        persistent /log_dir_event_notification/log_dir_event_<seq>; return its name."""
+        path = self._client.create(
+            self._abs(f"{LOG_DIR_EVENT_NOTIFICATION}/{LOG_DIR_EVENT_PREFIX}"),
+            encode_log_dir_event(broker_id), sequence=True)
+        return path.rsplit("/", 1)[1]
+
+    @zk_call
+    def get_log_dir_event_notifications(self) -> list[str]:
+        return sorted(c for c in (self._children(LOG_DIR_EVENT_NOTIFICATION) or [])
+                      if c.startswith(LOG_DIR_EVENT_PREFIX))
+
+    @zk_call
+    def read_log_dir_event_notifications(self, names: Iterable[str]) -> list[int]:
+        """The broker ids these notices name, in the order given (missing ones skipped;
+        one that does not decode is logged and skipped: the controller deletes it anyway)."""
+        names = list(names)
+        out: list[int] = []
+        for name, got in zip(names, self._get_many([log_dir_event_path(n) for n in names],
+                                                   small=True)):
+            if got is None:
+                continue
+            try:
+                out.append(decode_log_dir_event(got[0]))
+            except ValueError as e:
+                log.warning("ignoring %s/%s: %s", LOG_DIR_EVENT_NOTIFICATION, name, e)
+        return out
+
     # -- watches ---------------------------------------------------------------------------------
     def watch_topics(self, callback: Callable[[set[str]], None]) -> ZkWatch:
         return self._children_watch(BROKER_TOPICS, set, callback)
@@ -383,6 +424,10 @@ class ZkStore(ZkElectionSession):
     def watch_isr_change_notifications(self, callback: Callable[[list[str]], None]) -> ZkWatch:
         return self._children_watch(ISR_CHANGE_NOTIFICATION, lambda cs: sorted(
             c for c in cs if c.startswith(ISR_CHANGE_PREFIX)), callback)
+
+    def watch_log_dir_event_notifications(self, callback: Callable[[list[str]], None]) -> ZkWatch:
+        return self._children_watch(LOG_DIR_EVENT_NOTIFICATION, lambda cs: sorted(
+            c for c in cs if c.startswith(LOG_DIR_EVENT_PREFIX)), callback)
 
     def watch_reassignment(self, callback: Callable[[dict | None], None]) -> ZkWatch:
         """callback({(t, p): replicas}) when /admin/reassign_partitions exists, else None."""

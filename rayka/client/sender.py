@@ -45,11 +45,11 @@ from replicas.errors import RETRIABLE, ErrorCode
 
 NONE = ErrorCode.NONE.value
 OUT_OF_ORDER_SEQUENCE = ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER.value
-# Kafka's producer resends every retriable answer; this one fails two of them at once:
-# CORRUPT_MESSAGE (Ray hands the leader the very bytes this producer encoded, so every
-# resend is refused alike) and KAFKA_STORAGE_ERROR (rayka has no log-directory failover:
-# nothing moves the partition off the log that failed).
-FAILED_AT_ONCE = frozenset({ErrorCode.CORRUPT_MESSAGE.value, ErrorCode.KAFKA_STORAGE_ERROR.value})
+# Kafka's producer resends every retriable answer; this one fails CORRUPT_MESSAGE at once
+# (Ray hands the leader the very bytes this producer encoded, so every resend is refused
+# alike). KAFKA_STORAGE_ERROR is resent: the controller moves a failed directory's
+# partitions to other replicas, and the resend after a metadata refresh lands there.
+FAILED_AT_ONCE = frozenset({ErrorCode.CORRUPT_MESSAGE.value})
 RESENT = RETRIABLE - FAILED_AT_ONCE
 _INT32_MAX = 0x7FFFFFFF
 
