@@ -12,6 +12,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml Makefile | sha1sum | cut -c1-12)
 ZK_JAR := /usr/share/java/zookeeper.jar
 KCAT := /usr/bin/kcat
+FUSE3_H := /usr/include/fuse3/fuse_lowlevel.h
 NATS_SERVER := /usr/sbin/nats-server
 KAFKA_LIBS := compat/kafka/build/libs/.stamp
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -20,16 +21,18 @@ BENCH_ARGS ?=
 
 .PHONY: install demo test test-unit chaos bench compat kafka-smoke kafka-tools check-clean clean-venv
 
-install: $(ZK_JAR) $(KCAT) $(STAMP)
+install: $(ZK_JAR) $(KCAT) $(FUSE3_H) $(STAMP)
 
 # kcat (librdkafka 2.0.2) is a Kafka client the protocol tests drive against the brokers.
-$(ZK_JAR) $(KCAT):
-	@echo "== installing Debian packages (zookeeper, Java 17 runtime, kcat)"
+# fuse3 (fusermount3), libfuse3-dev, pkg-config, gcc: build and run pyfuse3 (rayka/chaos/faultfs.py).
+$(ZK_JAR) $(KCAT) $(FUSE3_H):
+	@echo "== installing Debian packages (zookeeper, Java 17 runtime, kcat, FUSE 3)"
 	$(SUDO) apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends \
-		zookeeper openjdk-17-jre-headless kcat >/dev/null
+		zookeeper openjdk-17-jre-headless kcat fuse3 libfuse3-dev pkg-config gcc >/dev/null
 	@test -f $(ZK_JAR) || { echo "zookeeper package did not provide $(ZK_JAR)"; exit 1; }
 	@test -x $(KCAT) || { echo "kcat package did not provide $(KCAT)"; exit 1; }
+	@test -f $(FUSE3_H) || { echo "libfuse3-dev did not provide $(FUSE3_H)"; exit 1; }
 
 $(STAMP): pyproject.toml Makefile
 	@echo "== creating $(VENV) with pinned Python dependencies"

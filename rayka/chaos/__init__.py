@@ -14,7 +14,9 @@
 - txns, txn_checker: transactional writers, a consume-transform-produce pipeline and
   read_committed readers under faults, and Jepsen's transactional invariants (nothing
   aborted read, commits atomic, exactly-once pipeline, no hanging transaction, zombies
-  fenced).
+  fenced);
+- faultfs: a FUSE passthrough for the brokers' log directories that fails operations with EIO
+  or ENOSPC, freezes them, or loses power (every write not yet fsynced dropped).
 
 May import: rayka (cluster, client, ops.procs, errors), actors/, controller/, replicas/,
 coordinator/ and transactions/ (their partition hashing).
