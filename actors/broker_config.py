@@ -17,6 +17,8 @@ Rules:
   `max.fetch.bytes`, `hw.checkpoint.interval.ms`, `log.retention.check.interval.ms`,
   `log.cleaner.enable`, `log.cleaner.backoff.ms`, `log.max.open.files`: the LRU of open
   segment files, half the process's descriptor limit by default) to BrokerConfig;
+  `log.flush.before.ack` (false; rayka's: no acks=all produce is answered before every ISR
+  replica fsynced it, replicas/replica_manager.py) and
   `log.dirs` (over `log.dir`; comma-separated) too: each broker keeps its logs in
   `broker-<id>/` under each listed directory (default: the broker's data dir alone).
 - Everything else is a topic-config default; Kafka's broker names of topic defaults
@@ -149,7 +151,8 @@ def split_broker_config(config: dict | None) -> BrokerSettings:
     replica_manager.setdefault("log_max_open_files", default_max_open_files())
     # a KafkaConfig key (DescribeConfigs lists it there) that the replica manager applies
     replica_manager["replica_selector_class"] = kafka.replica_selector_class
-    for flag in ("log.cleaner.enable", "transaction.partition.verification.enable"):
+    for flag in ("log.cleaner.enable", "transaction.partition.verification.enable",
+                 "log.flush.before.ack"):
         if flag in config:
             replica_manager[underscored_key(flag)] = \
                 str(config.pop(flag)).strip().lower() in ("true", "1")

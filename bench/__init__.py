@@ -11,7 +11,8 @@ wire_bench (Kafka clients on the sockets: librdkafka, kafka-python), failover_be
 partitions), rolling_restart_bench, group_bench (consumer-group rebalances, classic and KIP-848, and commits), txn_bench
 (transactions per second, commit latency, visibility after commit), share_bench (Ray
 workers as a share group: records/s, a worker killed with every record accepted once),
-lifecycle_bench (retention, the cleaner, codecs), security_bench (TLS and SASL costs),
+lifecycle_bench (retention, the cleaner, codecs), disk_bench (flush policies: their cost,
+and what a power loss of one broker or of all takes from acks=all), security_bench (TLS and SASL costs),
 quota_bench (client byte-rate quotas: measured rate against the quota; runs alone, not in
 the suite),
 pipeline_bench (Spark on Ray reads and writes), peers_bench (NATS JetStream and

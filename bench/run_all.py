@@ -52,11 +52,11 @@ from rayka.ops.procs import family, stop_pids  # noqa: E402
 
 BENCH_DIR = ROOT / "bench"
 SUITE = ["log", "controller", "produce", "wire", "security", "group", "txn", "share", "failover",
-         "scale", "peers", "pipeline", "kafka"]
+         "disk", "scale", "peers", "pipeline", "kafka"]
 # Caps, not expectations: a bench past its cap is stopped and reported as an error.
 TIMEOUT_S = {"log": 300, "controller": 300, "produce": 600, "wire": 600, "security": 600,
              "group": 600, "txn": 300, "share": 900, "failover": 600, "scale": 900, "peers": 360, "pipeline": 600,
-             "kafka": 5400}
+             "kafka": 5400, "disk": 1800}
 DEFAULT_TIMEOUT_S = 300
 # rayka's own benches take ~20 min; the side-by-side one (bench/kafka_bench.py) runs every
 # workload on both systems, runs alternating: Kafka's failovers wait out its 18 s ZooKeeper

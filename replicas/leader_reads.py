@@ -138,7 +138,8 @@ class LeaderReads:
             return FetchResult(NONE, data, hw, start, end, lso,
                                part.producers.aborted_transactions(offset, data))
         data = self._read(log, offset, limit, None)
-        effects = self._process(part, ps.FollowerFetched(replica_id, offset, self._clock(),
+        effects = self._flush_for_ack(part)
+        effects += self._process(part, ps.FollowerFetched(replica_id, offset, self._clock(),
                                                          log_start_offset))
         self._persist()
         return FetchResult(NONE, data, state.high_watermark, start, end,

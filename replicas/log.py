@@ -31,8 +31,9 @@ Rules:
   corrupt batch, later segments deleted; the cut is reported in `recovery`. The epochs of
   the validated batches are added to the epoch cache (its appends are persisted only by
   flush, Kafka's LogSegment.recover does the same).
-- Flush policy is Kafka's flush.messages / flush.ms (None = leave it to the OS); flush
-  advances the recovery point. Time comes from the injected `clock_ms`, never `time`.
+- Flush policy is Kafka's flush.messages / flush.ms (None = leave it to the OS), and a
+  roll flushes the log first (Kafka flushes a rolled segment); flush advances the
+  recovery point and `flushed_end`. Time comes from the injected `clock_ms`, never `time`.
 - Transaction indexes (`.txnindex`, replicas/txn_index.py; Kafka's LogSegment.recover,
   LocalLog.collectAbortedTransactions): a trusted segment's is loaded and sanity-checked; a
   recovered segment's is emptied. Either is STALE when it may miss entries: a trusted one
@@ -225,6 +226,11 @@ class Log:
         return self._recovery_point
 
     @property
+    def flushed_end(self) -> int:
+        """The log end offset at the last flush: everything below it is on disk."""
+        return self._flushed_end
+
+    @property
     def segments(self) -> list[Segment]:
         return list(self._segments)
 
@@ -283,6 +289,7 @@ class Log:
                 active.size, active.rolling_timestamp, active.created_ms,
                 max(h.max_timestamp for h in headers),
                 self._clock_ms() if self._clock_ms else None, self.config.segment_ms):
+            self.flush()        # Kafka flushes a rolled segment (asynchronously, in roll())
             active = self._add_segment(first)
         active.append(data, headers, first, assigned)
         self._flush.messages_since_flush += next_offset - first
@@ -309,6 +316,7 @@ class Log:
             self._flush.last_flush_ms = self._clock_ms()
         self._recovery_point = self.log_end_offset if self.txn_index_stale_from is None \
             else min(self.log_end_offset, self.txn_index_stale_from)
+        self._flushed_end = self.log_end_offset
 
     # -- reads ---------------------------------------------------------------------------
     def read(self, offset: int, max_bytes: int = 1 << 20, max_offset: int | None = None) -> bytes:
@@ -408,6 +416,7 @@ class Log:
         removed += self._segments[-1].truncate_to(offset)
         self.epoch_cache.truncate_from_end(self.log_end_offset)
         self._recovery_point = min(self._recovery_point, self.log_end_offset)
+        self._flushed_end = min(self._flushed_end, self.log_end_offset)
         return removed
 
     def truncate_fully_and_start_at(self, offset: int) -> int:
@@ -421,7 +430,7 @@ class Log:
         self.log_start_offset = offset
         self.txn_index_stale_from = None
         self.epoch_cache.clear()
-        self._recovery_point = offset
+        self._recovery_point = self._flushed_end = offset
         return removed
 
     def delete_records_before(self, offset: int) -> int:

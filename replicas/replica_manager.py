@@ -92,6 +92,12 @@ Time: `tick()` = PartitionState Tick per leader (ISR shrink proposals, produce t
   of quiet logs): 10,000 quiet partitions cost no 10,000 Ticks every tick_ms.
   AlterPartition answers go to `handle_alter_partition_response`; the shell resends a
   proposal only while `alter_partition_in_flight` says it is still pending.
+log.flush.before.ack (rayka's; Kafka has only flush.messages / flush.ms): no acks=-1
+  produce is answered before every ISR replica fsynced it. A leader counts for its HW only
+  what it flushed (`Log.flushed_end`) and flushes, group-commit style, when a follower
+  fetch arrives (so the fetch after the one that carried the data moves the HW), at each
+  tick, at once when it is alone in its ISR, and when it becomes leader; a follower
+  flushes each fetch answer it appends before its next fetch reports the new offset.
 Persist before send: HW changes are written to replication-offset-checkpoint inside the
   call that changed them, before it returns (`hw_checkpoint_interval_ms` = 0, default);
   with an interval > 0 they are written by `tick()` at most that often (Kafka's
@@ -551,6 +557,8 @@ class ReplicaManager(LeaderReads, FollowerSide):
 
     def _make_leader(self, part: _Partition, st, replicas, isr, now: int) -> list:
         log = part.log
+        if self.config.flush_before_ack:
+            log.flush()             # the HW it starts from counts its whole log
         part.producers.ensure_loaded()
         if not part.state.is_leader:
             # a new leadership ends the verifications; a leader re-asserted at a new epoch
@@ -646,8 +654,36 @@ class ReplicaManager(LeaderReads, FollowerSide):
         if isinstance(info, BatchMetadata):
             return self._answer(part, info.first_offset, info.last_offset, acks, timeout_ms,
                                 [], duplicate=True)
-        effects = self._process(part, ps.LeaderAppended(part.log.log_end_offset, self._clock()))
+        try:
+            effects = self._leader_appended(part)
+        except OSError as exc:
+            return AppendResult(self._storage_error(part, exc),
+                                message=self._offline_message(part.tp))
         return self._answer(part, info.first_offset, info.last_offset, acks, timeout_ms, effects)
+
+    # ---- log.flush.before.ack ------------------------------------------------------------
+    def _leader_end(self, part) -> int:
+        """The log end the leader counts for its HW: with log.flush.before.ack only what is
+        on disk, so no acks=-1 produce is answered before the leader fsynced it."""
+        log = part.log
+        return log.flushed_end if self.config.flush_before_ack else log.log_end_offset
+
+    def _leader_appended(self, part) -> list:
+        """A leader's log grew. With log.flush.before.ack and no follower in the ISR the
+        leader fsyncs at once (nobody else's fetch would make it); otherwise the next
+        follower fetch does (group commit: one fsync for every append since)."""
+        if self.config.flush_before_ack and len(part.state.isr) <= 1:
+            part.log.flush()
+        return self._process(part, ps.LeaderAppended(self._leader_end(part), self._clock()))
+
+    def _flush_for_ack(self, part) -> list:
+        """log.flush.before.ack: fsync what a leader appended since its last flush and let
+        the HW count it (a follower fetch, a tick); [] when nothing is waiting."""
+        log = part.log
+        if not self.config.flush_before_ack or log.flushed_end >= log.log_end_offset:
+            return []
+        log.flush()
+        return self._process(part, ps.LeaderAppended(log.log_end_offset, self._clock()))
 
     def sequence_ahead(self, tp, batches) -> bool:
         """ProducerStateManager.ahead for a hosted partition with loaded state."""
@@ -729,7 +765,11 @@ class ReplicaManager(LeaderReads, FollowerSide):
         except OSError as exc:
             return AppendResult(self._storage_error(part, exc),
                                 message=self._offline_message(part.tp))
-        effects = self._process(part, ps.LeaderAppended(part.log.log_end_offset, self._clock()))
+        try:
+            effects = self._leader_appended(part)
+        except OSError as exc:
+            return AppendResult(self._storage_error(part, exc),
+                                message=self._offline_message(part.tp))
         return self._answer(part, info.first_offset, info.last_offset, ACKS_ALL, timeout_ms,
                             effects)
 
@@ -874,6 +914,11 @@ class ReplicaManager(LeaderReads, FollowerSide):
         for part in parts:
             st = part.state
             if st.role is ps.Role.LEADER:
+                try:
+                    effects += self._flush_for_ack(part)
+                except OSError as exc:
+                    self._storage_error(part, exc)
+                    continue
                 effects += self._process(part, tick)
                 if st.pending_produces or st.high_watermark < st.log_end_offset:
                     self._busy.add(part.tp)

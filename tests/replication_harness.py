@@ -51,6 +51,7 @@ class Cluster:
     clock: FakeClock = field(default_factory=FakeClock)
     replica_selector_class: str | None = None       # replica.selector.class (KIP-392)
     racks: dict = field(default_factory=dict)       # broker id -> broker.rack
+    flush_before_ack: bool = False                  # log.flush.before.ack
 
     def __post_init__(self):
         self.controller_epoch = 1
@@ -71,7 +72,8 @@ class Cluster:
     def config(self, b: int) -> BrokerConfig:
         return BrokerConfig(str(self.base / f"broker-{b}"), replica_lag_time_max_ms=self.lag_ms,
                             hw_checkpoint_interval_ms=self.hw_checkpoint_interval_ms,
-                            replica_selector_class=self.replica_selector_class)
+                            replica_selector_class=self.replica_selector_class,
+                            flush_before_ack=self.flush_before_ack)
 
     def start(self, b: int):
         """A new incarnation of broker b on its data dir (pending ids start over)."""

@@ -7,9 +7,10 @@ topic (min.insync.replicas 2). Kafka's KIP-112 path must hold end to end: broker
 directory goes offline, it tells the controller through /log_dir_event_notification, the
 controller moves every leadership off it and takes it out of every ISR, the producer's
 retries land on the new leaders — so every record is acknowledged and read back once, in
-order per partition. DescribeLogDirs answers KAFKA_STORAGE_ERROR for the dead directory;
-the other brokers' retention keeps running. With space freed and broker 1 restarted, its
-replicas recover and rejoin every ISR.
+order per partition. DescribeLogDirs answers KAFKA_STORAGE_ERROR for the dead directory.
+With space freed and broker 1 restarted, its replicas recover and rejoin every ISR. With
+two log directories (Kafka's JBOD), the full one goes offline and the other keeps its
+replicas in their ISRs.
 """
 
 from __future__ import annotations
@@ -162,3 +163,45 @@ def test_a_full_disk_moves_leadership_and_loses_nothing(world):
         assert info["log_end_offset"] == world.brokers[2].partition_info((TOPIC, p))[
             "log_end_offset"] == len(acked.get(p, []))
     assert os.path.ismount(world.small)
+
+
+@pytest.fixture
+def jbod(zk_server, tmp_path):
+    small = tmp_path / "small"
+    mount_tmpfs(small, "2m")
+    cluster = None
+    try:
+        cluster = InProcessCluster(
+            zk_server.connect_string, tmp_path / "data", broker_ids=BROKERS,
+            broker_configs={1: {"log.dirs": f"{small},{tmp_path / 'big'}"}})
+        yield cluster
+    finally:
+        if cluster is not None:
+            cluster.close()
+        umount(small)
+
+
+def test_one_failed_directory_of_several_leaves_the_others_serving(jbod):
+    world = jbod
+    world.create_topic(TOPIC, PARTITIONS, 3, configs={"min.insync.replicas": "2",
+                                                      "segment.bytes": "262144"})
+    world.wait_for(lambda: all((TOPIC, p) in world.brokers[b].rm.metadata.partitions
+                               for b in BROKERS for p in range(PARTITIONS)),
+                   30, "every broker's metadata to list the topic")
+    broker = world.brokers[1]
+    dirs = {d["path"].rsplit("/", 2)[1]: d for d in broker.log_dirs()}
+    on_small = {tuple(tp) for tp in dirs["small"]["partitions"] if tp[0] == TOPIC}
+    on_big = {tuple(tp) for tp in dirs["big"]["partitions"] if tp[0] == TOPIC}
+    assert on_small and on_big                          # spread over both directories
+    acked = produce_all(world)
+    dirs = {d["path"].rsplit("/", 2)[1]: d for d in broker.log_dirs()}
+    assert not dirs["small"]["online"] and dirs["big"]["online"]
+    assert {tuple(tp) for tp in dirs["small"]["offline_partitions"]} >= on_small
+    # the replicas on the healthy directory stay in their ISRs and keep up with the leader
+    world.wait_for(lambda: all(1 in leadership(world)[p][1] for _, p in on_big)
+                   and all(1 not in leadership(world)[p][1] for _, p in on_small),
+                   30, "broker 1 in the ISRs of its healthy directory's partitions only")
+    world.wait_for(lambda: all(broker.partition_info(tp)["log_end_offset"] ==
+                               len(acked.get(tp[1], [])) for tp in on_big),
+                   30, "broker 1's healthy replicas at the leaders' log end")
+    assert consume_all(world, RECORDS) == acked
