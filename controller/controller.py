@@ -528,7 +528,11 @@ class Controller:
         """Kafka's handleLeaderAndIsrResponse: 56 = the replica's log directory is offline,
         0 = the replica is online; the newly offline ones go offline here."""
         for tp, code in e.errors.items():
-            if code and code != ErrorCode.KAFKA_STORAGE_ERROR:
+            # 11 answers a LeaderAndIsr at a leader epoch the broker has: the replica state
+            # machine resends the unchanged state to the other replicas, as Kafka's does
+            if code == ErrorCode.STALE_CONTROLLER_EPOCH:
+                log.debug("broker %s: LeaderAndIsr for %s already applied", e.broker_id, tp)
+            elif code and code != ErrorCode.KAFKA_STORAGE_ERROR:
                 log.warning("broker %s: LeaderAndIsr for %s failed with error %s",
                             e.broker_id, tp, code)
         # a dead broker's answer says nothing about its next incarnation, which reports
