@@ -31,6 +31,12 @@ Measured, per policy, one sample per run:
    producer whose acknowledged records vanished gets OUT_OF_ORDER_SEQUENCE: librdkafka
    raises a fatal error).
    The loss needs root and FUSE; without them part 2 reports why and is skipped.
+3. a full disk (once per run, Kafka's default policy): broker 1 keeps its log directory on
+   a 48 MiB tmpfs; an idempotent acks=all producer (linger.ms 5) sends 150,000 records of
+   1 KB to a topic of 6 partitions, RF 3, min.insync.replicas 2, 1 MiB segments. Figures:
+   records acknowledged, refused (a delivery error) and lost (acknowledged, not read back),
+   the seconds until the last acknowledgement, and `rayka status`' offline directories.
+   Needs root (the tmpfs mount).
 """
 
 from __future__ import annotations
@@ -204,6 +210,57 @@ def power_loss_once(cluster, mounts: dict, topic_config: dict, who: str) -> dict
             "dropped_bytes": sum(r["bytes_dropped"] for r in reverted.values())}
 
 
+FULL_RECORDS, FULL_VALUE, FULL_DISK = 150_000, 1_000, "48m"
+
+
+def full_disk_once(quick: bool) -> dict:
+    import subprocess
+    from bench.common import local_cluster
+    from confluent_kafka import Producer
+    from rayka.cli import status_of
+    n = 30_000 if quick else FULL_RECORDS
+    small = Path(tempfile.mkdtemp(prefix="rayka-full-disk-"))
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={FULL_DISK}", "tmpfs", str(small)],
+                   check=True, capture_output=True)
+    try:
+        with local_cluster("full", broker_configs={1: {"log.dirs": str(small)}}) as (c, _):
+            topic = f"full{uuid.uuid4().hex[:6]}"
+            c.admin().create_topic(topic, PARTITIONS, 3, {"min.insync.replicas": 2,
+                                                          "segment.bytes": 1 << 20},
+                                   timeout_s=TIMEOUT_S)
+            bootstrap = c.bootstrap_servers()
+            acked, refused = set(), []
+            p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
+                          "enable.idempotence": True, "message.timeout.ms": 300_000})
+
+            def report(err, msg):
+                if err is None:
+                    acked.add(int(msg.value()[:12]))
+                else:
+                    refused.append(str(err))
+            t0 = time.monotonic()
+            for i in range(n):
+                value = (b"%012d" % i).ljust(FULL_VALUE, b".")
+                while True:
+                    try:
+                        p.produce(topic, value, on_delivery=report)
+                        break
+                    except BufferError:
+                        p.poll(0.05)
+                p.poll(0)
+            left = p.flush(300)
+            elapsed = time.monotonic() - t0
+            got = read_all(bootstrap, topic)
+            offline = status_of(c)["offline_log_dirs"]
+    finally:
+        subprocess.run(["umount", "-l", str(small)], check=False, capture_output=True)
+        shutil.rmtree(small, ignore_errors=True)
+    return {"records": n, "acked": len(acked), "refused": len(refused), "unanswered": left,
+            "lost": len(acked - set(got)), "duplicated": len(got) - len(set(got)),
+            "seconds": elapsed, "offline_log_dirs": offline,
+            "refusals": sorted(set(refused))[:5]}
+
+
 def with_mounts(brokers, root: Path):
     from rayka.chaos.faultfs import FaultFs
     mounts = {}
@@ -236,7 +293,11 @@ def run(quick: bool = False, runs: int = 3, policies=tuple(POLICIES)) -> dict:
     costs: dict[str, list[dict]] = {p: [] for p in POLICIES}
     losses: dict[str, list[dict]] = {p: [] for p in POLICIES}
     missing = fault_layer_missing()
+    full: list[dict] = []
     for run_i in range(runs):
+        if os.geteuid() == 0:
+            say(f"run {run_i + 1}/{runs}: a full disk")
+            full.append(full_disk_once(quick))
         for policy in policies:
             broker_config, topic_config = POLICIES[policy]
             say(f"run {run_i + 1}/{runs}: {policy}: cost")
@@ -274,6 +335,13 @@ def run(quick: bool = False, runs: int = 3, policies=tuple(POLICIES)) -> dict:
                 figures.append(figure(f"disk.{policy}.power_loss_{who}.lost", "records",
                                       [x["lost"] for x in got], target=target, better="lower",
                                       policy=policy))
+    if full:
+        figures.append(figure("disk.full_disk.acknowledged", "records",
+                              [x["acked"] for x in full], target=full[0]["records"]))
+        figures.append(figure("disk.full_disk.lost", "records", [x["lost"] for x in full],
+                              target=0, better="lower"))
+        figures.append(figure("disk.full_disk.seconds", "s", [x["seconds"] for x in full],
+                              better="lower"))
     return {"bench": "disk", "setup": {"partitions": PARTITIONS, "replication_factor": 3,
                                        "min_insync_replicas": 2, "value_bytes": VALUE,
                                        "records": n, "loss_rate": RATE,
@@ -281,6 +349,7 @@ def run(quick: bool = False, runs: int = 3, policies=tuple(POLICIES)) -> dict:
                                        "load_before": os.getloadavg()},
             "figures": figures,
             "extra": {"losses": losses, "costs": costs, "loss_skipped": missing,
+                      "full_disk": full,
                       "load_after": os.getloadavg()}}
 
 

@@ -10,7 +10,8 @@ retries land on the new leaders — so every record is acknowledged and read bac
 order per partition. DescribeLogDirs answers KAFKA_STORAGE_ERROR for the dead directory.
 With space freed and broker 1 restarted, its replicas recover and rejoin every ISR. With
 two log directories (Kafka's JBOD), the full one goes offline and the other keeps its
-replicas in their ISRs.
+replicas in their ISRs. A directory whose disk answers EIO (rayka/chaos/faultfs.py) is
+treated alike.
 """
 
 from __future__ import annotations
@@ -204,4 +205,39 @@ def test_one_failed_directory_of_several_leaves_the_others_serving(jbod):
     world.wait_for(lambda: all(broker.partition_info(tp)["log_end_offset"] ==
                                len(acked.get(tp[1], [])) for tp in on_big),
                    30, "broker 1's healthy replicas at the leaders' log end")
+    assert consume_all(world, RECORDS) == acked
+
+
+@pytest.fixture
+def eio_world(zk_server, tmp_path):
+    from rayka.chaos.faultfs import FaultFs
+    (tmp_path / "src").mkdir()
+    (tmp_path / "mnt").mkdir()
+    fs = FaultFs.start(tmp_path / "src", tmp_path / "mnt", tmp_path / "ctl.sock")
+    cluster = None
+    try:
+        cluster = InProcessCluster(zk_server.connect_string, tmp_path / "data",
+                                   broker_ids=BROKERS,
+                                   broker_configs={1: {"log.dirs": str(tmp_path / "mnt")}})
+        cluster.fs = fs
+        yield cluster
+    finally:
+        if cluster is not None:
+            cluster.close()
+        fs.stop()
+
+
+def test_a_directory_failing_with_eio_goes_offline_like_a_full_one(eio_world):
+    world = eio_world
+    world.create_topic(TOPIC, PARTITIONS, 3, configs={"min.insync.replicas": "2"})
+    world.wait_for(lambda: all((TOPIC, p) in world.brokers[b].rm.metadata.partitions
+                               for b in BROKERS for p in range(PARTITIONS)),
+                   30, "every broker's metadata to list the topic")
+    world.fs.set_mode("eio")                # the disk under broker 1 dies
+    acked = produce_all(world)
+    [d] = world.brokers[1].log_dirs()
+    assert not d["online"] and d["error"].startswith("EIO"), d
+    world.wait_for(lambda: all(leader != 1 and 1 not in isr
+                               for leader, isr in leadership(world).values()),
+                   30, "every leadership off broker 1 and 1 out of every ISR")
     assert consume_all(world, RECORDS) == acked
