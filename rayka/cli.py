@@ -30,7 +30,7 @@ import time
 from controller.store_api import ZkStoreError
 from controller.zookeeper.server import ZooKeeperLaunchError
 from rayka.chaos.runner import FAULT_KINDS as FAULT_KINDS_DEFAULT
-from rayka.chaos.runner import GROUP_FAULT_KINDS, TXN_FAULT_KINDS
+from rayka.chaos.runner import DISK_FAULT_KINDS, GROUP_FAULT_KINDS, TXN_FAULT_KINDS
 from rayka.errors import RayUnavailable
 from rayka.ops import (features_cli, groups_cli, quotas_cli, ray_head, security_cli,
                        transactions_cli, zookeeper_cli)
@@ -211,7 +211,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--duration", type=float, default=60.0, help="seconds of faults")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--faults", default=",".join(FAULT_KINDS_DEFAULT),
-                   help="comma-separated fault kinds (default: all)")
+                   help="comma-separated fault kinds (default: all but the disk faults "
+                        f"{','.join(DISK_FAULT_KINDS)}, which need FUSE: each broker's log "
+                        "directory then sits on its own faultfs mount)")
+    p.add_argument("--flush-before-ack", action="store_true",
+                   help="log.flush.before.ack=true on every broker: no acks=all produce "
+                        "answered before every ISR replica fsynced it (power-loss-all needs it)")
+    p.add_argument("--hold-s", type=_hold_seconds, default=None, metavar="S[,MAX]",
+                   help="how long a pause or an outage lasts, in seconds, or drawn between "
+                        "S and MAX (default 3.5,5)")
     p.add_argument("--min-per-kind", type=int, default=0,
                    help="run past --duration until every kind happened this often")
     p.add_argument("--partitions", type=int, default=6)
@@ -607,14 +615,27 @@ def _interrupt(_signum, _frame):
     raise KeyboardInterrupt
 
 
+def _hold_seconds(text: str) -> tuple[float, float]:
+    """"S" or "S,MAX" (seconds) → (low, high)."""
+    try:
+        values = [float(v) for v in text.split(",")]
+    except ValueError:
+        values = []
+    if len(values) not in (1, 2) or min(values) < 0 or values[0] > values[-1]:
+        raise argparse.ArgumentTypeError(f"--hold-s wants S or S,MAX seconds (S <= MAX), "
+                                         f"not {text!r}")
+    return values[0], values[-1]
+
+
 def cmd_chaos(args) -> int:
     import signal
 
-    from rayka.chaos.runner import ChaosConfig, run_chaos
+    from rayka.chaos.runner import ChaosConfig, config_error, run_chaos
     # SIGTERM (e.g. `timeout`) unwinds like Ctrl-C, so the run stops its ZooKeeper and Ray
     signal.signal(signal.SIGTERM, _interrupt)
     kinds = tuple(k.strip() for k in args.faults.split(",") if k.strip())
-    known = set(FAULT_KINDS_DEFAULT) | (set(GROUP_FAULT_KINDS) if args.group_members else set()) \
+    known = set(FAULT_KINDS_DEFAULT) | set(DISK_FAULT_KINDS) \
+        | (set(GROUP_FAULT_KINDS) if args.group_members else set()) \
         | (set(TXN_FAULT_KINDS) if args.transactions else set())
     unknown = sorted(set(kinds) - known)
     if unknown:
@@ -631,7 +652,12 @@ def cmd_chaos(args) -> int:
                          group_members=args.group_members, group_protocol=args.group_protocol,
                          share_members=args.share_members, compact_keys=args.compact_keys,
                          transactions=args.transactions,
+                         flush_before_ack=args.flush_before_ack,
+                         **({"hold_s": args.hold_s} if args.hold_s else {}),
                          out_dir=args.out or "", keep_data=args.keep_data)
+    problem = config_error(config)
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
     verdict, out = run_chaos(config, say=lambda line: print(line, file=sys.stderr))
     print(verdict.table())
     failures = verdict.stats.get("liveness_failures") or []

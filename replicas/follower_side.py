@@ -122,7 +122,7 @@ class FollowerSide:
             effects += self._process(part, ps.TruncationCompleted(log.log_end_offset))
         if records_buf:
             part.producers.append_as_follower(records_buf)
-            if self.config.flush_before_ack:
+            if self.config.log_flush_before_ack:
                 part.log.flush()    # the next fetch's offset tells the leader it is on disk
         effects += self._process(part, ps.FollowerFetchResponse(log.log_end_offset,
                                                                 leader_high_watermark))

@@ -557,7 +557,7 @@ class ReplicaManager(LeaderReads, FollowerSide):
 
     def _make_leader(self, part: _Partition, st, replicas, isr, now: int) -> list:
         log = part.log
-        if self.config.flush_before_ack:
+        if self.config.log_flush_before_ack:
             log.flush()             # the HW it starts from counts its whole log
         part.producers.ensure_loaded()
         if not part.state.is_leader:
@@ -666,13 +666,13 @@ class ReplicaManager(LeaderReads, FollowerSide):
         """The log end the leader counts for its HW: with log.flush.before.ack only what is
         on disk, so no acks=-1 produce is answered before the leader fsynced it."""
         log = part.log
-        return log.flushed_end if self.config.flush_before_ack else log.log_end_offset
+        return log.flushed_end if self.config.log_flush_before_ack else log.log_end_offset
 
     def _leader_appended(self, part) -> list:
         """A leader's log grew. With log.flush.before.ack and no follower in the ISR the
         leader fsyncs at once (nobody else's fetch would make it); otherwise the next
         follower fetch does (group commit: one fsync for every append since)."""
-        if self.config.flush_before_ack and len(part.state.isr) <= 1:
+        if self.config.log_flush_before_ack and len(part.state.isr) <= 1:
             part.log.flush()
         return self._process(part, ps.LeaderAppended(self._leader_end(part), self._clock()))
 
@@ -680,7 +680,7 @@ class ReplicaManager(LeaderReads, FollowerSide):
         """log.flush.before.ack: fsync what a leader appended since its last flush and let
         the HW count it (a follower fetch, a tick); [] when nothing is waiting."""
         log = part.log
-        if not self.config.flush_before_ack or log.flushed_end >= log.log_end_offset:
+        if not self.config.log_flush_before_ack or log.flushed_end >= log.log_end_offset:
             return []
         log.flush()
         return self._process(part, ps.LeaderAppended(log.log_end_offset, self._clock()))

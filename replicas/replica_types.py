@@ -176,7 +176,7 @@ class BrokerConfig:
     log_max_open_files: int | None = None            # open .log files (LRU); None: no cap
     transaction_partition_verification_enable: bool = True   # KIP-890 part 1 (Kafka's)
     replica_selector_class: str | None = None        # replica.selector.class (KIP-392)
-    flush_before_ack: bool = False                   # log.flush.before.ack (rayka's)
+    log_flush_before_ack: bool = False               # log.flush.before.ack (rayka's)
 
 
 # Kafka's broker-level names of topic-config defaults (KafkaConfig / LogConfig synonyms).

@@ -73,7 +73,7 @@ class Cluster:
         return BrokerConfig(str(self.base / f"broker-{b}"), replica_lag_time_max_ms=self.lag_ms,
                             hw_checkpoint_interval_ms=self.hw_checkpoint_interval_ms,
                             replica_selector_class=self.replica_selector_class,
-                            flush_before_ack=self.flush_before_ack)
+                            log_flush_before_ack=self.flush_before_ack)
 
     def start(self, b: int):
         """A new incarnation of broker b on its data dir (pending ids start over)."""

@@ -68,3 +68,24 @@ def test_broker_config_option(items, parsed):
 def test_broker_config_option_errors(item):
     with pytest.raises(argparse.ArgumentTypeError):
         _broker_configs([item])
+
+
+@pytest.mark.parametrize("config, log_dirs, flush_before_ack", [
+    ({}, None, None),
+    ({"log.dirs": "/d1, /d2", "log.flush.before.ack": "true"}, ("/d1", "/d2"), True),
+    ({"log_dir": "/d0", "log_flush_before_ack": False}, ("/d0",), False),
+    ({"log.dirs": ["/a"], "log.dir": "/ignored"}, ("/a",), None),
+])
+def test_log_dirs_and_flush_before_ack_make_a_broker_config(config, log_dirs, flush_before_ack):
+    from replicas.replica_types import BrokerConfig
+    rm = split_broker_config(config).replica_manager
+    assert rm.get("log_dirs") == log_dirs
+    assert rm.get("log_flush_before_ack") == flush_before_ack
+    built = BrokerConfig(data_dir="/home", **rm)        # every key is a BrokerConfig field
+    assert built.log_flush_before_ack is bool(flush_before_ack)
+    assert "log.dirs" not in split_broker_config(config).topic_defaults
+
+
+def test_log_dirs_naming_nothing_are_refused():
+    with pytest.raises(InvalidConfig, match="log.dirs"):
+        split_broker_config({"log.dirs": " , "})

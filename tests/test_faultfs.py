@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
@@ -142,6 +143,10 @@ def test_space_limit_and_enospc_mode(ffs):
     os.unlink(m / "f")                                       # deletes work on a full disk
     ffs.set_mode("ok")
     write_file(m / "new", b"ok", sync=True)
+    assert ffs.set_space_limit(None, headroom=10) == 2       # the total now, plus 10 bytes
+    assert ffs.stats()["space_limit"] == 12
+    write_file(m / "more", b"m" * 10, sync=True)
+    assert errno_of(lambda: write_file(m / "full", b"f", sync=True)) == errno.ENOSPC
 
 
 def test_power_loss_keeps_exactly_the_synced_content(ffs):
@@ -218,6 +223,53 @@ def test_freeze_holds_operations_until_thaw(ffs):
     assert ffs.stats()["frozen"]
     ffs.thaw()
     assert reader.communicate(timeout=30)[0] == "x\n"
+
+
+def held_ops_reach(ffs, n: int, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while ffs.stats()["held_ops"] < n:
+        assert time.monotonic() < deadline, f"fewer than {n} operations held: {ffs.stats()}"
+        time.sleep(0.01)
+
+
+def test_power_loss_fails_only_the_killed_processes_held_operations(ffs):
+    """A restarted process may reach the mount between the kill and the revert: its held
+    stat and read must wait and then see the reverted file (no size or page from before,
+    no EIO), while the killed process's held operation, made by a thread other than its
+    main one (the kernel sends thread ids), fails with the power."""
+    m = ffs.mount
+    write_file(m / "f", b"durable", sync=True)
+    fd = os.open(m / "f", os.O_WRONLY | os.O_APPEND)
+    os.write(fd, b"+unsynced")
+    os.close(fd)
+    assert (m / "f").read_bytes() == b"durable+unsynced"      # pages and size now cached
+    killed_code = textwrap.dedent("""
+        import os, sys, threading
+        def run():
+            for i in range(1_000_000):
+                os.mkdir(os.path.join(sys.argv[1], f"d{i}"))
+                if i == 0:
+                    print("ready", flush=True)
+        threading.Thread(target=run).start()
+    """)
+    (m / "sub").mkdir()             # a mkdir locks its parent: not the reader's
+    killed = subprocess.Popen([sys.executable, "-c", killed_code, str(m / "sub")],
+                              stdout=subprocess.PIPE, text=True)
+    assert killed.stdout.readline() == "ready\n"
+    ffs.freeze()
+    held_ops_reach(ffs, 1)                        # the killed process's next mkdir
+    reader_code = "import os, sys; print(os.stat(sys.argv[1]).st_size, open(sys.argv[1]).read())"
+    reader = subprocess.Popen([sys.executable, "-c", reader_code, str(m / "f")],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    held_ops_reach(ffs, 2)                        # the restarted one's stat waits too
+    ffs.power_loss(kill=[killed.pid])
+    out, err = reader.communicate(timeout=30)
+    assert (reader.returncode, out, err) == (0, "7 durable\n", "")
+    assert killed.wait(timeout=30) == -signal.SIGKILL
+    killed.stdout.close()
+    stats = ffs.stats()
+    assert stats["failed_by_power_loss"] >= 1 and stats["held_ops"] == 0, stats
+    assert read_in_new_process(m / "f") == [b"durable"]
 
 
 def test_stop_unmounts_after_the_process_was_killed(tmp_path):

@@ -2,7 +2,8 @@
 
 - faults: FaultInjector — broker/controller kills with and without restart, SIGSTOP zombies,
   real ZooKeeper session expiry, ensemble server stop/leader kill, segment-tail corruption,
-  controlled shutdown, node kill; public APIs only (never ray._private);
+  controlled shutdown, node kill, and disk faults on a broker's faultfs mount (full disk,
+  EIO, power loss of one broker or all); public APIs only (never ray._private);
 - workload: concurrent producers, consumers and samplers writing the history;
 - history: the append-only JSONL history;
 - checker, disk: the chaos invariants proved from the history and the brokers' files;
@@ -15,8 +16,9 @@
   read_committed readers under faults, and Jepsen's transactional invariants (nothing
   aborted read, commits atomic, exactly-once pipeline, no hanging transaction, zombies
   fenced);
-- faultfs: a FUSE passthrough for the brokers' log directories that fails operations with EIO
-  or ENOSPC, freezes them, or loses power (every write not yet fsynced dropped).
+- faultfs, faultfs_server: a FUSE passthrough for the brokers' log directories that fails
+  operations with EIO or ENOSPC, freezes them, or loses power (every write not yet fsynced
+  dropped); faultfs is the harness's side, faultfs_server the file system in its process.
 
 May import: rayka (cluster, client, ops.procs, errors), actors/, controller/, replicas/,
 coordinator/ and transactions/ (their partition hashing).

@@ -21,6 +21,12 @@ Rules:
 - No sleeps as synchronisation: waits poll a condition with a deadline (``wait_for``).
 - ZooKeeper ensemble faults need the ``ensemble`` (a ``controller.zookeeper.server.ZooKeeperEnsemble``).
 - ``rng`` (a ``random.Random``) makes every random choice here; seed it to replay a run.
+- Disk faults act on a broker's log directory through its faultfs mount
+  (rayka/chaos/faultfs.py, one mount per broker, passed in as a ``FaultFs``): a space limit
+  just above what it holds (ENOSPC), every operation failing (EIO), a power loss (every
+  write not fsynced dropped, the broker SIGKILLed with it). An offline directory comes back
+  only with a restart (replicas/log_dirs.py), so ``heal_disk`` lifts the fault and then
+  kills the broker's process by pid: Ray restarts it, and it recovers from the disk.
 """
 
 from __future__ import annotations
@@ -35,11 +41,12 @@ from pathlib import Path
 import ray
 
 from controller.zookeeper.store import expire_session
+from rayka.chaos.faultfs import power_loss_together
 from rayka.client.admin import wait_for
 from rayka.ops.procs import pid_alive
 from replicas import records
 from replicas.log import partition_dir_name
-from replicas.errors import CorruptRecord
+from replicas.errors import CorruptRecord, RequestTimedOut
 
 __all__ = ["FaultInjector", "CORRUPT_MODES"]
 
@@ -291,8 +298,7 @@ class FaultInjector:
         rng picks (torn when the segment holds no batch)."""
         if mode is not None and mode not in CORRUPT_MODES:
             raise ValueError(f"mode must be one of {CORRUPT_MODES}, not {mode!r}")
-        pdir = (Path(self.cluster.facts["data_dir"]) / f"broker-{broker_id}"
-                / partition_dir_name(topic, partition))
+        pdir = self._partition_dir(broker_id, topic, partition)
         if not list(pdir.glob("*.log")):
             raise FileNotFoundError(f"broker {broker_id} has no segment in {pdir}")
         self.kill_broker(broker_id, restart=False)
@@ -319,6 +325,19 @@ class FaultInjector:
         self.cluster.ensure_actors()
         out["restarted"] = True
         return out
+
+    def _partition_dir(self, broker_id: int, topic: str, partition: int) -> Path:
+        """Where the broker keeps the partition: in one of its log directories (it says
+        which), else where its data dir keeps logs by default."""
+        name = partition_dir_name(topic, partition)
+        try:
+            dirs = self.broker_log_dirs(broker_id)
+        except Exception:     # paused or restarting: its default layout it is
+            dirs = []
+        for d in dirs:
+            if (Path(d["path"]) / name).is_dir():
+                return Path(d["path"]) / name
+        return Path(self.cluster.facts["data_dir"]) / f"broker-{broker_id}" / name
 
     @staticmethod
     def _last_batch(segment: Path) -> tuple[tuple[int, int, int] | None, int]:
@@ -368,6 +387,80 @@ class FaultInjector:
         f.seek(end)
         f.write(bytes(batch[:n]))
         return n
+
+    # -- disks (one faultfs mount per broker) -----------------------------------------------
+    def broker_log_dirs(self, broker_id: int) -> list[dict]:
+        """The broker's own account of its log directories (Broker.log_dirs: path, online,
+        error, partitions)."""
+        return self._call(self._broker(broker_id).log_dirs)
+
+    def wait_dir_offline(self, broker_id: int, timeout_s: float) -> float | None:
+        """Seconds until the broker reports one of its log directories offline (polled),
+        None if it did not within `timeout_s`."""
+        started = time.monotonic()
+
+        def offline():
+            try:
+                return any(not d["online"] for d in self.broker_log_dirs(broker_id))
+            except Exception:   # restarting: not offline in this incarnation's eyes yet
+                return False
+        try:
+            wait_for(offline, timeout_s, f"broker-{broker_id}'s log directory offline")
+        except RequestTimedOut:
+            return None
+        return time.monotonic() - started
+
+    def fill_disk(self, broker_id: int, disk, headroom: int) -> dict:
+        """The broker's log directory (its faultfs mount `disk`) may grow by `headroom`
+        bytes more: its next writes past that fail with ENOSPC and the directory goes
+        offline. ``heal_disk`` undoes it."""
+        used = disk.set_space_limit(None, headroom=headroom)
+        return {"kind": "fill_disk", "target": f"broker-{broker_id}", "partition": None,
+                "broker": broker_id, "space_used": used, "space_limit": used + headroom}
+
+    def fail_disk(self, broker_id: int, disk) -> dict:
+        """Every operation on the broker's log directory fails with EIO (a dying disk);
+        ``heal_disk`` undoes it."""
+        disk.set_mode("eio")
+        return {"kind": "fail_disk", "target": f"broker-{broker_id}", "partition": None,
+                "broker": broker_id}
+
+    def heal_disk(self, broker_id: int, disk, restart: bool = True) -> dict:
+        """Lift every fault of the broker's mount (space limit, error mode, freeze); with
+        restart, SIGKILL the broker's process by pid: Ray restarts it (max_restarts=-1) and
+        the new incarnation brings the directory back online, recovering its logs."""
+        disk.set_space_limit(None)
+        disk.set_mode("ok")
+        disk.thaw()
+        target, pid = f"broker-{broker_id}", None
+        if restart:
+            pid = self._pid_of(self._broker(broker_id), target)
+            self._forget_target(target)
+            if pid is not None:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        return {"kind": "heal_disk", "target": target, "partition": None,
+                "broker": broker_id, "restarted_pid": pid}
+
+    def power_loss(self, disks: dict) -> dict:
+        """A power loss of the brokers of `disks` (broker id → its faultfs mount) at one
+        instant: every mount frozen, every broker's process SIGKILLed by pid, every write
+        not fsynced dropped (rayka/chaos/faultfs.py `power_loss_together`). Ray restarts
+        the brokers, which recover from what is left."""
+        brokers = sorted(disks)
+        pids = {b: self._call(self._broker(b).pid) for b in brokers}
+        for b in brokers:
+            self._forget_target(f"broker-{b}")
+        results = power_loss_together([disks[b] for b in brokers], kill=pids.values(),
+                                      timeout=self.timeout_s)
+        return {"kind": "power_loss", "target": ",".join(f"broker-{b}" for b in brokers),
+                "partition": None, "brokers": brokers,
+                "broker": brokers[0] if len(brokers) == 1 else None,
+                "pids": [pids[b] for b in brokers],
+                "files_reverted": sum(r["files_reverted"] for r in results),
+                "bytes_dropped": sum(r["bytes_dropped"] for r in results)}
 
     # -- rolling restart -----------------------------------------------------------------------
     def controlled_shutdown(self, broker_id: int) -> dict:

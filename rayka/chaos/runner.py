@@ -22,6 +22,28 @@ Rules:
   covers its topics and `__transaction_state` too.
 - `unsafe=True` sets unclean.leader.election.enable=true and min.insync.replicas=1: the
   configuration in which Kafka (and rayka) CAN lose acknowledged writes.
+- `flush_before_ack=True` sets log.flush.before.ack=true on every broker (no acks=all
+  produce answered before every ISR replica fsynced it); the history's meta records it.
+- Disk faults (DISK_FAULT_KINDS; not among the defaults: they need FUSE, and root to let
+  Ray's workers use the mounts): when any is requested, each broker keeps its log directory
+  (`log.dirs`, a per-broker static config) on its own faultfs mount
+  (rayka/chaos/faultfs.py; source, mount and control socket under the run's data dir),
+  started before the cluster and stopped by pid in teardown, whatever happened. The
+  checker reads the logs from the mounts' sources after they stopped, through a view
+  `<data>/checker-view/broker-<id>/` linking the broker's data dir and its log directory,
+  so rule 3 still compares every ISR replica's bytes up to the HW.
+  - fill-disk / disk-eio: a broker (the leader of a random partition) gets a space limit
+    DISK_HEADROOM bytes above what it holds / every operation failing with EIO. Its
+    directory must go offline within DIR_OFFLINE_TIMEOUT_S (polled on Broker.log_dirs)
+    and the workload must keep being acknowledged through the hold, else a liveness
+    failure: a sick disk may cost its broker, never the cluster. Heal: the fault lifted,
+    the broker's process SIGKILLed by pid, Ray restarts it on the healed directory.
+  - power-loss-one: that broker's mount loses every write not fsynced while its process
+    is SIGKILLed (faultfs's freeze, kill, revert, thaw); Ray restarts it.
+  - power-loss-all: the same for every broker at one instant. Refused at start without
+    flush_before_ack: then acknowledged writes may be lost, by design.
+  What each disk fault did and saw goes into the fault's end line of the history and
+  into the verdict's stats["disk_faults"].
 """
 
 from __future__ import annotations
@@ -47,10 +69,16 @@ GROUP_FAULT_KINDS = ("kill-coordinator", "pause-coordinator")
 # with transactions in the run (transactions > 0): the broker leading the
 # `__transaction_state` partition of one of the workload's transactional ids
 TXN_FAULT_KINDS = ("kill-txn-coordinator", "pause-txn-coordinator")
+# a broker's log directory on a faultfs mount (rayka/chaos/faultfs.py): needs FUSE
+DISK_FAULT_KINDS = ("fill-disk", "disk-eio", "power-loss-one", "power-loss-all")
 RE_REGISTER = {"kill-broker", "kill-broker-norestart", "expire-broker", "corrupt-tail",
-               "controlled-shutdown", "kill-node", "kill-coordinator", "kill-txn-coordinator"}
+               "controlled-shutdown", "kill-node", "kill-coordinator", "kill-txn-coordinator",
+               "fill-disk", "disk-eio", "power-loss-one", "power-loss-all"}
 HELD = {"pause-leader", "pause-controller", "zk-restart-server", "zk-kill-leader",
-        "kill-broker-norestart", "pause-coordinator", "pause-txn-coordinator", "cut-links"}
+        "kill-broker-norestart", "pause-coordinator", "pause-txn-coordinator", "cut-links",
+        "fill-disk", "disk-eio"}
+DISK_HEADROOM = 64 * 1024         # bytes a filled disk may still take: seconds of traffic
+DIR_OFFLINE_TIMEOUT_S = 30.0      # a sick disk's directory must be offline within this
 
 
 @dataclass
@@ -78,25 +106,41 @@ class ChaosConfig:
     compact_keys: int = 0       # > 0: a compacted topic, values sent under this many keys
     transactions: int = 0       # > 0: this many transactional writers and a consume-transform-
                                 # produce pipeline (chaos/txns.py)
+    flush_before_ack: bool = False      # log.flush.before.ack=true on every broker
     out_dir: str = ""
     keep_data: bool = False
     fault_log: list = field(default_factory=list)
 
 
+def config_error(config: ChaosConfig) -> str | None:
+    """Why `config` cannot run, in one line; None if it can."""
+    known = FAULT_KINDS + DISK_FAULT_KINDS + (GROUP_FAULT_KINDS if config.group_members
+                                               else ()) + \
+        (TXN_FAULT_KINDS if config.transactions else ())
+    unknown = set(config.faults) - set(known)
+    if unknown:
+        return (f"unknown fault kinds {sorted(unknown)}; known: {', '.join(known)}"
+                + ("" if config.group_members else
+                   f" ({', '.join(GROUP_FAULT_KINDS)} need group_members)")
+                + ("" if config.transactions else
+                   f" ({', '.join(TXN_FAULT_KINDS)} need transactions)"))
+    if config.compact_keys and (config.group_members or config.share_members):
+        return ("compact_keys and group_members do not mix: a group's "
+                "'consumed every acknowledged record' has no meaning under compaction")
+    if "power-loss-all" in config.faults and not config.flush_before_ack:
+        return ("power-loss-all needs --flush-before-ack (flush_before_ack=True): without it "
+                "a power loss of every broker at once loses acknowledged writes by design")
+    disk = [k for k in config.faults if k in DISK_FAULT_KINDS]
+    if disk and not os.path.exists("/dev/fuse"):
+        return f"fault kinds {', '.join(disk)} need FUSE (/dev/fuse) for their faultfs mounts"
+    return None
+
+
 class ChaosRun:
     def __init__(self, config: ChaosConfig, say=print):
-        known = FAULT_KINDS + (GROUP_FAULT_KINDS if config.group_members else ()) + \
-            (TXN_FAULT_KINDS if config.transactions else ())
-        unknown = set(config.faults) - set(known)
-        if unknown:
-            raise ValueError(f"unknown fault kinds {sorted(unknown)}; known: {', '.join(known)}"
-                             + ("" if config.group_members else
-                                f" ({', '.join(GROUP_FAULT_KINDS)} need group_members)")
-                             + ("" if config.transactions else
-                                f" ({', '.join(TXN_FAULT_KINDS)} need transactions)"))
-        if config.compact_keys and (config.group_members or config.share_members):
-            raise ValueError("compact_keys and group_members do not mix: a group's "
-                             "'consumed every acknowledged record' has no meaning under compaction")
+        problem = config_error(config)
+        if problem:
+            raise ValueError(problem)
         self.cfg = config
         self.say = say
         self.rng = random.Random(config.seed)
@@ -105,6 +149,9 @@ class ChaosRun:
         self.data_dir = os.path.join(self.out, "data")
         self.history = History(os.path.join(self.out, "history.jsonl"))
         self.multi_node = "kill-node" in config.faults
+        self.disks: dict = {}          # broker id → its faultfs mount (disk faults only)
+        self.disk_faults: list[dict] = []
+        self.socket_dir = None         # a short dir for control sockets, if the run's is long
         self.ensemble = self.ray_cluster = self.cluster = self.injector = self.workload = None
         self.groups = self.txns = self.shares = None
         self.liveness: list[str] = []
@@ -148,12 +195,20 @@ class ChaosRun:
         if self.cfg.transactions:     # a fast timed-out-transaction check (chaos/txns.py)
             from rayka.chaos.txns import TXN_BROKER_CONFIG
             placement.update(TXN_BROKER_CONFIG)
+        broker_configs = {b: {} for b in range(1, self.cfg.brokers + 1)}
+        if self.cfg.flush_before_ack:
+            for own in broker_configs.values():
+                own["log.flush.before.ack"] = "true"
+        if any(k in DISK_FAULT_KINDS for k in self.cfg.faults):
+            self._mount_disks()
+            for b, disk in self.disks.items():
+                broker_configs[b]["log.dirs"] = str(disk.mount)
         self.cluster = rayka.start_local(
             name=f"chaos{uuid.uuid4().hex[:6]}", brokers=self.cfg.brokers, controllers=2,
             zookeeper=self.ensemble.connect_string, data_dir=self.data_dir,
             replica_lag_time_max_ms=self.cfg.replica_lag_time_max_ms,
             zk_session_timeout_ms=self.cfg.zk_session_timeout_ms, log_cleaner_backoff_ms=1000,
-            **placement)
+            broker_configs={b: c for b, c in broker_configs.items() if c}, **placement)
         topic_config = ({"min.insync.replicas": 1, "unclean.leader.election.enable": "true"}
                         if self.cfg.unsafe else {"min.insync.replicas": 2})
         if self.cfg.compact_keys:     # small segments and a low ratio: the cleaners work
@@ -168,7 +223,9 @@ class ChaosRun:
                             group_protocol=self.cfg.group_protocol,
                             share_members=self.cfg.share_members,
                             compact_keys=self.cfg.compact_keys,
-                            transactions=self.cfg.transactions)
+                            transactions=self.cfg.transactions,
+                            flush_before_ack=self.cfg.flush_before_ack,
+                            faultfs_log_dirs=bool(self.disks))
         self.injector = FaultInjector(self.cluster, ensemble=self.ensemble, rng=self.rng)
         self.workload = Workload(self.cluster, TOPIC, self.history,
                                  producers=self.cfg.producers, consumers=self.cfg.consumers,
@@ -190,13 +247,68 @@ class ChaosRun:
                                     partitions=self.cfg.partitions)
             self.txns.create_topics()
 
+    def _mount_disks(self) -> None:
+        """One faultfs mount per broker under the data dir, each registered as soon as it
+        runs, so that teardown stops every one that started."""
+        import tempfile
+
+        from rayka.chaos.faultfs import FaultFs
+        root = os.path.abspath(os.path.join(self.data_dir, "faultfs"))
+        sockets = root
+        if len(os.fsencode(os.path.join(root, "ctl-999"))) >= 100:      # AF_UNIX: 108 bytes
+            sockets = self.socket_dir = tempfile.mkdtemp(prefix="rayka-faultfs-")
+        for b in range(1, self.cfg.brokers + 1):
+            source = os.path.join(root, f"src-{b}")
+            os.makedirs(source, exist_ok=True)
+            self.disks[b] = FaultFs.start(source, os.path.join(root, f"mnt-{b}"),
+                                          os.path.join(sockets, f"ctl-{b}"))
+
+    def _lift_disk_faults(self) -> None:
+        """Every mount thawed, without limit or error mode: nothing waits on a disk."""
+        for disk in self.disks.values():
+            disk.thaw()
+            disk.set_mode("ok")
+            disk.set_space_limit(None)
+
+    def _unmount_disks(self) -> None:
+        problems = []
+        for b, disk in sorted(self.disks.items()):
+            try:
+                disk.stop()
+            except Exception as exc:   # the others are still stopped
+                problems.append(f"broker {b}'s mount: {type(exc).__name__}: {exc}")
+        if self.socket_dir is not None:
+            shutil.rmtree(self.socket_dir, ignore_errors=True)
+        if problems:
+            raise RuntimeError("; ".join(problems))
+
+    def _checker_root(self) -> str:
+        """The data root the checker reads: the data dir, or with faultfs mounts (stopped by
+        now) a view linking each broker's data dir and its log directory's source into
+        `checker-view/broker-<id>/`, the layout rayka/chaos/disk.py reads."""
+        if not self.disks:
+            return self.data_dir
+        view = os.path.join(self.data_dir, "checker-view")
+        for b, disk in self.disks.items():
+            linked = os.path.join(view, f"broker-{b}")
+            os.makedirs(linked, exist_ok=True)
+            for where in (os.path.join(disk.source, f"broker-{b}"),
+                          os.path.join(self.data_dir, f"broker-{b}")):
+                for name in (os.listdir(where) if os.path.isdir(where) else ()):
+                    if not os.path.lexists(os.path.join(linked, name)):
+                        os.symlink(os.path.abspath(os.path.join(where, name)),
+                                   os.path.join(linked, name))
+        return view
+
     def _teardown(self) -> None:
         """Every step runs whatever the previous one did: nothing may outlive the run."""
         import ray
-        steps = [("cluster shutdown", self.cluster.shutdown if self.cluster else None),
+        steps = [("disk faults lifted", self._lift_disk_faults if self.disks else None),
+                 ("cluster shutdown", self.cluster.shutdown if self.cluster else None),
                  ("ray shutdown", ray.shutdown if ray.is_initialized() else None),
                  ("ray test cluster", self.ray_cluster.shutdown if self.ray_cluster else None),
-                 ("ZooKeeper ensemble", self.ensemble.stop if self.ensemble else None)]
+                 ("ZooKeeper ensemble", self.ensemble.stop if self.ensemble else None),
+                 ("faultfs mounts", self._unmount_disks if self.disks else None)]
         for what, step in steps:
             if step is None:
                 continue
@@ -277,12 +389,14 @@ class ChaosRun:
                 self.injector.resume_all()
             self._teardown()
             self.history.close()
-        verdict = check(load_history(self.history.path), data_root=self.data_dir)
+        verdict = check(load_history(self.history.path), data_root=self._checker_root())
         verdict.stats["liveness_failures"] = list(self.liveness) + list(
             self.workload.errors if self.workload else []) + list(
             self.txns.errors if self.txns else [])
         if self.txns is not None:
             verdict.stats["txn_clients"] = dict(self.txns.counts)
+        if self.disks:
+            verdict.stats["disk_faults"] = list(self.disk_faults)
         verdict.stats["seed"] = self.cfg.seed
         if self.rolling:
             verdict.stats["rolling_restart"] = self.rolling
@@ -318,8 +432,11 @@ class ChaosRun:
             if kind in HELD:
                 time.sleep(self.rng.uniform(*self.cfg.hold_s))   # the outage lasts this long
             self._heal(kind, what)
+            detail = self._judge_disk_fault(fault_id, kind, what) if kind in DISK_FAULT_KINDS \
+                else {}
             self.history.record("info", "fault", id=fault_id, kind=kind, phase="end",
-                                target=str(what.get("target")), partition=what.get("partition"))
+                                target=str(what.get("target")), partition=what.get("partition"),
+                                **detail)
             self.fault_counts[kind] = self.fault_counts.get(kind, 0) + 1
             healthy = self._wait_reregistered(kind, what, epochs) and self._wait_healthy()
             self.say(f"fault {fault_id:3d} {kind:22s} {str(what.get('target')):>12s} "
@@ -412,6 +529,20 @@ class ChaosRun:
             others = [b for b in self.cluster.facts["brokers"] if b != leader]
             broker = self.rng.choice(others)
             return dict(inj.cut_replication(broker, self.cfg.hold_s[1] + 60.0), partition=p)
+        if kind in ("fill-disk", "disk-eio"):
+            broker = self._disk_target(p)
+            disk = self.disks[broker]
+            out = (inj.fill_disk(broker, disk, DISK_HEADROOM) if kind == "fill-disk"
+                   else inj.fail_disk(broker, disk))
+            out.update(partition=p,
+                       dir_offline_s=inj.wait_dir_offline(broker, DIR_OFFLINE_TIMEOUT_S),
+                       acked_at_offline=self.workload.acked)
+            return out
+        if kind == "power-loss-one":
+            broker = self._disk_target(p)
+            return dict(inj.power_loss({broker: self.disks[broker]}), partition=p)
+        if kind == "power-loss-all":
+            return inj.power_loss(dict(self.disks))
         if kind == "kill-coordinator":
             return self.groups.kill_coordinator(inj)
         if kind == "pause-coordinator":
@@ -421,6 +552,36 @@ class ChaosRun:
         if kind == "pause-txn-coordinator":
             return self.txns.pause_coordinator(inj)
         raise ValueError(kind)
+
+    def _disk_target(self, partition: int) -> int:
+        """The broker whose disk fails: the partition's leader, so that leadership has to
+        move (any broker when it has none)."""
+        leader = self.injector.live_leaders(TOPIC).get(partition, -1)
+        return leader if leader in self.disks else self.rng.choice(sorted(self.disks))
+
+    def _judge_disk_fault(self, fault_id: int, kind: str, what: dict) -> dict:
+        """What a disk fault did and saw (for the history and stats["disk_faults"]); a sick
+        disk whose directory never went offline, or that stopped the acknowledgements or
+        kept its broker leading, is a liveness failure."""
+        detail = {k: what[k] for k in ("broker", "brokers", "space_limit", "dir_offline_s",
+                                       "acked_during_hold", "leads_after_hold",
+                                       "files_reverted", "bytes_dropped") if k in what}
+        self.disk_faults.append({"id": fault_id, "kind": kind, **detail})
+        if kind not in ("fill-disk", "disk-eio"):
+            return detail
+        b, problems = what["broker"], []
+        if what["dir_offline_s"] is None:
+            problems.append(f"broker {b}'s log directory not offline within "
+                            f"{DIR_OFFLINE_TIMEOUT_S} s")
+        if not what["acked_during_hold"]:
+            problems.append("nothing acknowledged during the hold: the sick disk took the "
+                            "cluster down")
+        if what["leads_after_hold"]:
+            problems.append(f"broker {b} still led partitions {what['leads_after_hold']} "
+                            "with its directory offline")
+        for problem in problems:
+            self.liveness.append(f"fault {fault_id} ({kind}): {problem}")
+        return detail
 
     def _kill_node(self, partition: int) -> dict:
         import ray
@@ -442,10 +603,28 @@ class ChaosRun:
             inj.restore_replication(what["broker"])
         elif kind in ("zk-restart-server", "zk-kill-leader"):
             inj.zk_start_server(what["server"])
+        elif kind in ("fill-disk", "disk-eio"):
+            b = what["broker"]
+            what["acked_during_hold"] = self.workload.acked - what["acked_at_offline"]
+            what["leads_after_hold"] = sorted(p for p, leader in inj.live_leaders(TOPIC).items()
+                                              if leader == b)
+            inj.heal_disk(b, self.disks[b])
+
+    def _heal_disks(self) -> None:
+        """Every mount healed; a broker whose directory is offline restarted (only a new
+        incarnation brings it back)."""
+        for b, disk in sorted(self.disks.items()):
+            try:
+                offline = any(not d["online"] for d in self.injector.broker_log_dirs(b))
+            except Exception:  # restarting: its new incarnation opens the healed disk
+                offline = False
+            self.injector.heal_disk(b, disk, restart=offline)
 
     def _heal_all(self) -> None:
         inj = self.injector
         inj.resume_all()
+        if self.disks:
+            self._heal_disks()
         for i, server in enumerate(self.ensemble.servers):
             if not server.is_running():
                 inj.zk_start_server(i)
@@ -463,14 +642,18 @@ class ChaosRun:
         """A broker that lost its process or session must come back as a NEW incarnation
         (larger broker epoch) before the cluster can be called healed: otherwise a health
         check could pass before anyone noticed the fault."""
-        broker = what.get("broker")
-        if kind not in RE_REGISTER or broker is None or broker not in before:
+        brokers = [b for b in (what.get("brokers") or [what.get("broker")]) if b in before]
+        if kind not in RE_REGISTER or not brokers:
             return True
         from rayka.client.admin import wait_for
         from replicas.errors import RequestTimedOut
+
+        def registered_anew():
+            epochs = self._broker_epochs()
+            return all(epochs.get(b, -1) > before[b] for b in brokers)
         try:
-            wait_for(lambda: self._broker_epochs().get(broker, -1) > before[broker],
-                     self.cfg.heal_timeout_s, f"broker {broker} registered anew")
+            wait_for(registered_anew, self.cfg.heal_timeout_s,
+                     f"brokers {brokers} registered anew")
             return True
         except RequestTimedOut:
             return False
