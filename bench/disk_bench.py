@@ -113,6 +113,20 @@ class Writer:
             self.errors.append(str(err))
 
     def _run(self) -> None:
+        try:
+            self._pace()
+        except Exception as exc:            # librdkafka raises its fatal error from poll()
+            self.fatal = self.fatal or str(exc)
+
+    def flush(self, timeout_s: float) -> int:
+        """Records still unanswered after `timeout_s` (all of them on a fatal error)."""
+        try:
+            return self.producer.flush(timeout_s)
+        except Exception as exc:
+            self.fatal = self.fatal or str(exc)
+            return len(self.producer)
+
+    def _pace(self) -> None:
         t0 = time.monotonic()
         while not self.stop.is_set() and self.fatal is None:
             due = int((time.monotonic() - t0) * RATE)
@@ -199,7 +213,7 @@ def power_loss_once(cluster, mounts: dict, topic_config: dict, who: str) -> dict
     recovery_s = time.monotonic() - t0
     w.stop.set()
     w.thread.join(30)
-    left = w.producer.flush(TIMEOUT_S)
+    left = w.flush(TIMEOUT_S)
     got = read_all(bootstrap, topic)
     acked = w.acked
     return {"who": who, "victims": victims, "sent": w.sent, "acked": len(acked),
@@ -293,6 +307,7 @@ def run(quick: bool = False, runs: int = 3, policies=tuple(POLICIES)) -> dict:
     costs: dict[str, list[dict]] = {p: [] for p in POLICIES}
     losses: dict[str, list[dict]] = {p: [] for p in POLICIES}
     missing = fault_layer_missing()
+    load_before = os.getloadavg()
     full: list[dict] = []
     for run_i in range(runs):
         if os.geteuid() == 0:
@@ -346,7 +361,7 @@ def run(quick: bool = False, runs: int = 3, policies=tuple(POLICIES)) -> dict:
                                        "min_insync_replicas": 2, "value_bytes": VALUE,
                                        "records": n, "loss_rate": RATE,
                                        "loss_after_s": BEFORE_S, "machine": machine_facts(),
-                                       "load_before": os.getloadavg()},
+                                       "load_before": load_before},
             "figures": figures,
             "extra": {"losses": losses, "costs": costs, "loss_skipped": missing,
                       "full_disk": full,

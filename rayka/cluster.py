@@ -365,32 +365,28 @@ class Cluster:
         bindings = read_bindings(self.store)
         return sorted({w for s in settings if (w := replication_refusal(s, bindings))})
 
-    def replication_problems(self, timeout_s: float = 10.0) -> dict[int, dict]:
-        """Live broker id → what keeps its followers from replicating (Broker.
-        replication_problems: its inter-broker principal, each fetcher's problem)."""
+    def _ask_live_brokers(self, method: str, timeout_s: float) -> dict[int, object]:
+        """Live broker id → its answer to `method` (a broker restarting answers next time)."""
         live = [b.id for b in self.brokers() if b.alive]
-        refs = {b: a.replication_problems.remote()
+        refs = {b: getattr(a, method).remote()
                 for b in live if (a := self.broker_actor(b)) is not None}
         out = {}
         for b, ref in refs.items():
             try:
                 out[b] = ray.get(ref, timeout=timeout_s)
-            except ray.exceptions.RayError:      # restarting: it reports next time
+            except ray.exceptions.RayError:
                 pass
         return out
+
+    def replication_problems(self, timeout_s: float = 10.0) -> dict[int, dict]:
+        """Live broker id → what keeps its followers from replicating (Broker.
+        replication_problems: its inter-broker principal, each fetcher's problem)."""
+        return self._ask_live_brokers("replication_problems", timeout_s)
 
     def log_dirs(self, timeout_s: float = 10.0) -> dict[int, list[dict]]:
         """Live broker id → its log directories (Broker.log_dirs: path, online, why
         offline, the partitions held there or lost with it)."""
-        live = [b.id for b in self.brokers() if b.alive]
-        refs = {b: a.log_dirs.remote() for b in live if (a := self.broker_actor(b)) is not None}
-        out = {}
-        for b, ref in refs.items():
-            try:
-                out[b] = ray.get(ref, timeout=timeout_s)
-            except ray.exceptions.RayError:      # restarting: it reports next time
-                pass
-        return out
+        return self._ask_live_brokers("log_dirs", timeout_s)
 
     def bootstrap_servers(self, listener: str = "PLAINTEXT") -> str:
         """"host:port,host:port,..." of the live brokers' `listener` endpoints (what a Kafka

@@ -123,7 +123,7 @@ class FollowerSide:
         if records_buf:
             part.producers.append_as_follower(records_buf)
             if self.config.log_flush_before_ack:
-                part.log.flush()    # the next fetch's offset tells the leader it is on disk
+                part.log.sync_data()    # the next fetch's offset tells the leader it is on disk
         effects += self._process(part, ps.FollowerFetchResponse(log.log_end_offset,
                                                                 leader_high_watermark))
         # Kafka's maybeIncrementLogStartOffset(LeaderOffsetIncremented): never past our HW

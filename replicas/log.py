@@ -318,6 +318,14 @@ class Log:
             else min(self.log_end_offset, self.txn_index_stale_from)
         self._flushed_end = self.log_end_offset
 
+    def sync_data(self) -> None:
+        """The log's records on disk, nothing else (log.flush.before.ack): every segment
+        changed since fdatasynced; the recovery point stays (indexes and the epoch
+        checkpoint are not synced), so recovery still validates and rebuilds past it."""
+        for segment in self._segments:
+            segment.sync_data()
+        self._flushed_end = self.log_end_offset
+
     # -- reads ---------------------------------------------------------------------------
     def read(self, offset: int, max_bytes: int = 1 << 20, max_offset: int | None = None) -> bytes:
         """Whole batches from the one holding `offset` (see module rules)."""

@@ -93,11 +93,13 @@ Time: `tick()` = PartitionState Tick per leader (ISR shrink proposals, produce t
   AlterPartition answers go to `handle_alter_partition_response`; the shell resends a
   proposal only while `alter_partition_in_flight` says it is still pending.
 log.flush.before.ack (rayka's; Kafka has only flush.messages / flush.ms): no acks=-1
-  produce is answered before every ISR replica fsynced it. A leader counts for its HW only
-  what it flushed (`Log.flushed_end`) and flushes, group-commit style, when a follower
-  fetch arrives (so the fetch after the one that carried the data moves the HW), at each
-  tick, at once when it is alone in its ISR, and when it becomes leader; a follower
-  flushes each fetch answer it appends before its next fetch reports the new offset.
+  produce is answered before every ISR replica has its records on disk. A leader counts
+  for its HW only what it synced (`Log.flushed_end`) and syncs, group-commit style, when
+  a follower fetch arrives (so the fetch after the one that carried the data moves the
+  HW), at each tick, at once when it is alone in its ISR; a follower syncs each fetch
+  answer it appends before its next fetch reports the new offset. A sync is
+  `Log.sync_data` (the records' fdatasync only; the recovery point stays, so recovery
+  revalidates past it and rebuilds the indexes); a leader's new leadership flushes whole.
 Persist before send: HW changes are written to replication-offset-checkpoint inside the
   call that changed them, before it returns (`hw_checkpoint_interval_ms` = 0, default);
   with an interval > 0 they are written by `tick()` at most that often (Kafka's
@@ -673,7 +675,7 @@ class ReplicaManager(LeaderReads, FollowerSide):
         leader fsyncs at once (nobody else's fetch would make it); otherwise the next
         follower fetch does (group commit: one fsync for every append since)."""
         if self.config.log_flush_before_ack and len(part.state.isr) <= 1:
-            part.log.flush()
+            part.log.sync_data()
         return self._process(part, ps.LeaderAppended(self._leader_end(part), self._clock()))
 
     def _flush_for_ack(self, part) -> list:
@@ -682,7 +684,7 @@ class ReplicaManager(LeaderReads, FollowerSide):
         log = part.log
         if not self.config.log_flush_before_ack or log.flushed_end >= log.log_end_offset:
             return []
-        log.flush()
+        log.sync_data()
         return self._process(part, ps.LeaderAppended(log.log_end_offset, self._clock()))
 
     def sequence_ahead(self, tp, batches) -> bool:

@@ -91,6 +91,7 @@ class Segment:
         self._bytes_since_index = 0
         self._boundaries: dict[int, int] = {}   # batch base offset → position (hints)
         self.dirty = False
+        self._data_synced = -1                   # the .log's size when last fdatasynced
         self.created_ms: int | None = None       # set by the log from its clock
         # (first batch max timestamp or None, largest max timestamp, last offset of its
         # batch); None = not read from the headers yet
@@ -347,9 +348,17 @@ class Segment:
         self._known_timestamps()
         return removed
 
+    def sync_data(self) -> None:
+        """fdatasync the .log alone when it changed since (log.flush.before.ack: the data
+        must be on disk; its indexes are rebuilt by recovery past the recovery point)."""
+        if self.size != self._data_synced:
+            os.fdatasync(self._fd)
+            self._data_synced = self.size
+
     def flush(self) -> None:
         if self.dirty:
             os.fsync(self._fd)
+            self._data_synced = self.size
             with self._index_file() as fd:   # fsync covers writes made through any fd
                 os.fsync(fd)
             self.time_index.fsync()
