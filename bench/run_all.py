@@ -17,7 +17,7 @@ Rules:
   Missed targets do not change the exit code: they are reported.
 - Output: <out-dir>/<YYYY-MM-DD>[-N].json (bench/report.py) with PNGs beside it
   (bench/plots.py); the summary is printed last (bench/summary.py).
-- The whole suite must stay under BUDGET_S (100 min: rayka's own benches ~20, the side-by-side
+- The whole suite must stay under BUDGET_S (100 min: rayka's own benches ~30, the side-by-side
   run against Apache Kafka ~65, of which Kafka's three 10,000-partition runs take ~11 min
   each); each bench's wall time is printed.
 
@@ -58,7 +58,7 @@ TIMEOUT_S = {"log": 300, "controller": 300, "produce": 600, "wire": 600, "securi
              "group": 600, "txn": 300, "share": 900, "failover": 600, "scale": 900, "peers": 360, "pipeline": 600,
              "kafka": 5400, "disk": 1800}
 DEFAULT_TIMEOUT_S = 300
-# rayka's own benches take ~20 min; the side-by-side one (bench/kafka_bench.py) runs every
+# rayka's own benches take ~30 min (disk_bench ~10); the side-by-side one (bench/kafka_bench.py) runs every
 # workload on both systems, runs alternating: Kafka's failovers wait out its 18 s ZooKeeper
 # sessions and its producer at 10,000 partitions takes ~9 min a run
 BUDGET_S = 100 * 60

@@ -66,3 +66,15 @@ def test_a_tick_flushes_a_leader_whose_followers_are_quiet(tmp_path):
     assert r.error == 0 and cluster.brokers[1].log(tp).flushed_end == 0
     cluster.tick(1)
     assert cluster.brokers[1].log(tp).flushed_end == 2
+
+
+def test_a_sync_puts_the_records_on_disk_and_leaves_the_recovery_point(tmp_path):
+    from replicas.log import Log
+    log = Log(tmp_path / "t-0")
+    log.append_as_leader(bytearray(batch(4)), 0)
+    assert (log.flushed_end, log.recovery_point) == (0, 0)
+    log.sync_data()
+    # the records are synced; the indexes are not, so recovery must still start at 0
+    assert (log.flushed_end, log.recovery_point) == (4, 0)
+    log.flush()
+    assert (log.flushed_end, log.recovery_point) == (4, 4)
