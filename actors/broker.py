@@ -827,7 +827,9 @@ class Broker:
     def metrics(self) -> dict:
         """The figures this broker publishes as Ray gauges (actors/metrics.py)."""
         with self.lock:
-            return metrics.broker_figures(self.rm.partition_info(tp) for tp in self.rm.partitions())
+            return metrics.broker_figures(
+                (self.rm.partition_info(tp) for tp in self.rm.partitions()),
+                offline_log_dirs=len(self.rm.dirs.offline))
 
     def pid(self) -> int:
         return os.getpid()

@@ -10,7 +10,8 @@ Rules:
 - Every broker reports `rayka_broker_partitions` (replicas hosted),
   `rayka_broker_leader_partitions` and `rayka_broker_under_replicated_partitions` (partitions
   it leads whose committed ISR is smaller than the replicas: Kafka's per-broker
-  UnderReplicatedPartitions).
+  UnderReplicatedPartitions) and `rayka_broker_offline_log_dirs` (its log directories
+  taken offline by a disk fault: Kafka's OfflineLogDirectoryCount).
 - The figures are a plain dict (what the actors' `metrics()` answers, short keys without the
   prefixes); `Gauges.set` publishes one. A `Reporter` daemon thread refreshes them every
   `metrics_interval_s` until its stop event; a failing refresh is logged and retried.
@@ -37,6 +38,7 @@ BROKER_GAUGES = {
     "partitions": "partition replicas hosted by the broker",
     "leader_partitions": "partitions the broker leads",
     "under_replicated_partitions": "partitions the broker leads whose ISR < replicas",
+    "offline_log_dirs": "log directories offline after a disk fault (full, I/O errors)",
 }
 
 
@@ -50,8 +52,9 @@ def controller_figures(status: Mapping) -> dict:
             "controller_epoch": int(status.get("epoch") or 0) if active else 0}
 
 
-def broker_figures(infos: Iterable[Mapping]) -> dict:
-    """ReplicaManager.partition_info() dicts of the hosted partitions → the broker's figures."""
+def broker_figures(infos: Iterable[Mapping], offline_log_dirs: int = 0) -> dict:
+    """ReplicaManager.partition_info() dicts of the hosted partitions, and how many of its
+    log directories are offline → the broker's figures."""
     partitions = leaders = under = 0
     for info in infos:
         partitions += 1
@@ -59,7 +62,7 @@ def broker_figures(infos: Iterable[Mapping]) -> dict:
             leaders += 1
             under += len(info["isr"]) < len(info["replicas"])
     return {"partitions": partitions, "leader_partitions": leaders,
-            "under_replicated_partitions": under}
+            "under_replicated_partitions": under, "offline_log_dirs": offline_log_dirs}
 
 
 class Gauges:

@@ -5,7 +5,7 @@ Broker 1 keeps its log directory on an 8 MiB tmpfs (root mounts it). librdkafka 
 (min.insync.replicas 2, 1 MiB segments): broker 1's disk fills within seconds. Every record
 must be acknowledged (the producer's retries land on the leaders the controller chose
 elsewhere) and read back once; `rayka status` names broker 1's directory offline with its
-replicas; the brokers with room keep running retention on a second topic. Then the space is
+replicas, and its `rayka_broker_offline_log_dirs` figure is 1; the brokers with room keep running retention on a second topic. Then the space is
 freed and broker 1 restarted: every ISR is full again.
 """
 
@@ -112,6 +112,7 @@ def test_a_full_disk_is_reported_offline_and_loses_nothing(cluster):
     [offline] = status["offline_log_dirs"]
     assert offline["broker"] == 1 and offline["error"].startswith("ENOSPC")
     assert {f"{topic}-{p}" for p in range(PARTITIONS)} <= set(offline["partitions"])
+    assert ray.get(cluster.broker_actor(1).metrics.remote())["offline_log_dirs"] == 1
     wait_for(lambda: all(p.leader != 1 and 1 not in p.isr
                          for p in admin.describe_topic(topic)), 30,
              "every leadership off broker 1, broker 1 out of every ISR")
@@ -135,3 +136,4 @@ def test_a_full_disk_is_reported_offline_and_loses_nothing(cluster):
     cluster.kill_broker(1)
     wait_broker_back(cluster, {1: before}, TIMEOUT_S)
     assert status_of(cluster)["offline_log_dirs"] == []
+    assert ray.get(cluster.broker_actor(1).metrics.remote())["offline_log_dirs"] == 0

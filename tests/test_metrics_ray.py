@@ -82,7 +82,8 @@ def test_figures_are_pure_functions_of_the_status():
              {"role": "follower", "replicas": (2, 1), "isr": (2,)},
              {"role": "inactive", "replicas": (), "isr": ()}]
     assert broker_figures(infos) == {"partitions": 4, "leader_partitions": 2,
-                                     "under_replicated_partitions": 1}
+                                     "under_replicated_partitions": 1, "offline_log_dirs": 0}
+    assert broker_figures([], offline_log_dirs=1)["offline_log_dirs"] == 1
 
 
 def test_metrics_follow_a_broker_lost_and_recovered(cluster):

@@ -66,6 +66,8 @@ def dashboard() -> dict:
         panel(7, "Under-replicated, per leading broker",
               f"{broker_metric('under_replicated_partitions')}{sel}", "broker {{broker}}",
               "timeseries", 16, 6, 8, b["under_replicated_partitions"]),
+        panel(8, "Offline log directories", f"sum({broker_metric('offline_log_dirs')}{sel})",
+              "offline", "stat", 0, 14, 6, b["offline_log_dirs"], bad_if_any),
     ]
     return {
         "uid": "rayka-overview", "title": "rayka: controllers and brokers",
