@@ -264,6 +264,17 @@ class ReplicaManager(LeaderReads, FollowerSide):
             tp, log, state, d, self.config.transaction_partition_verification_enable)
         return part
 
+    def _next_dir(self, logs_per_dir: dict) -> LogDir:
+        """The online directory for a new log. `logs_per_dir` is the caller's running count
+        (filled here at its first use, kept by the caller as it opens logs): counting every
+        hosted log for each new one would make a 10,000-partition LeaderAndIsr quadratic."""
+        online = self.dirs.online
+        if len(online) == 1:
+            return online[0]
+        if not logs_per_dir:
+            logs_per_dir.update((d, len(parts)) for d, parts in self._by_dir().items())
+        return self.dirs.next_dir(logs_per_dir)
+
     def _by_dir(self) -> dict[LogDir, list[_Partition]]:
         out: dict[LogDir, list[_Partition]] = {d: [] for d in self.dirs.online}
         for part in self._partitions.values():
@@ -506,14 +517,16 @@ class ReplicaManager(LeaderReads, FollowerSide):
         topic_configs = topic_configs or {}
         now = self._clock()
         out = LeaderAndIsrOutcome(NONE)
+        logs_per_dir: dict[LogDir, int] = {}      # counted once, at the first new log
         for st in states:
             tp = TopicPartition(st.topic, st.partition)
-            code = self._apply_partition_state(tp, st, topic_configs, now, out)
+            code = self._apply_partition_state(tp, st, topic_configs, now, out, logs_per_dir)
             out.partition_errors[tp] = code
         self._persist()
         return out
 
-    def _apply_partition_state(self, tp, st, topic_configs, now, out: LeaderAndIsrOutcome) -> int:
+    def _apply_partition_state(self, tp, st, topic_configs, now, out: LeaderAndIsrOutcome,
+                               logs_per_dir: dict) -> int:
         if tp in self._offline:
             return KAFKA_STORAGE_ERROR
         part = self._partitions.get(tp)
@@ -535,12 +548,13 @@ class ReplicaManager(LeaderReads, FollowerSide):
                 log_config, partition_config = partition_configs(
                     given, self.config.default_topic_config, self.config.replica_lag_time_max_ms)
                 if part is None:
-                    d = self.dirs.next_dir({d: len(ps_) for d, ps_ in self._by_dir().items()})
+                    d = self._next_dir(logs_per_dir)
                     try:
                         part = self._open(tp, d, log_config, partition_config)
                     except OSError as exc:
                         self._fail_dir(d, exc)
                         return KAFKA_STORAGE_ERROR
+                    logs_per_dir[d] = logs_per_dir.get(d, 0) + 1
                 else:
                     part.log.config, part.state.config = log_config, partition_config
                 part.configured = True

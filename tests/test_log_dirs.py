@@ -84,6 +84,15 @@ def test_new_logs_go_to_the_directory_with_the_fewest(broker):
     assert [len(d["partitions"]) for d in broker.rm.log_dirs()] == [3, 2]
 
 
+def test_one_request_spreads_its_new_logs_too(broker):
+    assert broker.lead(TopicPartition("u", 0)) == 0          # a holds one already
+    states = tuple(PartitionLeaderState("t", p, 1, 1, 0, (1,), 0, (1,), True) for p in range(5))
+    out = broker.rm.handle_leader_and_isr(LeaderAndIsrRequest(100, 1, -1, states, ()),
+                                          {"t": SMALL_SEGMENTS})
+    assert set(out.partition_errors.values()) == {0}
+    assert [broker.dir_of(tp) for tp in tps(5)] == ["b", "a", "b", "a", "b"]
+
+
 def test_log_dirs_ignore_a_directory_named_twice(tmp_path):
     dirs = LogDirs([tmp_path / "x", str(tmp_path / "x") + "/", tmp_path / "y"])
     assert [d.path.name for d in dirs.all] == ["x", "y"]
