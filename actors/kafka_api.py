@@ -734,7 +734,7 @@ class KafkaBrokerApi:
                 else str(value)
 
         values = {"broker.id": (str(self.broker_id), None),
-                  "log.dirs": (",".join(d["path"] for d in self.broker.rm.log_dirs()), None),
+                  "log.dirs": (",".join(str(d.path) for d in self.broker.rm.dirs.all), None),
                   **{dotted_key(f.name): (text(getattr(self.config, f.name)), text(f.default))
                      for f in fields(self.config)}}
         values[REAUTH] = (str(self.broker.security.config.reauth_ms()), "0")

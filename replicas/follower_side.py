@@ -1,7 +1,7 @@
 """The replica manager's follower side: what Kafka's AbstractFetcherThread calls in
 Partition / UnifiedLog for a follower replica. A part of
 `replicas.replica_manager.ReplicaManager` (its state: `_partitions`, `_process`,
-`_persist`, `_write_recovery_points`, `_storage_error`).
+`_persist`, `_write_recovery_points`, `_raising_storage_error`).
 
 Rules:
 - `follower_fetch_request` gives (LEO, latest epoch of the epoch cache, current leader
@@ -27,11 +27,9 @@ Rules:
 
 from __future__ import annotations
 
-import contextlib
-
 from replicas import partition_state as ps
 from replicas.epoch_cache import follower_truncation
-from replicas.errors import KafkaStorageError, NotLeaderOrFollower
+from replicas.errors import NotLeaderOrFollower
 from replicas.partition_state import NO_EPOCH
 from replicas.replica_types import FetchPosition, TruncationResult
 
@@ -48,16 +46,6 @@ class FollowerSide:
         part = self._follower(tp)
         return FetchPosition(part.log.log_end_offset, part.log.latest_epoch,
                              part.state.leader_epoch)
-
-    @contextlib.contextmanager
-    def _raising_storage_error(self, part):
-        """A follower-side call: an I/O error takes the directory offline and raises
-        KafkaStorageError (the fetcher drops the partition)."""
-        try:
-            yield
-        except OSError as exc:
-            self._storage_error(part, exc)
-            raise KafkaStorageError(self._offline_message(part.tp)) from exc
 
     def follower_truncate(self, tp, leader_epoch_answer: int, leader_end_offset: int, *,
                           leader_epoch: int | None = None) -> TruncationResult:

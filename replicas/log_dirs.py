@@ -103,11 +103,3 @@ class LogDirs:
         if not online:
             return None
         return min(online, key=lambda d: (logs_per_dir.get(d, 0), self.all.index(d)))
-
-    def containing(self, path) -> LogDir | None:
-        """The directory a file path lies in, if any."""
-        p = Path(os.path.abspath(path))
-        for d in self.all:
-            if p == d.path or d.path in p.parents:
-                return d
-        return None

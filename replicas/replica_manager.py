@@ -80,7 +80,7 @@ Producer state is derived from the log: marked stale on open (unless the log is 
   a follower's first marker, an LSO question, or the cleaner's look at a compacted log, so
   startup scans nothing; the rebuild repairs the `.txnindex` files recovery left stale.
 Retention never passes the HW (not the LSO: Kafka 3.8's deleteOldSegments); the cleaner
-  never passes the LSO (`hosted_logs`).
+  never passes the LSO (`cleaner_grab`).
 Retention: `apply_retention(now_ms, topic_configs)`, called by the shell every
   log.retention.check.interval.ms, runs replicas/retention.py on every replica (leader or
   follower, each below its own HW).
@@ -115,6 +115,7 @@ Effects, results, BrokerConfig: replicas/replica_types.py. Disk errors (OSError)
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import itertools
 import re
@@ -195,7 +196,6 @@ class ReplicaManager(LeaderReads, FollowerSide):
         self.data_dir = Path(config.data_dir)
         self.dirs = LogDirs(config.log_dirs or (config.data_dir,))
         self._on_log_dir_failure = on_log_dir_failure
-        self.dir_failures: list[LogDirFailure] = []       # every failure, oldest first
         self._offline: dict[TopicPartition, LogDir] = {}  # partitions on offline dirs
         self.controller_epoch = 0
         self.broker_epoch = -1
@@ -349,11 +349,9 @@ class ReplicaManager(LeaderReads, FollowerSide):
         self._report(d, reason, gone, effects)
 
     def _report(self, d: LogDir, reason: str, partitions, effects=()) -> None:
-        failure = LogDirFailure(str(d.path), reason, tuple(partitions), tuple(effects),
-                                not self.dirs.online)
-        self.dir_failures.append(failure)
         if self._on_log_dir_failure is not None:
-            self._on_log_dir_failure(failure)
+            self._on_log_dir_failure(LogDirFailure(str(d.path), reason, tuple(partitions),
+                                                   tuple(effects), not self.dirs.online))
 
     def _storage_error(self, part: _Partition, exc: BaseException) -> int:
         """An I/O error (or a corrupt read) on `part`'s directory: offline; 56 to answer.
@@ -368,6 +366,21 @@ class ReplicaManager(LeaderReads, FollowerSide):
                 pass
         self._fail_dir(part.dir, exc)
         return KAFKA_STORAGE_ERROR
+
+    def _storage_answer(self, part: _Partition, exc: BaseException) -> AppendResult:
+        """An append that met an I/O error: its directory offline, 56 answered."""
+        return AppendResult(self._storage_error(part, exc),
+                            message=self._offline_message(part.tp))
+
+    @contextlib.contextmanager
+    def _raising_storage_error(self, part: _Partition):
+        """For calls that answer by raising (a follower's, the LSO's): an I/O error takes
+        the directory offline and raises KafkaStorageError."""
+        try:
+            yield
+        except OSError as exc:
+            self._storage_error(part, exc)
+            raise KafkaStorageError(self._offline_message(part.tp)) from exc
 
     def io_failed(self, tp, exc: BaseException) -> None:
         """An I/O error the shell met on a hosted partition's files outside this manager
@@ -392,7 +405,8 @@ class ReplicaManager(LeaderReads, FollowerSide):
 
     def cleaner_grab(self, now_ms: int) -> CleanJob | None:
         """The dirtiest compacted log's cleaning job, over every online directory (each
-        keeps its own cleaner-offset-checkpoint)."""
+        keeps its own cleaner-offset-checkpoint). A log is cleaned up to its last stable
+        offset when compacted (Kafka never cleans past it), else its high watermark."""
         best = None
         for d, parts in self._by_dir().items():
             logs = [(p.tp, p.log, p.last_stable_offset() if p.log.config.cleaner.compact
@@ -665,16 +679,14 @@ class ReplicaManager(LeaderReads, FollowerSide):
             return AppendResult(exc.code, message=exc.message if record_errors else str(exc),
                                 record_errors=record_errors)
         except OSError as exc:
-            return AppendResult(self._storage_error(part, exc),
-                                message=self._offline_message(part.tp))
+            return self._storage_answer(part, exc)
         if isinstance(info, BatchMetadata):
             return self._answer(part, info.first_offset, info.last_offset, acks, timeout_ms,
                                 [], duplicate=True)
         try:
             effects = self._leader_appended(part)
         except OSError as exc:
-            return AppendResult(self._storage_error(part, exc),
-                                message=self._offline_message(part.tp))
+            return self._storage_answer(part, exc)
         return self._answer(part, info.first_offset, info.last_offset, acks, timeout_ms, effects)
 
     # ---- log.flush.before.ack ------------------------------------------------------------
@@ -779,13 +791,11 @@ class ReplicaManager(LeaderReads, FollowerSide):
         except KafkaError as exc:
             return AppendResult(exc.code, message=str(exc))
         except OSError as exc:
-            return AppendResult(self._storage_error(part, exc),
-                                message=self._offline_message(part.tp))
+            return self._storage_answer(part, exc)
         try:
             effects = self._leader_appended(part)
         except OSError as exc:
-            return AppendResult(self._storage_error(part, exc),
-                                message=self._offline_message(part.tp))
+            return self._storage_answer(part, exc)
         return self._answer(part, info.first_offset, info.last_offset, ACKS_ALL, timeout_ms,
                             effects)
 
@@ -813,11 +823,8 @@ class ReplicaManager(LeaderReads, FollowerSide):
     def last_stable_offset(self, tp) -> int:
         """Kafka's UnifiedLog.lastStableOffset: min(first unstable offset, HW)."""
         part = self._get(tp)
-        try:
+        with self._raising_storage_error(part):
             return part.last_stable_offset()
-        except OSError as exc:
-            self._storage_error(part, exc)
-            raise KafkaStorageError(self._offline_message(tp)) from exc
 
     def _answer(self, part: _Partition, base: int, last: int, acks: int, timeout_ms: int,
                 effects: list, duplicate: bool = False) -> AppendResult:
@@ -841,13 +848,6 @@ class ReplicaManager(LeaderReads, FollowerSide):
     # ---- retention ---------------------------------------------------------------------------
     def topics(self) -> set[str]:
         return {tp.topic for tp in self._partitions}
-
-    def hosted_logs(self) -> list[tuple]:
-        """(tp, Log, cleanable bound) of every hosted replica (the cleaner's view): the
-        bound is the last stable offset for a compacted log (Kafka never cleans past it),
-        the high watermark otherwise."""
-        return [(tp, p.log, p.last_stable_offset() if p.log.config.cleaner.compact
-                 else p.state.high_watermark) for tp, p in self._partitions.items()]
 
     def apply_topic_config(self, topic: str, config: Mapping) -> None:
         """The topic's config as ZooKeeper has it now, to every hosted replica of it (Kafka's
