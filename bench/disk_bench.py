@@ -169,20 +169,17 @@ def read_all(bootstrap: str, topic: str) -> list[int]:
     return got
 
 
-def wait(predicate, what: str, timeout_s: float = TIMEOUT_S) -> None:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            if predicate():
-                return
-        except Exception:                   # a broker restarting: ask again
-            pass
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{what}: not within {timeout_s:.0f} s")
-        time.sleep(0.2)                     # poll interval of a deadline loop
+def led_with_full_isrs(cluster, topic: str) -> bool:
+    try:
+        return not cluster.under_replicated() and all(
+            p.leader >= 0 for p in cluster.admin().describe_topic(topic))
+    except Exception:                       # a broker restarting: ask again
+        return False
 
 
 def power_loss_once(cluster, mounts: dict, topic_config: dict, who: str) -> dict:
+    from rayka.client.admin import wait_for
+    from rayka.errors import RequestTimedOut
     topic = new_topic(cluster, topic_config)
     bootstrap = cluster.bootstrap_servers()
     w = Writer(bootstrap, topic)
@@ -197,18 +194,18 @@ def power_loss_once(cluster, mounts: dict, topic_config: dict, who: str) -> dict
     for b in victims:
         cluster.kill_broker(b, restart=False)
     reverted = {b: mounts[b].power_loss() for b in victims}
-    wait(lambda: all(cluster.broker_actor(b) is None for b in victims), "the brokers gone")
+    wait_for(lambda: all(cluster.broker_actor(b) is None for b in victims), TIMEOUT_S,
+             "the brokers gone")
     for b in victims:
         mounts[b].thaw()
     cluster.ensure_actors()                 # started again on what their disks kept
     t0 = time.monotonic()
     cluster.wait_registered_anew(epochs, TIMEOUT_S)
     try:
-        wait(lambda: not cluster.under_replicated() and all(
-            p.leader >= 0 for p in cluster.admin().describe_topic(topic)),
-             "every partition led with a full ISR")
+        wait_for(lambda: led_with_full_isrs(cluster, topic), TIMEOUT_S,
+                 "every partition led with a full ISR")
         healthy = True
-    except TimeoutError:                    # reported: a partition with no replica left
+    except RequestTimedOut:                 # reported: a partition with no replica left
         healthy = False
     recovery_s = time.monotonic() - t0
     w.stop.set()
