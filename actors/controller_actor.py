@@ -13,6 +13,9 @@ Rules:
 - Requests to brokers leave through RayBrokerChannel (per-broker sender threads).
 - Answers that carry typed errors are returned as values (picklable KafkaError objects),
   per partition for batch calls.
+- The controller's journal (controller/journal.py) is read with `journal(after_seq)`; its
+  times are the wall clock, its seqs start at the wall clock's ms × 1000 so that a
+  restarted candidate's seqs stay above its previous incarnation's.
 - Ray metrics (actors/metrics.py): a daemon thread publishes `metrics()` every
   `metrics_interval_s` (config key, default 5 s) until shutdown.
 """
@@ -30,6 +33,7 @@ from actors.channel import RayBrokerChannel
 from actors.cluster_host import normal_priority, was_restarted
 from controller import events as ev
 from controller.controller import Controller, ControllerConfig
+from controller.journal import Journal
 from controller.zookeeper.store import ZkStore
 from replicas.errors import NotController, RequestTimedOut
 
@@ -38,6 +42,10 @@ log = logging.getLogger(__name__)
 
 def _clock_ms() -> int:
     return int(time.monotonic() * 1000)
+
+
+def _wall_clock_ms() -> int:
+    return int(time.time() * 1000)
 
 
 class ControllerCalls:
@@ -107,8 +115,11 @@ class ControllerActor:
         if was_restarted() and \
                 self.store.delete_dead_incarnation_controller(controller_id):
             log.info("controller %s: deleted /controller of its dead incarnation", controller_id)
+        # seqs from the wall clock: a restarted incarnation's journal continues above the
+        # last one's, so a reader's "after this seq" stays meaningful across restarts
         self.controller = Controller(controller_id, self.store, None, _clock_ms,
-                                     ControllerConfig.parse(config))
+                                     ControllerConfig.parse(config), wall_clock_ms=_wall_clock_ms,
+                                     journal=Journal(first_seq=_wall_clock_ms() * 1000 + 1))
         self.channel = RayBrokerChannel(namespace, self.controller)
         self.controller.channel = self.channel
         self.calls = ControllerCalls(controller_id, self.controller)
@@ -148,6 +159,17 @@ class ControllerActor:
                 "under_replicated_partitions": len(ctx.under_replicated()),
                 "topics_to_delete": sorted(ctx.topics_to_delete),
                 "reassigning": sorted(map(tuple, c.reassignment.in_progress))}
+
+    def journal(self, after_seq: int = 0, limit: int = 5000) -> dict:
+        """This candidate's journal entries after `after_seq` (controller/journal.py), at
+        most `limit`, with whether it is the active controller now; `last_seq` is the
+        newest entry's seq (below `after_seq`: a reader asked a journal it never saw)."""
+        c = self.controller
+        active = c.is_active
+        return {"controller_id": self.id, "active": active,
+                "epoch": c.ctx.epoch if active else None,
+                "last_seq": c.journal.last_seq,
+                "entries": c.journal.entries(after_seq, limit)}
 
     def metrics(self) -> dict:
         """The figures this candidate publishes as Ray gauges (actors/metrics.py)."""

@@ -17,7 +17,9 @@ The pure core (this package's top-level modules):
 - layout: Kafka's ZooKeeper data layout (paths, records, JSON codecs; pure);
 - features: the features rayka supports and Kafka's rules for changing the cluster's
   finalized levels (UpdateFeatures; pure);
-- store_api: what the core needs from a store (a Protocol) and the store's outcome types.
+- store_api: what the core needs from a store (a Protocol) and the store's outcome types;
+- journal: the active controller's bounded journal of what it did (terms, brokers, leader
+  and ISR changes) for a timeline, read incrementally by sequence number.
 
 The I/O subpackage: `controller.zookeeper` (the kazoo store, the election and fenced writes,
 and the launcher of the real ZooKeeper server).

@@ -14,11 +14,13 @@ Rules (Kafka's processAlterPartition / doControlledShutdown, ZooKeeper mode):
   broker, rayka keeps a replica the controller took offline out of the ISR too) →
   IneligibleReplica. The accepted ISR is written conditionally on the partition epoch
   WITHOUT bumping the leader epoch; the committed state (new partition epoch) is the
-  answer, and UpdateMetadata goes to every broker; a partition being reassigned is
-  re-checked for completion (its new replicas may be in).
-- ControlledShutdown: the broker is marked shutting down; partitions it leads (RF > 1)
-  move by the controlled-shutdown election; partitions it follows get StopReplica and
-  lose it from their ISR; the answer is the partitions (RF > 1) it still leads.
+  answer, and UpdateMetadata goes to every broker (noting the reason "alter-partition"
+  for the controller's journal); a partition being reassigned is re-checked for
+  completion (its new replicas may be in).
+- ControlledShutdown: the broker is marked shutting down (journaled the first time);
+  partitions it leads (RF > 1) move by the controlled-shutdown election; partitions it
+  follows get StopReplica and lose it from their ISR; the answer is the partitions
+  (RF > 1) it still leads.
 """
 
 from __future__ import annotations
@@ -97,6 +99,7 @@ def alter_partition(controller, event) -> dict:
                 controller.ctx.leadership[tp] = committed
                 answers[tp] = committed
                 changed.append(tp)
+                controller.batch.note_reason(tp, "alter-partition")
         if changed:
             controller.batch.add_update_metadata(
                 controller.ctx.live_or_shutting_down_broker_ids(), changed)
@@ -111,6 +114,8 @@ def controlled_shutdown(controller, event) -> set[TopicPartition] | KafkaError:
     if error is not None:
         return error
     ctx, broker = controller.ctx, event.broker_id
+    if broker not in ctx.shutting_down:
+        controller.journal_broker("controlled-shutdown", broker, ctx.broker_epoch(broker))
     ctx.shutting_down.add(broker)
     act_on = [tp for tp in ctx.partitions_on_broker(broker)
               if len(ctx.replicas(tp)) > 1 and tp in ctx.leadership

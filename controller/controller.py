@@ -53,6 +53,14 @@ Rules:
   of the ISR), those of topics being deleted fail their deletion, and UpdateMetadata
   names them in offline_replicas. A broker that starts or fails loses its entry (its next
   incarnation answers afresh); answers from brokers not live are ignored.
+- The journal (`journal`, controller/journal.py) outlives terms: a term opens with
+  "active" and ends with "resigned" (moved, session-expired, shutdown, error); brokers
+  joining, leaving (a bounce is both), shutting down and losing log directories are
+  journaled as they are handled. Partition changes are journaled in `send`, from the
+  batch: the state of every partition its UpdateMetadata announces is compared with the
+  last journaled one (cost per event: the partitions it changed). A failover remembers
+  the loaded states without journaling them; a forgotten topic leaves the journal's
+  memory. Times come from `wall_clock_ms` (default: the clock), never from the system.
 """
 
 from __future__ import annotations
@@ -66,6 +74,7 @@ from controller.broker_requests import alter_partition, controlled_shutdown
 from controller.context import (ControllerContext, PartitionReplica, ReplicaAssignment,
                                 TopicPartition)
 from controller.event_loop import EventLoop
+from controller.journal import Journal
 from controller.partition_state_machine import (UNCLEAN_CONFIG, Election,
                                                 PartitionStateMachine, Strategy)
 from controller.reassignment import ReassignmentManager
@@ -131,11 +140,14 @@ class _Fenced:
 class Controller:
     def __init__(self, controller_id: int, store, channel: BrokerChannel,
                  clock_ms: Callable[[], int], config: ControllerConfig = ControllerConfig(),
-                 scheduler=None):
+                 scheduler=None, wall_clock_ms: Callable[[], int] | None = None,
+                 journal: Journal | None = None):
         self.id = controller_id
         self.store = store
         self.channel = channel
         self.clock_ms = clock_ms
+        self.wall_clock_ms = wall_clock_ms if wall_clock_ms is not None else clock_ms
+        self.journal = journal if journal is not None else Journal()
         self.config = config
         self.scheduler = scheduler if scheduler is not None else ThreadScheduler()
         self.active_controller_id: int | None = None
@@ -218,11 +230,11 @@ class Controller:
     def process_expire(self, _e) -> None:
         self.active_controller_id = None
         if self.election is not None:
-            self.on_controller_resignation()
+            self.on_controller_resignation(reason="session-expired")
 
     def process_shutdown(self, _e) -> None:
         if self.is_active:
-            self.on_controller_resignation()
+            self.on_controller_resignation(reason="shutdown")
             self.store.delete_controller_if_ours()
 
     def elect(self) -> None:
@@ -253,12 +265,12 @@ class Controller:
         was_active = self.is_active
         self.active_controller_id = self.store.get_controller()
         if was_active and self.active_controller_id != self.id:
-            self.on_controller_resignation()
+            self.on_controller_resignation(reason="moved")
 
     def trigger_controller_move(self) -> None:
         """Resign and free /controller. Our own Reelect follows after a back-off: the other
         candidates' watches may coalesce the create+delete into no change at all."""
-        self.on_controller_resignation()
+        self.on_controller_resignation(reason="error")
         self.active_controller_id = None
         try:
             self.store.delete_controller_if_ours()
@@ -269,7 +281,11 @@ class Controller:
         put = self.loop.put
         self.scheduler.schedule(self.config.reelect_backoff_ms, lambda: put(ev.Reelect()))
 
-    def on_controller_resignation(self) -> None:
+    def on_controller_resignation(self, reason: str | None = None) -> None:
+        if self.election is not None:
+            self.journal.controller(self.wall_clock_ms(), "resigned", self.election.epoch,
+                                    reason)
+        self.journal.forget_partitions()
         self.scheduler.cancel_all()
         for watch in self._watches[1:] + [w for ws in self._topic_watches.values() for w in ws]:
             watch.cancel()
@@ -282,6 +298,7 @@ class Controller:
         election = self.election
         self.fenced = _Fenced(self.store, self.store.fenced(election))
         self.ctx.epoch, self.ctx.epoch_zk_version = election.epoch, election.epoch_zk_version
+        self.journal.controller(self.wall_clock_ms(), "active", election.epoch)
         self.psm = PartitionStateMachine(self.ctx, self.batch, self.fenced)
         self.rsm = ReplicaStateMachine(self.ctx, self.batch, self.fenced)
         put = self.loop.put
@@ -299,6 +316,10 @@ class Controller:
         self.fenced.writer.delete_log_dir_event_notifications(
             self.store.get_log_dir_event_notifications())
         requested_deletions = self._load_context()
+        self.journal.forget_partitions()
+        for tp, s in self.ctx.leadership.items():     # the previous controllers' doing
+            self.journal.baseline(tp.topic, tp.partition, s.leader, s.leader_epoch, s.isr,
+                                  s.zk_version)
         self.batch.add_update_metadata(self.ctx.live_or_shutting_down_broker_ids())
         self.rsm.startup()
         self.psm.startup()
@@ -340,11 +361,34 @@ class Controller:
     def forget_topic(self, topic: str) -> None:
         self.reassignment.forget_topic(topic)
         self.ctx.remove_topic(topic)
+        self.journal.forget_topic(topic)
         for watch in self._topic_watches.pop(topic, []):
             watch.cancel()
 
     def send(self) -> None:
+        self.journal_batch()
         self.batch.send(self.channel)
+
+    # -- the journal (controller/journal.py) -------------------------------------------------
+    def journal_batch(self) -> None:
+        """Journal the state of every partition the batch announces: its UpdateMetadata
+        names each partition whose leader, leader epoch or ISR changed (every partition
+        after a failover or a broker change, which that UpdateMetadata lists anyway)."""
+        announced = self.batch.announced_partitions()
+        if announced is not None and not announced:
+            return
+        leadership, reasons = self.ctx.leadership, self.batch.reasons
+        tps = sorted(leadership) if announced is None else sorted(announced)
+        observe, now = self.journal.observe, self.wall_clock_ms()
+        for tp in tps:
+            s = leadership.get(tp)
+            if s is not None:
+                observe(now, tp.topic, tp.partition, s.leader, s.leader_epoch, s.isr,
+                        s.zk_version, reasons.get(tp))
+
+    def journal_broker(self, event: str, broker_id: int, epoch: int | None = None,
+                       **fields) -> None:
+        self.journal.broker(self.wall_clock_ms(), event, broker_id, epoch, **fields)
 
     # -- brokers -----------------------------------------------------------------------------
     def process_broker_change(self, _e) -> None:
@@ -355,6 +399,10 @@ class Controller:
         started = set(current) - set(cached)
         failed = set(cached) - set(current)
         bounced = {b for b in set(current) & set(cached) if current[b].epoch > cached[b].epoch}
+        for b in sorted(failed | bounced):
+            self.journal_broker("left", b, cached[b].epoch)
+        for b in sorted(started | bounced):
+            self.journal_broker("joined", b, current[b].epoch)
         for b in failed | bounced:
             cached.pop(b)
         if failed or bounced:
@@ -470,6 +518,8 @@ class Controller:
                 self.ctx.leadership[TopicPartition(t, p)] = state
         self.fenced.writer.delete_isr_change_notifications(names)
         changed = [TopicPartition(t, p) for t, p in partitions]
+        for tp in changed:
+            self.batch.note_reason(tp, "isr-change-notification")
         self.batch.add_update_metadata(self.ctx.live_or_shutting_down_broker_ids(), changed)
         self.on_isr_changed(changed)
         self.send()
@@ -492,6 +542,8 @@ class Controller:
         live is skipped: its replicas are offline already and its restart gets them all."""
         live = broker_ids & self.ctx.live_or_shutting_down_broker_ids()
         log.info("log directory failure on brokers %s", sorted(broker_ids))
+        for b in sorted(live):
+            self.journal_broker("log-dir-failure", b, self.ctx.broker_epoch(b))
         replicas, _deleting = self._split_deleting(self.ctx.replicas_on_brokers(live))
         self.rsm.handle_state_changes(replicas, R.ONLINE)
 
@@ -552,6 +604,8 @@ class Controller:
         if new:
             log.info("broker %s: replicas of %s are on an offline log directory", e.broker_id,
                      sorted(new))
+            self.journal_broker("replicas-offline", e.broker_id,
+                                self.ctx.broker_epoch(e.broker_id), replicas=len(new))
             self.on_replicas_become_offline(
                 [PartitionReplica(tp.topic, tp.partition, e.broker_id) for tp in sorted(new)])
             self.send()

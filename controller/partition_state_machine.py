@@ -16,6 +16,10 @@ Rules:
   assignment (for controlled shutdown: shutting-down ones too), UpdateMetadata to all.
   Each election sees, as its live set, the online replicas of THAT partition.
   A failed election leaves the partition where it was and reports an error.
+- Every committed state notes its reason in the batch as an election's (for the
+  controller's journal): "created" (New → Online), else the election's strategy
+  ("election", "unclean-election" when no ISR member could lead, "reassignment",
+  "preferred", "controlled-shutdown").
 - Offline, NonExistent: only recorded.
 - Unclean election for the offline strategy follows the topic config
   `unclean.leader.election.enable` (default false) unless the caller forces it.
@@ -56,6 +60,10 @@ class Election:
     strategy: Strategy = Strategy.OFFLINE
     allow_unclean: bool | None = None      # None: the topic's config decides (offline only)
 
+
+# why a partition's leader changed, as the controller's journal names it
+REASONS = {Strategy.OFFLINE: "election", Strategy.REASSIGN: "reassignment",
+           Strategy.PREFERRED: "preferred", Strategy.CONTROLLED_SHUTDOWN: "controlled-shutdown"}
 
 Result = dict[TopicPartition, LeaderIsrAndControllerEpoch | KafkaError]
 
@@ -129,6 +137,7 @@ class PartitionStateMachine:
                     continue
                 self.ctx.leadership[tp] = outcome
                 self.batch.add_leader_and_isr(outcome.isr, tp, self.ctx.replicas(tp), is_new=True)
+                self.batch.note_reason(tp, "created", election=True)
                 self.ctx.partition_states[tp] = P.ONLINE
                 results[tp] = outcome
         return results
@@ -177,6 +186,8 @@ class PartitionStateMachine:
             recipients = [r for r in ctx.replicas(tp)
                           if ctx.is_replica_online(r, tp, include_shutting_down=shutting_too)]
             self.batch.add_leader_and_isr(recipients, tp, ctx.replicas(tp), is_new=False)
+            self.batch.note_reason(tp, "unclean-election" if tp in unclean
+                                   else REASONS[election.strategy], election=True)
         self.unclean_elections += len(unclean & {tp for tp, r in results.items()
                                                  if not isinstance(r, KafkaError)})
         return results

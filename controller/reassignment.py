@@ -23,6 +23,8 @@ Rules:
   NonExistent; write RS = TRS (no AR/RR) to ZooKeeper; drop the partition from
   /admin/reassign_partitions (the znode goes when empty); UpdateMetadata to every broker;
   resume a pending deletion of the topic.
+- Whatever a step of a reassignment changes in a partition's state is noted in the batch
+  with the reason "reassignment" (the controller's journal).
 - A target equal to the current replicas completes immediately (nothing to move).
 - A request for a partition already moving to the same target is a no-op.
 - AlterPartitionReassignments (KIP-455's API) goes straight to the controller: a target
@@ -182,6 +184,7 @@ class ReassignmentManager:
 
     def _on_reassignment(self, tp: TopicPartition, reassignment: ReplicaAssignment) -> None:
         c, ctx = self.c, self.ctx
+        c.batch.note_reason(tp, "reassignment")     # whatever changes tp below is ours
         self._update_current(tp, reassignment)
         if not self._is_complete(tp, reassignment):
             self._bump_leader_epoch_and_send(tp, reassignment)

@@ -9,7 +9,9 @@ Rules:
 - → Offline: StopReplica(delete=false) to the broker; the replica leaves the ISR in ZK
   (conditional write, leader epoch +1); if it led, leader = -1 (NoLeader); an ISR of one is
   KEPT as is (the last member is remembered); LeaderAndIsr to the remaining replicas unless
-  the topic is being deleted. Without leadership, only UpdateMetadata to all brokers.
+  the topic is being deleted. Without leadership, only UpdateMetadata to all brokers. A
+  state written notes the reason "replica-offline" in the batch (the controller's journal).
+  (Where the replica was out of the ISR already, nothing is written or noted.)
 - → DeletionStarted: StopReplica(delete=true). DeletionSuccessful / DeletionIneligible:
   recorded. → NonExistent: the replica leaves the assignment and the context.
 - startup(): online replicas (ControllerContext.is_replica_online: live broker, log
@@ -134,6 +136,8 @@ class ReplicaStateMachine:
                 recipients = [r for r in ctx.replicas(replica.tp) if r != broker_id]
                 self.batch.add_leader_and_isr(recipients, replica.tp, ctx.replicas(replica.tp),
                                               is_new=False)
+            if replica.tp in results:
+                self.batch.note_reason(replica.tp, "replica-offline")
             ctx.replica_states[replica] = R.OFFLINE
         for replica in without:
             self.batch.add_update_metadata(ctx.live_or_shutting_down_broker_ids(), [replica.tp])

@@ -18,6 +18,12 @@ Rules (Kafka's ControllerChannelManager.scala):
 - A partition of a topic queued for deletion is announced with leader -2
   (LeaderDuringDelete) in UpdateMetadata; a StopReplica that deletes carries leader
   epoch -2 (EpochDuringDelete), otherwise the current leader epoch.
+- The batch also says what it announces, for the controller's journal: the partitions of
+  its UpdateMetadata (every partition a LeaderAndIsr names is among them;
+  `announced_partitions`, None = every partition) and, where the code that changed a
+  partition knows why, the reason (`note_reason`): the first noted in a batch stays,
+  except that an election's reason (it chose the leader) replaces a reason noted by a
+  change that chose none.
 - Sending goes through a `BrokerChannel`: the actor shell implements it with a per-broker
   sender that retries until the broker leaves the live set; tests use an in-memory fake.
 """
@@ -129,6 +135,8 @@ class RequestBatch:
         self._update_metadata_partitions: set[TopicPartition] = set()
         self._update_metadata_all = False
         self._stop_replica: dict[int, dict[TopicPartition, StopReplicaPartition]] = {}
+        self.reasons: dict[TopicPartition, str] = {}
+        self._elected: set[TopicPartition] = set()
 
     @property
     def empty(self) -> bool:
@@ -144,6 +152,8 @@ class RequestBatch:
         self._update_metadata_partitions.clear()
         self._update_metadata_all = False
         self._stop_replica.clear()
+        self.reasons.clear()
+        self._elected.clear()
 
     # -- adding ----------------------------------------------------------------------------
     def add_leader_and_isr(self, broker_ids, tp: TopicPartition, replicas, is_new: bool) -> None:
@@ -190,6 +200,20 @@ class RequestBatch:
             self._update_metadata_all = True
         else:
             self._update_metadata_partitions.update(partitions)
+
+    def note_reason(self, tp: TopicPartition, reason: str, election: bool = False) -> None:
+        """Why `tp`'s state changes in this batch: the first reason noted stays, but the
+        first election's (`election`: it chose the leader) replaces any other."""
+        if not election:
+            self.reasons.setdefault(tp, reason)
+        elif tp not in self._elected:
+            self._elected.add(tp)
+            self.reasons[tp] = reason
+
+    def announced_partitions(self) -> set[TopicPartition] | None:
+        """The partitions whose state this batch's UpdateMetadata carries (None: every
+        partition); read it before `send`, which empties the batch."""
+        return None if self._update_metadata_all else self._update_metadata_partitions
 
     # -- sending -----------------------------------------------------------------------------
     def _metadata_state(self, tp: TopicPartition) -> PartitionLeaderState | None:

@@ -129,6 +129,18 @@ def test_controller_killed_then_broker_failure_handled(cluster):
             assert state.controller_epoch == new.epoch, (p, state, new)   # elected by it
         assert admin.controller() == new          # and no other controller meanwhile
         assert victim not in cluster.store.get_broker_ids()
+        # the new controller's journal (controller/journal.py) tells the same story
+        journal = [e for e in cluster.controller_journal() if e["controller_id"] == new.id]
+        assert any(e["kind"] == "controller" and e["event"] == "active"
+                   and e["epoch"] == new.epoch for e in journal)
+        assert any(e["kind"] == "broker" and e["event"] == "left" and e["broker"] == victim
+                   for e in journal)
+        elected = {e["partition"]: e for e in journal if e["kind"] == "leader"
+                   and e["topic"] == topic and e.get("reason") == "election"}
+        assert all((elected[p]["previous_leader"], elected[p]["leader"]) == (victim, now[p].leader)
+                   for p in led), elected
+        later = cluster.controller_journal(after={new.id: journal[-1]["seq"]})
+        assert all(e["seq"] > journal[-1]["seq"] for e in later if e["controller_id"] == new.id)
         producer = cluster.producer(acks="all")
         acked = []
         for p in start:
