@@ -15,13 +15,16 @@ KCAT := /usr/bin/kcat
 FUSE3_H := /usr/include/fuse3/fuse_lowlevel.h
 NATS_SERVER := /usr/sbin/nats-server
 KAFKA_LIBS := compat/kafka/build/libs/.stamp
+CHROMEDRIVER := /usr/bin/chromedriver
+CONSOLE_ASSETS := console/static/node_modules/.installed
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PYTEST_ARGS ?=
 BENCH_ARGS ?=
 
-.PHONY: install demo test test-unit chaos bench compat kafka-smoke kafka-tools check-clean clean-venv
+.PHONY: install demo test test-unit chaos bench compat kafka-smoke kafka-tools check-clean clean-venv \
+	console-shots
 
-install: $(ZK_JAR) $(KCAT) $(FUSE3_H) $(STAMP)
+install: $(ZK_JAR) $(KCAT) $(FUSE3_H) $(CHROMEDRIVER) $(CONSOLE_ASSETS) $(STAMP)
 
 # kcat (librdkafka 2.0.2) is a Kafka client the protocol tests drive against the brokers.
 # fuse3 (fusermount3), libfuse3-dev, pkg-config, gcc: build and run pyfuse3 (rayka/chaos/faultfs.py).
@@ -33,6 +36,19 @@ $(ZK_JAR) $(KCAT) $(FUSE3_H):
 	@test -f $(ZK_JAR) || { echo "zookeeper package did not provide $(ZK_JAR)"; exit 1; }
 	@test -x $(KCAT) || { echo "kcat package did not provide $(KCAT)"; exit 1; }
 	@test -f $(FUSE3_H) || { echo "libfuse3-dev did not provide $(FUSE3_H)"; exit 1; }
+
+# Debian's chromium and its matching chromedriver: the console's tests drive a real headless
+# browser with Selenium (no downloaded browser).
+$(CHROMEDRIVER):
+	@echo "== installing Debian packages chromium and chromium-driver (the console's tests)"
+	$(SUDO) apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends \
+		chromium chromium-driver >/dev/null
+
+# The console's browser libraries (htmx, uPlot), pinned by console/static/package-lock.json.
+$(CONSOLE_ASSETS): console/static/package-lock.json /usr/bin/node /usr/bin/npm
+	cd console/static && npm ci --silent --no-audit --no-fund --ignore-scripts
+	@touch $@
 
 $(STAMP): pyproject.toml Makefile
 	@echo "== creating $(VENV) with pinned Python dependencies"
@@ -119,7 +135,7 @@ $(QUIX_VENV)/.installed: compat/quix-requirements.txt
 	$(QUIX_VENV)/bin/python -m pip install -q -r compat/quix-requirements.txt
 	@touch $@
 
-# node and npm: Debian's nodejs and npm when missing (kafkajs needs node >= 14)
+# node and npm: Debian's nodejs and npm when missing (kafkajs needs node >= 14; the console's assets)
 /usr/bin/node /usr/bin/npm:
 	@echo "== installing Debian packages nodejs and npm (kafkajs's runtime)"
 	$(SUDO) apt-get update -qq
@@ -168,6 +184,11 @@ compat: install $(RDK_RUNNER) $(QUIX_VENV)/.installed /usr/bin/Burrow \
 		$(COMPAT_ARGS)
 
 # Before merging: the committed HEAD, cloned into a fresh directory, passes `make test`.
+# A screenshot of each console page (docs/console/*.png, shown in README) from a real
+# cluster with traffic, taken by headless chromium.
+console-shots: install
+	$(PY) docs/console_shots.py --out docs/console
+
 check-clean:
 	@dir=$$(mktemp -d /tmp/rayka-clean-XXXXXX) && git clone -q . $$dir && \
 	  echo "== make test in a clean clone at $$dir" && $(MAKE) -C $$dir test && rm -rf $$dir

@@ -40,7 +40,7 @@ Ray actors that carry them.
 - controller_actor, channel: ControllerActor — one controller candidate and its per-broker
   request senders (Kafka's ControllerChannelManager over Ray calls);
 - cluster_host: the detached actor that holds a named cluster's facts and owns the embedded
-  ZooKeeper server;
+  ZooKeeper server; it also keeps the last Spark reads' task reports past their drivers;
 - metrics: rayka's Ray metrics (gauges; names listed in docs/grafana/).
 
 May import: ray, replicas/, controller/ (kazoo only through controller.zookeeper), protocol/,

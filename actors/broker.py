@@ -820,6 +820,13 @@ class Broker:
             return {tp: (s.leader, s.leader_epoch) for tp, s in self.rm.metadata.partitions.items()
                     if tp[0] in set(topics)}
 
+    def partition_stats(self) -> dict:
+        """(topic, partition) → [role, log start, log end, high watermark, bytes] of every
+        hosted partition (a console samples all of them with one call per broker)."""
+        with self.lock:
+            stats = self.rm.partition_stats()
+        return {(tp[0], tp[1]): list(v) for tp, v in stats.items()}
+
     def partition_info(self, tp) -> dict | None:
         with self.lock:
             return self.rm.partition_info(tuple(tp))

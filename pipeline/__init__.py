@@ -9,8 +9,9 @@
 Modules: spark (RayDP start/stop, executor → node), source (read_topic: plan + pinned
 descriptor RDD), reader (the task side: fetch from the leader, follow leader moves),
 columns (batches → Arrow), sink (write_topic), incremental (exactly-once runs), tasklog
-(where tasks ran), demo (the clickstream job behind `make demo`). Names are imported
-lazily so `import pipeline` does not start a JVM or import pyspark.
+(where tasks ran; forwarded to the ClusterHost so it outlives the driver), demo (the
+clickstream job behind `make demo`). Names are imported lazily so `import pipeline` does
+not start a JVM or import pyspark.
 
 May import: pyspark, raydp, ray, rayka/ (and below it actors/, controller/, replicas/).
 Nothing in the project imports pipeline/ but bench/ and tests/; `rayka demo` reaches

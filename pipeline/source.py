@@ -19,7 +19,8 @@ Rules:
 - Every task reports where it ran: the node it found by walking its process ancestry to
   its executor JVM (a Ray actor whose pid Ray's actor table gives), the leader's node at
   plan time and at the end, and how often it re-resolved. `placements(df)` returns those
-  reports (from the TaskLog actor) after an action ran.
+  reports (from the TaskLog actor) after an action ran; the plan and the reports are also
+  kept past the driver by the cluster's ClusterHost (pipeline/tasklog.py forwards them).
 - Output rows are Arrow batches (mapInArrow): the Python worker never builds Row objects.
 - Transaction markers are never rows. `isolation_level="read_committed"` reads only
   committed transactional records: "latest" is then the last stable offset, and the
@@ -31,6 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import time
 import uuid
 
 import ray
@@ -140,6 +142,10 @@ def read_topic(spark, cluster, topic: str, starting_offsets="earliest",
         locs.append([ex.location] if ex else [])
     plan = ReadPlan(uuid.uuid4().hex[:12], topic, pinned, pin)
     log = task_log(cluster.namespace)
+    log.plan.remote(plan.read_id, {       # fire and forget: kept by the ClusterHost
+        "topic": topic, "partitions": len(pinned), "records": plan.records, "pinned": pin,
+        "isolation_level": isolation_level, "planned_ms": int(time.time() * 1000),
+        "job_id": ray.get_runtime_context().get_job_id()})
     ctx = {"address": ray.get_runtime_context().gcs_address, "namespace": cluster.namespace,
            "read_id": plan.read_id, "brokers": sorted(b.id for b in cluster.brokers()),
            "pids": {e.pid: e.node_id for e in execs.values()},

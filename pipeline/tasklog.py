@@ -15,6 +15,13 @@ Rules:
   synchronous call; the others never ask.
 - Bounded: the oldest reads are dropped past MAX_READS, so a long-lived cluster running
   many pipelines does not grow without limit.
+- The record outlives the driver: the read's plan (`plan`, from read_topic) and each task
+  report, as it is recorded, are forwarded to the cluster's detached ClusterHost
+  (actors/cluster_host.py `record_pipeline_read`, which keeps the last 100 reads) fire and
+  forget: neither a task nor the driver ever waits on that bookkeeping, and a cluster
+  without a ClusterHost (or an older one without the method) only loses the forward.
+  Forwarding here, not on the driver, catches every report whatever Spark action ran the
+  read, at one extra Ray call per task.
 """
 
 from __future__ import annotations
@@ -23,22 +30,42 @@ import collections
 
 import ray
 
+from actors.cluster_host import HOST_NAME
+
 NAME = "pipeline-tasklog"
 MAX_READS = 1000
 
 
 @ray.remote(num_cpus=0, max_restarts=-1)
 class TaskLog:
-    def __init__(self):
+    def __init__(self, namespace: str | None = None):
+        self.namespace = namespace          # the cluster's, where its ClusterHost lives
+        self.host = None
         self.reads: collections.OrderedDict[str, list] = collections.OrderedDict()
         self.positions: collections.OrderedDict[str, dict] = collections.OrderedDict()
         self.held: set[tuple[str, int]] = set()
         self.released: set[tuple[str, int]] = set()
 
+    def plan(self, read_id: str, summary: dict) -> None:
+        """The driver's plan of a read (topic, partitions, records, ...), kept by the host."""
+        self.forward(read_id, summary)
+
     def record(self, read_id: str, report: dict) -> None:
         self.reads.setdefault(read_id, []).append(report)
         while len(self.reads) > MAX_READS:
             self.reads.popitem(last=False)
+        self.forward(read_id, {"reports": [report]})
+
+    def forward(self, read_id: str, summary: dict) -> None:
+        """To the ClusterHost, fire and forget (module rules)."""
+        if self.namespace is None:
+            return
+        try:
+            if self.host is None:
+                self.host = ray.get_actor(HOST_NAME, namespace=self.namespace)
+            self.host.record_pipeline_read.remote(read_id, summary)
+        except Exception:   # no host (a bare Ray test) or a host without the method
+            self.host = None
 
     def record_progress(self, read_id: str, partition: int, offset: int) -> None:
         self.positions.setdefault(read_id, {})[partition] = offset
@@ -71,5 +98,5 @@ def task_log(namespace: str):
     # handle, and a DataFrame derived from a read (df.select(...)) does not carry it
     if namespace not in _handles:
         _handles[namespace] = TaskLog.options(name=NAME, namespace=namespace,
-                                              get_if_exists=True).remote()
+                                              get_if_exists=True).remote(namespace)
     return _handles[namespace]

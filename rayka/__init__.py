@@ -13,12 +13,14 @@ The rooms of this package, top to bottom (an import only ever points down this l
 - cluster: `start_local`, `connect`, `Cluster` (starts and finds the actors);
   share_workers: Ray actors as one share group (`Cluster.share_workers`);
   cluster_state: where a named cluster's Ray is (the state file `rayka start` writes);
+  console_process: the web console as a child process (`start_local(console=True)`);
 - client/: what a driver uses to talk to a cluster — Admin, Producer, Consumer and their
   pure parts (accumulator, partitioner, metadata, types);
 - errors: Kafka's typed errors, re-exported from replicas/.
 
 May import: ray, actors/, protocol/, coordinator/, controller/, replicas/. Never pipeline/
-(it sits above; `rayka demo` finds the Spark job through the `rayka.demos` entry point).
+nor console/ (they sit above; `rayka demo` finds the Spark job through the `rayka.demos`
+entry point, `rayka console` the console through `rayka.console`).
 """
 
 __version__ = "0.1.0"

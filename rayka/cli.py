@@ -36,7 +36,7 @@ from rayka.ops import (features_cli, groups_cli, quotas_cli, ray_head, security_
                        transactions_cli, zookeeper_cli)
 from rayka.ops.procs import pid_alive
 from rayka.ops.properties import load_properties
-from replicas.errors import KafkaError
+from replicas.errors import InvalidRequest, KafkaError
 
 
 class _Parser(argparse.ArgumentParser):
@@ -262,6 +262,19 @@ def build_parser() -> argparse.ArgumentParser:
                         "killed half-way, read back, lost/duplicated counted")
     p.add_argument("--partitions", type=int, default=6, help="with --log-only")
     p.add_argument("--keep", action="store_true", help="keep the data directory")
+    p = command("console", "serve the web console (pages and live plots) for a running cluster")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8090, help="port (default 8090; 0: a free one)")
+    p.add_argument("--allow-writes", action="store_true",
+                   help="allow actions: create/delete topics, alter configs, reset offsets, "
+                        "elect leaders, reassign (sent over Kafka's protocol, ACLs apply)")
+    p.add_argument("--listener", help="the brokers' listener the writes use (default PLAINTEXT)")
+    p.add_argument("--command-config", help="Kafka client properties for the writes "
+                   "(security.protocol, sasl.mechanism, sasl.username, sasl.password, ...)")
+    p.add_argument("--interval-s", type=float, default=2.0, help="sampling and refresh interval")
+    p.add_argument("--chaos-dir", default="chaos-runs", help="where `rayka chaos` keeps runs")
+    p.add_argument("--url-file", help=argparse.SUPPRESS)
+    p.add_argument("--parent-pid", type=int, help=argparse.SUPPRESS)
     zookeeper_cli.add_parser(sub)
     groups_cli.add_parser(sub, command)
     transactions_cli.add_parser(sub, command)
@@ -677,7 +690,20 @@ def cmd_demo(args) -> None:
         main_job()(clicks_total=args.records, executors=args.executors, keep=args.keep)
 
 
-COMMANDS = {"start": cmd_start, "status": cmd_status, "stop": cmd_stop,
+def cmd_console(args) -> int:
+    """The console package registers `serve` in the entry point group `rayka.console`
+    (rayka never imports console/, which sits above it)."""
+    from importlib.metadata import entry_points
+    found = entry_points(group="rayka.console", name="serve")
+    if not found:
+        raise InvalidRequest("the console is not installed (entry point group rayka.console); "
+                             "run `make install`")
+    if args.interval_s <= 0:
+        raise InvalidRequest(f"--interval-s must be positive, not {args.interval_s}")
+    return next(iter(found)).load()(args, _attach(args))
+
+
+COMMANDS = {"start": cmd_start, "console": cmd_console, "status": cmd_status, "stop": cmd_stop,
             "bootstrap-servers": cmd_bootstrap_servers,
             "restart-brokers": cmd_restart_brokers, "topics": cmd_topics,
             "produce": cmd_produce, "consume": cmd_consume, "demo": cmd_demo, "chaos": cmd_chaos,

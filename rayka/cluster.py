@@ -186,7 +186,8 @@ def start_local(name: str = "default", brokers: int = 3, controllers: int = 2,
                 start_timeout_s: float = 60.0, zk_connect_timeout_s: float = 10.0,
                 broker_resources: dict | None = None, control_resources: dict | None = None,
                 ray_address: str | None = None, include_dashboard: bool = True,
-                broker_configs: dict | None = None, **config) -> "Cluster":
+                broker_configs: dict | None = None, console: bool = False,
+                console_port: int = 0, console_args=(), **config) -> "Cluster":
     per_broker = {int(b): dict(c) for b, c in (broker_configs or {}).items()}
     ControllerConfig.parse(_split_config(config)[0])    # InvalidConfig before any actor
     _broker_settings(config, per_broker, set(range(1, brokers + 1)) | set(per_broker))
@@ -223,6 +224,11 @@ def start_local(name: str = "default", brokers: int = 3, controllers: int = 2,
     cluster.wait_ready(start_timeout_s)
     for warning in cluster.replication_warnings():
         log.warning(warning)
+    if console:
+        from rayka.console_process import start_console
+        cluster.console = start_console(name, ray.get_runtime_context().gcs_address,
+                                        port=console_port, extra_args=tuple(console_args))
+        log.info("rayka console: %s", cluster.console.url)
     return cluster
 
 
@@ -255,6 +261,7 @@ class Cluster:
         self.zookeeper = facts["zookeeper"]
         self.store = ZkStore(self.zookeeper, name,
                              auth=facts.get("config", {}).get("zookeeper_auth")).start()
+        self.console = None          # rayka/console_process.py, with start_local(console=True)
 
     # -- actors -------------------------------------------------------------------------------------
     def _actor(self, actor_name: str):
@@ -388,6 +395,46 @@ class Cluster:
         offline, the partitions held there or lost with it)."""
         return self._ask_live_brokers("log_dirs", timeout_s)
 
+    def partition_stats(self, timeout_s: float = 10.0) -> dict[int, dict]:
+        """Live broker id → {(topic, partition): [role, log start, log end, high watermark,
+        bytes]} of every replica it hosts (Broker.partition_stats: one call per broker)."""
+        return self._ask_live_brokers("partition_stats", timeout_s)
+
+    def kafka_stats(self, timeout_s: float = 10.0) -> dict[int, dict]:
+        """Live broker id → per listener and API: requests, bytes in and out since it
+        started (Broker.kafka_stats)."""
+        return self._ask_live_brokers("kafka_stats", timeout_s)
+
+    def controller_journal(self, after: dict | None = None, timeout_s: float = 10.0
+                           ) -> list[dict]:
+        """What the controllers did (controller/journal.py entries: terms, brokers, leader
+        and ISR changes), every candidate's entries after `after` ({controller id: the last
+        seq seen}) merged by time, each tagged with the `controller_id` that wrote it; a
+        candidate that does not answer within `timeout_s` is skipped (asked again at the
+        next poll). At most 5,000 entries per candidate per call: poll again for more."""
+        import heapq
+        after = after or {}
+        refs = {cid: actor.journal.remote(after.get(cid, 0))
+                for cid in sorted(self.facts["controllers"])
+                if (actor := self.controller_actor(cid)) is not None}
+        deadline = time.monotonic() + timeout_s
+        per_controller = []
+        for cid, ref in refs.items():
+            try:
+                answer = ray.get(ref, timeout=max(0.0, deadline - time.monotonic()))
+            except ray.exceptions.RayError:
+                continue
+            per_controller.append([{**e, "controller_id": cid} for e in answer["entries"]])
+        # each journal is in seq order: a merge keeps it even if a wall clock stepped back
+        return list(heapq.merge(*per_controller, key=lambda e: e["time_ms"]))
+
+    def pipeline_reads(self, limit: int = 50) -> list[dict]:
+        """The newest `limit` Spark reads, newest first, as the ClusterHost keeps them past
+        their drivers (actors/cluster_host.py PipelineReads: the plan's fields and each
+        task's report, forwarded by pipeline/tasklog.py); [] when there is no host."""
+        host = self._actor(HOST_NAME)
+        return [] if host is None else ray.get(host.pipeline_reads.remote(limit), timeout=10)
+
     def bootstrap_servers(self, listener: str = "PLAINTEXT") -> str:
         """"host:port,host:port,..." of the live brokers' `listener` endpoints (what a Kafka
         client's bootstrap.servers wants), from their ZooKeeper registrations."""
@@ -459,8 +506,17 @@ class Cluster:
         return [(t, p.partition) for t in admin.list_topics() for p in admin.describe_topic(t)
                 if len(p.isr) < len(p.replicas)]
 
+    @property
+    def console_url(self) -> str | None:
+        """The web console's URL when start_local(console=True) started it."""
+        return self.console.url if self.console is not None else None
+
     def shutdown(self, timeout_s: float = 30.0) -> None:
-        """Stop brokers (flushing their logs), controllers, and the embedded ZooKeeper."""
+        """Stop the console this driver started, brokers (flushing their logs),
+        controllers, and the embedded ZooKeeper."""
+        if self.console is not None:
+            self.console.stop()
+            self.console = None
         actors = [self.broker_actor(b) for b in self.facts["brokers"]] + \
             [self.controller_actor(c) for c in self.facts["controllers"]]
         for actor in actors:

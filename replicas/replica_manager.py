@@ -441,6 +441,14 @@ class ReplicaManager(LeaderReads, FollowerSide):
     def log(self, tp) -> Log:
         return self._get(tp).log
 
+    def partition_stats(self) -> dict:
+        """Every hosted partition → (role, log start, log end, high watermark, size in bytes):
+        the few figures a monitor samples for all partitions at once (partition_info has
+        more, for one)."""
+        return {tp: (p.state.role.value, p.log.log_start_offset, p.log.log_end_offset,
+                     p.state.high_watermark, p.log.size_bytes)
+                for tp, p in self._partitions.items()}
+
     def partition_info(self, tp) -> dict:
         part = self._get(tp)
         s, log = part.state, part.log

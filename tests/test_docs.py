@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PATH_TOKEN = re.compile(r"`([\w./-]+/(?:[\w.-]+\.py)?|[\w./-]+\.py)`")
 PACKAGES = ("replicas", "controller", "coordinator", "transactions", "share", "protocol", "actors",
             "rayka",
-            "pipeline")
+            "pipeline", "console")
 
 
 def load(path: Path):

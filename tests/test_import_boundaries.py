@@ -36,12 +36,13 @@ ROOT = Path(__file__).resolve().parent.parent
 STDLIB = set(sys.stdlib_module_names)
 CODEC = {"aiokafka", "crc32c", "cramjam"}
 PRODUCT = ("replicas", "controller", "coordinator", "transactions", "share", "protocol", "actors",
-           "rayka", "pipeline")
+           "rayka", "pipeline", "console")
 
 # Top to bottom. A module's room is the longest prefix naming it; it may import its own
 # room and the rooms after it. Prefixes on one line share a rank.
 ROOMS: list[tuple[str, ...]] = [
     ("bench",),
+    ("console",),
     ("pipeline",),
     ("rayka.cli",),
     ("rayka.chaos",),
@@ -310,6 +311,12 @@ def test_the_share_room_imports_only_the_stdlib_and_replicas():
     offenders = {m: sorted((third_party(p, m) - STDLIB - {"replicas", "share"})
                            | (third_party(p, m) & threads))
                  for m, p in MODS.items() if in_room(m, "share")}
+    assert {m: x for m, x in offenders.items() if x} == {}
+
+
+def test_the_console_never_imports_the_pipeline_nor_spark():
+    offenders = {m: sorted(third_party(p, m) & {"pipeline", "pyspark", "raydp"})
+                 for m, p in MODS.items() if in_room(m, "console")}
     assert {m: x for m, x in offenders.items() if x} == {}
 
 

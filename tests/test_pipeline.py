@@ -112,6 +112,19 @@ def test_read_is_pinned_to_leader_nodes_and_equals_a_plain_consumer(env):
         assert r["task_node"] == r["leader_node_at_plan"], r
         assert r["rows"] == r["end"] - r["start"]
 
+    # kept past the driver by the ClusterHost (pipeline/tasklog.py forwards, fire and forget)
+    from pipeline import plan_of
+    read_id = plan_of(df).read_id
+
+    def kept():
+        return next((r for r in cl.pipeline_reads() if r["read_id"] == read_id), {})
+    wait_for(lambda: len(kept().get("reports", [])) == len(reports), 30,
+             "the read's reports kept by the ClusterHost")
+    assert kept()["topic"] == "pinned" and kept()["partitions"] == 6
+    assert kept()["records"] == 20_000
+    assert sorted(kept()["reports"], key=lambda r: r["partition"]) == \
+        sorted(reports, key=lambda r: r["partition"])
+
 
 def test_leader_killed_in_the_middle_of_a_task_changes_nothing(env):
     from pyspark.sql import functions as F

@@ -21,7 +21,9 @@ from kazoo.exceptions import NoAuthError
 import rayka
 from protocol.security import acl as a
 from rayka.client.admin import wait_for
+from rayka.console_process import start_console
 from tests.certs import make_certs
+from tests.console_browser import Browser
 from tests.ray_cluster import ray_session  # noqa: F401  (fixture)
 from tests.wire import client_hello, closed, read_frame
 
@@ -331,3 +333,55 @@ def test_kcat_and_kafka_python_over_sasl_ssl(secured):
     got = [m.value for _, m in zip(range(20), consumer)]
     consumer.close()
     assert got == [f"kcat-{i}".encode() for i in range(20)]
+
+
+def test_the_console_writes_as_its_principal_and_shows_what_the_acls_refuse(secured, tmp_path):
+    """The console's actions go over SASL_SSL as the principal of its --command-config:
+    bob (READ on sec-ok only) is refused a topic creation and a config change with Kafka's
+    error on the page; the super user's console creates the topic."""
+    import ray
+    c, certs = secured
+
+    def console_as(user):
+        props = tmp_path / f"{user}.properties"
+        props.write_text("security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-256\n"
+                         f"sasl.username={user}\nsasl.password={PASSWORDS[user]}\n"
+                         f"ssl.ca.location={certs.ca}\n")
+        return start_console(c.name, ray.get_runtime_context().gcs_address, extra_args=(
+            "--allow-writes", "--listener", "SASL_SSL", "--command-config", str(props),
+            "--interval-s", "1"))
+
+    def create_topic(browser, name):
+        browser.open("/topics")
+        browser.fill("#create-name", name)
+        browser.fill("#create-partitions", "1")
+        browser.fill("#create-rf", "1")
+        browser.click("#create-submit")
+
+    bob = console_as("bob")
+    browser = Browser(bob.url)
+    try:
+        create_topic(browser, "bob-made")
+        browser.wait(lambda b: "TOPIC_AUTHORIZATION_FAILED (29)" in b.text("#outcome"),
+                     TIMEOUT_S, "bob refused a topic creation")
+        browser.open("/topics/sec-ok")
+        browser.fill("#alter-input", "retention.ms=1000")
+        browser.click("#alter-submit")
+        browser.wait(lambda b: "TOPIC_AUTHORIZATION_FAILED (29)" in b.text("#outcome"),
+                     TIMEOUT_S, "bob refused a config change")
+        assert "bob-made" not in c.admin().list_topics()
+        assert "retention.ms" not in c.admin().topic_config("sec-ok")
+    finally:
+        browser.close()
+        bob.stop()
+    admin = console_as("admin")
+    browser = Browser(admin.url)
+    try:
+        create_topic(browser, "admin-made")
+        browser.wait(lambda b: "created topic admin-made" in b.text("#outcome"), TIMEOUT_S,
+                     "the super user's creation")
+        assert "admin-made" in c.admin().list_topics()
+    finally:
+        browser.close()
+        admin.stop()
+        c.admin().delete_topic("admin-made")

@@ -1,0 +1,205 @@
+"""Source: what the console knows of a cluster, gathered in one sweep and kept as a Snapshot.
+
+Rules:
+- Every read goes through `rayka/` (Cluster, Admin) and Ray's own state (ray.nodes()); the
+  console never reaches a broker's internals another way.
+- One sweep costs a fixed number of calls whatever the partition count: the partition
+  states from ONE live broker's metadata cache (what a Kafka client's Metadata request
+  answers), one partition_stats and one kafka_stats call per live broker, log dirs per
+  broker, the controller's info, Ray's node table, the group list and one offset fetch per
+  group. Pages render from the last Snapshot; only a detail page asks for more (a topic's
+  configs, a group's members, a transaction), and only when opened.
+- A part that fails (a broker restarting, no controller during an election) is recorded in
+  `snapshot.errors` with Kafka's error name and the sweep goes on: the console shows what
+  it could read and says what it could not.
+- A partition is under-replicated when its ISR is smaller than its replicas and offline when
+  it has no live leader (Kafka's UnderReplicatedPartitions and OfflinePartitionsCount).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import ray
+
+from rayka.errors import KafkaError
+
+
+def error_text(exc: BaseException) -> str:
+    """Kafka's name and code for a typed error ("UNKNOWN_TOPIC_OR_PARTITION (3): ..."), the
+    exception's class otherwise."""
+    if isinstance(exc, KafkaError):
+        return f"{exc.name} ({exc.code}): {exc.message}"
+    return f"{type(exc).__name__}: {exc}"
+
+
+@dataclasses.dataclass
+class PartitionView:
+    topic: str
+    partition: int
+    leader: int
+    leader_epoch: int
+    replicas: tuple
+    isr: tuple
+    log_start: int | None = None
+    log_end: int | None = None
+    high_watermark: int | None = None
+    size_bytes: int | None = None
+
+    @property
+    def under_replicated(self) -> bool:
+        return len(self.isr) < len(self.replicas)
+
+
+@dataclasses.dataclass
+class Snapshot:
+    time_s: float = 0.0
+    took_s: float = 0.0
+    nodes: list = dataclasses.field(default_factory=list)         # Ray nodes
+    brokers: list = dataclasses.field(default_factory=list)       # broker dicts
+    controller: dict = dataclasses.field(default_factory=dict)
+    controllers: list = dataclasses.field(default_factory=list)   # every candidate
+    zookeeper: dict = dataclasses.field(default_factory=dict)
+    partitions: dict = dataclasses.field(default_factory=dict)    # (topic, p) -> PartitionView
+    log_dirs: dict = dataclasses.field(default_factory=dict)      # broker -> [dir dicts]
+    broker_io: dict = dataclasses.field(default_factory=dict)     # broker -> counters
+    groups: list = dataclasses.field(default_factory=list)
+    committed: dict = dataclasses.field(default_factory=dict)     # group -> {tp: offset}
+    errors: list = dataclasses.field(default_factory=list)
+
+    def topics(self) -> dict[str, list[PartitionView]]:
+        out: dict[str, list[PartitionView]] = {}
+        for tp in sorted(self.partitions):
+            out.setdefault(tp[0], []).append(self.partitions[tp])
+        return out
+
+    def live_broker_ids(self) -> set[int]:
+        return {b["id"] for b in self.brokers if b["alive"]}
+
+    def offline(self) -> list[PartitionView]:
+        live = self.live_broker_ids()
+        return [p for p in self.partitions.values() if p.leader < 0 or p.leader not in live]
+
+    def under_replicated(self) -> list[PartitionView]:
+        return [p for p in self.partitions.values() if p.under_replicated]
+
+    def lag(self, group: str) -> dict:
+        """(topic, partition) → committed offset, high watermark and lag of `group`."""
+        out = {}
+        for tp, offset in sorted(self.committed.get(group, {}).items()):
+            p = self.partitions.get(tp)
+            hw = p.high_watermark if p is not None else None
+            out[tp] = {"committed": offset, "end": hw,
+                       "lag": None if hw is None else max(0, hw - offset)}
+        return out
+
+
+class Source:
+    def __init__(self, cluster, call_timeout_s: float = 10.0):
+        self.cluster = cluster
+        self.admin = cluster.admin()
+        self.call_timeout_s = call_timeout_s
+
+    def sweep(self) -> Snapshot:
+        snap = Snapshot(time_s=time.time())
+        t0 = time.monotonic()
+        for part in (self._brokers, self._nodes, self._controller, self._partitions,
+                     self._log_dirs, self._broker_io, self._groups):
+            try:
+                part(snap)
+            except Exception as exc:       # one part's failure must not blank the others
+                snap.errors.append(f"{part.__name__.strip('_')}: {error_text(exc)}")
+        snap.took_s = time.monotonic() - t0
+        return snap
+
+    # -- parts of a sweep --------------------------------------------------------------------
+    def _brokers(self, snap: Snapshot) -> None:
+        regs = self.cluster.store.get_brokers()
+        for b in self.cluster.brokers():
+            reg = regs.get(b.id)
+            snap.brokers.append({"id": b.id, "alive": b.alive, "node_id": b.node_id,
+                                 "endpoints": list(b.endpoints),
+                                 "rack": getattr(reg, "rack", None) if reg else None,
+                                 "epoch": getattr(reg, "epoch", None) if reg else None,
+                                 "host": getattr(reg, "host", None) if reg else None})
+
+    def _nodes(self, snap: Snapshot) -> None:
+        for n in ray.nodes():
+            snap.nodes.append({"node_id": n["NodeID"], "address": n.get("NodeManagerAddress"),
+                               "alive": bool(n.get("Alive")),
+                               "hostname": n.get("NodeManagerHostname"),
+                               "resources": {k: v for k, v in n.get("Resources", {}).items()
+                                             if not k.startswith("node:")}})
+
+    def _controller(self, snap: Snapshot) -> None:
+        info = self.cluster.controller()
+        snap.controller = {"id": info.id, "epoch": info.epoch}
+        snap.zookeeper = {"connect": self.cluster.facts.get("zookeeper"),
+                          "chroot": f"/rayka/{self.cluster.name}"}
+        refs = {c: self.cluster.controller_actor(c) for c in self.cluster.facts["controllers"]}
+        asks = {c: (a.info.remote(), a.node_id.remote()) for c, a in refs.items() if a is not None}
+        for c, (info_ref, node_ref) in sorted(asks.items()):
+            try:
+                got = ray.get(info_ref, timeout=self.call_timeout_s)
+                node = ray.get(node_ref, timeout=self.call_timeout_s)
+                snap.controllers.append({**got, "node_id": node})
+            except ray.exceptions.RayError as exc:
+                snap.controllers.append({"id": c, "active": False, "error": type(exc).__name__})
+
+    def _partitions(self, snap: Snapshot) -> None:
+        live = sorted(snap.live_broker_ids())
+        metadata = None
+        for b in live:                    # the first live broker that answers
+            actor = self.cluster.broker_actor(b)
+            try:
+                metadata = ray.get(actor.metadata.remote(), timeout=self.call_timeout_s)
+                break
+            except (ray.exceptions.RayError, AttributeError):
+                continue
+        if metadata is None:
+            snap.errors.append("partitions: no live broker answered its metadata")
+            return
+        for tp, (leader, epoch, replicas, isr) in metadata["partitions"].items():
+            tp = (tp[0], tp[1])
+            snap.partitions[tp] = PartitionView(tp[0], tp[1], leader, epoch, tuple(replicas),
+                                                tuple(isr))
+        for broker_id, stats in self.cluster.partition_stats(self.call_timeout_s).items():
+            for tp, (role, start, end, hw, size) in stats.items():
+                p = snap.partitions.get((tp[0], tp[1]))
+                if p is not None and role == "leader" and p.leader == broker_id:
+                    p.log_start, p.log_end, p.high_watermark, p.size_bytes = start, end, hw, size
+
+    def _log_dirs(self, snap: Snapshot) -> None:
+        snap.log_dirs = self.cluster.log_dirs(self.call_timeout_s)
+
+    def _broker_io(self, snap: Snapshot) -> None:
+        """Per live broker: requests, bytes in and out over every listener and API."""
+        answers = self.cluster.kafka_stats(self.call_timeout_s)
+        for b, per_listener in answers.items():
+            req = bin_ = bout = produce = fetch = 0
+            for apis in per_listener.values():
+                for api, s in apis.items():
+                    req += s["requests"]
+                    bin_ += s["bytes_in"]
+                    bout += s["bytes_out"]
+                    if api == "Produce":
+                        produce += s["requests"]
+                    elif api == "Fetch":
+                        fetch += s["requests"]
+            snap.broker_io[b] = {"requests": req, "bytes_in": bin_, "bytes_out": bout,
+                                 "produce_requests": produce, "fetch_requests": fetch}
+
+    def _groups(self, snap: Snapshot) -> None:
+        snap.groups = self.admin.list_groups()
+        for g in snap.groups:
+            try:
+                if g["type"] == "share":      # a share group's position is its start offset
+                    got = {tp: o["start_offset"] for tp, o in
+                           self.admin.share_group_offsets(g["group"]).items()
+                           if o.get("start_offset", -1) >= 0}
+                else:
+                    got = self.admin.committed_offsets(g["group"])
+                snap.committed[g["group"]] = {(tp[0], tp[1]): o for tp, o in got.items()}
+            except Exception as exc:
+                snap.errors.append(f"group {g['group']}: {error_text(exc)}")
