@@ -116,6 +116,39 @@ def test_reset_offsets_through_the_page_changes_the_lag(cluster, browser):  # no
     cluster.admin().delete_topic(topic)
 
 
+def test_topic_actions_through_the_pages(cluster, browser):  # noqa: F811
+    """Alter a config, reassign a partition, elect preferred leaders, delete: each through
+    its form, each seen on the page and in the cluster."""
+    topic = f"console-{uuid.uuid4().hex[:6]}"
+    admin = cluster.admin()
+    admin.create_topic(topic, 2, 2)
+    browser.open(f"/topics/{topic}")
+    browser.fill("#alter-input", "retention.ms=3600000")
+    browser.click("#alter-submit")
+    browser.wait(lambda b: "altered retention.ms" in b.text("#outcome"), TIMEOUT_S, "the alter")
+    assert "3600000" in browser.text("#configs")
+    assert admin.topic_config(topic)["retention.ms"] == "3600000"
+
+    replicas = list(admin.describe_topic(topic)[0].replicas)
+    moved = [b for b in (1, 2, 3) if b not in replicas][:1] + replicas[:1]   # a new preferred leader
+    browser.fill("#reassign-partition", "0")
+    browser.fill("#reassign-replicas", ",".join(map(str, moved)))
+    browser.click("#reassign-submit")
+    browser.wait(lambda b: "reassigning" in b.text("#outcome"), TIMEOUT_S, "the reassignment")
+    wait_for(lambda: list(admin.describe_topic(topic)[0].replicas) == moved
+             and not admin.list_reassignments(), TIMEOUT_S, f"partition 0 on {moved}")
+    browser.fill("#elect-partitions", "0")
+    browser.click("#elect-submit")
+    browser.wait(lambda b: "preferred leaders of" in b.text("#outcome"), TIMEOUT_S, "the election")
+    browser.wait(lambda b: b.text("#p-0 td.leader") == str(moved[0]), TIMEOUT_S,
+                 f"partition 0 led by its preferred replica {moved[0]}")
+
+    browser.click("#delete-submit")
+    browser.driver.switch_to.alert.accept()
+    browser.wait(lambda b: f"deleted topic {topic}" in b.text("#outcome"), TIMEOUT_S, "the delete")
+    wait_for(lambda: topic not in admin.list_topics(), TIMEOUT_S, f"{topic} gone")
+
+
 def test_bad_input_shows_kafka_errors_and_the_console_keeps_serving(cluster, browser):  # noqa: F811
     browser.open("/topics/no-such-topic")
     browser.wait(lambda b: "UNKNOWN_TOPIC_OR_PARTITION (3)" in b.text("#error"), TIMEOUT_S,
@@ -154,6 +187,7 @@ def test_a_killed_broker_shows_on_the_cluster_page(cluster, browser):  # noqa: F
                  and int(b.text("#under-count b")) > 0, TIMEOUT_S,
                  f"broker {victim} down and partitions under-replicated")
     shown_s = time.monotonic() - killed
+    print(f"broker {victim} killed: down and under-replicated on the page after {shown_s:.2f} s")
     browser.open(f"/topics/{topic}")
     browser.wait(lambda b: b.text("#p-0 td.leader") not in ("", str(victim)), TIMEOUT_S,
                  "partition 0's new leader")
