@@ -12,6 +12,8 @@ Modules:
 - history: bounded series of sampled figures and the rates drawn from them (pure).
 - source: one sweep of the cluster into a Snapshot, a fixed number of calls per sweep.
 - sampler: the background sweep every interval, feeding the history.
+- principal: what the console's principal may describe (with credentials), asked over
+  Kafka's protocol each sweep.
 - actions: the writes (create/delete topic, alter configs, reset offsets, elections,
   reassignment) over Kafka's protocol with real Kafka clients, as the console's principal.
 - app: the Starlette application: pages, live fragments, plot data, actions.

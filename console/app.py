@@ -35,7 +35,8 @@ from starlette.staticfiles import StaticFiles
 from console.actions import Actions, Outcome
 from console.sampler import Sampler
 from console.source import error_text
-from rayka.errors import GroupIdNotFound, InvalidRequest, KafkaError, UnknownTopicOrPartition
+from rayka.errors import (GroupAuthorizationFailed, GroupIdNotFound, InvalidRequest, KafkaError,
+                          TopicAuthorizationFailed, UnknownTopicOrPartition)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 VENDOR = os.path.join(HERE, "static", "node_modules")
@@ -104,6 +105,8 @@ def _int_arg(request: Request, name: str, default: int) -> int:
 def _status_for(exc: BaseException) -> int:
     if isinstance(exc, (UnknownTopicOrPartition, GroupIdNotFound)):
         return 404
+    if isinstance(exc, (TopicAuthorizationFailed, GroupAuthorizationFailed)):
+        return 403
     return 400
 
 
@@ -165,6 +168,7 @@ def build_app(console: Console) -> Starlette:
 
     def topic_page(request: Request, outcome: Outcome | None = None, status: int = 200):
         name = request.path_params["name"]
+        console.source.access.check_topic(name)
         snap = console.sampler.latest
         parts = snap.topics().get(name)
         if parts is None:
@@ -193,6 +197,7 @@ def build_app(console: Console) -> Starlette:
 
     def group_page(request: Request, outcome: Outcome | None = None, status: int = 200):
         group = request.path_params["group"]
+        console.source.access.check_group(group)
         known = {g["group"] for g in console.sampler.latest.groups}
         try:
             described = console.admin.describe_group(group)

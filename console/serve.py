@@ -10,7 +10,8 @@ Rules:
 - Writes are off unless --allow-writes. They go over Kafka's protocol to the brokers'
   --listener (default PLAINTEXT, else the first listener registered) as the principal of
   --command-config (a Kafka properties file: security.protocol, sasl.mechanism,
-  sasl.username, sasl.password, ssl.ca.location), so the brokers' ACLs judge them.
+  sasl.username, sasl.password, ssl.ca.location), so the brokers' ACLs judge them; with
+  that file the pages also show only what its principal may describe (console/principal.py).
 - With --parent-pid the console stops when that process is gone (a driver that started
   it with start_local(console=True) and exited without shutdown()).
 """
@@ -25,6 +26,7 @@ import threading
 from console.actions import Actions
 from console.app import Console, build_app
 from console.pages import Pages
+from console.principal import PrincipalView
 from console.sampler import Sampler
 from console.source import Source
 from rayka.errors import InvalidConfig
@@ -47,12 +49,12 @@ def pick_listener(cluster, wanted: str | None) -> str:
 
 def make_console(cluster, args) -> Console:
     client_config = load_properties(args.command_config) if args.command_config else {}
-    if args.allow_writes:
+    bootstrap = None
+    if args.allow_writes or client_config:
         bootstrap = cluster.bootstrap_servers(pick_listener(cluster, args.listener))
-        actions = Actions(bootstrap, client_config)
-    else:
-        actions = Actions(None)
-    sampler = Sampler(Source(cluster), interval_s=args.interval_s).start()
+    actions = Actions(bootstrap if args.allow_writes else None, client_config)
+    principal = PrincipalView(bootstrap, client_config) if client_config else None
+    sampler = Sampler(Source(cluster, principal=principal), interval_s=args.interval_s).start()
     console = Console(cluster.name, sampler, actions, refresh_s=args.interval_s,
                       chaos_dir=args.chaos_dir)
     console.extra = Pages(console)

@@ -12,6 +12,8 @@ Rules:
 - A part that fails (a broker restarting, no controller during an election) is recorded in
   `snapshot.errors` with Kafka's error name and the sweep goes on: the console shows what
   it could read and says what it could not.
+- With a principal (console/principal.py), a sweep keeps only the topics and groups that
+  principal may describe, and a page asking for another is refused with Kafka's error.
 - A partition is under-replicated when its ISR is smaller than its replicas and offline when
   it has no live leader (Kafka's UnderReplicatedPartitions and OfflinePartitionsCount).
 """
@@ -23,6 +25,7 @@ import time
 
 import ray
 
+from console.principal import Visibility
 from rayka.errors import KafkaError
 
 
@@ -67,6 +70,9 @@ class Snapshot:
     groups: list = dataclasses.field(default_factory=list)
     committed: dict = dataclasses.field(default_factory=dict)     # group -> {tp: offset}
     errors: list = dataclasses.field(default_factory=list)
+    principal: str | None = None          # the console's principal when it has credentials
+    hidden_topics: int = 0                # topics and groups that principal may not describe
+    hidden_groups: int = 0
 
     def topics(self) -> dict[str, list[PartitionView]]:
         out: dict[str, list[PartitionView]] = {}
@@ -96,10 +102,12 @@ class Snapshot:
 
 
 class Source:
-    def __init__(self, cluster, call_timeout_s: float = 10.0):
+    def __init__(self, cluster, call_timeout_s: float = 10.0, principal=None):
         self.cluster = cluster
         self.admin = cluster.admin()
         self.call_timeout_s = call_timeout_s
+        self.principal = principal      # console/principal.py's PrincipalView, or None
+        self.access = Visibility()      # what the pages may show (all without a principal)
 
     def sweep(self) -> Snapshot:
         snap = Snapshot(time_s=time.time())
@@ -110,8 +118,28 @@ class Source:
                 part(snap)
             except Exception as exc:       # one part's failure must not blank the others
                 snap.errors.append(f"{part.__name__.strip('_')}: {error_text(exc)}")
+        if self.principal is not None:
+            self._only_visible(snap)
         snap.took_s = time.monotonic() - t0
         return snap
+
+    def _only_visible(self, snap: Snapshot) -> None:
+        """Leave out what the console's principal may not describe (console/principal.py);
+        when Kafka cannot be asked, leave out everything."""
+        snap.principal = self.principal.name
+        try:
+            topics, groups = self.principal.visible()
+        except Exception as exc:
+            snap.errors.append(f"principal {self.principal.name}: {error_text(exc)}")
+            topics, groups = set(), set()
+        self.access.visible = (topics, groups)
+        all_topics = {tp[0] for tp in snap.partitions}
+        snap.hidden_topics = len(all_topics - topics)
+        snap.partitions = {tp: p for tp, p in snap.partitions.items() if tp[0] in topics}
+        snap.hidden_groups = sum(g["group"] not in groups for g in snap.groups)
+        snap.groups = [g for g in snap.groups if g["group"] in groups]
+        snap.committed = {g: {tp: o for tp, o in offsets.items() if tp[0] in topics}
+                          for g, offsets in snap.committed.items() if g in groups}
 
     # -- parts of a sweep --------------------------------------------------------------------
     def _brokers(self, snap: Snapshot) -> None:

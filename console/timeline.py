@@ -5,7 +5,8 @@ Rules:
 - The journal is the controllers' own (Cluster.controller_journal): each candidate keeps
   what it did while active; the console asks incrementally (the last seq seen per
   controller) and keeps up to MAX_ENTRIES merged entries, oldest dropped first.
-- It is read when the page or its plot data is asked for, not by the sampler.
+- It is read when the page or its plot data is asked for, not by the sampler. With a
+  principal (console/principal.py) the table leaves out the topics it may not describe.
 - The plot counts events per BUCKET_S seconds and kind ("leader": a new leader or leader
   epoch, "isr": an ISR change alone, "controller": a controller became active or resigned,
   "broker": a broker joined or left); the table lists the newest entries first, optionally
@@ -89,7 +90,11 @@ def routes(console, guarded) -> list:
     def page(request):
         entries = timeline.refresh()
         topic = request.query_params.get("topic") or None
-        shown = [e for e in reversed(entries) if topic is None or e.get("topic") == topic]
+        access = console.source.access
+        if topic is not None:
+            access.check_topic(topic)
+        shown = [e for e in reversed(entries) if (topic is None or e.get("topic") == topic)
+                 and access.topic_shown(e.get("topic"))]
         return console.render(request, "controller", rows=[row(e) for e in shown[:SHOWN]],
                               total=len(shown),
                               topic=topic,

@@ -43,7 +43,8 @@ __all__ = [
     "RebalanceInProgress", "InvalidCommitOffsetSize", "NonEmptyGroup", "GroupIdNotFound",
     "MemberIdRequired", "GroupMaxSizeReached", "InvalidTxnState", "InvalidProducerIdMapping",
     "TransactionCoordinatorFenced", "InvalidTransactionTimeout", "ConcurrentTransactions",
-    "TransactionalIdAuthorizationFailed", "ClusterAuthorizationFailed", "ProducerFenced", "TransactionalIdNotFound",
+    "TransactionalIdAuthorizationFailed", "ClusterAuthorizationFailed",
+    "TopicAuthorizationFailed", "GroupAuthorizationFailed", "ProducerFenced", "TransactionalIdNotFound",
     "TransactionAbortable", "UnstableOffsetCommit", "InvalidRecordState", "ShareSessionNotFound",
     "InvalidShareSessionEpoch", "FencedStateEpoch", "ShareSessionLimitReached",
 ]
@@ -304,6 +305,8 @@ ConcurrentTransactions = _error("ConcurrentTransactions", C.CONCURRENT_TRANSACTI
 TransactionalIdAuthorizationFailed = _error("TransactionalIdAuthorizationFailed",
                                             C.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
 ClusterAuthorizationFailed = _error("ClusterAuthorizationFailed", C.CLUSTER_AUTHORIZATION_FAILED)
+TopicAuthorizationFailed = _error("TopicAuthorizationFailed", C.TOPIC_AUTHORIZATION_FAILED)
+GroupAuthorizationFailed = _error("GroupAuthorizationFailed", C.GROUP_AUTHORIZATION_FAILED)
 ProducerFenced = _error("ProducerFenced", C.PRODUCER_FENCED,
                         doc="Another producer with the same transactional id has a newer epoch.")
 TransactionalIdNotFound = _error("TransactionalIdNotFound", C.TRANSACTIONAL_ID_NOT_FOUND)

@@ -15,8 +15,9 @@ from console.actions import Actions, Outcome
 from console.app import PAGE_ROWS, Console, build_app
 from console.history import History
 from console.pages import Pages
+from console.principal import Visibility
 from console.source import PartitionView, Snapshot
-from rayka.errors import CoordinatorNotAvailable, GroupIdNotFound, UnknownTopicOrPartition
+from rayka.errors import CoordinatorNotAvailable, UnknownTopicOrPartition
 
 pytestmark = pytest.mark.unit
 
@@ -73,6 +74,7 @@ class FakeCluster:
 class FakeSource:
     def __init__(self, admin: FakeAdmin):
         self.admin, self.cluster = admin, FakeCluster()
+        self.access = Visibility()      # no principal: every page shown
 
 
 class FakeSampler:

@@ -17,6 +17,7 @@ from console.app import Console, build_app
 from console.chaos_runs import STALE_S, HistoryView, Reader
 from console.history import History as SeriesHistory
 from console.pages import Pages
+from console.principal import Visibility
 from console.source import Snapshot
 from rayka.chaos.history import History
 
@@ -40,6 +41,7 @@ class Clock:
 class FakeSource:
     admin = None
     cluster = None
+    access = Visibility()              # no principal: every page shown
 
 
 class FakeSampler:

@@ -53,7 +53,7 @@ def test_typed_errors_pickle_and_unknown_codes_are_unknown_server_errors():
     exc = pickle.loads(pickle.dumps(errors.NotCoordinator("moved")))
     assert isinstance(exc, errors.NotCoordinator) and exc.message == "moved"
     assert str(exc) == "NOT_COORDINATOR (16): moved"
-    assert isinstance(error_for_code(ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+    assert isinstance(error_for_code(ErrorCode.UNSUPPORTED_SASL_MECHANISM),
                       errors.UnknownServerError)
 
 

@@ -361,6 +361,14 @@ def test_the_console_writes_as_its_principal_and_shows_what_the_acls_refuse(secu
     bob = console_as("bob")
     browser = Browser(bob.url)
     try:
+        # bob's console shows what bob may describe (READ on sec-ok implies DESCRIBE)
+        browser.open("/topics")
+        browser.wait(lambda b: "sec-ok" in b.text("#topics") and b.text("#principal") == "User:bob",
+                     TIMEOUT_S, "sec-ok listed for User:bob")
+        assert "sec-deny" not in browser.text("#topics")
+        browser.open("/topics/sec-deny")
+        browser.wait(lambda b: "TOPIC_AUTHORIZATION_FAILED (29)" in b.text("#error"),
+                     TIMEOUT_S, "sec-deny refused to bob")
         create_topic(browser, "bob-made")
         browser.wait(lambda b: "TOPIC_AUTHORIZATION_FAILED (29)" in b.text("#outcome"),
                      TIMEOUT_S, "bob refused a topic creation")
