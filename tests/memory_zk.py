@@ -584,6 +584,15 @@ class SimLoop:
         return n
 
 
+def registered_broker(zk: MemoryZk, cluster: str, b: int) -> "MemoryZkStore":
+    """Broker `b`'s own session, registered as the unit tests' brokers are (127.0.0.1,
+    port 9000 + b, Ray node n<b>, actor broker-<b>)."""
+    store = MemoryZkStore(zk, cluster).start()
+    store.register_broker(BrokerRegistration(b, "127.0.0.1", 9000 + b, node_id=f"n{b}",
+                                             actor_name=f"broker-{b}"))
+    return store
+
+
 def settle(zk: MemoryZk, *loops: SimLoop, max_rounds: int = 10_000) -> int:
     """Alternate ``zk.deliver()`` and each loop's ``run()`` until all are quiet; return the
     number of callbacks + events processed. RuntimeError if still busy after max_rounds."""

@@ -10,11 +10,11 @@ from controller import events as ev
 from controller.context import ControllerContext, TopicPartition
 from controller.controller import Controller, ControllerConfig
 from controller.journal import DEFAULT_MAX_ENTRIES, Journal
-from controller.layout import BrokerRegistration, LeaderIsrAndControllerEpoch
+from controller.layout import LeaderIsrAndControllerEpoch
 from controller.requests import RequestBatch
 from controller.scheduler import ManualScheduler
 from tests.fakes import AnsweringChannel
-from tests.memory_zk import MemoryZk, MemoryZkStore, SimLoop, settle
+from tests.memory_zk import MemoryZk, MemoryZkStore, registered_broker, SimLoop, settle
 
 pytestmark = pytest.mark.unit
 
@@ -182,10 +182,7 @@ class World:
         settle(self.zk, *(c.loop for c in self.controllers.values()))
 
     def broker_up(self, b: int) -> None:
-        store = MemoryZkStore(self.zk, CLUSTER).start()
-        store.register_broker(BrokerRegistration(b, "127.0.0.1", 9000 + b, node_id=f"n{b}",
-                                                 actor_name=f"broker-{b}"))
-        self.brokers[b] = store
+        self.brokers[b] = registered_broker(self.zk, CLUSTER, b)
         self.settle()
 
 

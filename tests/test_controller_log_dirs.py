@@ -23,7 +23,7 @@ from controller.store_api import ControllerMovedError
 from replicas.dispatch import handler_name
 from replicas.errors import IneligibleReplica
 from tests.fakes import AnsweringChannel
-from tests.memory_zk import MemoryZk, MemoryZkStore, Op, SimLoop, settle
+from tests.memory_zk import MemoryZk, MemoryZkStore, registered_broker, Op, SimLoop, settle
 
 pytestmark = pytest.mark.unit
 
@@ -62,10 +62,7 @@ class Cluster:
         settle(self.zk, self.c.loop) if self.c is not None else self.zk.deliver()
 
     def broker_up(self, b: int) -> None:
-        store = MemoryZkStore(self.zk, CLUSTER).start()
-        store.register_broker(BrokerRegistration(b, "127.0.0.1", 9000 + b, node_id=f"n{b}",
-                                                 actor_name=f"broker-{b}"))
-        self.brokers[b] = store
+        self.brokers[b] = registered_broker(self.zk, CLUSTER, b)
         self.settle()
 
     def bounce(self, b: int) -> None:
