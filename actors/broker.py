@@ -375,13 +375,14 @@ class Broker:
                 log.warning("broker %s: log dir event not written yet: %s", self.id, exc)
                 self.stopped.wait(0.5)
 
-    def log_dirs(self) -> list[dict]:
-        """Every log directory: path, online, why offline, partitions held or lost."""
+    def log_dirs(self, with_partitions: bool = True) -> list[dict]:
+        """Every log directory: path, online, why offline, partitions held or lost (only
+        how many of each without `with_partitions`: what a monitor polling it needs)."""
         with self.lock:
             dirs = self.rm.log_dirs()
         for d in dirs:
-            d["partitions"] = [list(tp) for tp in d["partitions"]]
-            d["offline_partitions"] = [list(tp) for tp in d["offline_partitions"]]
+            for key in ("partitions", "offline_partitions"):
+                d[key] = [list(tp) for tp in d[key]] if with_partitions else len(d[key])
         return dirs
 
     def apply_effects(self, effects) -> None:

@@ -16,7 +16,8 @@ and what a power loss of one broker or of all takes from acks=all), security_ben
 quota_bench (client byte-rate quotas: measured rate against the quota; runs alone, not in
 the suite),
 pipeline_bench (Spark on Ray reads and writes), peers_bench (NATS JetStream and
-ray.util.queue beside rayka).
+ray.util.queue beside rayka), console_bench (the web console's cost at 100 to 10,000
+partitions: sweep time, its CPU and memory, the brokers' extra CPU, page bytes and answer times).
 
 rayka beside Apache Kafka 3.9.2: kafka_bench runs the workload families versus_data (the
 data path), versus_groups (groups and transactions), versus_scale (10,000 partitions),

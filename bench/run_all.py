@@ -52,13 +52,14 @@ from rayka.ops.procs import family, stop_pids  # noqa: E402
 
 BENCH_DIR = ROOT / "bench"
 SUITE = ["log", "controller", "produce", "wire", "security", "group", "txn", "share", "failover",
-         "disk", "scale", "peers", "pipeline", "kafka"]
+         "disk", "scale", "console", "peers", "pipeline", "kafka"]
 # Caps, not expectations: a bench past its cap is stopped and reported as an error.
 TIMEOUT_S = {"log": 300, "controller": 300, "produce": 600, "wire": 600, "security": 600,
              "group": 600, "txn": 300, "share": 900, "failover": 600, "scale": 900, "peers": 360, "pipeline": 600,
-             "kafka": 5400, "disk": 1800}
+             "kafka": 5400, "disk": 1800, "console": 1800}
 DEFAULT_TIMEOUT_S = 300
-# rayka's own benches take ~30 min (disk_bench ~10); the side-by-side one (bench/kafka_bench.py) runs every
+# rayka's own benches take ~30 min (disk_bench ~10; console_bench ~15 more: 3 runs of 100, 1,000
+# and 10,000 partitions, two 30 s windows each); the side-by-side one (bench/kafka_bench.py) runs every
 # workload on both systems, runs alternating: Kafka's failovers wait out its 18 s ZooKeeper
 # sessions and its producer at 10,000 partitions takes ~9 min a run
 BUDGET_S = 100 * 60

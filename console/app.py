@@ -5,7 +5,8 @@ Rules:
   is refreshed by htmx every `refresh_s` (the same URL asked with `HX-Request`, answered
   with the fragment only), and each plot polls /api/plot (uPlot's columnar data). A page
   load or a refresh never fans out to the cluster: at 10,000 partitions a page costs what a
-  snapshot already holds (partition tables are paged, PAGE_ROWS rows a page).
+  snapshot already holds (partition tables, a topic's or a group's, are paged, PAGE_ROWS
+  rows a page).
 - Detail reads a snapshot does not hold (a topic's configs, a group's members, a
   transaction) are asked when the page is opened, through rayka's Admin.
 - Bad input in a URL or a form, and a refused action, show Kafka's error name and code on
@@ -208,8 +209,16 @@ def build_app(console: Console) -> Starlette:
         if group not in known and described["state"] == "Dead":
             raise GroupIdNotFound(f"The group id {group} was not found.")
         topics = sorted({p["topic"] for p in described["partitions"]})
+        parts = described["partitions"]
+        page = _int_arg(request, "page", 1)
+        pages = max(1, math.ceil(len(parts) / PAGE_ROWS))
+        if not 1 <= page <= pages:
+            raise InvalidRequest(f"page {page} of group {group} does not exist (1..{pages})")
+        total_lag = sum(p["lag"] or 0 for p in parts)
         return console.render(request, "group", status=status, group=group, d=described,
-                              topics=topics, outcome=outcome)
+                              topics=topics, outcome=outcome, total_lag=total_lag,
+                              parts=parts[(page - 1) * PAGE_ROWS: page * PAGE_ROWS],
+                              count=len(parts), page_no=page, pages=pages)
 
     def transactions_page(request: Request):
         now_ms = time.time() * 1000

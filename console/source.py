@@ -6,7 +6,7 @@ Rules:
 - One sweep costs a fixed number of calls whatever the partition count: the partition
   states from ONE live broker's metadata cache (what a Kafka client's Metadata request
   answers), one partition_stats and one kafka_stats call per live broker, log dirs per
-  broker, the controller's info, Ray's node table, the group list and one offset fetch per
+  broker (their partition counts, not lists), the controller's info, Ray's node table, the group list and one offset fetch per
   group. Pages render from the last Snapshot; only a detail page asks for more (a topic's
   configs, a group's members, a transaction), and only when opened.
 - A part that fails (a broker restarting, no controller during an election) is recorded in
@@ -199,7 +199,7 @@ class Source:
                     p.log_start, p.log_end, p.high_watermark, p.size_bytes = start, end, hw, size
 
     def _log_dirs(self, snap: Snapshot) -> None:
-        snap.log_dirs = self.cluster.log_dirs(self.call_timeout_s)
+        snap.log_dirs = self.cluster.log_dirs(self.call_timeout_s, with_partitions=False)
 
     def _broker_io(self, snap: Snapshot) -> None:
         """Per live broker: requests, bytes in and out over every listener and API."""

@@ -372,10 +372,10 @@ class Cluster:
         bindings = read_bindings(self.store)
         return sorted({w for s in settings if (w := replication_refusal(s, bindings))})
 
-    def _ask_live_brokers(self, method: str, timeout_s: float) -> dict[int, object]:
+    def _ask_live_brokers(self, method: str, timeout_s: float, *args) -> dict[int, object]:
         """Live broker id → its answer to `method` (a broker restarting answers next time)."""
         live = [b.id for b in self.brokers() if b.alive]
-        refs = {b: getattr(a, method).remote()
+        refs = {b: getattr(a, method).remote(*args)
                 for b in live if (a := self.broker_actor(b)) is not None}
         out = {}
         for b, ref in refs.items():
@@ -390,10 +390,12 @@ class Cluster:
         replication_problems: its inter-broker principal, each fetcher's problem)."""
         return self._ask_live_brokers("replication_problems", timeout_s)
 
-    def log_dirs(self, timeout_s: float = 10.0) -> dict[int, list[dict]]:
+    def log_dirs(self, timeout_s: float = 10.0, with_partitions: bool = True
+                 ) -> dict[int, list[dict]]:
         """Live broker id → its log directories (Broker.log_dirs: path, online, why
-        offline, the partitions held there or lost with it)."""
-        return self._ask_live_brokers("log_dirs", timeout_s)
+        offline, the partitions held there or lost with it; only their counts without
+        `with_partitions`)."""
+        return self._ask_live_brokers("log_dirs", timeout_s, with_partitions)
 
     def partition_stats(self, timeout_s: float = 10.0) -> dict[int, dict]:
         """Live broker id → {(topic, partition): [role, log start, log end, high watermark,

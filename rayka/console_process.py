@@ -9,6 +9,8 @@ Rules:
   --url-file (a poll with a deadline: the child is another process, no event reaches us).
   A child that exits before, or a URL not written within `timeout_s`, raises
   BrokerNotAvailable with the tail of the child's log.
+- Its URL file and log live in a temporary directory of its own, removed when it is
+  stopped (kept when it failed to start: the error names the log).
 - Stopped through its Popen (SIGTERM, a grace period, SIGKILL), never by name: it is this
   process's own child, as the ZooKeeper server is the launcher's.
 """
@@ -16,6 +18,7 @@ Rules:
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -29,6 +32,7 @@ _POLL_S = 0.1
 class ConsoleProcess:
     def __init__(self, proc: subprocess.Popen, url: str, log_file: str):
         self.proc, self.url, self.log_file = proc, url, log_file
+        self.workdir = os.path.dirname(log_file)
 
     @property
     def pid(self) -> int:
@@ -42,6 +46,7 @@ class ConsoleProcess:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        shutil.rmtree(self.workdir, ignore_errors=True)
 
 
 def start_console(name: str, ray_address: str, port: int = 0, host: str = "127.0.0.1",
@@ -63,7 +68,8 @@ def start_console(name: str, ray_address: str, port: int = 0, host: str = "127.0
                 proc.wait()
             with open(log_file, errors="replace") as f:
                 tail = f.read()[-2000:]
-            raise BrokerNotAvailable(f"the console did not start (exit {proc.poll()}): {tail}")
+            raise BrokerNotAvailable(f"the console did not start (exit {proc.poll()}; log "
+                                     f"{log_file}): {tail}")
         time.sleep(_POLL_S)   # poll with a deadline: the child's progress sends us no event
     with open(url_file) as f:
         return ConsoleProcess(proc, f.read().strip(), log_file)

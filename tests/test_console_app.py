@@ -404,7 +404,40 @@ def big_snapshot() -> Snapshot:
 def big_client() -> TestClient:
     console = console_for(big_snapshot())
     console.sampler.source.admin.topics["big"] = {"retention.ms": "1"}
+    console.sampler.latest.groups.append({"group": "big-readers", "state": "Empty",
+                                          "protocol_type": "consumer", "type": "classic"})
+    console.sampler.source.admin.groups["big-readers"] = {
+        "group": "big-readers", "type": "classic", "state": "Empty", "protocol_type": "consumer",
+        "protocol": "", "members": [],
+        "partitions": [{"topic": "big", "partition": p, "committed": 0, "end": p,
+                        "owner": None, "lag": p} for p in range(BIG)]}
     return TestClient(build_app(console))
+
+
+def test_an_offline_log_directory_is_named_on_the_cluster_page():
+    snap = snapshot()
+    snap.log_dirs = {1: [{"path": "/data/a", "online": True, "error": None, "partitions": 3,
+                          "offline_partitions": 0},
+                         {"path": "/data/b", "online": False, "error": "ENOSPC: disk full",
+                          "partitions": 0, "offline_partitions": 4}]}
+    r = TestClient(build_app(console_for(snap))).get("/cluster")
+    assert r.status_code == 200
+    offline = table(r.text.replace("<ul", "<table", 1).replace("</ul>", "</table>", 1),
+                    "offline-dirs")
+    assert "broker 1 /data/b: ENOSPC: disk full (4 replicas lost there)" in offline
+    assert "/data/a" not in offline
+
+
+def test_a_group_of_10000_partitions_is_paged_with_the_whole_lag(big_client):
+    r = big_client.get("/groups/big-readers")
+    assert r.status_code == 200
+    assert len(r.content) < 200_000, len(r.content)
+    assert len(rows_of(r.text, "lag")) == PAGE_ROWS + 1          # and the total's row
+    assert f"({BIG} partitions), page 1 of {BIG // PAGE_ROWS}" in r.text
+    assert f'<td class="lag">{sum(range(BIG))}</td>' in r.text   # the total over every page
+    last = big_client.get(f"/groups/big-readers?page={BIG // PAGE_ROWS}")
+    assert last.status_code == 200 and 'id="lag-big-9999"' in last.text
+    assert big_client.get(f"/groups/big-readers?page={BIG // PAGE_ROWS + 1}").status_code == 400
 
 
 def test_a_topic_of_10000_partitions_is_paged(big_client):

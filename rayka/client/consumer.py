@@ -252,12 +252,14 @@ class Consumer:
         self.fetcher.seek(self._assigned(tp), offset)
 
     def seek_to_beginning(self, partitions=None) -> None:
-        for tp in [self._assigned(tp) for tp in (partitions or list(self.fetcher.positions))]:
-            self.fetcher.seek(tp, self._list_offsets(tp)[0])
+        tps = [self._assigned(tp) for tp in (partitions or list(self.fetcher.positions))]
+        for tp, (start, _end) in self._offset_bounds(tps).items():
+            self.fetcher.seek(tp, start)
 
     def seek_to_end(self, partitions=None) -> None:
-        for tp in [self._assigned(tp) for tp in (partitions or list(self.fetcher.positions))]:
-            self.fetcher.seek(tp, self._list_offsets(tp)[1])
+        tps = [self._assigned(tp) for tp in (partitions or list(self.fetcher.positions))]
+        for tp, (_start, end) in self._offset_bounds(tps).items():
+            self.fetcher.seek(tp, end)
 
     def pause(self, partitions) -> None:
         """Stop fetching and returning these (buffered records are kept for resume)."""
@@ -280,34 +282,52 @@ class Consumer:
         if self.fetcher.positions.get(tp) is None:
             committed = self.committed(tp) if self.group_id is not None else None
             if committed is None:
-                start, hw = self._list_offsets(tp)
+                start, hw = self._offset_bounds([tp])[tp]
                 committed = start if self.auto_offset_reset == "earliest" else hw
             self.fetcher.seek(tp, committed)
         return self.fetcher.positions[tp]
 
-    def _list_offsets(self, tp) -> tuple[int, int]:
-        """(log start offset, end offset) from the partition's leader: the end is the high
-        watermark, the last stable offset for read_committed (Kafka's endOffsets)."""
+    def _offset_bounds(self, partitions) -> dict[tuple, tuple[int, int]]:
+        """{tp: (log start offset, end offset)} from the partitions' leaders, one call per
+        leader (all leaders at once): the end is the high watermark, the last stable
+        offset for read_committed (Kafka's endOffsets). Partitions whose leader is moving
+        are asked again after a metadata refresh; LeaderNotAvailable after 100 rounds."""
         committed = self.isolation_level == "read_committed"
+        left = list(dict.fromkeys(tuple(tp) for tp in partitions))
+        out: dict[tuple, tuple[int, int]] = {}
         for _ in range(100):
-            leader = self.metadata.leader(tp)
-            if leader is not None:
+            asks: dict[int, list] = {}
+            for tp in left:
+                leader = self.metadata.leader(tp)
+                if leader is not None:
+                    asks.setdefault(leader[0], []).append((tp, 0, leader[1], -1))
+            refs = {}
+            for broker, batch in asks.items():
+                actor = self.cluster.broker_actor(broker)
+                if actor is not None:
+                    refs[broker] = actor.fetch_many.remote(-1, batch, 0, 0, 1,
+                                                           1 if committed else 0)
+            for ref in refs.values():
                 try:
-                    r = ray.get(self.cluster.broker_actor(leader[0]).fetch_many.remote(
-                        -1, [(tp, 0, leader[1], -1)], 0, 0, 1, 1 if committed else 0),
-                        timeout=30)[tp]
+                    answers = ray.get(ref, timeout=30)
+                except Exception:  # the leader is moving: refresh and ask again
+                    continue
+                for tp, r in answers.items():
                     if r["error"] in (E.NONE, E.OFFSET_OUT_OF_RANGE):
                         end = r.get("last_stable_offset", -1) if committed else -1
-                        return r["log_start_offset"], end if end >= 0 else r["high_watermark"]
-                except Exception:  # the leader is moving: refresh and retry
-                    pass
+                        out[tuple(tp)] = (r["log_start_offset"],
+                                          end if end >= 0 else r["high_watermark"])
+            left = [tp for tp in left if tp not in out]
+            if not left:
+                return out
             self.metadata.refresh()
             time.sleep(0.05)  # poll interval while the leader moves
-        raise LeaderNotAvailable(f"no leader for {tp}")
+        raise LeaderNotAvailable(f"no leader for {left[0]}"
+                                 + (f" and {len(left) - 1} more" if len(left) > 1 else ""))
 
     def beginning_offsets(self, partitions) -> dict[tuple, int]:
         """Each partition's log start offset (moved by retention), from its leader."""
-        return {tuple(tp): self._list_offsets(tuple(tp))[0] for tp in partitions}
+        return {tp: bounds[0] for tp, bounds in self._offset_bounds(partitions).items()}
 
     def offsets_for_times(self, timestamps) -> dict:
         """Kafka's offsetsForTimes: {tp: timestamp ms} → {tp: OffsetAndTimestamp of the first
@@ -340,12 +360,12 @@ class Consumer:
 
     def end_offsets(self, partitions) -> dict[tuple, int]:
         """Each partition's high watermark (the next offset a consumer can read)."""
-        return {tuple(tp): self._list_offsets(tuple(tp))[1] for tp in partitions}
+        return {tp: bounds[1] for tp, bounds in self._offset_bounds(partitions).items()}
 
     def offset_bounds(self, partitions) -> dict[tuple, tuple[int, int]]:
         """(log start offset, high watermark) per partition, from each leader: Kafka's
         beginning_offsets and end_offsets in one request."""
-        return {tuple(tp): self._list_offsets(tuple(tp)) for tp in partitions}
+        return self._offset_bounds(partitions)
 
     # -- committed offsets ----------------------------------------------------------------------------
     def commit(self, offsets: dict | None = None, asynchronous: bool = False,
