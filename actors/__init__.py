@@ -42,6 +42,7 @@ Ray actors that carry them.
 - cluster_host: the detached actor that holds a named cluster's facts and owns the embedded
   ZooKeeper server; it also keeps the last Spark reads' task reports past their drivers;
 - metrics: rayka's Ray metrics (gauges; names listed in docs/grafana/).
+- topic_io: Kafka's per-topic bytes in from producers and out to consumers, per broker.
 
 May import: ray, replicas/, controller/ (kazoo only through controller.zookeeper), protocol/,
 coordinator/, transactions/. Never rayka/ or pipeline/ (they sit above).

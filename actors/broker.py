@@ -77,6 +77,7 @@ from actors.produce import REORDER_WAIT_S, PendingProduce, markers_begin
 from actors.produce import produce_begin as begin_produce
 from actors.txn_host import TXN_TOPIC, TxnHost
 from actors.txn_verification import TxnVerifier
+from actors.topic_io import TopicIO
 from actors.purgatory import DelayedFetch, FetchPurgatory
 from actors.timers import Timers
 from actors.dynamic_config import BrokerDynamicConfig, DynamicConfigWatcher
@@ -158,6 +159,7 @@ class Broker:
         self.changed = threading.Condition(self.lock)   # metadata waits, reordered produces
         self._config_watches: dict = {}                 # topic → its config's ZooKeeper watch
         self.parked = FetchPurgatory()                   # long-poll fetches, by partition
+        self.topic_io = TopicIO()                        # Kafka's per-topic bytes in/out
         self.network = EventLoop(f"broker-{broker_id}-network")   # sockets, timers, fetchers
         self.timers = Timers(self.network)
         self._produce_waiters: dict[int, PendingProduce] = {}   # pending id → its call
@@ -709,6 +711,8 @@ class Broker:
     def produce_begin(self, requests, acks: int, timeout_ms: int, reorder_wait_s: float = 0.0,
                       origin: str = CLIENT, transactional_id: str | None = None,
                       add_partitions: bool = False) -> PendingProduce:
+        if origin == CLIENT:
+            self.topic_io.count_in(requests)
         return begin_produce(self, requests, acks, timeout_ms, reorder_wait_s, origin,
                              transactional_id, add_partitions)
 
@@ -732,7 +736,10 @@ class Broker:
         asks = [(tuple(a[0]),) + tuple(a[1:]) for a in asks]   # lists after serialisation
         got = self.fetch_begin(replica_id, asks, max_wait_ms, min_bytes, max_bytes,
                                isolation_level=isolation_level)
-        return got.result() if isinstance(got, DelayedFetch) else got
+        got = got.result() if isinstance(got, DelayedFetch) else got
+        if replica_id < 0:
+            self.topic_io.count_out((tp, r.records) for tp, r in got.items())
+        return got
 
     def fetch_begin(self, replica_id: int, asks, max_wait_ms: int, min_bytes: int,
                     max_bytes: int | None, reads=None, isolation_level: int = 0,
@@ -820,6 +827,10 @@ class Broker:
         with self.lock:
             return {tp: (s.leader, s.leader_epoch) for tp, s in self.rm.metadata.partitions.items()
                     if tp[0] in set(topics)}
+
+    def topic_io_stats(self) -> dict:
+        """topic → (bytes in, bytes out) since this broker started (actors/topic_io.py)."""
+        return self.topic_io.stats()
 
     def partition_stats(self) -> dict:
         """(topic, partition) → [role, log start, log end, high watermark, bytes] of every

@@ -348,10 +348,12 @@ class KafkaBrokerApi:
                           a.max_bytes, a.log_start_offset) for a in asks], max_wait_ms,
             min_bytes, max_bytes, reads, isolation_level if replica_id < 0 else 0, client)
         if isinstance(raw, DelayedFetch):      # parked: answered when the purgatory says
-            return Deferred(raw.result, raw.when_ready).then(self._fetch_outcomes)
-        return self._fetch_outcomes(raw)
+            return Deferred(raw.result, raw.when_ready).then(lambda r: self._fetch_outcomes(r, replica_id))
+        return self._fetch_outcomes(raw, replica_id)
 
-    def _fetch_outcomes(self, raw: dict) -> dict:
+    def _fetch_outcomes(self, raw: dict, replica_id: int = 0) -> dict:
+        if replica_id < 0:                     # a consumer's: its bytes counted per topic
+            self.broker.topic_io.count_out((tp, r.records) for tp, r in raw.items())
         with self.broker.lock:
             md = self.broker.rm.metadata
             leaders = {tp: (md.partitions[tp].leader, md.partitions[tp].leader_epoch)
@@ -516,7 +518,6 @@ class KafkaBrokerApi:
         finally:
             self.broker.security.acls_written()
 
-    # -- consumer groups ----------------------------------------------------------------------------
     # -- client quotas and SCRAM credentials (ZooKeeper; protocol/handlers/quotas.py) ----------
     def client_quotas(self) -> dict:
         return read_quotas(self.broker.store)

@@ -158,13 +158,17 @@ def build_app(console: Console) -> Starlette:
             for topic, parts in snap.topics().items():
                 end = hist.get(f"topic:{topic}:end")
                 consumed = hist.get(f"topic:{topic}:consumed")
+                bytes_in = hist.get(f"topic:{topic}:bytes_in")
+                bytes_out = hist.get(f"topic:{topic}:bytes_out")
                 rows.append({"topic": topic, "partitions": len(parts),
                              "rf": max((len(p.replicas) for p in parts), default=0),
                              "under": sum(p.under_replicated for p in parts),
                              "bytes": sum(p.size_bytes or 0 for p in parts),
                              "end": sum(p.log_end or 0 for p in parts),
                              "produce_rate": end.rate() if end else None,
-                             "consume_rate": consumed.rate() if consumed else None})
+                             "consume_rate": consumed.rate() if consumed else None,
+                             "bytes_in_rate": bytes_in.rate() if bytes_in else None,
+                             "bytes_out_rate": bytes_out.rate() if bytes_out else None})
         return console.render(request, "topics", status=status, rows=rows, outcome=outcome)
 
     def topic_page(request: Request, outcome: Outcome | None = None, status: int = 200):

@@ -2,8 +2,9 @@
 
 Rules:
 - One thread sweeps (console/source.py) and then records, per sweep: each topic's end offset
-  (the sum of its partitions' leader log end offsets), bytes on its leaders, and the
-  offsets its groups committed; each group's lag, in total and per topic; each broker's
+  (the sum of its partitions' leader log end offsets), bytes on its leaders, bytes in from
+  producers and out to consumers (the brokers' per-topic counters), and the offsets its
+  groups committed; each group's lag, in total and per topic; each broker's
   request and byte counters; the cluster's under-replicated and offline partition counts.
   Rates are drawn from these counters when a plot asks (console/history.py). A figure
   with a part unknown in a sweep (a partition between leaders) is not recorded for that
@@ -56,6 +57,12 @@ def record(history: History, snap: Snapshot) -> None:
             history.add(f"group:{group}:lag:{topic}", t, value)
     for topic, value in consumed.items():
         history.add(f"topic:{topic}:consumed", t, value)
+    if not any(e.startswith("broker_io") for e in snap.errors):
+        for topic in topics:      # 0 before its first bytes: a rate needs a sample before
+            bytes_in, bytes_out = snap.topic_io.get(topic, (0, 0))
+            # a broker restarting counts from 0 again: the rate skips that backward step
+            history.add(f"topic:{topic}:bytes_in", t, bytes_in)
+            history.add(f"topic:{topic}:bytes_out", t, bytes_out)
     for broker, io in snap.broker_io.items():
         for key, value in io.items():
             history.add(f"broker:{broker}:{key}", t, value)

@@ -5,7 +5,7 @@ Rules:
   console never reaches a broker's internals another way.
 - One sweep costs a fixed number of calls whatever the partition count: the partition
   states from ONE live broker's metadata cache (what a Kafka client's Metadata request
-  answers), one partition_stats and one kafka_stats call per live broker, log dirs per
+  answers), one partition_stats, kafka_stats and topic_io call per live broker, log dirs per
   broker (their partition counts, not lists), the controller's info, Ray's node table, the group list and one offset fetch per
   group. Pages render from the last Snapshot; only a detail page asks for more (a topic's
   configs, a group's members, a transaction), and only when opened.
@@ -67,6 +67,7 @@ class Snapshot:
     partitions: dict = dataclasses.field(default_factory=dict)    # (topic, p) -> PartitionView
     log_dirs: dict = dataclasses.field(default_factory=dict)      # broker -> [dir dicts]
     broker_io: dict = dataclasses.field(default_factory=dict)     # broker -> counters
+    topic_io: dict = dataclasses.field(default_factory=dict)      # topic -> [bytes in, out]
     groups: list = dataclasses.field(default_factory=list)
     committed: dict = dataclasses.field(default_factory=dict)     # group -> {tp: offset}
     errors: list = dataclasses.field(default_factory=list)
@@ -140,6 +141,7 @@ class Source:
         snap.groups = [g for g in snap.groups if g["group"] in groups]
         snap.committed = {g: {tp: o for tp, o in offsets.items() if tp[0] in topics}
                           for g, offsets in snap.committed.items() if g in groups}
+        snap.topic_io = {t: io for t, io in snap.topic_io.items() if t in topics}
 
     # -- parts of a sweep --------------------------------------------------------------------
     def _brokers(self, snap: Snapshot) -> None:
@@ -202,7 +204,8 @@ class Source:
         snap.log_dirs = self.cluster.log_dirs(self.call_timeout_s, with_partitions=False)
 
     def _broker_io(self, snap: Snapshot) -> None:
-        """Per live broker: requests, bytes in and out over every listener and API."""
+        """Per live broker: requests, bytes in and out over every listener and API; per
+        topic: bytes in from producers and out to consumers, summed over the brokers."""
         answers = self.cluster.kafka_stats(self.call_timeout_s)
         for b, per_listener in answers.items():
             req = bin_ = bout = produce = fetch = 0
@@ -217,6 +220,11 @@ class Source:
                         fetch += s["requests"]
             snap.broker_io[b] = {"requests": req, "bytes_in": bin_, "bytes_out": bout,
                                  "produce_requests": produce, "fetch_requests": fetch}
+        for per_topic in self.cluster.topic_io(self.call_timeout_s).values():
+            for topic, (bytes_in, bytes_out) in per_topic.items():
+                io = snap.topic_io.setdefault(topic, [0, 0])
+                io[0] += bytes_in
+                io[1] += bytes_out
 
     def _groups(self, snap: Snapshot) -> None:
         snap.groups = self.admin.list_groups()

@@ -402,6 +402,11 @@ class Cluster:
         bytes]} of every replica it hosts (Broker.partition_stats: one call per broker)."""
         return self._ask_live_brokers("partition_stats", timeout_s)
 
+    def topic_io(self, timeout_s: float = 10.0) -> dict[int, dict]:
+        """Live broker id → {topic: (bytes in from producers, bytes out to consumers)} since
+        it started (Broker.topic_io_stats: Kafka's per-topic BytesIn/BytesOutPerSec)."""
+        return self._ask_live_brokers("topic_io_stats", timeout_s)
+
     def kafka_stats(self, timeout_s: float = 10.0) -> dict[int, dict]:
         """Live broker id → per listener and API: requests, bytes in and out since it
         started (Broker.kafka_stats)."""

@@ -80,6 +80,9 @@ def test_produced_records_move_the_topic_plot(cluster, browser):  # noqa: F811
                  "a produce rate above 0 on the topic's plot")
     browser.wait(lambda b: sum(int(x) for x in b.all_text("#partitions td.end")) == 3000,
                  TIMEOUT_S, "the partitions' log end offsets summing to 3000")
+    # the brokers' per-topic bytes in (Kafka's BytesInPerSec) on the second plot
+    browser.wait(lambda b: (plot_max(b, "#topic-bytes-plot")[0] or 0) > 0, TIMEOUT_S,
+                 "bytes in per second above 0 on the topic's bytes plot")
     browser.open("/topics")
     browser.wait(lambda b: topic in b.text("#topics"), TIMEOUT_S, "the topic listed")
     cluster.admin().delete_topic(topic)

@@ -92,6 +92,15 @@ def test_a_group_with_an_unknown_high_watermark_leaves_a_gap(unknown):
     assert list(h.get("group:g:lag:b").samples) == [(10, 5), (20, 7)]    # b is known
 
 
+def test_a_topics_bytes_in_and_out_are_recorded_and_drawn_as_rates():
+    h = History()
+    record(h, snap(10, [part("a", 0)], topic_io={"a": [1000, 0], "gone": [5, 5]}))
+    record(h, snap(12, [part("a", 0)], topic_io={"a": [3000, 500]}))
+    assert (last(h, "topic:a:bytes_in"), last(h, "topic:a:bytes_out")) == (3000, 500)
+    assert (h.get("topic:a:bytes_in").rate(), h.get("topic:a:bytes_out").rate()) == (1000, 250)
+    assert h.get("topic:gone:bytes_in") is None           # counters of a topic that is gone
+
+
 def test_broker_io_counters_are_recorded_per_broker():
     h = History()
     record(h, snap(10, broker_io={1: {"requests": 5, "bytes_in": 100, "bytes_out": 7},

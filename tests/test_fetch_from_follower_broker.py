@@ -92,3 +92,10 @@ def test_a_consumer_in_a_followers_rack_reads_from_that_follower(world):
     others = {b: n for b, n in rxbytes.items() if b != follower}
     assert rxbytes[follower] > MESSAGES * SIZE, rxbytes
     assert all(n < rxbytes[follower] for n in others.values()), rxbytes
+    # Kafka's per-topic BytesIn/BytesOut (actors/topic_io.py): the producer's bytes on the
+    # leader, the consumer's on the follower that served it, replication counted nowhere
+    io = {b: world.brokers[b].topic_io_stats().get(topic, (0, 0)) for b in BROKERS}
+    assert io[state.leader][0] > MESSAGES * SIZE, io
+    assert all(io[b][0] == 0 for b in BROKERS if b != state.leader), io
+    assert io[follower][1] > MESSAGES * SIZE, io
+    assert all(io[b][1] < MESSAGES * SIZE for b in BROKERS if b != follower), io
