@@ -8,7 +8,8 @@ Rules:
   snapshot already holds (partition tables, a topic's or a group's, are paged, PAGE_ROWS
   rows a page).
 - Detail reads a snapshot does not hold (a topic's configs, a group's members, a
-  transaction) are asked when the page is opened, through rayka's Admin.
+  transaction) are asked when the page is opened, through rayka's Admin; Kafka's
+  find-hanging (every leader asked once) only when its button is pressed.
 - Bad input in a URL or a form, and a refused action, show Kafka's error name and code on
   the page with a 4xx status; the console keeps serving. An unknown topic is
   UNKNOWN_TOPIC_OR_PARTITION (3), an unknown group GROUP_ID_NOT_FOUND (69), a malformed
@@ -241,7 +242,17 @@ def build_app(console: Console) -> Starlette:
         by_producer: dict = {}
         for r in rows:
             by_producer.setdefault(r["producer_id"], []).append(r)
-        return console.render(request, "transactions", rows=rows, by_producer=by_producer)
+        found = None
+        if request.query_params.get("find_hanging") and request.headers.get("HX-Request") != "true":
+            minutes = _int_arg(request, "max_minutes", 15)
+            if minutes < 0:
+                raise InvalidRequest(f"max_minutes is never negative: {minutes}")
+            visible = console.source.access.visible
+            found = console.admin.find_hanging_transactions(
+                None if visible is None else sorted(visible[0]),
+                max_transaction_timeout_ms=minutes * 60_000)
+        return console.render(request, "transactions", rows=rows, by_producer=by_producer,
+                              found=found)
 
     # -- plots ---------------------------------------------------------------------------------
     def plot(request: Request):
@@ -285,7 +296,7 @@ def build_app(console: Console) -> Starlette:
                                 (403 if "AUTHORIZATION" in outcome.message else 400))
                 except KafkaError:               # e.g. the topic just deleted
                     return RedirectResponse("/topics", 303) if outcome.ok else \
-                        console.error_page(request, RuntimeError(outcome.message))
+                        console.render(request, "error", status=400, error=outcome.message)
             return await run_in_threadpool(both)
         return run
 

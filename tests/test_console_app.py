@@ -54,6 +54,12 @@ class FakeAdmin:
                     "protocol": "", "members": [], "partitions": []}
         return got
 
+    def find_hanging_transactions(self, topics=None, max_transaction_timeout_ms=900_000) -> list:
+        self.hanging_asked = (topics, max_transaction_timeout_ms)
+        return [{"topic": TOPIC, "partition": 1, "producer_id": 9, "producer_epoch": 0,
+                 "coordinator_epoch": 3, "start_offset": 42, "last_timestamp_ms": 0,
+                 "duration_ms": 7_200_000, "transactional_id": None}]
+
     def list_transactions(self) -> list:
         return list(self.transactions)
 
@@ -282,6 +288,20 @@ def test_the_groups_page_sums_the_lag(client):
     r = client.get("/groups")
     row = r.text.split(f'id="group-{GROUP}"', 1)[1].split("</tr>", 1)[0]
     assert f"<td>{TOPIC}</td><td>2</td><td class=\"lag\">7</td>" in row   # 5 + 2
+
+
+def test_find_hanging_runs_on_demand_and_lists_what_no_coordinator_will_finish(client, console):
+    r = client.get("/transactions")
+    assert 'id="hanging"' not in r.text and not hasattr(console.admin, "hanging_asked")
+    r = client.get("/transactions?find_hanging=1&max_minutes=30")
+    assert r.status_code == 200
+    assert console.admin.hanging_asked == (None, 30 * 60_000)
+    row = table(r.text, "hanging")
+    assert f"{TOPIC}-1" in row and "<td>42</td>" in row and "(none holds this producer id)" in row
+    assert "--start-offset N" in r.text
+    for bad in ("-1", "soon"):
+        bad_page = client.get(f"/transactions?find_hanging=1&max_minutes={bad}")
+        assert bad_page.status_code == 400 and "INVALID_REQUEST (42)" in bad_page.text
 
 
 def test_an_ongoing_transaction_past_its_timeout_is_hanging(client):

@@ -9,6 +9,7 @@ deadlines."""
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 import uuid
 
@@ -18,7 +19,9 @@ from confluent_kafka import Consumer as KafkaConsumer
 from confluent_kafka import KafkaException, Producer as KafkaProducer, TopicPartition
 
 import rayka
+from rayka.cli import build_parser
 from rayka.client.admin import wait_for
+from rayka.ops import transactions_cli
 from replicas.errors import InvalidTxnState, ProducerFenced
 from tests.ray_cluster import ray_session  # noqa: F401  (fixture)
 
@@ -286,7 +289,7 @@ def test_an_abandoned_transaction_is_aborted_by_its_timeout_and_readers_move_on(
     assert values == [b"after"]
 
 
-def test_admin_lists_describes_and_aborts_a_hanging_transaction(cluster):
+def test_admin_lists_describes_and_aborts_a_hanging_transaction(cluster, capsys):
     name = topic(cluster, 1)
     tid = f"hang-{name}"
     hanging = KafkaProducer({"bootstrap.servers": cluster.bootstrap_servers(),
@@ -302,6 +305,12 @@ def test_admin_lists_describes_and_aborts_a_hanging_transaction(cluster):
     assert described["state"] == "Ongoing" and described["partitions"] == [[name, 0]]
     producers = admin.describe_producers(name, 0)
     assert [p["current_transaction_start_offset"] for p in producers] == [0]
+    # find-hanging: open past a 0 ms bound, but its coordinator still lists the partition
+    assert admin.find_hanging_transactions([name], max_transaction_timeout_ms=0) == []
+    args = build_parser().parse_args(["transactions", "find-hanging", "--topic", name,
+                                      "--max-transaction-timeout", "0", "--json"])
+    assert transactions_cli.run(args, cluster) == 0
+    assert json.loads(capsys.readouterr().out) == []
     with pytest.raises(InvalidTxnState):
         admin.abort_transaction(name, 0, 7)                 # nothing starts at 7
     done = admin.abort_transaction(name, 0, 0)
@@ -312,6 +321,7 @@ def test_admin_lists_describes_and_aborts_a_hanging_transaction(cluster):
                     "the ABORT marker moves the LSO to the HW")
     assert info["high_watermark"] == 2
     assert admin.describe_producers(name, 0)[0]["current_transaction_start_offset"] == -1
+    assert admin.find_hanging_transactions([name], max_transaction_timeout_ms=0) == []
     values, _ = read_native(cluster, name, 1, "read_committed", 0)
     assert values == []
     hanging.abort_transaction(TIMEOUT_S)            # the coordinator finishes its side too

@@ -45,6 +45,22 @@ def wait_for(predicate: Callable[[], object], timeout_s: float, what: str,
         time.sleep(POLL_S if poll_s is None else poll_s)  # poll interval of a deadline loop
 
 
+def hanging_among(candidates, ids: Mapping[int, str], described: Mapping[str, set],
+                  now_ms: int) -> list[dict]:
+    """Kafka's filterHangingTransactions: of the open transactions [(tp, producer state)],
+    those whose producer id no transactional id holds (`ids`), or whose transactional id
+    is not described or does not list the partition (`described`: id → its partitions)."""
+    out = []
+    for tp, x in sorted(candidates):
+        tid = ids.get(x[0])
+        if tid not in described or tp not in described[tid]:
+            out.append({"topic": tp[0], "partition": tp[1], "producer_id": x[0],
+                        "producer_epoch": x[1], "coordinator_epoch": x[4], "start_offset": x[5],
+                        "last_timestamp_ms": x[3], "duration_ms": now_ms - x[3],
+                        "transactional_id": tid})
+    return out
+
+
 class Admin:
     def __init__(self, cluster):
         self.cluster = cluster
@@ -559,6 +575,43 @@ class Admin:
         return [{"producer_id": p[0], "producer_epoch": p[1], "last_sequence": p[2],
                  "coordinator_epoch": p[4], "current_transaction_start_offset": p[5]}
                 for p in producers]
+
+    def find_hanging_transactions(self, topics: Sequence[str] | None = None,
+                                  max_transaction_timeout_ms: int = 15 * 60 * 1000,
+                                  now_ms: int | None = None) -> list[dict]:
+        """kafka-transactions.sh find-hanging (TransactionsCommand.java): the open
+        transactions on `topics`' partitions (all topics when None), asked of each leader
+        (one call per broker), whose producer wrote last more than
+        `max_transaction_timeout_ms` ago and whose coordinator will not finish them: no
+        transactional id holds that producer id, or it does not list the partition.
+        [{topic, partition, producer_id, producer_epoch, coordinator_epoch, start_offset,
+        last_timestamp_ms, duration_ms, transactional_id}]; each is what `abort` takes."""
+        now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+        by_leader: dict[int, list] = {}
+        for topic in (self.list_topics() if topics is None else topics):
+            for p in self.describe_topic(topic):
+                if p.leader >= 0:
+                    by_leader.setdefault(p.leader, []).append((topic, p.partition))
+        refs = {b: a.describe_producers.remote(tps) for b, tps in by_leader.items()
+                if (a := self.cluster.broker_actor(b)) is not None}
+        candidates = []
+        for b, ref in refs.items():
+            for tp, (error, producers) in ray.get(ref, timeout=60).items():
+                if error:
+                    raise error_for_code(error, f"describe producers of {tp[0]}-{tp[1]}")
+                candidates += [(tuple(tp), x) for x in producers
+                               if x[5] >= 0 and now_ms - x[3] > max_transaction_timeout_ms]
+        if not candidates:
+            return []
+        ids = {t["producer_id"]: t["transactional_id"] for t in self.list_transactions(
+            producer_ids=sorted({x[0] for _, x in candidates}))}
+        described = {}
+        for tid in set(ids.values()):
+            try:
+                described[tid] = {tuple(tp) for tp in self.describe_transaction(tid)["partitions"]}
+            except KafkaError:             # gone meanwhile: nothing will finish it
+                pass
+        return hanging_among(candidates, ids, described, now_ms)
 
     def abort_transaction(self, topic: str, partition: int, start_offset: int) -> dict:
         """Abort a HANGING transaction (one its coordinator no longer finishes) on one
