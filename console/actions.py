@@ -117,7 +117,7 @@ class Actions:
         try:
             return do()
         except KafkaError as exc:
-            return Outcome(False, f"{exc.name} ({exc.code}): {exc.message}")
+            return Outcome(False, str(exc))
         except KafkaException as exc:
             return Outcome(False, f"{what}: {wire_error_text(exc.args[0])}")
         except Exception as exc:     # a client's own failure: said on the page, never a 500

@@ -104,6 +104,17 @@ def _int_arg(request: Request, name: str, default: int) -> int:
         raise InvalidRequest(f"{name} must be a whole number, not {raw!r}") from None
 
 
+def _paged(request: Request, rows: list, what: str) -> dict:
+    """The `?page=` of `rows` (PAGE_ROWS a page) as the templates take it: parts, count,
+    page_no, pages; a page that does not exist is INVALID_REQUEST."""
+    page = _int_arg(request, "page", 1)
+    pages = max(1, math.ceil(len(rows) / PAGE_ROWS))
+    if not 1 <= page <= pages:
+        raise InvalidRequest(f"page {page} of {what} does not exist (1..{pages})")
+    return {"parts": rows[(page - 1) * PAGE_ROWS: page * PAGE_ROWS], "count": len(rows),
+            "page_no": page, "pages": pages}
+
+
 def _status_for(exc: BaseException) -> int:
     if isinstance(exc, (UnknownTopicOrPartition, GroupIdNotFound)):
         return 404
@@ -176,20 +187,10 @@ def build_app(console: Console) -> Starlette:
         name = request.path_params["name"]
         console.source.access.check_topic(name)
         snap = console.sampler.latest
-        parts = snap.topics().get(name)
-        if parts is None:
-            config = console.admin.topic_config(name)      # UNKNOWN_TOPIC_OR_PARTITION if so
-            parts = []
-        else:
-            config = console.admin.topic_config(name)
-        page = _int_arg(request, "page", 1)
-        pages = max(1, math.ceil(len(parts) / PAGE_ROWS))
-        if not 1 <= page <= pages:
-            raise InvalidRequest(f"page {page} of topic {name} does not exist (1..{pages})")
-        shown = parts[(page - 1) * PAGE_ROWS: page * PAGE_ROWS]
-        return console.render(request, "topic", status=status, topic=name, parts=shown,
-                              count=len(parts), page_no=page, pages=pages, config=config,
-                              outcome=outcome)
+        config = console.admin.topic_config(name)     # UNKNOWN_TOPIC_OR_PARTITION if none
+        parts = snap.topics().get(name, [])
+        return console.render(request, "topic", status=status, topic=name, config=config,
+                              outcome=outcome, **_paged(request, parts, f"topic {name}"))
 
     def groups_page(request: Request):
         snap = console.sampler.latest
@@ -215,15 +216,10 @@ def build_app(console: Console) -> Starlette:
             raise GroupIdNotFound(f"The group id {group} was not found.")
         topics = sorted({p["topic"] for p in described["partitions"]})
         parts = described["partitions"]
-        page = _int_arg(request, "page", 1)
-        pages = max(1, math.ceil(len(parts) / PAGE_ROWS))
-        if not 1 <= page <= pages:
-            raise InvalidRequest(f"page {page} of group {group} does not exist (1..{pages})")
-        total_lag = sum(p["lag"] or 0 for p in parts)
         return console.render(request, "group", status=status, group=group, d=described,
-                              topics=topics, outcome=outcome, total_lag=total_lag,
-                              parts=parts[(page - 1) * PAGE_ROWS: page * PAGE_ROWS],
-                              count=len(parts), page_no=page, pages=pages)
+                              topics=topics, outcome=outcome,
+                              total_lag=sum(p["lag"] or 0 for p in parts),
+                              **_paged(request, parts, f"group {group}"))
 
     def transactions_page(request: Request):
         now_ms = time.time() * 1000

@@ -68,10 +68,9 @@ def record(history: History, snap: Snapshot) -> None:
             history.add(f"broker:{broker}:{key}", t, value)
     history.add("cluster:under_replicated", t, len(snap.under_replicated()))
     history.add("cluster:offline", t, len(snap.offline()))
-    if not snap.errors or not any(e.startswith(("partitions", "groups")) for e in snap.errors):
-        for name in history.names("topic:"):
-            if name.split(":")[1] not in topics:
-                history.drop(f"topic:{name.split(':')[1]}:")
+    if not any(e.startswith(("partitions", "groups")) for e in snap.errors):
+        for topic in {name.split(":")[1] for name in history.names("topic:")} - set(topics):
+            history.drop(f"topic:{topic}:")
         # a group id may hold ':' (a topic name may not), and a group still listed whose
         # offset fetch failed this sweep still exists: keep the series of every known group
         known = tuple(f"group:{g}:" for g in {*snap.committed, *(g["group"] for g in snap.groups)})

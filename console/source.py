@@ -33,7 +33,7 @@ def error_text(exc: BaseException) -> str:
     """Kafka's name and code for a typed error ("UNKNOWN_TOPIC_OR_PARTITION (3): ..."), the
     exception's class otherwise."""
     if isinstance(exc, KafkaError):
-        return f"{exc.name} ({exc.code}): {exc.message}"
+        return str(exc)                   # KafkaError.__str__ is Kafka's form
     return f"{type(exc).__name__}: {exc}"
 
 

@@ -6,7 +6,8 @@ Rules:
   driver's environment (so a private head's token comes along), reads the cluster by name,
   and stops by itself when the driver's pid is gone (--parent-pid).
 - Started with --port 0 unless a port is given; the URL is known when the child wrote its
-  --url-file (a poll with a deadline: the child is another process, no event reaches us).
+  --url-file (a poll with a deadline, the project's wait_for: the child is another
+  process, no event reaches us).
   A child that exits before, or a URL not written within `timeout_s`, raises
   BrokerNotAvailable with the tail of the child's log.
 - Its URL file and log live in a temporary directory of its own, removed when it is
@@ -22,9 +23,9 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 
-from replicas.errors import BrokerNotAvailable
+from rayka.client.admin import wait_for
+from replicas.errors import BrokerNotAvailable, RequestTimedOut
 
 _POLL_S = 0.1
 
@@ -60,16 +61,18 @@ def start_console(name: str, ray_address: str, port: int = 0, host: str = "127.0
     with open(log_file, "w") as log:
         proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True)
-    deadline = time.monotonic() + timeout_s
-    while not os.path.exists(url_file):
-        if proc.poll() is not None or time.monotonic() > deadline:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-            with open(log_file, errors="replace") as f:
-                tail = f.read()[-2000:]
-            raise BrokerNotAvailable(f"the console did not start (exit {proc.poll()}; log "
-                                     f"{log_file}): {tail}")
-        time.sleep(_POLL_S)   # poll with a deadline: the child's progress sends us no event
+    try:
+        wait_for(lambda: os.path.exists(url_file) or proc.poll() is not None, timeout_s,
+                 "the console's URL", poll_s=_POLL_S)
+    except RequestTimedOut:
+        pass
+    if not os.path.exists(url_file):
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        with open(log_file, errors="replace") as f:
+            tail = f.read()[-2000:]
+        raise BrokerNotAvailable(f"the console did not start (exit {proc.poll()}; log "
+                                 f"{log_file}): {tail}")
     with open(url_file) as f:
         return ConsoleProcess(proc, f.read().strip(), log_file)
