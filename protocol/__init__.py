@@ -6,7 +6,8 @@ what is served); request handlers that turn a Kafka request into calls on the re
 manager, the group coordinator and admin operations, and their answers into responses.
 Record batches stay opaque bytes end to end.
 
-Modules: frames (the 4-byte size prefix), codec (kio requests and responses), legacy (the
+Modules: frames (the 4-byte size prefix), codec (kio requests and responses), hot_writers
+(Fetch and Produce answers written by hand, kio's bytes), legacy (the
 versions kio has no schema for: Kafka 3.8's oldest), connection
 (one connection's bytes → requests → ordered answers), versions (the API-version table),
 build (one internal result to the version asked), api (`BrokerApi`, what handlers need
