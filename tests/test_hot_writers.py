@@ -31,6 +31,15 @@ WRITERS: dict = {}
 register(WRITERS)
 
 
+def _maybe_endpoints(draw, module, cls, kw: dict) -> None:
+    """node_endpoints (a top-level tagged field) for the versions that have it."""
+    if "node_endpoints" in cls.__dataclass_fields__:
+        kw["node_endpoints"] = tuple(
+            module.NodeEndpoint(node_id=draw(SMALL), host=draw(TEXT), port=draw(SMALL),
+                                rack=draw(st.none() | TEXT))
+            for _ in range(draw(st.integers(0, 2))))
+
+
 @st.composite
 def fetch_responses(draw, version: int):
     m = _response_module("fetch", version)
@@ -62,11 +71,7 @@ def fetch_responses(draw, version: int):
     kw = dict(throttle_time=datetime.timedelta(milliseconds=draw(st.integers(0, 10**6))),
               error_code=draw(ERRORS), session_id=draw(I32),
               responses=tuple(topic() for _ in range(draw(st.integers(0, 3)))))
-    if "node_endpoints" in m.FetchResponse.__dataclass_fields__:
-        kw["node_endpoints"] = tuple(
-            m.NodeEndpoint(node_id=draw(SMALL), host=draw(TEXT), port=draw(SMALL),
-                           rack=draw(st.none() | TEXT))
-            for _ in range(draw(st.integers(0, 2))))
+    _maybe_endpoints(draw, m, m.FetchResponse, kw)
     return m.FetchResponse(**kw)
 
 
@@ -94,11 +99,7 @@ def produce_responses(draw, version: int):
             partition() for _ in range(draw(st.integers(0, 3)))))
         for _ in range(draw(st.integers(0, 3)))),
         throttle_time=datetime.timedelta(milliseconds=draw(st.integers(0, 10**6))))
-    if "node_endpoints" in m.ProduceResponse.__dataclass_fields__:
-        kw["node_endpoints"] = tuple(
-            m.NodeEndpoint(node_id=draw(SMALL), host=draw(TEXT), port=draw(SMALL),
-                           rack=draw(st.none() | TEXT))
-            for _ in range(draw(st.integers(0, 2))))
+    _maybe_endpoints(draw, m, m.ProduceResponse, kw)
     return m.ProduceResponse(**kw)
 
 
@@ -109,24 +110,19 @@ def _both(entity) -> tuple[bytes, bytes]:
     return kio_buf.getvalue(), hot_buf.getvalue()
 
 
-@pytest.mark.parametrize("version", FETCH_VERSIONS)
+STRATEGIES = {"fetch": fetch_responses, "produce": produce_responses}
+
+
+@pytest.mark.parametrize("api,version", [("fetch", v) for v in FETCH_VERSIONS] +
+                         [("produce", v) for v in PRODUCE_VERSIONS])
 @settings(max_examples=150, deadline=None)
 @given(data=st.data())
-def test_fetch_responses_are_kios_bytes(version, data):
-    entity = data.draw(fetch_responses(version))
+def test_answers_are_kios_bytes(api, version, data):
+    entity = data.draw(STRATEGIES[api](version))
     reference, hot = _both(entity)
     assert hot == reference
     read, size = entity_reader(type(entity))(hot, 0)
     assert read == entity and size == len(hot)
-
-
-@pytest.mark.parametrize("version", PRODUCE_VERSIONS)
-@settings(max_examples=150, deadline=None)
-@given(data=st.data())
-def test_produce_responses_are_kios_bytes(version, data):
-    entity = data.draw(produce_responses(version))
-    reference, hot = _both(entity)
-    assert hot == reference
 
 
 def test_every_covered_class_is_registered_and_the_codec_uses_it():
