@@ -162,7 +162,12 @@ def _undecodable(frame: bytes, api_key: int, version: int, correlation_id: int) 
 
 # -- encoding --------------------------------------------------------------------------------
 _WRITERS: dict[type, object] = {}
-hot_writers.register(_WRITERS)        # Fetch v12-18, Produce v9-12: kio's bytes, by hand
+
+
+def writer_for(cls):
+    """The writer of a response class: protocol/hot_writers.py's for Fetch v12-18 and
+    Produce v9-12 (kio's bytes, by hand), kio's own for every other."""
+    return hot_writers.writer_for(cls) or entity_writer(cls)
 
 
 def encode_response(request: Request, body) -> bytes:
@@ -177,7 +182,7 @@ def encode_response(request: Request, body) -> bytes:
                                       request.correlation_id, body)
     writer = _WRITERS.get(cls)
     if writer is None:
-        writer = _WRITERS[cls] = entity_writer(cls)
+        writer = _WRITERS[cls] = writer_for(cls)
     flexible = cls.__header_schema__.__flexible__ and request.api_key != ApiKey.API_VERSIONS
     buf = io.BytesIO()
     buf.write(_PLACEHOLDER_V1 if flexible else _PLACEHOLDER_V0)

@@ -18,14 +18,15 @@ Rules:
   varint length + 1, 0 = null), each entity ends with its tagged fields (a count, then
   tag, size, value per field), a tagged field is written only when it differs from its
   default, in tag order.
-- `register(writers)` fills a {class: writer(buffer, entity)} table (protocol/codec.py's).
+- `writer_for(cls)` gives a class's writer(buffer, entity), or None for a class not covered
+  (protocol/codec.py asks once per class, the first time it answers with it).
 - Pure: no sockets, no clock.
 """
 
 from __future__ import annotations
 
-import importlib
 import struct
+import sys
 from dataclasses import fields
 
 _I16, _I32, _I64 = struct.Struct(">h"), struct.Struct(">i"), struct.Struct(">q")
@@ -39,6 +40,7 @@ _FETCH_TOP = struct.Struct(">ihi")                 # throttle, error, session id
 _ZERO_UUID = bytes(16)
 _NO_TAGS = b"\x00"
 _SMALL = [bytes((i,)) for i in range(128)]
+PRODUCE, FETCH = 0, 1                              # api keys
 FETCH_VERSIONS = range(12, 19)
 PRODUCE_VERSIONS = range(9, 13)      # v13 names topics by id: kio writes it
 
@@ -172,20 +174,18 @@ def _names(cls) -> set[str]:
     return {f.name for f in fields(cls)}
 
 
-def _response_module(api: str, version: int):
-    return importlib.import_module(f"kio.schema.{api}.v{version}.response")
-
-
-def register(writers: dict) -> None:
-    """Put the writers of every covered response class into `writers` ({class: writer})."""
-    for v in FETCH_VERSIONS:
-        module = _response_module("fetch", v)
-        cls = module.FetchResponse
-        writers[cls] = _fetch_writer("topic_id" in _names(module.FetchableTopicResponse),
-                                     "node_endpoints" in _names(cls))
-    for v in PRODUCE_VERSIONS:
-        module = _response_module("produce", v)
-        cls = module.ProduceResponse
-        writers[cls] = _produce_writer("current_leader" in
-                                       _names(module.PartitionProduceResponse),
-                                       "node_endpoints" in _names(cls))
+def writer_for(cls):
+    """The hand-written writer of a kio response class, or None when this module does not
+    cover it. Decided from the class and its own (already imported) schema module: nothing
+    is imported here, so a process pays only for the versions it answers."""
+    module = sys.modules[cls.__module__]
+    version = cls.__version__
+    if cls.__name__ == "FetchResponse" and cls.__api_key__ == FETCH and \
+            version in FETCH_VERSIONS:
+        return _fetch_writer("topic_id" in _names(module.FetchableTopicResponse),
+                             "node_endpoints" in _names(cls))
+    if cls.__name__ == "ProduceResponse" and cls.__api_key__ == PRODUCE and \
+            version in PRODUCE_VERSIONS:
+        return _produce_writer("current_leader" in _names(module.PartitionProduceResponse),
+                               "node_endpoints" in _names(cls))
+    return None

@@ -5,6 +5,7 @@ by the hand-written one, must give the same bytes; and the codec uses the hand-w
 from __future__ import annotations
 
 import datetime
+import importlib
 import io
 import uuid
 
@@ -16,7 +17,7 @@ from kio.serial import entity_reader, entity_writer
 
 from protocol import codec
 from protocol.build import build
-from protocol.hot_writers import FETCH_VERSIONS, PRODUCE_VERSIONS, _response_module, register
+from protocol.hot_writers import FETCH_VERSIONS, PRODUCE_VERSIONS, writer_for
 
 pytestmark = pytest.mark.unit
 
@@ -27,8 +28,14 @@ ERRORS = st.sampled_from([ErrorCode.none, ErrorCode.not_leader_or_follower,
                           ErrorCode.offset_out_of_range, ErrorCode.unknown_server_error])
 TEXT = st.text(max_size=40) | st.sampled_from(["", "é" * 70, "x" * 200])
 RECORDS = st.none() | st.binary(max_size=300) | st.sampled_from([b"r" * 127, b"r" * 128])
-WRITERS: dict = {}
-register(WRITERS)
+
+
+def _response_module(api: str, version: int):
+    return importlib.import_module(f"kio.schema.{api}.v{version}.response")
+
+
+COVERED = {_response_module("fetch", v).FetchResponse for v in FETCH_VERSIONS} | \
+    {_response_module("produce", v).ProduceResponse for v in PRODUCE_VERSIONS}
 
 
 def _maybe_endpoints(draw, module, cls, kw: dict) -> None:
@@ -106,7 +113,7 @@ def produce_responses(draw, version: int):
 def _both(entity) -> tuple[bytes, bytes]:
     kio_buf, hot_buf = io.BytesIO(), io.BytesIO()
     entity_writer(type(entity))(kio_buf, entity)
-    WRITERS[type(entity)](hot_buf, entity)
+    writer_for(type(entity))(hot_buf, entity)
     return kio_buf.getvalue(), hot_buf.getvalue()
 
 
@@ -125,13 +132,17 @@ def test_answers_are_kios_bytes(api, version, data):
     assert read == entity and size == len(hot)
 
 
-def test_every_covered_class_is_registered_and_the_codec_uses_it():
-    covered = {_response_module("fetch", v).FetchResponse for v in FETCH_VERSIONS} | \
-        {_response_module("produce", v).ProduceResponse for v in PRODUCE_VERSIONS}
-    assert set(WRITERS) == covered
-    for cls in covered:
-        assert codec._WRITERS.get(cls) is not None
-        assert codec._WRITERS[cls].__qualname__ == WRITERS[cls].__qualname__
+def test_every_covered_class_and_only_those_is_written_by_hand_and_the_codec_uses_it():
+    neighbours = {_response_module("fetch", 11).FetchResponse,
+                  _response_module("produce", 8).ProduceResponse,
+                  _response_module("produce", 13).ProduceResponse,
+                  _response_module("fetch", 12).PartitionData}
+    for cls in COVERED:
+        assert writer_for(cls) is not None
+        assert codec.writer_for(cls).__qualname__ == writer_for(cls).__qualname__
+    for cls in neighbours:
+        assert writer_for(cls) is None
+        assert codec.writer_for(cls).__qualname__ == entity_writer(cls).__qualname__
 
 
 def test_a_fetch_answer_as_the_handlers_build_it_is_the_same_frame():
