@@ -587,11 +587,15 @@ class Admin:
         [{topic, partition, producer_id, producer_epoch, coordinator_epoch, start_offset,
         last_timestamp_ms, duration_ms, transactional_id}]; each is what `abort` takes."""
         now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+        if topics is not None:
+            missing = sorted(set(topics) - self.store.get_topics())
+            if missing:
+                raise UnknownTopicOrPartition(f"Topic '{missing[0]}' does not exist.")
         by_leader: dict[int, list] = {}
-        for topic in (self.list_topics() if topics is None else topics):
-            for p in self.describe_topic(topic):
-                if p.leader >= 0:
-                    by_leader.setdefault(p.leader, []).append((topic, p.partition))
+        # every partition's leader in one pipelined ZooKeeper round, not one per topic
+        for tp, state in sorted(self.store.get_partition_states(topics).items()):
+            if state.leader >= 0:
+                by_leader.setdefault(state.leader, []).append(tuple(tp))
         refs = {b: a.describe_producers.remote(tps) for b, tps in by_leader.items()
                 if (a := self.cluster.broker_actor(b)) is not None}
         candidates = []
