@@ -54,8 +54,16 @@ class Cluster:
         return wait_until(find, timeout_s, "exactly one active controller")
 
     def settled(self, controller, predicate, what, timeout_s=10):
-        def check():      # between events only: one event may write several znodes
-            return controller.loop.idle(1) and predicate()
+        def check():
+            # Between events only: one event may write several znodes, and an event queued
+            # by a watch may start after idle() returned; the predicate counts only when no
+            # event ran while it read.
+            if not controller.loop.idle(1):
+                return False
+            before = controller.loop.processed
+            got = predicate()
+            return got if got and controller.loop.idle(1) \
+                and controller.loop.processed == before else None
         return wait_until(check, timeout_s, what)
 
     def ask(self, controller, event_cls, *args, timeout_s=10, **kw):
