@@ -162,6 +162,25 @@ def use_head_token(state) -> None:
     AuthenticationTokenLoader.instance().reset_cache()
 
 
+ACTOR_RESTART_POLL_S = 0.2
+
+
+def _stop_actor(actor, deadline: float) -> None:
+    """Ask `actor` to shut down (flush, leave ZooKeeper) before `deadline` (monotonic); an
+    actor Ray is restarting is asked again once it is back, one that died for good has
+    nothing left to stop."""
+    while True:
+        try:
+            ray.get(actor.shutdown.remote(), timeout=max(0.0, deadline - time.monotonic()))
+            return
+        except ray.exceptions.ActorDiedError:
+            return
+        except ray.exceptions.ActorUnavailableError:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(ACTOR_RESTART_POLL_S)
+
+
 def _split_config(config: dict) -> tuple[dict, dict]:
     """(the controllers' keys by field name, the brokers' keys as given)."""
     controller, broker = {}, {}
@@ -526,10 +545,13 @@ class Cluster:
             self.console = None
         actors = [self.broker_actor(b) for b in self.facts["brokers"]] + \
             [self.controller_actor(c) for c in self.facts["controllers"]]
+        failures = []
         for actor in actors:
             if actor is not None:
                 try:
-                    ray.get(actor.shutdown.remote(), timeout=timeout_s)
+                    _stop_actor(actor, time.monotonic() + timeout_s)
+                except ray.exceptions.RayError as e:
+                    failures.append(e)
                 finally:
                     ray.kill(actor, no_restart=True)
         self.store.close()
@@ -537,3 +559,5 @@ class Cluster:
         if host is not None:
             ray.get(host.stop_zookeeper.remote(), timeout=timeout_s)
             ray.kill(host, no_restart=True)
+        if failures:
+            raise failures[0]

@@ -1,5 +1,6 @@
 """Fault plumbing on the REAL ZooKeeper (no Ray): a forced server-side session expiry through
-``controller.zookeeper.store.expire_session``, and the ensemble faults (leader kill, restart,
+``controller.zookeeper.store.expire_session``, a read whose connection drops (through
+tests.tcp_relay), and the ensemble faults (leader kill, restart,
 rejoin) through ``controller.zookeeper.server.ZooKeeperEnsemble`` and the FaultInjector's zk_* methods.
 
 Synchronisation is poll-with-deadline (tests.zk_helpers.wait_until), never a sleep."""
@@ -7,6 +8,7 @@ Synchronisation is poll-with-deadline (tests.zk_helpers.wait_until), never a sle
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -14,6 +16,7 @@ from controller.layout import BrokerRegistration
 from controller.zookeeper.store import ZkStore, ZkUnavailable, expire_session
 from rayka.chaos.faults import FaultInjector
 from controller.zookeeper.server import free_port
+from tests.tcp_relay import TcpRelay
 from tests.zk_helpers import SESSION_S, wait_until
 
 pytestmark = pytest.mark.zk
@@ -130,3 +133,71 @@ def test_kill_ensemble_leader_keeps_the_session_and_the_killed_server_rejoins(
 def test_ensemble_faults_need_an_ensemble():
     with pytest.raises(RuntimeError):
         FaultInjector(None).zk_kill_leader()
+
+
+def relayed_store(relay, cluster, session_timeout_s=SESSION_S) -> ZkStore:
+    return ZkStore(f"127.0.0.1:{relay.port}", cluster,
+                   session_timeout_s=session_timeout_s).start()
+
+
+def read_in_flight_when_cut(relay, store, read, marker: bytes):
+    """Run `read` on a thread with the server's answers held back until the request
+    (recognised by `marker`, bytes of its path) has gone out, then cut the connection:
+    the read is in flight when its connection drops. Its outcome: ("ok", value) or
+    ("error", exception)."""
+    outcome = []
+
+    def run():
+        try:
+            outcome.append(("ok", read()))
+        except Exception as e:   # the outcome under test
+            outcome.append(("error", e))
+    relay.hold_answers()
+    reader = threading.Thread(target=run, daemon=True)
+    reader.start()
+    wait_until(lambda: marker in relay.sent(), 10, "the read sent")
+    relay.cut()
+    reader.join(timeout=3 * SESSION_S)
+    assert outcome, "the read neither returned nor raised"
+    return outcome[0]
+
+
+def test_a_read_whose_connection_drops_is_sent_again_in_the_same_session(
+        stores, zk_server, cluster):
+    stores().create_topic("before-the-cut", {0: [1]})
+    relay = TcpRelay("127.0.0.1", zk_server.port).start()
+    store = relayed_store(relay, cluster)
+    try:
+        session_id = store.session_id
+        kind, value = read_in_flight_when_cut(relay, store, store.get_topics,
+                                              b"/brokers/topics")
+        assert (kind, value) == ("ok", {"before-the-cut"})
+        assert relay.accepted == 2 and store.session_id == session_id
+    finally:
+        store.close()
+        relay.close()
+
+
+def test_a_read_raises_zk_unavailable_when_no_reconnection_comes_within_the_session_timeout(
+        zk_server, cluster):
+    relay = TcpRelay("127.0.0.1", zk_server.port).start()
+    store = relayed_store(relay, cluster, session_timeout_s=2.0)
+    try:
+        relay.refuse(True)
+        t0 = time.monotonic()
+        kind, error = read_in_flight_when_cut(relay, store, store.get_topics,
+                                              b"/brokers/topics")
+        assert kind == "error" and isinstance(error, ZkUnavailable), error
+        assert "get_topics" in str(error) and "ConnectionLoss" in str(error)
+        assert 2.0 <= time.monotonic() - t0 < 2.0 + SESSION_S
+    finally:
+        store.close()
+        relay.close()
+
+
+def test_every_read_of_the_store_is_sent_again_after_a_connection_loss():
+    reads = {name for name in dir(ZkStore) if name.startswith(("get_", "read_"))
+             and not name.startswith("get_or_create_")}
+    assert {"get_topics", "get_brokers", "get_controller", "read_tree"} <= reads
+    assert {r for r in reads if not getattr(getattr(ZkStore, r), "resends_reads", False)} == set()
+    assert not getattr(ZkStore.create_topic, "resends_reads", False)   # a write's outcome is unknown

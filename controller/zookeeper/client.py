@@ -25,7 +25,11 @@ Rules:
   "SUSPENDED", "LOST". A failing callback is logged, never propagated into kazoo.
 - Connection problems (connection loss, closed/expired session, start timeout) raise
   ``ZkUnavailable`` (public methods are wrapped in ``zk_call``); after one during a write,
-  the write's outcome is unknown.
+  the write's outcome is unknown. A read (wrapped in ``zk_read``) that loses its connection
+  is sent again once kazoo has reconnected in the same session, as Kafka's ZooKeeperClient
+  resends on CONNECTIONLOSS: a read has no outcome to lose. It waits at most the session
+  timeout for the reconnection (past it the server has expired the session), then raises
+  ``ZkUnavailable``; an expired or closed session raises at once.
 - The store's errors are picklable: all their state is in ``args``.
 - Authentication (``auth="user:password"``, ZooKeeper's digest scheme; Kafka's
   ``zookeeper.set.acl``): the session authenticates, and every znode it creates gets
@@ -42,6 +46,7 @@ import functools
 import itertools
 import logging
 import threading
+import time
 from collections import namedtuple
 from typing import Callable, Self, Sequence
 
@@ -61,7 +66,7 @@ from kazoo.security import OPEN_ACL_UNSAFE, READ_ACL_UNSAFE, make_digest_acl
 from controller.layout import PERSISTENT_PATHS, ROOT_PREFIX, cluster_root
 
 __all__ = [
-    "ZkSession", "ZkWatch",
+    "ZkSession", "ZkWatch", "zk_read",
     "ZkStoreError", "ZkUnavailable", "ControllerMovedError", "NodeExists", "NoNode",
     "BadVersion", "NotEmpty", "BrokerIdInUse", "AdminOperationInProgress",
     "MAX_READS_PER_MULTI_READ", "expire_session", "zk_call", "store_error",
@@ -105,6 +110,34 @@ def zk_call(method):
         except _UNAVAILABLE as e:
             raise ZkUnavailable(f"ZooKeeper unavailable during {method.__name__}: "
                                 f"{type(e).__name__}: {e}") from e
+    return wrapper
+
+
+_RESENDABLE = (ConnectionLoss, OperationTimeoutError)
+_RECONNECT_POLL_S = 0.05
+
+
+def zk_read(method):
+    """Decorator of a store method that only reads: zk_call's errors, but a read whose
+    connection dropped is sent again once the session has reconnected (within the session
+    timeout, measured from the first loss)."""
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        deadline = None
+        while True:
+            try:
+                return method(self, *args, **kwargs)
+            except _RESENDABLE as e:
+                now = time.monotonic()
+                if deadline is None:
+                    deadline = now + self.session_timeout_s
+                if not self._await_reconnect(deadline):
+                    raise ZkUnavailable(f"ZooKeeper unavailable during {method.__name__}: "
+                                        f"{type(e).__name__}: {e}") from e
+            except _UNAVAILABLE as e:
+                raise ZkUnavailable(f"ZooKeeper unavailable during {method.__name__}: "
+                                    f"{type(e).__name__}: {e}") from e
+    wrapper.resends_reads = True
     return wrapper
 
 
@@ -259,6 +292,18 @@ class ZkSession:
     @property
     def connected(self) -> bool:
         return bool(self._client.connected)
+
+    def _await_reconnect(self, deadline: float) -> bool:
+        """True once the session is connected again before `deadline` (monotonic), False
+        if the deadline passes or the session is closed. Polled: kazoo's own connected
+        event is private."""
+        while not self._closed:
+            if self._client.connected:
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(_RECONNECT_POLL_S)
+        return False
 
     def session_credentials(self) -> tuple[int, bytes]:
         """(session id, password) of the current session, kazoo's ``client_id``: what

@@ -30,7 +30,8 @@ from typing import Callable, Iterable, Mapping, Sequence
 from kazoo.exceptions import BadVersionError, ConnectionLoss, NodeExistsError, NoNodeError
 
 from controller.zookeeper.client import (BadVersion, ControllerMovedError, NodeExists, NoNode,
-                                         NotEmpty, ZkStoreError, ZkWatch, zk_call)
+                                         NotEmpty, ZkStoreError, ZkWatch, zk_call,
+                                         zk_read)
 from controller.zookeeper.multi import Op, Unit, ZkMultiSession, all_ok, first_failure
 from controller.layout import (CONTROLLER, CONTROLLER_EPOCH, PREFERRED_REPLICA_ELECTION,
                                REASSIGN_PARTITIONS, LeaderIsrAndControllerEpoch,
@@ -58,13 +59,13 @@ def _deleted_by_us(units: list[Unit], res: dict) -> int:
 class ZkElectionSession(ZkMultiSession):
     """``ZkMultiSession`` plus the controller election; ``fenced()`` gives the writer."""
 
-    @zk_call
+    @zk_read
     def get_controller_epoch(self) -> tuple[int, int]:
         """(epoch, zk_version) of /controller_epoch; (0, -1) if it does not exist yet."""
         got = self._get(CONTROLLER_EPOCH)
         return (0, -1) if got is None else (decode_epoch(got[0]), got[1].version)
 
-    @zk_call
+    @zk_read
     def get_controller(self) -> int | None:
         """The active controller's id, None when /controller is absent."""
         got = self._get(CONTROLLER)

@@ -63,7 +63,8 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from controller.zookeeper.client import (MAX_READS_PER_MULTI_READ, AdminOperationInProgress,
                                          BadVersion, BrokerIdInUse, ControllerMovedError,
                                          NodeExists, NoNode, NotEmpty, ZkStoreError,
-                                         ZkUnavailable, ZkWatch, expire_session, zk_call)
+                                         ZkUnavailable, ZkWatch, expire_session, zk_call,
+                                         zk_read)
 from controller.zookeeper.fenced import ControllerElection, FencedWriter, ZkElectionSession
 from controller.zookeeper.multi import (MAX_BYTES_PER_MULTI, MAX_OPS_PER_MULTI, Op, all_ok,
                                         first_failure)
@@ -164,18 +165,18 @@ class ZkStore(ZkElectionSession):
         old = BrokerRegistration.from_json(reg.id, data, now.czxid)
         return now.czxid == stat.czxid and bool(reg.actor_name) and old.actor_name == reg.actor_name
 
-    @zk_call
+    @zk_read
     def get_broker(self, broker_id: int) -> BrokerRegistration | None:
         got = self._get(broker_path(broker_id))
         if got is None:
             return None
         return BrokerRegistration.from_json(broker_id, got[0], got[1].czxid)
 
-    @zk_call
+    @zk_read
     def get_broker_ids(self) -> set[int]:
         return {int(c) for c in (self._children(BROKER_IDS) or []) if c.isdigit()}
 
-    @zk_call
+    @zk_read
     def get_brokers(self) -> dict[int, BrokerRegistration]:
         ids = sorted(self.get_broker_ids())
         out = {}
@@ -282,21 +283,21 @@ class ZkStore(ZkElectionSession):
         return (Op("set", cfg_path, cfg, version=cstat.version) if cstat is not None
                 else Op("create", cfg_path, cfg))
 
-    @zk_call
+    @zk_read
     def get_topic_config(self, topic: str) -> dict[str, str] | None:
         got = self._get(config_topic_path(topic))
         return None if got is None else decode_topic_config(got[0])
 
-    @zk_call
+    @zk_read
     def get_topics(self) -> set[str]:
         return set(self._children(BROKER_TOPICS) or [])
 
-    @zk_call
+    @zk_read
     def get_topic_assignment(self, topic: str) -> TopicAssignment | None:
         got = self._get(topic_path(topic))
         return None if got is None else TopicAssignment.from_json(topic, got[0])
 
-    @zk_call
+    @zk_read
     def get_all_assignments(self, topics: Iterable[str] | None = None
                             ) -> dict[str, TopicAssignment]:
         names = sorted(self.get_topics() if topics is None else set(topics))
@@ -304,14 +305,14 @@ class ZkStore(ZkElectionSession):
                 for t, got in zip(names, self._get_many([topic_path(t) for t in names]))
                 if got is not None}
 
-    @zk_call
+    @zk_read
     def get_partition_state(self, topic: str, partition: int) -> LeaderIsrAndControllerEpoch | None:
         got = self._get(partition_state_path(topic, partition))
         if got is None:
             return None
         return LeaderIsrAndControllerEpoch.from_json(got[0], got[1].version)
 
-    @zk_call
+    @zk_read
     def get_partition_states(self, topics: Iterable[str] | None = None
                              ) -> dict[TopicPartition, LeaderIsrAndControllerEpoch]:
         """Every existing partition state of ``topics`` (all topics if None), pipelined:
@@ -328,7 +329,7 @@ class ZkStore(ZkElectionSession):
                 out[tp] = LeaderIsrAndControllerEpoch.from_json(got[0], got[1].version)
         return out
 
-    @zk_call
+    @zk_read
     def get_topic_deletions(self) -> set[str]:
         return set(self._children(DELETE_TOPICS) or [])
 
@@ -343,7 +344,7 @@ class ZkStore(ZkElectionSession):
             raise AdminOperationInProgress(
                 "a partition reassignment is already in progress") from None
 
-    @zk_call
+    @zk_read
     def get_reassignment(self) -> dict[TopicPartition, tuple[int, ...]]:
         got = self._get(REASSIGN_PARTITIONS)
         return {} if got is None else decode_reassignment(got[0])
@@ -358,7 +359,7 @@ class ZkStore(ZkElectionSession):
             raise AdminOperationInProgress(
                 "a preferred replica election is already in progress") from None
 
-    @zk_call
+    @zk_read
     def get_preferred_election(self) -> set[TopicPartition]:
         got = self._get(PREFERRED_REPLICA_ELECTION)
         return set() if got is None else decode_partition_list(got[0])
@@ -370,12 +371,12 @@ class ZkStore(ZkElectionSession):
                                    encode_partition_list(partitions), sequence=True)
         return path.rsplit("/", 1)[1]
 
-    @zk_call
+    @zk_read
     def get_isr_change_notifications(self) -> list[str]:
         return sorted(c for c in (self._children(ISR_CHANGE_NOTIFICATION) or [])
                       if c.startswith(ISR_CHANGE_PREFIX))
 
-    @zk_call
+    @zk_read
     def read_isr_change_notifications(self, names: Iterable[str]) -> set[TopicPartition]:
         """Union of the partitions named by these notifications (missing ones skipped)."""
         out: set[TopicPartition] = set()
@@ -393,12 +394,12 @@ class ZkStore(ZkElectionSession):
             encode_log_dir_event(broker_id), sequence=True)
         return path.rsplit("/", 1)[1]
 
-    @zk_call
+    @zk_read
     def get_log_dir_event_notifications(self) -> list[str]:
         return sorted(c for c in (self._children(LOG_DIR_EVENT_NOTIFICATION) or [])
                       if c.startswith(LOG_DIR_EVENT_PREFIX))
 
-    @zk_call
+    @zk_read
     def read_log_dir_event_notifications(self, names: Iterable[str]) -> list[int]:
         """The broker ids these notices name, in the order given (missing ones skipped;
         one that does not decode is logged and skipped: the controller deletes it anyway)."""
@@ -550,13 +551,13 @@ class ZkStore(ZkElectionSession):
             except NodeExistsError:               # created meanwhile: last writer wins
                 self._client.set(path, data)
 
-    @zk_call
+    @zk_read
     def get_consumer_offset(self, group: str, topic: str, partition: int) -> int | None:
         got = self._get(consumer_offset_path(group, topic, partition))
         return None if got is None else int(got[0])
 
     # -- security znodes: SCRAM users and ACLs, with change notifications ------------------------
-    @zk_call
+    @zk_read
     def read_tree(self, path: str, depth: int) -> dict[str, tuple[bytes, int]]:
         """Every znode exactly `depth` levels below `path`: relative path → (data, version)."""
         level = [path]
@@ -577,7 +578,7 @@ class ZkStore(ZkElectionSession):
             out[p] = (data or b"", stat.version)
         return out
 
-    @zk_call
+    @zk_read
     def read_znode(self, path: str) -> tuple[bytes, int] | None:
         try:
             data, stat = self._client.get(self._abs(path))
