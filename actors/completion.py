@@ -17,17 +17,18 @@ import threading
 
 
 class Completion:
-    __slots__ = ("timer", "_done", "_callbacks", "_lock")
+    __slots__ = ("timer", "_done", "_event", "_callbacks", "_lock")
 
     def __init__(self):
         self.timer = None
-        self._done = threading.Event()
+        self._done = False
+        self._event = None          # made by the first wait(): most answers are never awaited
         self._callbacks: list = []
         self._lock = threading.Lock()
 
     @property
     def done(self) -> bool:
-        return self._done.is_set()
+        return self._done
 
     def settle(self, store=None) -> bool:
         callbacks = self.settle_later(store)
@@ -38,23 +39,32 @@ class Completion:
     def settle_later(self, store=None) -> list | None:
         """As settle; the callbacks to run are returned (None: it was settled before)."""
         with self._lock:
-            if self._done.is_set():
+            if self._done:
                 return None
             if store is not None:
                 store()
-            self._done.set()
+            self._done = True
             callbacks, self._callbacks = self._callbacks, []
+            event = self._event
+        if event is not None:
+            event.set()
         timer, self.timer = self.timer, None
         if timer is not None:
             timer.cancel()
         return callbacks
 
     def wait(self, timeout_s: float) -> bool:
-        return self._done.wait(timeout_s)
+        with self._lock:
+            if self._done:
+                return True
+            if self._event is None:
+                self._event = threading.Event()
+            event = self._event
+        return event.wait(timeout_s)
 
     def when_ready(self, callback) -> None:
         with self._lock:
-            if not self._done.is_set():
+            if not self._done:
                 self._callbacks.append(callback)
                 return
         callback()

@@ -272,6 +272,32 @@ class _Slot:
         self.throttle_ms = 0
 
 
+class _ReadyNow:
+    """The callback handed to Deferred.when_ready: called during the registration itself
+    (the answer was already there: the caller answers at once, in this loop pass), it only
+    notes it; called later, from any thread, it runs `later`. The lock decides a call that
+    races the end of the registration."""
+
+    __slots__ = ("later", "_registering", "_now", "_lock")
+
+    def __init__(self, later):
+        self.later = later
+        self._registering, self._now = True, False
+        self._lock = threading.Lock()
+
+    def __call__(self) -> None:
+        with self._lock:
+            if self._registering:
+                self._now = True
+                return
+        self.later()
+
+    def settled_during_registration(self) -> bool:
+        with self._lock:
+            self._registering = False
+            return self._now
+
+
 class _QuotaHook:
     """protocol.handlers.QuotaHook for one request: measures it against the broker's
     QuotaTracker and keeps the largest throttle on its slot (read when the answer is sent)."""
@@ -448,8 +474,11 @@ class _Conn(asyncio.Protocol):
         if isinstance(frame, Deferred):
             if request.api_key != PRODUCE:
                 self.muted = slot.mutes = True
-            if not frame.when_ready(lambda: self.loop.call(self._deferred_ready, slot, frame)):
+            ready = _ReadyNow(lambda: self.loop.call(self._deferred_ready, slot, frame))
+            if not frame.when_ready(ready):
                 self._submit(self._wait_in_worker, slot, frame)
+            elif ready.settled_during_registration():
+                self._deferred_ready(slot, frame, pump=False)   # this _pump goes on
             return
         slot.frame, slot.ready = frame, True
         self._flush()
@@ -478,7 +507,7 @@ class _Conn(asyncio.Protocol):
         except RuntimeError:          # the pool is shut down: the listener is stopping
             self.close()
 
-    def _deferred_ready(self, slot: _Slot, deferred: Deferred) -> None:
+    def _deferred_ready(self, slot: _Slot, deferred: Deferred, pump: bool = True) -> None:
         try:
             frame = deferred.result()
             if isinstance(frame, bytes):
@@ -487,7 +516,7 @@ class _Conn(asyncio.Protocol):
             log.exception("%s: %s v%s from %s:%s failed", self.listener.name,
                           slot.request.api_name, slot.request.api_version, *self.peer[:2])
             frame = self.state.respond_error(slot.request, ErrorCode.UNKNOWN_SERVER_ERROR)
-        self._fill(slot, frame)
+        self._fill(slot, frame, pump)
 
     def _wait_in_worker(self, slot: _Slot, deferred: Deferred) -> None:
         try:
@@ -508,7 +537,7 @@ class _Conn(asyncio.Protocol):
         self.listener.count(request, len(frame) if isinstance(frame, bytes) else 0)
         self.loop.call(self._fill, slot, frame)
 
-    def _fill(self, slot: _Slot, frame) -> None:
+    def _fill(self, slot: _Slot, frame, pump: bool = True) -> None:
         if frame is _CLOSE:
             self.close()
             return
@@ -521,7 +550,8 @@ class _Conn(asyncio.Protocol):
                      slot.request.api_name)
             self._close_after_answers()
             return
-        self._pump()
+        if pump:
+            self._pump()
 
     def _flush(self) -> None:
         while self.slots and self.slots[0].ready:

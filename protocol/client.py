@@ -27,6 +27,7 @@ from collections import deque
 
 from kio.serial import entity_reader, entity_writer
 
+from . import hot_writers
 from .build import response_class
 from .errors import ConnectionFailed, MalformedFrame, ProtocolError
 from .frames import DEFAULT_MAX_FRAME_BYTES, FrameDecoder
@@ -41,10 +42,12 @@ _READERS: dict[tuple[int, int], tuple] = {}
 
 
 def _writers(cls: type) -> tuple:
+    """(header class, its writer, the body's writer, whether both are hand-written)."""
     found = _WRITERS.get(cls)
     if found is None:
+        hot = hot_writers.writer_for(cls)
         found = _WRITERS[cls] = (cls.__header_schema__, entity_writer(cls.__header_schema__),
-                                 entity_writer(cls))
+                                 hot or entity_writer(cls), hot is not None)
     return found
 
 
@@ -75,14 +78,18 @@ class ClientConnection:
         """(correlation id, the request's bytes) for a kio request entity."""
         self._check_alive()
         cls = type(body)
-        header_cls, write_header, write_body = _writers(cls)
+        header_cls, write_header, write_body, hot = _writers(cls)
         correlation = self._next_correlation
         self._next_correlation = (correlation + 1) & 0x7FFFFFFF or 1
         buf = io.BytesIO()
         buf.write(bytes(4))
-        write_header(buf, header_cls(request_api_key=cls.__api_key__,
-                                     request_api_version=cls.__version__,
-                                     correlation_id=correlation, client_id=self.client_id))
+        if hot:
+            hot_writers.write_request_header(buf, cls.__api_key__, cls.__version__, correlation,
+                                             self.client_id, header_cls.__flexible__)
+        else:
+            write_header(buf, header_cls(request_api_key=cls.__api_key__,
+                                         request_api_version=cls.__version__,
+                                         correlation_id=correlation, client_id=self.client_id))
         write_body(buf, body)
         with buf.getbuffer() as view:
             _SIZE.pack_into(view, 0, len(view) - 4)

@@ -1,6 +1,7 @@
 """protocol/hot_writers.py writes exactly kio's bytes: generated FetchResponse and
-ProduceResponse entities of every covered version, each encoded by kio's generic writer and
-by the hand-written one, must give the same bytes; and the codec uses the hand-written ones."""
+ProduceResponse entities of every covered version, and the followers' FetchRequest with its
+header, each encoded by kio's generic writer and by the hand-written one, must give the same
+bytes; and the codec and the client connection use the hand-written ones."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ from kio.serial import entity_reader, entity_writer
 
 from protocol import codec
 from protocol.build import build
-from protocol.hot_writers import FETCH_VERSIONS, PRODUCE_VERSIONS, writer_for
+from protocol.hot_writers import (FETCH_REQUEST_VERSIONS, FETCH_VERSIONS, PRODUCE_VERSIONS,
+                                  write_request_header, writer_for)
 
 pytestmark = pytest.mark.unit
 
@@ -143,6 +145,9 @@ def test_every_covered_class_and_only_those_is_written_by_hand_and_the_codec_use
     for cls in neighbours:
         assert writer_for(cls) is None
         assert codec.writer_for(cls).__qualname__ == entity_writer(cls).__qualname__
+    requests = {v: _request_module("fetch", v).FetchRequest for v in (11, 12, 13)}
+    assert {v for v, cls in requests.items() if writer_for(cls) is not None} == \
+        set(FETCH_REQUEST_VERSIONS) == {12}
 
 
 def test_a_fetch_answer_as_the_handlers_build_it_is_the_same_frame():
@@ -163,3 +168,72 @@ def test_a_fetch_answer_as_the_handlers_build_it_is_the_same_frame():
     buf = io.BytesIO()
     entity_writer(type(body))(buf, body)
     assert frame[8:9] == b"\x00" and frame[9:] == buf.getvalue()
+
+
+def _request_module(api: str, version: int):
+    return importlib.import_module(f"kio.schema.{api}.v{version}.request")
+
+
+@st.composite
+def fetch_requests(draw, version: int):
+    m = _request_module("fetch", version)
+    topics = tuple(m.FetchTopic(topic=draw(TEXT), partitions=tuple(
+        m.FetchPartition(partition=draw(I32), current_leader_epoch=draw(I32 | SMALL),
+                         fetch_offset=draw(I64), last_fetched_epoch=draw(I32 | SMALL),
+                         log_start_offset=draw(I64 | SMALL), partition_max_bytes=draw(I32))
+        for _ in range(draw(st.integers(0, 3)))))
+        for _ in range(draw(st.integers(0, 3))))
+    forgotten = tuple(m.ForgottenTopic(topic=draw(TEXT), partitions=tuple(
+        draw(st.lists(I32, max_size=3)))) for _ in range(draw(st.integers(0, 2))))
+    return m.FetchRequest(
+        cluster_id=draw(st.none() | TEXT), replica_id=draw(I32),
+        max_wait=datetime.timedelta(milliseconds=draw(st.integers(0, 2**31 - 1))),
+        min_bytes=draw(I32), max_bytes=draw(I32), isolation_level=draw(st.integers(0, 1)),
+        session_id=draw(I32), session_epoch=draw(I32), topics=topics,
+        forgotten_topics_data=forgotten, rack_id=draw(TEXT))
+
+
+@pytest.mark.parametrize("version", FETCH_REQUEST_VERSIONS)
+@settings(max_examples=200, deadline=None)
+@given(data=st.data())
+def test_the_followers_fetch_request_is_kios_bytes(version, data):
+    entity = data.draw(fetch_requests(version))
+    reference, hot = _both(entity)
+    assert hot == reference
+    read, size = entity_reader(type(entity))(hot, 0)
+    assert read == entity and size == len(hot)
+
+
+@settings(max_examples=200, deadline=None)
+@given(correlation=I32, client_id=st.none() | TEXT, version=st.sampled_from([1, 2]))
+def test_the_request_header_is_kios_bytes(correlation, client_id, version):
+    header_cls = importlib.import_module(f"kio.schema.request_header.v{version}.header") \
+        .RequestHeader
+    reference, hot = io.BytesIO(), io.BytesIO()
+    entity_writer(header_cls)(reference, header_cls(
+        request_api_key=1, request_api_version=12, correlation_id=correlation,
+        client_id=client_id))
+    write_request_header(hot, 1, 12, correlation, client_id, flexible=version == 2)
+    assert hot.getvalue() == reference.getvalue()
+
+
+def test_a_follower_fetch_through_the_client_connection_is_the_frame_kio_writes():
+    """protocol/client.ClientConnection frames the hand-written request: the frame a
+    kio-only client writes for the same entity and correlation id."""
+    from kio.schema.request_header.v2.header import RequestHeader
+    from protocol.client import ClientConnection
+    m = _request_module("fetch", 12)
+    body = m.FetchRequest(
+        replica_id=2, max_wait=datetime.timedelta(milliseconds=500), min_bytes=1,
+        max_bytes=10 << 20, isolation_level=0, session_id=77, session_epoch=3,
+        topics=(m.FetchTopic(topic="t", partitions=(m.FetchPartition(
+            partition=0, current_leader_epoch=4, fetch_offset=1234, last_fetched_epoch=4,
+            log_start_offset=0, partition_max_bytes=1 << 20),)),),
+        forgotten_topics_data=(), rack_id="")
+    correlation, frame = ClientConnection("broker-2").request(body)
+    buf = io.BytesIO()
+    entity_writer(RequestHeader)(buf, RequestHeader(request_api_key=1, request_api_version=12,
+                                                    correlation_id=correlation,
+                                                    client_id="broker-2"))
+    entity_writer(type(body))(buf, body)
+    assert frame[4:] == buf.getvalue() and int.from_bytes(frame[:4], "big") == len(frame) - 4

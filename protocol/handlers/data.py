@@ -61,6 +61,8 @@ Rules (Kafka's KafkaApis, ZooKeeper mode):
 
 from __future__ import annotations
 
+import functools
+
 from protocol.api import (BrokerApi, ClientMetadata, Deferred, FetchAsk, FetchOutcome,
                           topic_id_text, topic_uuid)
 from protocol.build import build, millis
@@ -276,6 +278,20 @@ def _down_converted(o, to_magic: int, fetch_offset: int):
     return o.error, converted.records
 
 
+_PAIR_FIELDS = {"EpochEndOffset": ("epoch", "end_offset"),
+                "LeaderIdAndEpoch": ("leader_id", "leader_epoch"),
+                "SnapshotId": ("end_offset", "epoch")}
+
+
+@functools.lru_cache(maxsize=4096)
+def _pair(key: int, v: int, class_name: str, first: int, second: int):
+    """A Fetch answer's two-field nested entity, made once: kio entities are frozen, and
+    nearly every partition answers the same ones (no diverging epoch, no snapshot, its
+    leader)."""
+    names = _PAIR_FIELDS[class_name]
+    return build(key, v, class_name, **{names[0]: first, names[1]: second})
+
+
 def _fetch_response(request, context: FetchContext, outcomes, max_bytes: int, offsets=None,
                     unknown=None, ids=None, nodes=None):
     body, key, v = request.body, request.api_key, request.api_version
@@ -297,12 +313,11 @@ def _fetch_response(request, context: FetchContext, outcomes, max_bytes: int, of
         return build(key, v, "PartitionData", partition_index=tp[1], error_code=error,
                      high_watermark=o.high_watermark, last_stable_offset=o.last_stable_offset,
                      log_start_offset=o.log_start_offset,
-                     diverging_epoch=build(key, v, "EpochEndOffset", epoch=div[0],
-                                           end_offset=div[1]) if v >= 12 else None,
-                     current_leader=build(key, v, "LeaderIdAndEpoch", leader_id=o.leader[0],
-                                          leader_epoch=o.leader[1]) if v >= 12 else None,
-                     snapshot_id=build(key, v, "SnapshotId", end_offset=-1, epoch=-1)
+                     diverging_epoch=_pair(key, v, "EpochEndOffset", *div)
                      if v >= 12 else None,
+                     current_leader=_pair(key, v, "LeaderIdAndEpoch", *o.leader)
+                     if v >= 12 else None,
+                     snapshot_id=_pair(key, v, "SnapshotId", -1, -1) if v >= 12 else None,
                      aborted_transactions=aborted(o),
                      preferred_read_replica=o.preferred_read_replica, records=records)
 
