@@ -3,8 +3,8 @@ listener (Kafka's network processors, here an asyncio loop in a thread of its ow
 in, bytes out; no thread per connection, so thousands of idle connections cost nothing.
 
 Rules:
-- `EventLoop`: the asyncio loop and its thread; the broker makes one and hands it to each of
-  its listeners (a listener made without one makes its own, for tests). The same loop runs
+- `EventLoop`: the asyncio loop (uvloop's) and its thread; the broker makes one and hands it
+  to each of its listeners (a listener made without one makes its own, for tests). The same loop runs
   the broker's follower fetchers (actors/fetcher.py) and timers (actors/timers.py). Nothing
   on it may block: no Ray get, no ZooKeeper call, no wait on another thread; what must wait
   goes to the worker pool. `call(fn)` from another thread hands work to the loop
@@ -24,7 +24,8 @@ Rules:
   is ready: a produce waiting for acks=all (the connection's next requests go on meanwhile,
   so a pipelining client's appends follow each other), a parked fetch or a parked group
   request (the connection is MUTED until it is answered, as Kafka mutes a channel with a
-  request in flight). Every other API (admin, Metadata, FindCoordinator, ACLs, SASL,
+  request in flight). A Deferred already settled when it is registered is answered in the
+  same loop pass. Every other API (admin, Metadata, FindCoordinator, ACLs, SASL,
   InitProducerId: they write to ZooKeeper, wait for metadata or run PBKDF2) runs in the
   listener's worker pool, the connection muted meanwhile, so a request still sees every
   earlier request's effects.
@@ -67,6 +68,8 @@ import threading
 import time
 from collections import deque
 
+import uvloop
+
 from controller.layout import Endpoint
 from protocol.api import Deferred
 from protocol.connection import Connection
@@ -89,10 +92,12 @@ INLINE = frozenset({0, 1, 2, 18, 23, 8, 9, 11, 12, 13, 14, 15, 16, 42, 24, 25, 2
 
 
 class EventLoop:
-    """An asyncio loop running in a thread of its own (the broker's network thread)."""
+    """An asyncio loop running in a thread of its own (the broker's network thread): uvloop's
+    (libuv), whose loop pass costs less Python per request than the stdlib's selector loop
+    (~5 % of a 3-broker cluster's CPU at one record at a time, tests/broker_world.py)."""
 
     def __init__(self, name: str = "kafka-network"):
-        self.loop = asyncio.new_event_loop()
+        self.loop = uvloop.new_event_loop()
         self._thread = threading.Thread(target=self._run, daemon=True, name=name)
         self._thread.start()
 

@@ -110,7 +110,7 @@ def zero_value(field_type: type):
 class _Spec:
     """What `build_entity` needs to know about one kio class, computed once."""
 
-    __slots__ = ("names", "required", "convert", "zero_for_none")
+    __slots__ = ("names", "required", "convert", "zero_for_none", "plain")
 
     def __init__(self, cls: type):
         self.names: frozenset[str] = frozenset(f.name for f in dataclass_fields(cls))
@@ -138,6 +138,8 @@ class _Spec:
                 self.zero_for_none[f.name] = fallback
             if f.default is MISSING and f.default_factory is MISSING:
                 self.required.append((f.name, fallback))
+        # taken as given unless None: no conversion
+        self.plain: frozenset[str] = self.names - self.convert.keys()
 
 
 _SPECS: dict[type, _Spec] = {}
@@ -148,19 +150,22 @@ def build_entity(cls: type, /, **fields):
     spec = _SPECS.get(cls)
     if spec is None:
         spec = _SPECS[cls] = _Spec(cls)
-    names, convert = spec.names, spec.convert
+    names, plain = spec.names, spec.plain
     kwargs = {}
     for name, value in fields.items():
-        if name in names:
+        if value is not None and name in plain:
+            kwargs[name] = value
+        elif name in names:
             if value is None:
                 value = spec.zero_for_none.get(name)
-            fix = convert.get(name)
+            fix = spec.convert.get(name)
             kwargs[name] = value if fix is None else fix(value)
         elif name == "throttle_time_ms" and "throttle_time" in names:
             kwargs["throttle_time"] = _to_timedelta(value)
-    for name, zero in spec.required:
-        if name not in kwargs:
-            kwargs[name] = zero
+    if len(kwargs) < len(names):        # some field not given: its zero
+        for name, zero in spec.required:
+            if name not in kwargs:
+                kwargs[name] = zero
     return cls(**kwargs)
 
 
