@@ -343,10 +343,9 @@ class KafkaBrokerApi:
 
     def fetch(self, replica_id, max_wait_ms, min_bytes, max_bytes, isolation_level, asks,
               reads=None, client=None):
-        raw = self.broker.fetch_begin(
-            replica_id, [(a.tp, a.offset, a.current_leader_epoch, a.last_fetched_epoch,
-                          a.max_bytes, a.log_start_offset) for a in asks], max_wait_ms,
-            min_bytes, max_bytes, reads, isolation_level if replica_id < 0 else 0, client)
+        raw = self.broker.fetch_begin(      # a FetchAsk is the broker's ask tuple
+            replica_id, asks, max_wait_ms, min_bytes, max_bytes, reads,
+            isolation_level if replica_id < 0 else 0, client)
         if isinstance(raw, DelayedFetch):      # parked: answered when the purgatory says
             return Deferred(raw.result, raw.when_ready).then(lambda r: self._fetch_outcomes(r, replica_id))
         return self._fetch_outcomes(raw, replica_id)

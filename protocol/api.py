@@ -29,7 +29,7 @@ import base64
 import binascii
 import uuid
 from dataclasses import dataclass, field
-from typing import Mapping, Protocol, Sequence
+from typing import Mapping, NamedTuple, Protocol, Sequence
 
 from replicas.replica_types import ClientMetadata
 
@@ -154,8 +154,11 @@ class ProduceOutcome:
     record_errors: tuple[tuple[int, str], ...] = ()    # KIP-467: (batch index, message)
 
 
-@dataclass(slots=True)      # not frozen: built per partition per fetch, 5x cheaper
-class FetchAsk:
+class FetchAsk(NamedTuple):
+    """One partition of a fetch; a tuple in the order the broker reads asks
+    (actors/broker.fetch_begin), so it is handed on as it is. A fetch session keeps one per
+    partition and replaces it only when the fetcher asks differently
+    (protocol/fetch_session.py): a quiet partition costs no new one per fetch."""
     tp: TP
     offset: int
     current_leader_epoch: int = -1

@@ -72,6 +72,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Callable
 
+from protocol.api import FetchAsk
 from replicas.errors import ErrorCode as E
 
 FINAL_EPOCH, INITIAL_EPOCH = -1, 0
@@ -138,10 +139,15 @@ class ChangeJournal:
             return self._seq, changed
 
 
+def _ask(tp, d: FetchData) -> FetchAsk:
+    return FetchAsk(tp, d.fetch_offset, d.current_leader_epoch, d.last_fetched_epoch,
+                    d.max_bytes, d.log_start_offset)
+
+
 class _Session:
-    __slots__ = ("id", "privileged", "epoch", "partitions", "answered", "token", "unfinished",
-                 "full_read_ms", "uses_topic_ids", "created_ms", "evictable_by_all",
-                 "evictable_by_privileged", "cached_size", "last_used_ms")
+    __slots__ = ("id", "privileged", "epoch", "partitions", "asks", "answered", "token",
+                 "unfinished", "full_read_ms", "uses_topic_ids", "created_ms",
+                 "evictable_by_all", "evictable_by_privileged", "cached_size", "last_used_ms")
 
     def __init__(self, session_id: int, privileged: bool, uses_topic_ids: bool = False,
                  now_ms: int = 0):
@@ -150,6 +156,7 @@ class _Session:
         self.evictable_by_all = self.evictable_by_privileged = False
         self.cached_size, self.last_used_ms = 0, now_ms
         self.partitions: OrderedDict[tuple, FetchData] = OrderedDict()
+        self.asks: dict[tuple, FetchAsk] = {}      # the same partitions, in the same order
         self.answered: dict[tuple, tuple] = {}     # tp → (hw, last stable, log start)
         self.token = 0                  # the journal's token when the session last read
         self.unfinished: set = set()    # tps whose last answer must be read again
@@ -160,15 +167,17 @@ class FetchContext:
     """One fetch request's view: what to read (`asks`, `reads`) and what to answer
     (`respond`)."""
 
-    __slots__ = ("session", "partitions", "incremental", "_cache", "requested", "_token")
+    __slots__ = ("session", "partitions", "incremental", "_cache", "requested", "_token",
+                 "_fetch_asks")
 
     def __init__(self, cache, session: _Session | None, partitions, incremental: bool,
-                 requested=()):
+                 requested=(), fetch_asks: list | None = None):
         self._cache, self.session = cache, session
         self.partitions: OrderedDict = partitions
         self.incremental = incremental
         self.requested = requested
         self._token = 0
+        self._fetch_asks = fetch_asks
 
     def reads(self, journal: ChangeJournal | None) -> set | None:
         """The partitions to read at once, None for all of them (module rules)."""
@@ -191,6 +200,14 @@ class FetchContext:
 
     def asks(self) -> list[tuple[tuple, FetchData]]:
         return list(self.partitions.items())
+
+    def fetch_asks(self) -> list[FetchAsk]:
+        """The partitions to fetch as the broker takes them, in the session's order; an
+        incremental fetch's come from the session as they were (nothing made per quiet
+        partition)."""
+        if self._fetch_asks is None:
+            self._fetch_asks = [_ask(tp, d) for tp, d in self.partitions.items()]
+        return self._fetch_asks
 
     def respond(self, outcomes: dict, budget: int | None = None) -> list[tuple]:
         """[(tp, outcome)] to answer, in the session's order. An outcome has error,
@@ -258,10 +275,13 @@ class FetchSessionCache:
                 self._sessions.pop(session_id, None)
                 stats["full"] += 1
                 session = self._create(privileged, len(requested), uses_topic_ids)
+                asks = [_ask(tp, d) for tp, d in requested.items()]
                 if session is not None:
                     session.partitions.update(requested)
+                    session.asks.update(zip(requested, asks))
                     self._touch(session)
-                return FetchContext(self, session, OrderedDict(requested), False, requested)
+                return FetchContext(self, session, OrderedDict(requested), False, requested,
+                                    asks)
             session = self._sessions.get(session_id)
             if session is None:
                 error = E.FETCH_SESSION_ID_NOT_FOUND
@@ -276,9 +296,11 @@ class FetchSessionCache:
                 return error
             for tp in forgotten:
                 session.partitions.pop(tp, None)
+                session.asks.pop(tp, None)
                 session.answered.pop(tp, None)
                 session.unfinished.discard(tp)
             session.partitions.update(requested)
+            session.asks.update((tp, _ask(tp, d)) for tp, d in requested.items())
             if not session.partitions:      # nothing left: closed, answered sessionless
                 del self._sessions[session_id]
                 stats["sessionless"] += 1
@@ -286,7 +308,8 @@ class FetchSessionCache:
             stats["incremental"] += 1
             self._touch(session)
             session.epoch = _next_epoch(epoch)
-            return FetchContext(self, session, OrderedDict(session.partitions), True, requested)
+            return FetchContext(self, session, OrderedDict(session.partitions), True, requested,
+                                list(session.asks.values()))
 
     def _touch(self, session: _Session) -> None:
         """Kafka's FetchSessionCacheShard.touch: most recently used now; evictability and

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from protocol.api import FetchAsk
 from protocol.fetch_session import (MAX_EPOCH, ChangeJournal, FetchData, FetchSessionCache,
                                     FetchSessionHandler)
 from replicas.errors import ErrorCode
@@ -39,6 +40,11 @@ def cache(slots=10) -> FetchSessionCache:
 
 def d(offset: int) -> FetchData:
     return FetchData(offset)
+
+
+def ask_of(tp, data: FetchData) -> FetchAsk:
+    return FetchAsk(tp, data.fetch_offset, data.current_leader_epoch, data.last_fetched_epoch,
+                    data.max_bytes, data.log_start_offset)
 
 
 # -- the broker's side ----------------------------------------------------------------------
@@ -77,6 +83,19 @@ def test_an_incremental_fetch_updates_adds_forgets_and_reads_the_whole_session()
     assert ctx.asks() == [(A, d(7)), (C, d(2))]
     # a repeated epoch is refused: the fetcher starts over
     assert c.new_context(sid, 2, {}, (), False) == INVALID_FETCH_SESSION_EPOCH
+
+
+def test_an_incremental_fetch_makes_asks_only_for_the_partitions_it_names():
+    c = cache()
+    first = c.new_context(0, 0, {A: d(0), B: d(0), C: d(0)}, (), True)
+    before = {a.tp: a for a in first.fetch_asks()}
+    ctx = c.new_context(first.session_id, 1, {B: d(5)}, (), True)
+    asks = ctx.fetch_asks()
+    assert asks == [ask_of(A, d(0)), ask_of(B, d(5)), ask_of(C, d(0))]    # the session's order
+    assert asks[0] is before[A] and asks[2] is before[C]     # the quiet ones as they were
+    assert asks[1] is not before[B]
+    ctx = c.new_context(first.session_id, 2, {}, [A], True)
+    assert ctx.fetch_asks() == [ask_of(B, d(5)), ask_of(C, d(0))]
 
 
 def test_a_full_answer_lists_all_an_incremental_one_only_what_changed():
@@ -317,6 +336,7 @@ def test_the_broker_reads_exactly_what_the_fetcher_wants(script):
             continue
         # The naive reference: a sessionless fetcher asks for all it wants, every time.
         assert dict(ctx.asks()) == wanted
+        assert ctx.fetch_asks() == [ask_of(tp, x) for tp, x in ctx.asks()]
         if fate == "lost":              # the answer never arrived: the connection is reset
             h.reset()
             continue

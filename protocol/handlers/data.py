@@ -63,7 +63,7 @@ from __future__ import annotations
 
 import functools
 
-from protocol.api import (BrokerApi, ClientMetadata, Deferred, FetchAsk, FetchOutcome,
+from protocol.api import (BrokerApi, ClientMetadata, Deferred, FetchOutcome,
                           topic_id_text, topic_uuid)
 from protocol.build import build, millis
 from protocol.errors import ProtocolError
@@ -237,12 +237,13 @@ def fetch(api: BrokerApi, request, listener: str):
         if isinstance(context, int):
             return build(key, v, "FetchResponse", error_code=context, session_id=0,
                          responses=())
-    # a topic re-created since the fetcher learnt its id: not read
+    # a topic re-created since the fetcher learnt its id (v13+): not read
     inconsistent = {tp: FetchOutcome(E.INCONSISTENT_TOPIC_ID) for tp, d in context.asks()
-                    if d.topic_id is not None and ids.get(tp[0]) not in (None, d.topic_id)}
-    asks = [FetchAsk(tp, d.fetch_offset, d.current_leader_epoch, d.last_fetched_epoch,
-                     d.max_bytes, d.log_start_offset)
-            for tp, d in context.asks() if tp not in inconsistent]
+                    if d.topic_id is not None and ids.get(tp[0]) not in (None, d.topic_id)} \
+        if v >= 13 else {}
+    asks = context.fetch_asks()
+    if inconsistent:
+        asks = [a for a in asks if a.tp not in inconsistent]
     journal = getattr(api, "fetch_changes", None)
     max_bytes = getattr(body, "max_bytes", 0x7FFFFFFF)
     args = (replica_id, millis(body.max_wait), body.min_bytes, max_bytes,
