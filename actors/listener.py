@@ -4,10 +4,10 @@ in, bytes out; no thread per connection, so thousands of idle connections cost n
 
 Rules:
 - `EventLoop`: the asyncio loop (uvloop's) and its thread; the broker makes one and hands it
-  to each of its listeners (a listener made without one makes its own, for tests). The same loop runs
-  the broker's follower fetchers (actors/fetcher.py) and timers (actors/timers.py). Nothing
-  on it may block: no Ray get, no ZooKeeper call, no wait on another thread; what must wait
-  goes to the worker pool. `call(fn)` from another thread hands work to the loop
+  to each of its listeners (a listener made without one makes its own, for tests). The same
+  loop runs the broker's follower fetchers (actors/fetcher.py) and timers (actors/timers.py).
+  Nothing on it may block: no Ray get, no ZooKeeper call, no wait on another thread; what
+  must wait goes to the worker pool. `call(fn)` from another thread hands work to the loop
   (call_soon_threadsafe); from the loop itself it is queued without a wake-up.
 - One listening socket per configured listener (Kafka's `listeners`), bound by `start()`;
   port 0 binds a free port (the broker advertises the one it got). `start(serve=False)`

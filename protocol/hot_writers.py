@@ -180,37 +180,35 @@ def _produce_writer(has_leader: bool, has_endpoints: bool):
 
 
 # -- the follower's Fetch request -------------------------------------------------------------
-def _fetch_request_writer():
-    def write(buffer, r) -> None:
-        parts = [_FETCH_ASK.pack(r.replica_id, _millis(r.max_wait), r.min_bytes, r.max_bytes,
-                                 r.isolation_level, r.session_id, r.session_epoch),
-                 _uvarint(len(r.topics) + 1)]
-        for t in r.topics:
-            _string(parts, t.topic)
-            parts.append(_uvarint(len(t.partitions) + 1))
-            for p in t.partitions:
-                parts.append(_FETCH_ASK_PARTITION.pack(
-                    p.partition, p.current_leader_epoch, p.fetch_offset, p.last_fetched_epoch,
-                    p.log_start_offset, p.partition_max_bytes, 0))
-            parts.append(_NO_TAGS)
-        parts.append(_uvarint(len(r.forgotten_topics_data) + 1))
-        for t in r.forgotten_topics_data:
-            _string(parts, t.topic)
-            parts.append(_uvarint(len(t.partitions) + 1))
-            parts.extend(_I32.pack(p) for p in t.partitions)
-            parts.append(_NO_TAGS)
-        _string(parts, r.rack_id)
-        if r.cluster_id is None:
-            parts.append(_NO_TAGS)
-        else:                          # tagged field 0
-            inner: list = []
-            _string(inner, r.cluster_id)
-            value = b"".join(inner)
-            parts.append(b"\x01\x00")
-            parts.append(_uvarint(len(value)))
-            parts.append(value)
-        buffer.writelines(parts)
-    return write
+def _write_fetch_request(buffer, r) -> None:
+    parts = [_FETCH_ASK.pack(r.replica_id, _millis(r.max_wait), r.min_bytes, r.max_bytes,
+                             r.isolation_level, r.session_id, r.session_epoch),
+             _uvarint(len(r.topics) + 1)]
+    for t in r.topics:
+        _string(parts, t.topic)
+        parts.append(_uvarint(len(t.partitions) + 1))
+        for p in t.partitions:
+            parts.append(_FETCH_ASK_PARTITION.pack(
+                p.partition, p.current_leader_epoch, p.fetch_offset, p.last_fetched_epoch,
+                p.log_start_offset, p.partition_max_bytes, 0))
+        parts.append(_NO_TAGS)
+    parts.append(_uvarint(len(r.forgotten_topics_data) + 1))
+    for t in r.forgotten_topics_data:
+        _string(parts, t.topic)
+        parts.append(_uvarint(len(t.partitions) + 1))
+        parts.extend(_I32.pack(p) for p in t.partitions)
+        parts.append(_NO_TAGS)
+    _string(parts, r.rack_id)
+    if r.cluster_id is None:
+        parts.append(_NO_TAGS)
+    else:                          # tagged field 0
+        inner: list = []
+        _string(inner, r.cluster_id)
+        value = b"".join(inner)
+        parts.append(b"\x01\x00")
+        parts.append(_uvarint(len(value)))
+        parts.append(value)
+    buffer.writelines(parts)
 
 
 def write_request_header(buffer, api_key: int, version: int, correlation_id: int,
@@ -234,8 +232,8 @@ def _names(cls) -> set[str]:
 
 def writer_for(cls):
     """The hand-written writer of a kio request or response class, or None when this module
-    does not cover it. Decided from the class and its own (already imported) schema module: nothing
-    is imported here, so a process pays only for the versions it answers."""
+    does not cover it. Decided from the class and its own (already imported) schema module:
+    nothing is imported here, so a process pays only for the versions it uses."""
     module = sys.modules[cls.__module__]
     version = cls.__version__
     if cls.__name__ == "FetchResponse" and cls.__api_key__ == FETCH and \
@@ -244,7 +242,7 @@ def writer_for(cls):
                              "node_endpoints" in _names(cls))
     if cls.__name__ == "FetchRequest" and cls.__api_key__ == FETCH and \
             version in FETCH_REQUEST_VERSIONS:
-        return _fetch_request_writer()
+        return _write_fetch_request
     if cls.__name__ == "ProduceResponse" and cls.__api_key__ == PRODUCE and \
             version in PRODUCE_VERSIONS:
         return _produce_writer("current_leader" in _names(module.PartitionProduceResponse),

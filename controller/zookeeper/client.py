@@ -100,6 +100,11 @@ def store_error(exc: Exception, path: str) -> ZkStoreError:
     return ZkStoreError(f"{type(exc).__name__} at {path}")
 
 
+def _unavailable(method, e: Exception) -> ZkUnavailable:
+    return ZkUnavailable(f"ZooKeeper unavailable during {method.__name__}: "
+                         f"{type(e).__name__}: {e}")
+
+
 def zk_call(method):
     """Decorator of every public store method: kazoo's connection/session errors become
     ZkUnavailable."""
@@ -108,8 +113,7 @@ def zk_call(method):
         try:
             return method(*args, **kwargs)
         except _UNAVAILABLE as e:
-            raise ZkUnavailable(f"ZooKeeper unavailable during {method.__name__}: "
-                                f"{type(e).__name__}: {e}") from e
+            raise _unavailable(method, e) from e
     return wrapper
 
 
@@ -132,11 +136,9 @@ def zk_read(method):
                 if deadline is None:
                     deadline = now + self.session_timeout_s
                 if not self._await_reconnect(deadline):
-                    raise ZkUnavailable(f"ZooKeeper unavailable during {method.__name__}: "
-                                        f"{type(e).__name__}: {e}") from e
+                    raise _unavailable(method, e) from e
             except _UNAVAILABLE as e:
-                raise ZkUnavailable(f"ZooKeeper unavailable during {method.__name__}: "
-                                    f"{type(e).__name__}: {e}") from e
+                raise _unavailable(method, e) from e
     wrapper.resends_reads = True
     return wrapper
 
