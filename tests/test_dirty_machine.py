@@ -29,7 +29,7 @@ import pytest
 
 from controller.zookeeper.server import free_port
 from rayka.ops import ray_head
-from rayka.ops.procs import pid_alive
+from rayka.ops.procs import family, pid_alive, stop_pids
 
 pytestmark = pytest.mark.ray
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -133,33 +133,54 @@ def _cli(env, *args, timeout=240, stdin=None):
 
 @pytest.fixture
 def foreign_ray(stale_env):
-    """A Ray the user runs: `ray start --head` on Ray's default ports (6379 and 8265) in the
-    test's RAY_TMPDIR, recorded in its `ray_current_cluster`, stopped by pid afterwards. On a
-    machine where something else holds those ports already, that something is the foreign
-    occupant (the condition under test is the same: the defaults are busy)."""
+    """A Ray the user runs: `ray start --head` on Ray's default GCS port 6379 and its
+    dashboard on 8265 (or, when another Ray of this machine holds 8265, on a free port, as
+    Ray's own error tells the user to), in the test's RAY_TMPDIR, recorded in its
+    `ray_current_cluster`, stopped by pid afterwards. On a machine where something else holds
+    6379 already, that something is the foreign occupant (the condition under test is the
+    same: Ray's default is busy). Yields the env, the head's pid and its dashboard URL (None
+    when the occupant is not ours)."""
     env, _dead = stale_env
     env = dict(env, RAY_AUTH_MODE="token")
     # the user's own token, made as Ray's docs say; rayka must never touch it
     subprocess.run([RAY, "get-auth-token", "--generate"], env=env, check=True,
                    capture_output=True, timeout=60)
-    holder = None
-    if ray_head.port_is_free(6379) and ray_head.port_is_free(8265):
-        log = open(os.path.join(env["RAY_TMPDIR"], "foreign.log"), "w")
-        holder = subprocess.Popen([RAY, "start", "--head", "--block", "--port=6379",
-                                   "--dashboard-port=8265", "--include-dashboard=true",
-                                   "--disable-usage-stats", "--num-cpus=1"],
-                                  env=env, stdout=log, stderr=subprocess.STDOUT,
-                                  start_new_session=True)
-        deadline = time.monotonic() + 90
-        while "block forever" not in open(log.name).read():
-            assert holder.poll() is None and time.monotonic() < deadline, open(log.name).read()
-            time.sleep(0.2)     # poll interval of a deadline loop
+    holder, dashboard = None, None
+    deadline = time.monotonic() + 180
+    while ray_head.port_is_free(6379):
+        port = 8265 if ray_head.port_is_free(8265) else free_port()
+        holder, log = _foreign_head(env, port)
+        if holder is not None:
+            dashboard = f"http://127.0.0.1:{port}"
+            break
+        # another Ray of this machine took the port between the check and Ray's bind
+        assert "already" in log and time.monotonic() < deadline, log
     try:
-        assert not ray_head.port_is_free(6379) and not ray_head.port_is_free(8265)
-        yield env, (holder.pid if holder else None)
+        assert not ray_head.port_is_free(6379)
+        yield env, (holder.pid if holder else None), dashboard
     finally:
         if holder is not None:
             stop_by_pid(holder.pid)
+
+
+def _foreign_head(env, dashboard_port: int):
+    """`ray start --head --block` on 6379: the running head, or None and its log."""
+    log = os.path.join(env["RAY_TMPDIR"], "foreign.log")
+    with open(log, "w") as out:
+        holder = subprocess.Popen([RAY, "start", "--head", "--block", "--port=6379",
+                                   f"--dashboard-port={dashboard_port}",
+                                   "--include-dashboard=true", "--disable-usage-stats",
+                                   "--num-cpus=1"],
+                                  env=env, stdout=out, stderr=subprocess.STDOUT,
+                                  start_new_session=True)
+    deadline = time.monotonic() + 90
+    while "block forever" not in open(log).read():
+        if holder.poll() is not None:
+            stop_pids(family(holder.pid))     # what the failed start left in its session
+            return None, open(log).read()
+        assert time.monotonic() < deadline, open(log).read()
+        time.sleep(0.2)     # poll interval of a deadline loop
+    return holder, ""
 
 
 def stop_by_pid(pid: int) -> None:
@@ -203,7 +224,7 @@ def test_a_second_cluster_and_a_foreign_ray_share_the_machine(foreign_ray):
     `rayka start --name b` starts on its own private head (free ports), serves the native
     API and kcat, and stops without touching A or the user's Ray; `start_local` likewise;
     `--address auto` joins the user's Ray and `rayka stop` leaves that Ray running."""
-    env, foreign_pid = foreign_ray
+    env, foreign_pid, foreign_dashboard = foreign_ray
     recorded = open(os.path.join(env["RAY_TMPDIR"], "ray", "ray_current_cluster")).read()
     user_token = os.path.join(env["HOME"], ".ray", "auth_token")
     token_before = open(user_token).read()
@@ -229,7 +250,8 @@ def test_a_second_cluster_and_a_foreign_ray_share_the_machine(foreign_ray):
                    for n in ("a", "b")}
         assert started["a"]["owned"] and started["b"]["owned"]
         assert started["a"]["ray_address"] != started["b"]["ray_address"]
-        assert started["b"]["dashboard"] and "8265" not in started["b"]["dashboard"], out_b
+        dashboards = [started["a"]["dashboard"], started["b"]["dashboard"], foreign_dashboard]
+        assert all(dashboards[:2]) and len(set(dashboards)) == 3, out_b
         assert f"Ray dashboard {started['b']['dashboard']}" in out_b
         status = _cli(env, "status", "--name", "b").stdout
         assert f"Ray dashboard {started['b']['dashboard']}" in status

@@ -52,7 +52,10 @@ POLL_S = 0.1
 
 
 class RayHeadError(RayUnavailable):
-    """Ray could not be started, reached or stopped (a one-line CLI error)."""
+    """Ray could not be started, reached or stopped (a one-line CLI error). `retryable`: a
+    start that failed in one of the ways of RETRYABLE_START (found anywhere in its log)."""
+
+    retryable = False
 
 
 __all__ = ["ClusterState", "RayHeadError", "start_head", "stop_head", "connect_ray",
@@ -84,11 +87,13 @@ def head_ports(dashboard: bool) -> dict[str, int]:
     return ports
 
 
-# `ray start` output of a start worth one more try with fresh ports: a port taken between
-# our check and Ray's bind, or a raylet that did not register in Ray's own startup wait
-# while the machine's 2 cores were busy starting another cluster's brokers
-RETRYABLE_START = ("timed out during startup", "Address already in use", "is already in use")
-START_ATTEMPTS = 2
+# `ray start` output (lower case) of a start worth another try with fresh ports: a port taken
+# between our check and Ray's bind (Ray's own check says "already occupied", a bind says
+# "address already in use"; the dashboard's 8265 is the one other Rays want too), or a raylet
+# that did not register in Ray's own startup wait while the machine's 2 cores were busy
+# starting another cluster's brokers
+RETRYABLE_START = ("timed out during startup", "already in use", "already occupied")
+START_ATTEMPTS = 3
 
 
 def start_head(name: str, num_cpus: int | None = None, dashboard: bool = True) -> ClusterState:
@@ -99,7 +104,7 @@ def start_head(name: str, num_cpus: int | None = None, dashboard: bool = True) -
         try:
             return _start_head_once(name, num_cpus, dashboard)
         except RayHeadError as exc:
-            if attempt + 1 == START_ATTEMPTS or not any(s in str(exc) for s in RETRYABLE_START):
+            if attempt + 1 == START_ATTEMPTS or not exc.retryable:
                 raise
     raise AssertionError("unreachable")
 
@@ -130,7 +135,9 @@ def _start_head_once(name: str, num_cpus: int | None, dashboard: bool) -> Cluste
             stop_pids(family(proc.pid))     # what the failed start left in its session
             _restore_current_cluster(recorded, state.ray_address)
             _remove(state.token_file)
-            raise RayHeadError(f"ray start exited with {proc.returncode}: {_tail(log_file)}")
+            error = RayHeadError(f"ray start exited with {proc.returncode}: {_tail(log_file)}")
+            error.retryable = _retryable(_read(log_file))
+            raise error
         if "block forever" in _read(log_file):  # `ray start --block` prints this once up
             break
         if time.monotonic() > deadline:
@@ -142,6 +149,11 @@ def _start_head_once(name: str, num_cpus: int | None, dashboard: bool) -> Cluste
     _restore_current_cluster(recorded, state.ray_address)
     save_state(state)
     return state
+
+
+def _retryable(log: str) -> bool:
+    text = log.lower()
+    return any(s in text for s in RETRYABLE_START)
 
 
 def _restore_current_cluster(recorded: str, ours: str) -> None:
