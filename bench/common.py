@@ -77,6 +77,15 @@ def _stat_cpu_s(stat: str) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def machine_busy() -> tuple[float, float]:
+    """(busy jiffies, total jiffies) of every CPU, from /proc/stat (idle and iowait are not
+    busy)."""
+    with open("/proc/stat") as f:
+        fields = [int(x) for x in f.readline().split()[1:]]
+    idle = fields[3] + fields[4]
+    return sum(fields) - idle, sum(fields)
+
+
 def self_cpu_s() -> float:
     """User + system CPU seconds of this process (all its threads)."""
     t = os.times()

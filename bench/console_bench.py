@@ -72,7 +72,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.common import arg_parser, emit, figure, machine_facts, proc_cpu_s, say  # noqa: E402
+from bench.common import (arg_parser, emit, figure, machine_busy, machine_facts,  # noqa: E402
+                          proc_cpu_s, say)
 
 NAME = "console"
 SIZES, QUICK_SIZES = (100, 1_000, 10_000), (100, 300)
@@ -130,14 +131,6 @@ def mem_kib(pid: int) -> dict:
             if line.startswith(("VmRSS:", "VmHWM:")):
                 out[line.split(":")[0]] = int(line.split()[1])
     return out
-
-
-def machine_busy() -> tuple[float, float]:
-    """(busy jiffies, total jiffies) of every CPU, from /proc/stat."""
-    with open("/proc/stat") as f:
-        fields = [int(x) for x in f.readline().split()[1:]]
-    idle = fields[3] + fields[4]
-    return sum(fields) - idle, sum(fields)
 
 
 def ray_daemon_pids() -> dict[str, int]:

@@ -63,8 +63,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import (arg_parser, emit, figure, local_cluster, machine_facts,  # noqa: E402
-                          poll_timeout_s, proc_cpu_s, produce_all, replicated_topic, say,
+from bench.common import (arg_parser, emit, figure, local_cluster, machine_busy,  # noqa: E402
+                          machine_facts, poll_timeout_s, proc_cpu_s, produce_all, replicated_topic, say,
                           self_cpu_s, thread_cpu_s)
 
 NAME = "wire"
@@ -204,7 +204,9 @@ def latency_once(bootstrap: str, topic: str, rate: int, duration_s: float,
     "achieved" (records/s), "client_cpu_per_s", "client_threads_cpu_s" (by client and
     thread name: where the client's CPU went), "requests" (Produce + Fetch sent),
     "requests_by_api" (every request both clients sent in the run), "broker_cpu_s" (the
-    processes `broker_pids`, over the run until the last record was read), "brokers"}."""
+    processes `broker_pids`, over the run until the last record was read), "brokers",
+    "machine_busy" (the share of all the machine's CPUs busy over the paced part: near
+    1.0 the run is bound by the machine, not by either system's cost)}."""
     from confluent_kafka import Consumer, Producer, TopicPartition
     preq, creq = Requests(), Requests()
     tids0 = set(thread_cpu_s())
@@ -254,7 +256,7 @@ def latency_once(bootstrap: str, topic: str, rate: int, duration_s: float,
         p.poll(STATS_MS * 2.5 / 1000)         # one statistics report in: the baseline counts
         req0 = dict(preq.last), dict(creq.last)
         cpu0, threads0 = proc_cpu_s(broker_pids), thread_cpu_s()
-        me0 = self_cpu_s()
+        me0, busy0 = self_cpu_s(), machine_busy()
         # pacing: poll() waits for the next record's time serving delivery reports, so an
         # acknowledgement is stamped when it arrives, not at the next produce(); in whole
         # milliseconds (records falling due meanwhile go out together)
@@ -264,6 +266,8 @@ def latency_once(bootstrap: str, topic: str, rate: int, duration_s: float,
                               on_delivery=delivered),
             lambda wait_s: p.poll(poll_timeout_s(wait_s)))
         client_cpu = (self_cpu_s() - me0) / spent
+        busy = machine_busy()
+        busy_share = (busy[0] - busy0[0]) / max(1, busy[1] - busy0[1])
         threads = _thread_cpu_by_role({"producer": producer_tids, "consumer": consumer_tids},
                                       threads0, thread_cpu_s())
         if p.flush(TIMEOUT_S):
@@ -280,7 +284,7 @@ def latency_once(bootstrap: str, topic: str, rate: int, duration_s: float,
     return {"e2e_ms": np.asarray(e2e) * 1000.0, "ack_ms": np.asarray(acks) * 1000.0,
             "sent": sent, "achieved": sent / spent, "client_cpu_per_s": client_cpu,
             "client_threads_cpu_s": threads, "broker_cpu_s": broker_cpu,
-            "brokers": len(broker_pids),
+            "brokers": len(broker_pids), "machine_busy": round(busy_share, 3),
             "requests": by_api.get("producer.Produce", 0) + by_api.get("consumer.Fetch", 0),
             "requests_by_api": by_api}
 
