@@ -16,6 +16,7 @@ import json
 import math
 import os
 import platform
+import re
 import statistics
 import sys
 from pathlib import Path
@@ -101,19 +102,31 @@ def poll_timeout_s(wait_s: float) -> float:
     return math.ceil(wait_s * 1000) / 1000 if wait_s > 0 else 0.0
 
 
-def thread_cpu_s() -> dict[int, tuple[str, float]]:
-    """This process's threads: {thread id: (name, CPU seconds)}, from /proc (librdkafka
-    names its threads rdk:main, rdk:broker<id>, ...). A thread that ended is missing:
-    compare two samples of long-lived threads."""
+def thread_cpu_s(pid: int | str = "self") -> dict[int, tuple[str, float]]:
+    """A process's threads (this one's by default): {thread id: (name, CPU seconds)}, from
+    /proc (librdkafka names its threads rdk:main, rdk:broker<id>, ...; a JVM its compiler
+    threads "C2 CompilerThre"). A thread that ended is missing: compare two samples of
+    long-lived threads."""
     out: dict[int, tuple[str, float]] = {}
-    for tid in os.listdir("/proc/self/task"):
+    for tid in os.listdir(f"/proc/{pid}/task"):
         try:
-            with open(f"/proc/self/task/{tid}/stat") as f:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
                 stat = f.read()
         except (FileNotFoundError, ProcessLookupError):    # ended since the listing
             continue                                      # (ESRCH: ended while read)
         out[int(tid)] = (stat[stat.index("(") + 1:stat.rindex(")")], _stat_cpu_s(stat))
     return out
+
+
+def threads_cpu_by_name(before: dict, after: dict, min_s: float = 0.01) -> dict[str, float]:
+    """CPU seconds between two thread_cpu_s samples, summed by thread name with a number
+    after '-' or '#' made '#' (one entry for every broker's "ray::broker-#:B"; a JVM's "C1"
+    and "C2" compilers stay apart), largest first; names under `min_s` left out."""
+    by: dict[str, float] = {}
+    for tid, (name, cpu) in after.items():
+        key = re.sub(r"(?<=[-#])\d+", "#", name)
+        by[key] = by.get(key, 0.0) + cpu - before.get(tid, (name, 0.0))[1]
+    return {k: round(v, 3) for k, v in sorted(by.items(), key=lambda kv: -kv[1]) if v >= min_s}
 
 
 def figure(name: str, unit: str, samples, target: float | None = None,

@@ -44,8 +44,9 @@ clients run in this process):
   more, smaller requests (librdkafka sends a record as soon as its in-flight window has
   room) and fills the machine again (NOTES: rayka's cost per request fell 18 % over four
   runs while its cost per record stayed 514-545 µs, its requests per record rising from
-  2.9 to 3.6). At 200 records/s neither system fills the machine, each record travels in
-  its own requests on both, and the cost per record compares the work per request.
+  2.9 to 3.6). At 200 records/s rayka leaves the machine mostly idle; Kafka's JVMs still
+  fill it, most of it in their JIT compilers: each run notes the brokers' CPU by thread
+  name (`latency_runs[].broker_threads_cpu_s`) beside the machine's busy share.
 """
 
 from __future__ import annotations

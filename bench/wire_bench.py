@@ -65,7 +65,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import (arg_parser, emit, figure, local_cluster, machine_busy,  # noqa: E402
                           machine_facts, poll_timeout_s, proc_cpu_s, produce_all, replicated_topic, say,
-                          self_cpu_s, thread_cpu_s)
+                          self_cpu_s, thread_cpu_s, threads_cpu_by_name)
 
 NAME = "wire"
 DEFAULT_OUT = Path(__file__).resolve().parent / "out" / f"{NAME}.json"
@@ -206,7 +206,9 @@ def latency_once(bootstrap: str, topic: str, rate: int, duration_s: float,
     "requests_by_api" (every request both clients sent in the run), "broker_cpu_s" (the
     processes `broker_pids`, over the run until the last record was read), "brokers",
     "machine_busy" (the share of all the machine's CPUs busy over the paced part: near
-    1.0 the run is bound by the machine, not by either system's cost)}."""
+    1.0 the run is bound by the machine, not by either system's cost),
+    "broker_threads_cpu_s" (the brokers' CPU seconds by thread name over the same span as
+    broker_cpu_s: a JVM's compilers apart from its request handlers)}."""
     from confluent_kafka import Consumer, Producer, TopicPartition
     preq, creq = Requests(), Requests()
     tids0 = set(thread_cpu_s())
@@ -256,6 +258,7 @@ def latency_once(bootstrap: str, topic: str, rate: int, duration_s: float,
         p.poll(STATS_MS * 2.5 / 1000)         # one statistics report in: the baseline counts
         req0 = dict(preq.last), dict(creq.last)
         cpu0, threads0 = proc_cpu_s(broker_pids), thread_cpu_s()
+        broker_threads0 = _broker_threads(broker_pids)
         me0, busy0 = self_cpu_s(), machine_busy()
         # pacing: poll() waits for the next record's time serving delivery reports, so an
         # acknowledgement is stamped when it arrives, not at the next produce(); in whole
@@ -274,6 +277,7 @@ def latency_once(bootstrap: str, topic: str, rate: int, duration_s: float,
             raise TimeoutError(f"records unacknowledged at {rate}/s")
         _wait_read(e2e, sent, deadline + TIMEOUT_S, "librdkafka", rate)
         broker_cpu = proc_cpu_s(broker_pids) - cpu0
+        broker_threads = threads_cpu_by_name(broker_threads0, _broker_threads(broker_pids))
         p.poll(STATS_MS * 2.5 / 1000)         # the last statistics report covers the run
         by_api = {f"producer.{a}": n for a, n in preq.since(req0[0]).items()}
         by_api |= {f"consumer.{a}": n for a, n in creq.since(req0[1]).items()}
@@ -285,8 +289,16 @@ def latency_once(bootstrap: str, topic: str, rate: int, duration_s: float,
             "sent": sent, "achieved": sent / spent, "client_cpu_per_s": client_cpu,
             "client_threads_cpu_s": threads, "broker_cpu_s": broker_cpu,
             "brokers": len(broker_pids), "machine_busy": round(busy_share, 3),
+            "broker_threads_cpu_s": broker_threads,
             "requests": by_api.get("producer.Produce", 0) + by_api.get("consumer.Fetch", 0),
             "requests_by_api": by_api}
+
+
+def _broker_threads(pids) -> dict:
+    out: dict = {}
+    for pid in pids:
+        out |= thread_cpu_s(pid)
+    return out
 
 
 def python_latency_once(bootstrap: str, topic: str, rate: int, duration_s: float) -> dict:

@@ -335,3 +335,35 @@ def test_thread_cpu_survives_threads_ending_while_it_reads():
         for t in churners:
             t.join(30)
     assert samples > 10
+
+
+def test_threads_cpu_by_name_sums_every_brokers_thread_of_a_name():
+    """Threads of one name in several processes (a JVM's compilers, one per broker) make
+    one entry, a number after '-' made '#'; a thread new since the first sample counts whole;
+    tiny entries are left out; the largest comes first."""
+    from bench.common import threads_cpu_by_name
+    before = {11: ("C2 CompilerThre", 5.0), 21: ("C2 CompilerThre", 1.0),
+              12: ("data-plane-kafka-1", 2.0), 13: ("GC Thread#0", 1.0),
+              14: ("C1 CompilerThre", 1.0)}
+    after = {11: ("C2 CompilerThre", 6.5), 21: ("C2 CompilerThre", 1.5),
+             12: ("data-plane-kafka-1", 2.25), 22: ("data-plane-kafka-2", 0.25),
+             13: ("GC Thread#0", 1.001), 14: ("C1 CompilerThre", 1.25)}
+    got = threads_cpu_by_name(before, after)
+    assert got == {"C2 CompilerThre": 2.0, "data-plane-kafka-#": 0.5, "C1 CompilerThre": 0.25}
+    assert list(got) == ["C2 CompilerThre", "data-plane-kafka-#", "C1 CompilerThre"]
+
+
+def test_thread_cpu_of_another_process_by_pid():
+    import os
+    import subprocess
+    import sys
+
+    from bench.common import thread_cpu_s
+    child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"],
+                             stdin=subprocess.PIPE)
+    try:
+        assert child.pid in thread_cpu_s(child.pid)      # its main thread's id is its pid
+        assert os.getpid() not in thread_cpu_s(child.pid)
+    finally:
+        child.stdin.close()
+        child.wait(30)
