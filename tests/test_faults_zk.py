@@ -195,6 +195,41 @@ def test_a_read_raises_zk_unavailable_when_no_reconnection_comes_within_the_sess
         relay.close()
 
 
+def test_a_start_whose_connection_drops_while_it_creates_the_chroot_completes(zk_server):
+    """A ZooKeeper connection dropped (a busy machine's late pings) while a store starts
+    does not fail the start: its ensure_path calls are sent again in the same session."""
+    from kazoo.client import KazooClient
+    relay = TcpRelay("127.0.0.1", zk_server.port).start()
+    client = KazooClient(hosts=f"127.0.0.1:{relay.port}", timeout=SESSION_S,
+                         connection_retry={"max_tries": -1, "delay": 0.05, "max_delay": 0.5})
+    client.start(timeout=10)
+    cluster = f"start-cut-{free_port()}"
+    store = ZkStore(cluster=cluster, client=client)
+    session_id = client.client_id[0]
+    outcome = []
+
+    def start():
+        try:
+            outcome.append(("ok", store.start()))
+        except Exception as e:   # the outcome under test
+            outcome.append(("error", e))
+    try:
+        relay.hold_answers()
+        starter = threading.Thread(target=start, daemon=True)
+        starter.start()
+        wait_until(lambda: cluster.encode() in relay.sent(), 10, "the chroot's request sent")
+        relay.cut()
+        starter.join(timeout=3 * SESSION_S)
+        assert outcome and outcome[0][0] == "ok", outcome
+        assert relay.accepted == 2 and client.client_id[0] == session_id
+        assert client.exists(f"{store.root}/brokers/ids") is not None
+    finally:
+        store.close()
+        client.stop()
+        client.close()
+        relay.close()
+
+
 def test_every_read_of_the_store_is_sent_again_after_a_connection_loss():
     reads = {name for name in dir(ZkStore) if name.startswith(("get_", "read_"))
              and not name.startswith("get_or_create_")}

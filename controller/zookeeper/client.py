@@ -29,7 +29,10 @@ Rules:
   is sent again once kazoo has reconnected in the same session, as Kafka's ZooKeeperClient
   resends on CONNECTIONLOSS: a read has no outcome to lose. It waits at most the session
   timeout for the reconnection (past it the server has expired the session), then raises
-  ``ZkUnavailable``; an expired or closed session raises at once.
+  ``ZkUnavailable``; an expired or closed session raises at once. So does ``start()``'s
+  creation of the chroot and its parents (``ensure_path``: sent again, it finds what the
+  lost answer created and changes nothing), so a connection dropped by a busy machine
+  while an actor starts does not fail that actor's creation.
 - The store's errors are picklable: all their state is in ``args``.
 - Authentication (``auth="user:password"``, ZooKeeper's digest scheme; Kafka's
   ``zookeeper.set.acl``): the session authenticates, and every znode it creates gets
@@ -122,9 +125,10 @@ _RECONNECT_POLL_S = 0.05
 
 
 def zk_read(method):
-    """Decorator of a store method that only reads: zk_call's errors, but a read whose
-    connection dropped is sent again once the session has reconnected (within the session
-    timeout, measured from the first loss)."""
+    """Decorator of a store method that only reads (or only ensures what a second send
+    cannot change): zk_call's errors, but a call whose connection dropped is sent again
+    once the session has reconnected (within the session timeout, measured from the first
+    loss)."""
     @functools.wraps(method)
     def wrapper(self, *args, **kwargs):
         deadline = None
@@ -248,15 +252,17 @@ class ZkSession:
                 self._client.close()
                 raise ZkUnavailable(f"could not connect to ZooKeeper at {self.hosts} within "
                                     f"{self.connection_timeout_s:g} s") from None
-        try:
-            if self.secure_acl is not None and self.root.startswith(ROOT_PREFIX + "/"):
-                self._client.ensure_path(ROOT_PREFIX, acl=OPEN_ACL_UNSAFE)
-            self._client.ensure_path(self.root)
-            for p in PERSISTENT_PATHS:
-                self._client.ensure_path(self._abs(p))
-        except _UNAVAILABLE as e:
-            raise ZkUnavailable(f"ZooKeeper at {self.hosts}: {type(e).__name__}: {e}") from e
+        self._ensure_parents()
         return self
+
+    @zk_read
+    def _ensure_parents(self) -> None:
+        """The chroot and Kafka's persistent parents."""
+        if self.secure_acl is not None and self.root.startswith(ROOT_PREFIX + "/"):
+            self._client.ensure_path(ROOT_PREFIX, acl=OPEN_ACL_UNSAFE)
+        self._client.ensure_path(self.root)
+        for p in PERSISTENT_PATHS:
+            self._client.ensure_path(self._abs(p))
 
     def close(self) -> None:
         """Cancel watches and listeners; stop the session if we own it (ephemerals go now).
