@@ -17,8 +17,8 @@ clients run in this process):
   near 1.0, the one Python thread taking the records is the bound, on either system:
   ~0.9 of it is that thread's).
 - latency at 1,000 and 10,000 records/s, linger.ms 0 and 2, and at 200 records/s, linger.ms
-  0 (LATENCY_RUNS): a paced
-  idempotent acks=all Producer and a Consumer (fetch.wait.max.ms 10) on another thread,
+  0 (LATENCY_RUNS): a paced idempotent acks=all Producer and a Consumer
+  (fetch.wait.max.ms 10) on another thread,
   ~10 s per run (quick 1 s; a longer run steadies the p99s), each value stamped with
   time.perf_counter() just before produce(): ack = delivery report's arrival - stamp, end
   to end = the consumer's receipt - stamp; p50 and p99 of each

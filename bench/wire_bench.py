@@ -64,8 +64,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import (arg_parser, emit, figure, local_cluster, machine_busy,  # noqa: E402
-                          machine_facts, poll_timeout_s, proc_cpu_s, produce_all, replicated_topic, say,
-                          self_cpu_s, thread_cpu_s, threads_cpu_by_name)
+                          machine_facts, poll_timeout_s, proc_cpu_s, produce_all,
+                          replicated_topic, say, self_cpu_s, thread_cpu_s, threads_cpu_by_name)
 
 NAME = "wire"
 DEFAULT_OUT = Path(__file__).resolve().parent / "out" / f"{NAME}.json"

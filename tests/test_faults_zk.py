@@ -189,6 +189,7 @@ def test_a_read_raises_zk_unavailable_when_no_reconnection_comes_within_the_sess
                                               b"/brokers/topics")
         assert kind == "error" and isinstance(error, ZkUnavailable), error
         assert "get_topics" in str(error) and "ConnectionLoss" in str(error)
+        assert f"127.0.0.1:{relay.port}" in str(error)           # which ZooKeeper
         assert 2.0 <= time.monotonic() - t0 < 2.0 + SESSION_S
     finally:
         store.close()

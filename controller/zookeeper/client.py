@@ -103,20 +103,20 @@ def store_error(exc: Exception, path: str) -> ZkStoreError:
     return ZkStoreError(f"{type(exc).__name__} at {path}")
 
 
-def _unavailable(method, e: Exception) -> ZkUnavailable:
-    return ZkUnavailable(f"ZooKeeper unavailable during {method.__name__}: "
-                         f"{type(e).__name__}: {e}")
+def _unavailable(session, method, e: Exception) -> ZkUnavailable:
+    return ZkUnavailable(f"ZooKeeper at {session.hosts} unavailable during "
+                         f"{method.__name__}: {type(e).__name__}: {e}")
 
 
 def zk_call(method):
     """Decorator of every public store method: kazoo's connection/session errors become
     ZkUnavailable."""
     @functools.wraps(method)
-    def wrapper(*args, **kwargs):
+    def wrapper(self, *args, **kwargs):
         try:
-            return method(*args, **kwargs)
+            return method(self, *args, **kwargs)
         except _UNAVAILABLE as e:
-            raise _unavailable(method, e) from e
+            raise _unavailable(self, method, e) from e
     return wrapper
 
 
@@ -140,9 +140,9 @@ def zk_read(method):
                 if deadline is None:
                     deadline = now + self.session_timeout_s
                 if not self._await_reconnect(deadline):
-                    raise _unavailable(method, e) from e
+                    raise _unavailable(self, method, e) from e
             except _UNAVAILABLE as e:
-                raise _unavailable(method, e) from e
+                raise _unavailable(self, method, e) from e
     wrapper.resends_reads = True
     return wrapper
 
