@@ -9,6 +9,12 @@ Rules:
 - Families (FAMILIES): bench/versus_<family>.py, each `run(system, sheet, runs, quick)`
   (bench/versus.py). They run in this order on each system: the data path, groups and
   transactions, 10,000 partitions, Kafka's own perf tools, and failover last (it kills).
+- Settling: every fresh system is warmed before its first family (bench/settle.py: a
+  produce-and-read of 200,000 records, then paced windows at 1,000 and 10,000 records/s
+  until the brokers' compiler threads are quiet, at most 10 min): a fresh Kafka JVM
+  compiles its hot paths for minutes and answers slower meanwhile, a user's Kafka does
+  not. Its facts per run are noted ("settle": settled, seconds, windows); its seconds are
+  in wall_s (<system>.settle).
 - Runs alternate: run 1 on a fresh rayka, run 1 on a fresh Kafka, run 2 on a fresh rayka...
   (each family with runs=1 per cluster): a drift of the machine between runs lands on both
   systems alike, and run i's ratio compares neighbours. Only one system runs at a time.
@@ -41,6 +47,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from bench.common import arg_parser, emit, figure, machine_facts, say  # noqa: E402
+from bench.settle import settle  # noqa: E402
 from bench.systems import SYSTEMS, open_system  # noqa: E402
 from bench.versus import Sheet  # noqa: E402
 
@@ -68,6 +75,9 @@ def run_system_once(name: str, sheet: Sheet, families, quick: bool, run_i: int,
                 system = stack.enter_context(open_system(name))
                 wall.setdefault(f"{name}.start", []).append(time.monotonic() - t0)
                 settings[name] = {"version": system.version, **system.settings}
+                t0 = time.monotonic()
+                sheet.note("settle", settle(system, quick, say=say) | {"run": run_i})
+                wall.setdefault(f"{name}.settle", []).append(time.monotonic() - t0)
             say(f"run {run_i}: {name} {fam}")
             t0 = time.monotonic()
             sheet.family = fam

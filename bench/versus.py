@@ -12,8 +12,9 @@ Rules:
   versus.<name>.ratio (rayka / Kafka, run by run).
 - `better` is "higher" or "lower"; params describe the workload (the same on both).
 - Each family runs alone too: `family_main(run, doc)` is its command line
-  (`bench/versus_<family>.py rayka|kafka [--runs N] [--quick] [--heap H]`), printing the
-  sheet as JSON.
+  (`bench/versus_<family>.py rayka|kafka [--runs N] [--quick] [--heap H] [--no-settle]`),
+  printing the sheet as JSON; the system is settled first (bench/settle.py) as in the
+  bench, unless --no-settle.
 - Failures are not figures: a family raises, and the bench reports the error; a count
   that must be 0 (records lost) is a figure with better="lower" and target 0 (`target=`).
 """
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sys
 import time
 from dataclasses import dataclass, field
 
@@ -71,11 +73,15 @@ def family_main(run, doc: str, default_runs: int = 3, argv=None) -> None:
     ap.add_argument("--runs", type=int, default=default_runs)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--heap", default=None, help="Kafka brokers' heap, e.g. '-Xmx512m -Xms512m'")
+    ap.add_argument("--no-settle", action="store_true", help="measure the fresh system as it is")
     a = ap.parse_args(argv)
     t0 = time.monotonic()
     with open_system(a.system, **({"heap": a.heap} if a.heap and a.system == "kafka" else {})) \
             as system:
         sheet = Sheet(system.name)
+        if not a.no_settle:
+            from bench.settle import settle
+            sheet.note("settle", settle(system, a.quick, say=lambda m: print(m, file=sys.stderr)))
         run(system, sheet, a.runs, a.quick)
     print(json.dumps({"system": sheet.system, "version": system.version,
                       "settings": system.settings, "wall_s": round(time.monotonic() - t0, 1),

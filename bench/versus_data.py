@@ -4,8 +4,8 @@ and what a record and a request cost each broker, through librdkafka on both sys
 Rules (one sample per run per figure; the same definitions on rayka and on Kafka; every
 run on FRESH topics of 6 partitions, RF 3, min.insync.replicas 2; 100-byte values; the
 clients run in this process):
-- warm-up, unreported, first: N/5 records produced and read back as below, on a topic
-  deleted afterwards (neither system is measured cold: Kafka's JIT).
+- neither system is measured cold: the bench settles each fresh one first (bench/settle.py:
+  a produce-and-read warm-up, then paced windows until a JVM's compilers are quiet).
 - produce.records_per_s: an idempotent acks=all Producer (linger.ms 5, librdkafka's batch
   defaults, queue.buffering.max.messages 1,000,000) sends N records (1,000,000; quick
   50,000) after one warm-up record (metadata and producer id before the clock); from the
@@ -86,20 +86,10 @@ def latency_once(system, topic: str, rate: int, duration_s: float, linger_ms: fl
                              broker_pids=list(system.broker_pids().values()))
 
 
-def warm_up(system, n: int) -> None:
-    """Unreported: n records produced and read back on a topic deleted afterwards, so that
-    neither system is measured cold (Kafka's JIT compiles its hot paths under this load)."""
-    topic = _topic(system, "vs-warm")
-    produce_once(system.bootstrap_servers(), topic, n)
-    consume_once(system.bootstrap_servers(), topic, n + 1)
-    system.delete_topic(topic)
-
-
 def run(system, sheet, runs: int, quick: bool) -> None:
     n = QUICK_RECORDS if quick else RECORDS
     duration = QUICK_LATENCY_S if quick else LATENCY_S
     bootstrap = system.bootstrap_servers()
-    warm_up(system, n // 5)
     for _ in range(runs):
         topic = _topic(system, "vs-data")
         sheet.add("produce.records_per_s", n / produce_once(bootstrap, topic, n), "records/s",

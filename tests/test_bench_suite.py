@@ -200,6 +200,54 @@ def _sheets():
     return {"rayka": ray_sheet, "kafka": kafka_sheet}
 
 
+class ScriptedWindows:
+    """Paced windows whose compiler CPU follows a script; the clock advances WINDOW_S a
+    window (bench/settle.py's settle_windows)."""
+
+    def __init__(self, compilers):
+        self.compilers, self.calls, self.now = list(compilers), [], 0.0
+
+    def clock(self) -> float:
+        return self.now
+
+    def __call__(self, rate, linger_ms, duration_s):
+        self.calls.append((rate, linger_ms, duration_s))
+        self.now += duration_s
+        c = self.compilers.pop(0)
+        return {"rate": rate, "linger_ms": linger_ms, "compiler_cpu_per_s_per_broker": c,
+                "quiet": c <= 0.02}
+
+
+@pytest.mark.parametrize("compilers, settled, windows", [
+    ([0.2, 0.1, 0.01, 0.3, 0.01, 0.015], True, 6),     # a loud window resets the quiet run
+    ([0.0, 0.0], True, 2),                              # rayka: no compilers at all
+    ([0.2] * 100, False, 60),                           # never quiet: stops at MAX_S
+])
+def test_settle_waits_for_quiet_compilers_in_a_row(compilers, settled, windows):
+    from bench import settle
+    fake = ScriptedWindows(compilers)
+    got = settle.settle_windows(fake, False, settle.MAX_S, clock=fake.clock)
+    assert got["settled"] is settled
+    assert len(got["windows"]) == windows
+    assert [c[:2] for c in fake.calls[:2]] == [(1_000, 0), (10_000, 2)]   # the rates alternate
+    assert [w["t_s"] for w in got["windows"]] == [i * settle.WINDOW_S for i in range(windows)]
+
+
+def test_settle_quick_is_one_window_of_each_rate():
+    from bench import settle
+    fake = ScriptedWindows([0.5, 0.5, 0.5])
+    got = settle.settle_windows(fake, True, settle.MAX_S, clock=fake.clock)
+    assert (got["settled"], len(got["windows"])) == (False, 2)
+    assert {c[2] for c in fake.calls} == {settle.QUICK_WINDOW_S}
+
+
+def test_compiler_cpu_counts_only_a_jvms_compiler_threads():
+    from bench.settle import compiler_cpu_s
+    assert compiler_cpu_s({"C2 CompilerThre": 1.5, "C1 CompilerThre": 0.5,
+                           "data-plane-kafka-request-handler-#": 3.0,
+                           "ray::broker-#:B": 2.0}) == 2.0
+
+
 def test_sheet_keeps_one_unit_and_direction_per_name():
     from bench.versus import Sheet
     sheet = Sheet("rayka")
