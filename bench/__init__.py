@@ -23,7 +23,8 @@ rayka beside Apache Kafka 3.9.2: kafka_bench runs the workload families versus_d
 data path), versus_groups (groups and transactions), versus_scale (10,000 partitions),
 versus_tools (Kafka's perf tools) and versus_failover (kills, a frozen leader, a rolling
 restart) against both systems of systems (rayka, Kafka in ZooKeeper mode), each family
-recording on a versus Sheet; versus_compare tells which ratios of two such runs reproduce.
+recording on a versus Sheet, each fresh system warmed by settle until a JVM's compilers are
+quiet; versus_compare tells which ratios of two such runs reproduce.
 
 May import anything in the project. Figures are medians of runs, with min/max and the
 target; never asserted by timed unit tests.

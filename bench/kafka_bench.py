@@ -14,7 +14,8 @@ Rules:
   until the brokers' compiler threads are quiet, at most 10 min): a fresh Kafka JVM
   compiles its hot paths for minutes and answers slower meanwhile, a user's Kafka does
   not. Its facts per run are noted ("settle": settled, seconds, windows); its seconds are
-  in wall_s (<system>.settle).
+  in wall_s (<system>.settle). A settle that raises is a family error (family "settle")
+  and the families still run on that system, noted as not settled.
 - Runs alternate: run 1 on a fresh rayka, run 1 on a fresh Kafka, run 2 on a fresh rayka...
   (each family with runs=1 per cluster): a drift of the machine between runs lands on both
   systems alike, and run i's ratio compares neighbours. Only one system runs at a time.
@@ -61,6 +62,19 @@ def _family(name: str):
     return importlib.import_module(f"bench.versus_{name}")
 
 
+def _settle(system, quick: bool, run_i: int, errors: list) -> dict:
+    """The settle note of a fresh system; a settle that raises is a family error (family
+    "settle") and the families still run, on a system noted as not settled."""
+    try:
+        return settle(system, quick, say=say) | {"run": run_i}
+    except Exception as exc:  # noqa: BLE001 - recorded; the families still run
+        errors.append({"system": system.name, "family": "settle", "run": run_i,
+                       "error": f"{type(exc).__name__}: {exc}",
+                       "traceback": traceback.format_exc()})
+        say(f"run {run_i}: {system.name} settle FAILED: {type(exc).__name__}: {exc}")
+        return {"settled": False, "run": run_i, "error": f"{type(exc).__name__}: {exc}"}
+
+
 def run_system_once(name: str, sheet: Sheet, families, quick: bool, run_i: int,
                     errors: list, wall: dict, settings: dict) -> None:
     """Run every family once on a fresh system `name`."""
@@ -76,7 +90,7 @@ def run_system_once(name: str, sheet: Sheet, families, quick: bool, run_i: int,
                 wall.setdefault(f"{name}.start", []).append(time.monotonic() - t0)
                 settings[name] = {"version": system.version, **system.settings}
                 t0 = time.monotonic()
-                sheet.note("settle", settle(system, quick, say=say) | {"run": run_i})
+                sheet.note("settle", _settle(system, quick, run_i, errors))
                 wall.setdefault(f"{name}.settle", []).append(time.monotonic() - t0)
             say(f"run {run_i}: {name} {fam}")
             t0 = time.monotonic()

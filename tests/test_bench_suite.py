@@ -241,6 +241,26 @@ def test_settle_quick_is_one_window_of_each_rate():
     assert {c[2] for c in fake.calls} == {settle.QUICK_WINDOW_S}
 
 
+class UnreachableSystem:
+    """A system whose topics cannot be created (its brokers gone)."""
+    name = "kafka"
+
+    def bootstrap_servers(self) -> str:
+        return "127.0.0.1:9"
+
+    def create_topic(self, name, partitions, replication, timeout_s):
+        raise TimeoutError(f"{name}: no broker answered")
+
+
+def test_a_settle_that_fails_is_a_family_error_and_the_families_still_run():
+    from bench.kafka_bench import _settle
+    errors: list = []
+    note = _settle(UnreachableSystem(), True, 2, errors)
+    assert note["settled"] is False and note["run"] == 2
+    assert "no broker answered" in note["error"]
+    assert [(e["system"], e["family"], e["run"]) for e in errors] == [("kafka", "settle", 2)]
+
+
 def test_compiler_cpu_counts_only_a_jvms_compiler_threads():
     from bench.settle import compiler_cpu_s
     assert compiler_cpu_s({"C2 CompilerThre": 1.5, "C1 CompilerThre": 0.5,
