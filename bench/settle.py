@@ -3,9 +3,11 @@
 Why: a fresh Kafka JVM compiles its hot paths for minutes (HotSpot's C1 and C2 compiler
 threads took 0.2-0.3 CPU s/s per broker through every run of a bench that warmed it with
 one produce-and-read of 200,000 records), and while they run Kafka answers slower and
-costs more per record than it does in service: measured that way, its ack p50 at 1,000
-records/s was 109-202 ms; once its compilers were quiet, 2.3-6.8 ms (NOTES). A user's
-Kafka has been up for days; so is the one the bench compares rayka with.
+costs more per record than it does in service: in the settle windows of nine runs (the
+settle notes of bench/results' 2026-11-30 "settled" runs) its ack p50 at 1,000 records/s
+fell from 183-278 ms to 0.9-3.7 ms as its compilers went quiet, after 2.5-4.5 min. A
+user's Kafka has been up for days: the one the bench compares rayka with must be past its
+compiling too.
 
 Rules (the same on both systems; the windows' facts are noted, nothing here is a figure):
 1. First a throughput warm-up: WARM_RECORDS records (quick: QUICK_WARM_RECORDS) produced
