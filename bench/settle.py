@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import sys
 import time
-import uuid
 from pathlib import Path
 
 import numpy as np
@@ -38,9 +37,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.wire_bench import consume_once, latency_once, produce_once  # noqa: E402
+from bench.wire_bench import PARTITIONS, consume_once, latency_once, produce_once  # noqa: E402
 
-PARTITIONS = 6
 WARM_RECORDS, QUICK_WARM_RECORDS = 200_000, 10_000
 # (records/s, linger.ms)
 WINDOWS = ((1_000, 0), (10_000, 2))
@@ -56,15 +54,9 @@ def compiler_cpu_s(broker_threads_cpu_s: dict[str, float]) -> float:
     return sum(v for k, v in broker_threads_cpu_s.items() if "Compiler" in k)
 
 
-def _topic(system, prefix: str) -> str:
-    name = f"{prefix}-{uuid.uuid4().hex[:8]}"
-    system.create_topic(name, PARTITIONS, 3, timeout_s=TIMEOUT_S)
-    return name
-
-
 def window(system, rate: int, linger_ms: float, duration_s: float) -> dict:
     """One paced window on a fresh topic: what the settle note keeps of it."""
-    topic = _topic(system, "vs-settle")
+    topic = system.fresh_topic("vs-settle", PARTITIONS, TIMEOUT_S)
     try:
         got = latency_once(system.bootstrap_servers(), topic, rate, duration_s, linger_ms,
                            broker_pids=list(system.broker_pids().values()))
@@ -86,7 +78,7 @@ def settle(system, quick: bool = False, max_s: float = MAX_S, say=print) -> dict
     "windows": [...]}."""
     t0 = time.monotonic()
     n = QUICK_WARM_RECORDS if quick else WARM_RECORDS
-    topic = _topic(system, "vs-warm")
+    topic = system.fresh_topic("vs-warm", PARTITIONS, TIMEOUT_S)
     produce_once(system.bootstrap_servers(), topic, n)
     consume_once(system.bootstrap_servers(), topic, n + 1)
     system.delete_topic(topic)

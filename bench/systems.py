@@ -4,8 +4,9 @@ Apache Kafka 3.9.2 in ZooKeeper mode, on this machine, reached the same way.
 Rules:
 - A workload sees a `System` and nothing else. Data goes only through Kafka's protocol
   (bootstrap_servers(), librdkafka clients); topics are made and inspected with
-  librdkafka's AdminClient on both (create_topic, partitions); the operator acts a
-  workload needs are the same calls on both, done the same way where the systems allow:
+  librdkafka's AdminClient on both (create_topic, fresh_topic: a uniquely named one of
+  RF 3, partitions); the operator acts a workload needs are the same calls on both, done
+  the same way where the systems allow:
   * kill_broker(id): SIGKILL of the broker's OS process (rayka: the Ray worker holding the
     broker actor, which Ray restarts on the same data; Kafka: the JVM, started again by a
     thread once ZooKeeper dropped its registration, as a supervisor would). Returns at
@@ -37,6 +38,7 @@ import signal
 import sys
 import threading
 import time
+import uuid
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -93,6 +95,12 @@ class System:
 
     def bootstrap_servers(self) -> str:
         raise NotImplementedError
+
+    def fresh_topic(self, prefix: str, partitions: int, timeout_s: float = 300.0) -> str:
+        """A new topic "<prefix>-<8 hex>" of RF 3 (create_topic); its name."""
+        name = f"{prefix}-{uuid.uuid4().hex[:8]}"
+        self.create_topic(name, partitions, 3, timeout_s=timeout_s)
+        return name
 
     def broker_ids(self) -> list[int]:
         raise NotImplementedError

@@ -52,7 +52,6 @@ clients run in this process):
 from __future__ import annotations
 
 import sys
-import uuid
 from pathlib import Path
 
 import numpy as np
@@ -74,12 +73,6 @@ LATENCY_S, QUICK_LATENCY_S = 10.0, 1.0
 TIMEOUT_S = 300.0
 
 
-def _topic(system, prefix: str) -> str:
-    name = f"{prefix}-{uuid.uuid4().hex[:8]}"
-    system.create_topic(name, PARTITIONS, 3, timeout_s=TIMEOUT_S)
-    return name
-
-
 def latency_once(system, topic: str, rate: int, duration_s: float, linger_ms: float) -> dict:
     """One paced run (see the module's rules) with the system's broker processes' CPU."""
     return wire_latency_once(system.bootstrap_servers(), topic, rate, duration_s, linger_ms,
@@ -91,7 +84,7 @@ def run(system, sheet, runs: int, quick: bool) -> None:
     duration = QUICK_LATENCY_S if quick else LATENCY_S
     bootstrap = system.bootstrap_servers()
     for _ in range(runs):
-        topic = _topic(system, "vs-data")
+        topic = system.fresh_topic("vs-data", PARTITIONS, TIMEOUT_S)
         sheet.add("produce.records_per_s", n / produce_once(bootstrap, topic, n), "records/s",
                   "higher", records=n, acks="all", idempotent=True, linger_ms=5,
                   value_bytes=VALUE, partitions=PARTITIONS)
@@ -103,7 +96,7 @@ def run(system, sheet, runs: int, quick: bool) -> None:
         sheet.note("consume.client_cpu_per_s", round((self_cpu_s() - cpu0) / elapsed, 3))
         system.delete_topic(topic)
         for rate, linger in LATENCY_RUNS:
-            topic = _topic(system, "vs-lat")
+            topic = system.fresh_topic("vs-lat", PARTITIONS, TIMEOUT_S)
             got = latency_once(system, topic, rate, duration, linger)
             stem = f"latency.rate_{rate}.linger_{linger}"
             params = dict(rate=rate, linger_ms=linger, duration_s=duration,

@@ -162,12 +162,6 @@ def _broker_id(ask) -> int:
     return -1 if got is None else got
 
 
-def _new_topic(system, prefix: str, partitions: int) -> str:
-    name = f"{prefix}-{uuid.uuid4().hex[:8]}"
-    system.create_topic(name, partitions, 3, timeout_s=TIMEOUT_S)
-    return name
-
-
 def _finish(system, topic: str) -> float:
     """Heal, then delete the run's topic; the seconds healing took."""
     t0 = time.monotonic()
@@ -217,7 +211,7 @@ class LeaderWatch:
 
 def leader_fault_once(system, fault: str, acks_before: int) -> dict:
     """fault "kill" (kill_broker) or "pause" (pause_broker, resumed after the first ack)."""
-    topic = _new_topic(system, f"fo-{fault}", 3)
+    topic = system.fresh_topic(f"fo-{fault}", 3, TIMEOUT_S)
     leader = system.leader_of(topic, 0)
     writer = AckWriter(system, topic, 0, **(PAUSE_CLIENT if fault == "pause" else {})).start()
     moved = LeaderWatch(system, topic, leader)
@@ -418,7 +412,7 @@ def read_back(system, topic: str, partitions: int) -> dict[int, int]:
 
 def rolling_restart_once(system, rate: float) -> dict:
     partitions = 6
-    topic = _new_topic(system, "fo-roll", partitions)
+    topic = system.fresh_topic("fo-roll", partitions, TIMEOUT_S)
     load = PacedProducer(system, topic, rate).start()
     restarts = []
     try:

@@ -13,6 +13,7 @@ import pytest
 
 from bench import plots, report, run_all, summary
 from bench.common import figure
+from bench.systems import System
 from rayka.ops.procs import pid_alive
 
 pytestmark = pytest.mark.unit
@@ -241,14 +242,15 @@ def test_settle_quick_is_one_window_of_each_rate():
     assert {c[2] for c in fake.calls} == {settle.QUICK_WINDOW_S}
 
 
-class UnreachableSystem:
+class UnreachableSystem(System):
     """A system whose topics cannot be created (its brokers gone)."""
     name = "kafka"
 
     def bootstrap_servers(self) -> str:
         return "127.0.0.1:9"
 
-    def create_topic(self, name, partitions, replication, timeout_s):
+    def create_topic(self, name, partitions, replication_factor=3, config=None,
+                     timeout_s=300.0):
         raise TimeoutError(f"{name}: no broker answered")
 
 
