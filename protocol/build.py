@@ -40,7 +40,7 @@ from . import legacy
 from .errors import NoResponseSchema
 
 __all__ = ["build", "build_request", "build_entity", "response_module", "response_class",
-           "error_code", "millis",
+           "request_class", "error_code", "millis",
            "zero_value"]
 
 _EPOCH = tz_aware_from_i64(0)
@@ -209,6 +209,12 @@ def response_class(api_key: int, version: int, class_name: str | None = None,
                 raise KeyError(f"{module.__name__} has no entity class {class_name!r}")
         _CLASSES[key] = cls
     return cls
+
+
+def request_class(api_key: int, version: int, class_name: str | None = None) -> type:
+    """The top-level request class (class_name None) or a nested one, for a caller that
+    makes its entities directly with every field (a follower's Fetch, each round)."""
+    return response_class(api_key, version, class_name, EntityType.request)
 
 
 def build(api_key: int, version: int, class_name: str | None = None, /, **fields):
