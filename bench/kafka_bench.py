@@ -28,7 +28,10 @@ Rules:
   (wait_healed) or, if that fails, replaced by a fresh one for the next family; the suite
   reports the bench as failed (bench/report.py).
 - setup.load_average: the machine's load (1, 5, 15 min) at the start and at the end: a
-  figure counts from a quiet machine.
+  figure counts from a quiet machine. Each system's run notes "machine": its pace before
+  the run (bench/common.py machine_pace: a fixed Python loop's CPU and wall ms, best of
+  3) and the seconds the hypervisor stole during it (steal_s): this VM's speed moves by
+  hours, and both systems of a run pair should have seen the same machine.
 
     .venv/bin/python bench/kafka_bench.py [--quick] [--runs 3] [--families data,groups]
         [--systems rayka,kafka] [--out bench/out/kafka.json]
@@ -47,7 +50,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.common import arg_parser, emit, figure, machine_facts, say  # noqa: E402
+from bench.common import (arg_parser, emit, figure, machine_facts, machine_pace,  # noqa: E402
+                          say, steal_s)
 from bench.settle import settle  # noqa: E402
 from bench.systems import SYSTEMS, open_system  # noqa: E402
 from bench.versus import Sheet  # noqa: E402
@@ -80,6 +84,7 @@ def run_system_once(name: str, sheet: Sheet, families, quick: bool, run_i: int,
     """Run every family once on a fresh system `name`."""
     system = None
     stack = None
+    pace, steal0 = machine_pace(), steal_s()
     try:
         for fam in families:
             if system is None:
@@ -111,6 +116,7 @@ def run_system_once(name: str, sheet: Sheet, families, quick: bool, run_i: int,
     finally:
         if stack is not None:
             stack.close()
+        sheet.note("machine", {**pace, "steal_s": round(steal_s() - steal0, 1)})
 
 
 def versus_figures(sheets: dict[str, Sheet]) -> list[dict]:

@@ -437,3 +437,51 @@ def test_thread_cpu_of_another_process_by_pid():
     finally:
         child.stdin.close()
         child.wait(30)
+
+
+class StepClock:
+    """(cpu, wall) clocks that move on by the next of `steps` (cpu ms, wall ms) when a
+    measured loop ends: at every second read of the CPU clock (machine_pace reads it
+    first, before and after each loop)."""
+
+    def __init__(self, steps):
+        self.steps, self.cpu_s, self.wall_s, self._reads = list(steps), 0.0, 0.0, 0
+
+    def cpu(self) -> float:
+        self._reads += 1
+        if self._reads % 2 == 0:
+            c, w = self.steps.pop(0)
+            self.cpu_s += c / 1000
+            self.wall_s += w / 1000
+        return self.cpu_s
+
+    def wall(self) -> float:
+        return self.wall_s
+
+
+def test_machine_pace_is_the_best_of_its_tries_by_wall_time():
+    from bench.common import machine_pace
+    clock = StepClock([(90.0, 140.0), (95.0, 100.0), (80.0, 120.0)])
+    assert machine_pace(loops=10, tries=3, clock=(clock.cpu, clock.wall)) == \
+        {"loops": 10, "cpu_ms": 95.0, "wall_ms": 100.0}
+    real = machine_pace(loops=20_000, tries=2)
+    assert real["wall_ms"] > 0 and real["cpu_ms"] >= 0
+
+
+def test_steal_is_the_eighth_value_of_the_cpu_line():
+    import os
+    from bench.common import steal_s
+    tick = os.sysconf("SC_CLK_TCK")
+    assert steal_s(f"cpu  10 0 5 900 1 0 2 {3 * tick} 0 0") == 3.0
+    assert steal_s("cpu  10 0 5 900 1 0 2") == 0.0          # not counted there
+    assert steal_s() >= 0.0
+
+
+def test_each_systems_run_notes_the_machines_pace_and_steal():
+    from bench.kafka_bench import run_system_once
+    from bench.versus import Sheet
+    sheet = Sheet("rayka")
+    run_system_once("rayka", sheet, [], True, 0, [], {}, {})     # no family: no cluster
+    (machine,) = sheet.extra["machine"]
+    assert set(machine) == {"loops", "cpu_ms", "wall_ms", "steal_s"}
+    assert machine["wall_ms"] > 0 and machine["steal_s"] >= 0
