@@ -78,11 +78,18 @@ def _stat_cpu_s(stat: str) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def _cpu_jiffies(stat_line: str | None = None) -> list[int]:
+    """The values of /proc/stat's `cpu` line (every CPU summed; `stat_line`: that line)."""
+    if stat_line is None:
+        with open("/proc/stat") as f:
+            stat_line = f.readline()
+    return [int(x) for x in stat_line.split()[1:]]
+
+
 def machine_busy() -> tuple[float, float]:
     """(busy jiffies, total jiffies) of every CPU, from /proc/stat (idle and iowait are not
     busy)."""
-    with open("/proc/stat") as f:
-        fields = [int(x) for x in f.readline().split()[1:]]
+    fields = _cpu_jiffies()
     idle = fields[3] + fields[4]
     return sum(fields) - idle, sum(fields)
 
@@ -124,11 +131,8 @@ def _pace_work(loops: int) -> int:
 def steal_s(stat_line: str | None = None) -> float:
     """Seconds of CPU the hypervisor gave other guests while this VM wanted it (the 8th
     value of /proc/stat's `cpu` line, summed over the CPUs); 0 where it is not counted."""
-    if stat_line is None:
-        with open("/proc/stat") as f:
-            stat_line = f.readline()
-    fields = stat_line.split()[1:]
-    return int(fields[7]) / os.sysconf("SC_CLK_TCK") if len(fields) > 7 else 0.0
+    fields = _cpu_jiffies(stat_line)
+    return fields[7] / os.sysconf("SC_CLK_TCK") if len(fields) > 7 else 0.0
 
 
 def self_cpu_s() -> float:

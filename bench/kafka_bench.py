@@ -66,17 +66,24 @@ def _family(name: str):
     return importlib.import_module(f"bench.versus_{name}")
 
 
+def _family_error(errors: list, system: str, family: str, run_i: int, exc: Exception) -> str:
+    """Record a family that raised (in an except block: its traceback is taken) and say
+    so; the error's text."""
+    error = f"{type(exc).__name__}: {exc}"
+    errors.append({"system": system, "family": family, "run": run_i, "error": error,
+                   "traceback": traceback.format_exc()})
+    say(f"run {run_i}: {system} {family} FAILED: {error}")
+    return error
+
+
 def _settle(system, quick: bool, run_i: int, errors: list) -> dict:
     """The settle note of a fresh system; a settle that raises is a family error (family
     "settle") and the families still run, on a system noted as not settled."""
     try:
         return settle(system, quick, say=say) | {"run": run_i}
     except Exception as exc:  # noqa: BLE001 - recorded; the families still run
-        errors.append({"system": system.name, "family": "settle", "run": run_i,
-                       "error": f"{type(exc).__name__}: {exc}",
-                       "traceback": traceback.format_exc()})
-        say(f"run {run_i}: {system.name} settle FAILED: {type(exc).__name__}: {exc}")
-        return {"settled": False, "run": run_i, "error": f"{type(exc).__name__}: {exc}"}
+        error = _family_error(errors, system.name, "settle", run_i, exc)
+        return {"settled": False, "run": run_i, "error": error}
 
 
 def run_system_once(name: str, sheet: Sheet, families, quick: bool, run_i: int,
@@ -103,10 +110,7 @@ def run_system_once(name: str, sheet: Sheet, families, quick: bool, run_i: int,
             try:
                 _family(fam).run(system, sheet, 1, quick)
             except Exception as exc:  # noqa: BLE001 - recorded; the other families still run
-                errors.append({"system": name, "family": fam, "run": run_i,
-                               "error": f"{type(exc).__name__}: {exc}",
-                               "traceback": traceback.format_exc()})
-                say(f"run {run_i}: {name} {fam} FAILED: {type(exc).__name__}: {exc}")
+                _family_error(errors, name, fam, run_i, exc)
                 try:
                     system.wait_healed(HEAL_S)
                 except Exception:  # noqa: BLE001 - a broken system is replaced

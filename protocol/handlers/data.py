@@ -69,18 +69,15 @@ from protocol.api import (BrokerApi, ClientMetadata, Deferred, FetchOutcome,
 from protocol.build import build, error_code, millis, response_class
 from protocol.errors import ProtocolError
 from protocol.fetch_session import FetchContext, FetchData
+from protocol.hot_writers import FETCH, FETCH_VERSIONS, PRODUCE, PRODUCE_VERSIONS
 from replicas.errors import ErrorCode as E
 from replicas.errors import KafkaError, TransactionalIdAuthorizationFailed
 from replicas.legacy_records import down_convert, magic_of, up_convert
 from replicas.records import MAGIC, iter_headers
 
 READ_COMMITTED = 1
-FETCH = 1
-DIRECT_FETCH_VERSION = 12           # from here the answer's classes are called directly
 TOPIC_ID_FETCH_VERSION = 13
 ENDPOINTS_FETCH_VERSION = 16
-PRODUCE = 0
-DIRECT_PRODUCE_VERSIONS = range(9, 13)   # v13 names topics by id
 ENDPOINTS_PRODUCE_VERSION = 10           # current_leader and node_endpoints (KIP-951)
 _NO_THROTTLE = datetime.timedelta(0)
 _NO_ERROR = error_code(0)
@@ -203,9 +200,10 @@ def _produce_response(api, request, errors, outcomes, listener):
 @functools.lru_cache(maxsize=16)
 def _direct_produce_classes(v: int):
     """(PartitionProduceResponse, TopicProduceResponse, ProduceResponse,
-    BatchIndexAndErrorMessage) of Produce v9-12, called directly with every field (as
-    Fetch's, `_direct_fetch_classes`), or None for the other versions."""
-    if v not in DIRECT_PRODUCE_VERSIONS:
+    BatchIndexAndErrorMessage) of Produce v9-12 (hot_writers' PRODUCE_VERSIONS), called
+    directly with every field (as Fetch's, `_direct_fetch_classes`), or None for the other
+    versions."""
+    if v not in PRODUCE_VERSIONS:
         return None
     return tuple(response_class(PRODUCE, v, name) for name in (
         "PartitionProduceResponse", "TopicProduceResponse", None, "BatchIndexAndErrorMessage"))
@@ -332,12 +330,13 @@ def _pair(key: int, v: int, class_name: str, first: int, second: int):
 
 @functools.lru_cache(maxsize=16)
 def _direct_fetch_classes(v: int):
-    """(PartitionData, FetchableTopicResponse, FetchResponse) of Fetch v12+, whose answers
-    are made by calling the classes with every field: protocol.build's per-field work (6 µs
-    an entity against 1.6 called directly) was about half of making a Fetch answer in a
+    """(PartitionData, FetchableTopicResponse, FetchResponse) of the Fetch versions on every
+    record's path (protocol/hot_writers.py FETCH_VERSIONS, v12-18), whose answers are made
+    by calling the classes with every field: protocol.build's per-field work (6 µs an
+    entity against 1.6 called directly) was about half of making a Fetch answer in a
     cProfile of tests/broker_world.py's brokers; tests/test_data_handlers_direct.py checks
-    the entities equal build's. None below v12."""
-    if v < DIRECT_FETCH_VERSION:
+    the entities equal build's. None for the other versions."""
+    if v not in FETCH_VERSIONS:
         return None
     return (response_class(FETCH, v, "PartitionData"),
             response_class(FETCH, v, "FetchableTopicResponse"), response_class(FETCH, v))
