@@ -24,7 +24,9 @@ data path), versus_groups (groups and transactions), versus_scale (10,000 partit
 versus_tools (Kafka's perf tools) and versus_failover (kills, a frozen leader, a rolling
 restart) against both systems of systems (rayka, Kafka in ZooKeeper mode), each family
 recording on a versus Sheet, each fresh system warmed by settle until a JVM's compilers are
-quiet; versus_compare tells which ratios of two such runs reproduce.
+quiet; versus_compare tells which ratios of two such runs reproduce; profile_brokers samples
+both systems' brokers through the same paced windows (async-profiler on Kafka, py-spy on
+rayka).
 
 May import anything in the project. Figures are medians of runs, with min/max and the
 target; never asserted by timed unit tests.
