@@ -43,13 +43,12 @@ import time
 import zipfile
 from pathlib import Path
 
-import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.settle import settle  # noqa: E402
+from bench.settle import settle, window_facts  # noqa: E402
 from bench.wire_bench import PARTITIONS, latency_once  # noqa: E402
 
 PROFILER_POM = ROOT / "compat" / "kafka" / "profiler" / "pom.xml"
@@ -192,13 +191,9 @@ def profile_window(system, sampler_class, rate: int, seconds: float, out: Path) 
     lines = [line for f in files for line in f.read_text().splitlines()]
     by_thread = collections.Counter()
     for name, cpu_s in got["broker_threads_cpu_s"].items():
-        by_thread[re.sub(r"\d+", "#", name)] += cpu_s
-    return {"rate": rate, "linger_ms": 0, "seconds": seconds,
-            "broker_us_per_record": round(1e6 * got["broker_cpu_s"] / n),
-            "ack_p50_ms": round(float(np.percentile(got["ack_ms"], 50)), 2),
-            "ack_p99_ms": round(float(np.percentile(got["ack_ms"], 99)), 2),
+        by_thread[thread_group(name)] += cpu_s
+    return {"rate": rate, "linger_ms": 0, "seconds": seconds, **window_facts(got),
             "requests_per_record": round(got["requests"] / got["sent"], 2),
-            "machine_busy": got["machine_busy"],
             "threads_us_per_record": {k: round(1e6 * v / n, 1)
                                       for k, v in by_thread.most_common(12)},
             "profile": summarize(lines, SUBSYSTEMS[system.name])}

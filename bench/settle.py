@@ -62,15 +62,22 @@ def window(system, rate: int, linger_ms: float, duration_s: float) -> dict:
                            broker_pids=list(system.broker_pids().values()))
     finally:
         system.delete_topic(topic)
-    brokers, spent = got["brokers"], got["sent"] / got["achieved"]
-    compilers = compiler_cpu_s(got["broker_threads_cpu_s"]) / brokers / spent
+    spent = got["sent"] / got["achieved"]
+    compilers = compiler_cpu_s(got["broker_threads_cpu_s"]) / got["brokers"] / spent
     return {"rate": rate, "linger_ms": linger_ms,
-            "compiler_cpu_per_s_per_broker": round(compilers, 4),
-            "broker_us_per_record": round(1e6 * got["broker_cpu_s"] / brokers / got["sent"]),
+            "compiler_cpu_per_s_per_broker": round(compilers, 4), **window_facts(got),
+            "quiet": compilers <= QUIET_COMPILER_S_PER_S}
+
+
+def window_facts(got: dict) -> dict:
+    """What a paced window (wire_bench.latency_once's result) says of the brokers and the
+    acknowledgements: CPU µs per record per broker, ack p50 and p99, the machine's busy
+    share."""
+    return {"broker_us_per_record": round(1e6 * got["broker_cpu_s"] / got["brokers"]
+                                          / got["sent"]),
             "ack_p50_ms": round(float(np.percentile(got["ack_ms"], 50)), 2),
             "ack_p99_ms": round(float(np.percentile(got["ack_ms"], 99)), 2),
-            "machine_busy": got["machine_busy"],
-            "quiet": compilers <= QUIET_COMPILER_S_PER_S}
+            "machine_busy": got["machine_busy"]}
 
 
 def settle(system, quick: bool = False, max_s: float = MAX_S, say=print) -> dict:
