@@ -16,9 +16,19 @@ Rules:
   not. Its facts per run are noted ("settle": settled, seconds, windows); its seconds are
   in wall_s (<system>.settle). A settle that raises is a family error (family "settle")
   and the families still run on that system, noted as not settled.
-- Runs alternate: run 1 on a fresh rayka, run 1 on a fresh Kafka, run 2 on a fresh rayka...
-  (each family with runs=1 per cluster): a drift of the machine between runs lands on both
-  systems alike, and run i's ratio compares neighbours. Only one system runs at a time.
+- Paired families (those with `steps`, bench/versus.py; the data path), when both systems
+  run: both clusters are started and settled once and stay up together; each run takes
+  every step on one system and at once on the other, the first system alternating run by
+  run (run 1 rayka first, run 2 Kafka first...), fresh topics per step. So each ratio
+  compares two measurements a minute or two apart, whatever the host's speed did over
+  the hour. The cost: the idle system's background CPU lands on the other's windows;
+  setup.paired.idle_cores is the machine's busy cores with both up and idle after
+  settling (measured: ~0.10 of rayka's Ray daemons and brokers, ~0.03 of Kafka's JVMs).
+  --no-pair runs them as the other families.
+- Other families: runs alternate: run 1 on a fresh rayka, run 1 on a fresh Kafka, run 2 on
+  a fresh rayka... (each family with runs=1 per cluster): a drift of the machine between
+  runs lands on both systems alike, and run i's ratio compares neighbours. Only one
+  system runs at a time.
 - Figures: for each name a family records, versus.<name>.rayka and versus.<name>.kafka
   (one sample per run) and versus.<name>.ratio = rayka / Kafka run by run, with target 1.0
   (>= 1 when higher is better, <= 1 when lower is; a figure whose Kafka sample is 0 has
@@ -34,11 +44,12 @@ Rules:
   hours, and both systems of a run pair should have seen the same machine.
 
     .venv/bin/python bench/kafka_bench.py [--quick] [--runs 3] [--families data,groups]
-        [--systems rayka,kafka] [--out bench/out/kafka.json]
+        [--systems rayka,kafka] [--no-pair] [--out bench/out/kafka.json]
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import sys
@@ -50,8 +61,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.common import (arg_parser, emit, figure, machine_facts, machine_pace,  # noqa: E402
-                          say, steal_s)
+from bench.common import (arg_parser, emit, figure, machine_busy, machine_facts,  # noqa: E402
+                          machine_pace, say, steal_s)
 from bench.settle import settle  # noqa: E402
 from bench.systems import SYSTEMS, open_system  # noqa: E402
 from bench.versus import Sheet  # noqa: E402
@@ -60,6 +71,7 @@ NAME = "kafka"
 FAMILIES = ("data", "groups", "scale", "tools", "failover")
 DEFAULT_OUT = ROOT / "bench" / "out" / f"{NAME}.json"
 HEAL_S = 300.0
+IDLE_S, QUICK_IDLE_S = 10.0, 1.0
 
 
 def _family(name: str):
@@ -95,7 +107,6 @@ def run_system_once(name: str, sheet: Sheet, families, quick: bool, run_i: int,
     try:
         for fam in families:
             if system is None:
-                import contextlib
                 stack = contextlib.ExitStack()
                 t0 = time.monotonic()
                 system = stack.enter_context(open_system(name))
@@ -123,6 +134,73 @@ def run_system_once(name: str, sheet: Sheet, families, quick: bool, run_i: int,
         sheet.note("machine", {**pace, "steal_s": round(steal_s() - steal0, 1)})
 
 
+def paired_families(families, systems) -> list[str]:
+    """The families measured paired (rule "Paired families"): those with steps, when more
+    than one system runs."""
+    if len(systems) < 2:
+        return []
+    return [f for f in families if hasattr(_family(f), "steps")]
+
+
+def idle_cores(seconds: float) -> float:
+    """The machine's busy cores over `seconds` (/proc/stat), as measured, not slept as a
+    wait: the cost of what is up and idle."""
+    busy0, total0 = machine_busy()
+    time.sleep(seconds)
+    busy1, total1 = machine_busy()
+    return round((busy1 - busy0) / max(total1 - total0, 1) * (os.cpu_count() or 1), 3)
+
+
+def run_paired(names, sheets: dict, families, quick: bool, runs: int, errors: list,
+               wall: dict, settings: dict, open_=open_system, settle_=None,
+               module=None) -> dict:
+    """Rule "Paired families": every system of `names` up at once, settled once, then
+    `runs` runs of each family's steps, each step on every system back to back (the first
+    system alternating by run). A step that raises is a family error; its system is healed
+    or, if that fails, left out of the remaining steps. Returns setup.paired."""
+    settle_, module = settle_ or _settle, module or _family
+    with contextlib.ExitStack() as stack:
+        systems = {}
+        for name in names:
+            t0 = time.monotonic()
+            systems[name] = stack.enter_context(open_(name))
+            wall.setdefault(f"{name}.start", []).append(time.monotonic() - t0)
+            settings[name] = {"version": systems[name].version, **systems[name].settings}
+        for name in names:
+            t0 = time.monotonic()
+            sheets[name].note("settle", settle_(systems[name], quick, 0, errors))
+            wall.setdefault(f"{name}.settle", []).append(time.monotonic() - t0)
+        idle = idle_cores(QUICK_IDLE_S if quick else IDLE_S)
+        broken: set[str] = set()
+        orders = []
+        for run_i in range(runs):
+            order = list(names) if run_i % 2 == 0 else list(reversed(names))
+            orders.append(order)
+            pace, steal0 = machine_pace(), steal_s()
+            for fam in families:
+                for label, step in module(fam).steps(quick):
+                    for name in order:
+                        if name in broken:
+                            continue
+                        say(f"run {run_i}: {name} {fam}: {label}")
+                        sheets[name].family = fam
+                        t0 = time.monotonic()
+                        try:
+                            step(systems[name], sheets[name])
+                        except Exception as exc:  # noqa: BLE001 - recorded; the rest still run
+                            _family_error(errors, name, fam, run_i, exc)
+                            try:
+                                systems[name].wait_healed(HEAL_S)
+                            except Exception:  # noqa: BLE001 - left out from here on
+                                broken.add(name)
+                        wall.setdefault(f"{name}.{fam}", []).append(time.monotonic() - t0)
+            for name in names:
+                sheets[name].note("machine", {**pace, "steal_s": round(steal_s() - steal0, 1),
+                                              "paired": True})
+    return {"families": list(families), "idle_cores": idle, "orders": orders,
+            "left_out": sorted(broken)}
+
+
 def versus_figures(sheets: dict[str, Sheet]) -> list[dict]:
     """versus.<name>.{rayka,kafka,ratio} for every name either system recorded."""
     figures = []
@@ -143,21 +221,32 @@ def versus_figures(sheets: dict[str, Sheet]) -> list[dict]:
     return figures
 
 
-def run(quick: bool = False, runs: int = 3, families=FAMILIES, systems=SYSTEMS) -> dict:
+def run(quick: bool = False, runs: int = 3, families=FAMILIES, systems=SYSTEMS,
+        pair: bool = True) -> dict:
     sheets = {s: Sheet(s) for s in systems}
     errors: list = []
     wall: dict = {}
     settings: dict = {}
     load_at_start = os.getloadavg()
-    for run_i in range(runs):
+    paired = paired_families(families, systems) if pair else []
+    paired_note = None
+    if paired:
+        paired_note = run_paired(list(systems), sheets, paired, quick, runs, errors, wall,
+                                 settings)
+    alone = [f for f in families if f not in paired]
+    for run_i in range(runs if alone else 0):
         for name in systems:
-            run_system_once(name, sheets[name], families, quick, run_i, errors, wall, settings)
+            run_system_once(name, sheets[name], alone, quick, run_i, errors, wall, settings)
     setup = {"systems": settings, "families": list(families), "runs": runs, "quick": quick,
-             "order": "runs alternate between systems; each run on fresh clusters",
+             "order": ("paired families: both systems up, each step on both back to back; "
+                       if paired else "")
+             + "runs alternate between systems; each run on fresh clusters",
              "client": "confluent-kafka 2.16.1 (librdkafka 2.16.0), in this process",
              "machine": machine_facts(),
              "load_average": {"at_start": [round(x, 2) for x in load_at_start],
                               "at_end": [round(x, 2) for x in os.getloadavg()]}}
+    if paired_note is not None:
+        setup["paired"] = paired_note
     result = {"bench": NAME, "setup": setup, "figures": versus_figures(sheets),
               "extra": {"wall_s": wall, **{f"{s}.notes": sh.extra for s, sh in sheets.items()}}}
     if errors:
@@ -169,13 +258,15 @@ def main(argv=None) -> dict:
     p = arg_parser(__doc__, DEFAULT_OUT, "small sizes, 1 s latency runs")
     p.add_argument("--families", default=",".join(FAMILIES))
     p.add_argument("--systems", default=",".join(SYSTEMS))
+    p.add_argument("--no-pair", action="store_true",
+                   help="run the paired families (data) one system at a time as the others")
     args = p.parse_args(argv)
     fams = [f for f in args.families.split(",") if f]
     unknown = [f for f in fams if f not in FAMILIES]
     if unknown:
         p.error(f"unknown families {unknown}: {FAMILIES}")
-    return emit(run(args.quick, args.runs, fams, [s for s in args.systems.split(",") if s]),
-                args.out)
+    return emit(run(args.quick, args.runs, fams, [s for s in args.systems.split(",") if s],
+                    pair=not args.no_pair), args.out)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,12 @@ Rules:
   `sheet.add(name, value, unit, better, **params)`. The SAME family code runs against
   rayka and against Kafka; nothing in it may ask which system it has, except to record
   facts in `sheet.extra`.
+- A family may also give `steps(quick) -> [(label, step(system, sheet)), ...]`: one run
+  cut into parts, each recording its own figures once (its `run` is then every step in
+  order, `runs` times). With two systems, bench/kafka_bench.py measures such a family
+  PAIRED: both systems up at once, each part on one system and at once on the other, so
+  that the machine's drift between the two is the drift of a few minutes, not of one
+  system's whole run (this VM's speed moves 2x within an hour).
 - A figure name is short and the same for both systems (e.g. "produce.records_per_s");
   bench/kafka_bench.py turns each into versus.<name>.rayka, versus.<name>.kafka and
   versus.<name>.ratio (rayka / Kafka, run by run).

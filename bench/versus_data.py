@@ -51,6 +51,7 @@ clients run in this process):
 
 from __future__ import annotations
 
+import functools
 import sys
 from pathlib import Path
 
@@ -83,46 +84,63 @@ def latency_once(system, topic: str, rate: int, duration_s: float, linger_ms: fl
                              broker_pids=list(system.broker_pids().values()))
 
 
-def run(system, sheet, runs: int, quick: bool) -> None:
+def steps(quick: bool) -> list:
+    """One run of the family as (label, step(system, sheet)) parts, in order: the
+    throughput pair, then each paced latency run (bench/versus.py: the bench measures the
+    systems' same part back to back)."""
     n = QUICK_RECORDS if quick else RECORDS
     duration = QUICK_LATENCY_S if quick else LATENCY_S
-    bootstrap = system.bootstrap_servers()
+    return ([("produce and consume", functools.partial(_throughput, n=n))]
+            + [(f"latency {rate}/s linger.ms {linger}",
+                functools.partial(_latency, rate=rate, linger=linger, duration=duration))
+               for rate, linger in LATENCY_RUNS])
+
+
+def run(system, sheet, runs: int, quick: bool) -> None:
     for _ in range(runs):
-        topic = system.fresh_topic("vs-data", PARTITIONS, TIMEOUT_S)
-        sheet.add("produce.records_per_s", n / produce_once(bootstrap, topic, n), "records/s",
-                  "higher", records=n, acks="all", idempotent=True, linger_ms=5,
-                  value_bytes=VALUE, partitions=PARTITIONS)
-        cpu0 = self_cpu_s()
-        elapsed = consume_once(bootstrap, topic, n + 1)
-        sheet.add("consume.records_per_s", n / elapsed, "records/s", "higher", records=n,
-                  fetch_queue_backoff_ms=10, value_bytes=VALUE, partitions=PARTITIONS)
-        # the one consumer is one Python thread over librdkafka's: near 1.0 it is the bound
-        sheet.note("consume.client_cpu_per_s", round((self_cpu_s() - cpu0) / elapsed, 3))
-        system.delete_topic(topic)
-        for rate, linger in LATENCY_RUNS:
-            topic = system.fresh_topic("vs-lat", PARTITIONS, TIMEOUT_S)
-            got = latency_once(system, topic, rate, duration, linger)
-            stem = f"latency.rate_{rate}.linger_{linger}"
-            params = dict(rate=rate, linger_ms=linger, duration_s=duration,
-                          fetch_wait_max_ms=FETCH_WAIT_MAX_MS, acks="all", idempotent=True)
-            for kind in ("ack", "e2e"):
-                p50, p99 = np.percentile(got[f"{kind}_ms"], [50, 99]).tolist()
-                sheet.add(f"{stem}.{kind}_p50_ms", p50, "ms", "lower", **params)
-                sheet.add(f"{stem}.{kind}_p99_ms", p99, "ms", "lower", **params)
-            sheet.add(f"{stem}.client_cpu_per_s", got["client_cpu_per_s"], "CPU s/s", "lower",
-                      **params)
-            if linger == 0:
-                per_broker = got["broker_cpu_s"] / got["brokers"]
-                sheet.add(f"cpu.rate_{rate}.broker_us_per_record",
-                          1e6 * per_broker / got["sent"], "µs", "lower", **params)
-            if rate in PER_REQUEST_RATES and linger == 0:
-                sheet.add(f"cpu.rate_{rate}.broker_us_per_request",
-                          1e6 * got["broker_cpu_s"] / max(got["requests"], 1), "µs", "lower",
-                          **params)
-            sheet.note("latency_runs", {k: v for k, v in got.items()
-                                        if k not in ("e2e_ms", "ack_ms")} | {"rate": rate,
-                                                                              "linger_ms": linger})
-            system.delete_topic(topic)
+        for _label, step in steps(quick):
+            step(system, sheet)
+
+
+def _throughput(system, sheet, n: int) -> None:
+    bootstrap = system.bootstrap_servers()
+    topic = system.fresh_topic("vs-data", PARTITIONS, TIMEOUT_S)
+    sheet.add("produce.records_per_s", n / produce_once(bootstrap, topic, n), "records/s",
+              "higher", records=n, acks="all", idempotent=True, linger_ms=5,
+              value_bytes=VALUE, partitions=PARTITIONS)
+    cpu0 = self_cpu_s()
+    elapsed = consume_once(bootstrap, topic, n + 1)
+    sheet.add("consume.records_per_s", n / elapsed, "records/s", "higher", records=n,
+              fetch_queue_backoff_ms=10, value_bytes=VALUE, partitions=PARTITIONS)
+    # the one consumer is one Python thread over librdkafka's: near 1.0 it is the bound
+    sheet.note("consume.client_cpu_per_s", round((self_cpu_s() - cpu0) / elapsed, 3))
+    system.delete_topic(topic)
+
+
+def _latency(system, sheet, rate: int, linger: float, duration: float) -> None:
+    topic = system.fresh_topic("vs-lat", PARTITIONS, TIMEOUT_S)
+    got = latency_once(system, topic, rate, duration, linger)
+    stem = f"latency.rate_{rate}.linger_{linger}"
+    params = dict(rate=rate, linger_ms=linger, duration_s=duration,
+                  fetch_wait_max_ms=FETCH_WAIT_MAX_MS, acks="all", idempotent=True)
+    for kind in ("ack", "e2e"):
+        p50, p99 = np.percentile(got[f"{kind}_ms"], [50, 99]).tolist()
+        sheet.add(f"{stem}.{kind}_p50_ms", p50, "ms", "lower", **params)
+        sheet.add(f"{stem}.{kind}_p99_ms", p99, "ms", "lower", **params)
+    sheet.add(f"{stem}.client_cpu_per_s", got["client_cpu_per_s"], "CPU s/s", "lower",
+              **params)
+    if linger == 0:
+        per_broker = got["broker_cpu_s"] / got["brokers"]
+        sheet.add(f"cpu.rate_{rate}.broker_us_per_record",
+                  1e6 * per_broker / got["sent"], "µs", "lower", **params)
+    if rate in PER_REQUEST_RATES and linger == 0:
+        sheet.add(f"cpu.rate_{rate}.broker_us_per_request",
+                  1e6 * got["broker_cpu_s"] / max(got["requests"], 1), "µs", "lower",
+                  **params)
+    sheet.note("latency_runs", {k: v for k, v in got.items()
+                                if k not in ("e2e_ms", "ack_ms")} | {"rate": rate,
+                                                                      "linger_ms": linger})
+    system.delete_topic(topic)
 
 
 if __name__ == "__main__":

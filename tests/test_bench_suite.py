@@ -263,6 +263,86 @@ def test_a_settle_that_fails_is_a_family_error_and_the_families_still_run():
     assert [(e["system"], e["family"], e["run"]) for e in errors] == [("kafka", "settle", 2)]
 
 
+class LoggedSystem(System):
+    """A system that only records what the bench does with it, in one shared log."""
+
+    def __init__(self, name, log, heals=True):
+        self.name, self.log, self.heals = name, log, heals
+        self.settings = {"brokers": 0}
+
+    def wait_healed(self, timeout_s=180.0):
+        self.log.append((self.name, "heal"))
+        if not self.heals:
+            raise TimeoutError(f"{self.name} did not heal")
+
+    def close(self):
+        self.log.append((self.name, "close"))
+
+
+class StepFamily:
+    """A family of two steps recording one figure each; step "b" raises on `fails`."""
+
+    def __init__(self, log, fails=()):
+        self.log, self.fails = log, set(fails)
+
+    def steps(self, quick):
+        def step(label):
+            def run(system, sheet):
+                self.log.append((system.name, label))
+                if (system.name, label) in self.fails:
+                    raise RuntimeError(f"{label} broke")
+                sheet.add(f"fig.{label}", 1.0, "s", "lower")
+            return run
+        return [(label, step(label)) for label in ("a", "b")]
+
+
+def _paired(log, runs, fails=(), heals=True):
+    from bench.kafka_bench import run_paired
+    from bench.versus import Sheet
+    sheets = {n: Sheet(n) for n in ("rayka", "kafka")}
+    errors: list = []
+    systems = {n: LoggedSystem(n, log, heals or n != "kafka") for n in sheets}
+    note = run_paired(["rayka", "kafka"], sheets, ["data"], True, runs, errors, {}, {},
+                      open_=systems.__getitem__,
+                      settle_=lambda system, quick, run_i, errs: log.append(
+                          (system.name, "settle")) or {"settled": True},
+                      module=lambda fam: StepFamily(log, fails))
+    return sheets, errors, note
+
+
+def test_paired_family_takes_each_step_on_both_systems_back_to_back():
+    log: list = []
+    sheets, errors, note = _paired(log, runs=2)
+    assert log == [("rayka", "settle"), ("kafka", "settle"),
+                   ("rayka", "a"), ("kafka", "a"), ("rayka", "b"), ("kafka", "b"),
+                   ("kafka", "a"), ("rayka", "a"), ("kafka", "b"), ("rayka", "b"),
+                   ("kafka", "close"), ("rayka", "close")]
+    assert note["orders"] == [["rayka", "kafka"], ["kafka", "rayka"]]
+    assert note["idle_cores"] >= 0 and note["left_out"] == [] and errors == []
+    for sheet in sheets.values():
+        assert sheet.series["fig.a"].samples == [1.0, 1.0]
+        assert sheet.series["fig.a"].params == {"family": "data"}
+        assert [m["paired"] for m in sheet.extra["machine"]] == [True, True]
+
+
+def test_paired_step_that_fails_is_a_family_error_and_an_unhealed_system_is_left_out():
+    log: list = []
+    sheets, errors, note = _paired(log, runs=2, fails={("kafka", "b")}, heals=False)
+    assert [(e["system"], e["family"], e["run"]) for e in errors] == [("kafka", "data", 0)]
+    assert "b broke" in errors[0]["error"]
+    assert ("kafka", "heal") in log
+    assert [e for e in log if e[0] == "kafka" and e[1] in ("a", "b")] == [("kafka", "a"),
+                                                                      ("kafka", "b")]
+    assert note["left_out"] == ["kafka"]
+    assert sheets["rayka"].series["fig.b"].samples == [1.0, 1.0]
+
+
+def test_only_families_with_steps_are_paired_and_only_with_two_systems():
+    from bench.kafka_bench import paired_families
+    assert paired_families(["data", "groups", "failover"], ["rayka", "kafka"]) == ["data"]
+    assert paired_families(["data"], ["rayka"]) == []
+
+
 def test_compiler_cpu_counts_only_a_jvms_compiler_threads():
     from bench.settle import compiler_cpu_s
     assert compiler_cpu_s({"C2 CompilerThre": 1.5, "C1 CompilerThre": 0.5,
