@@ -16,19 +16,18 @@ Rules:
   not. Its facts per run are noted ("settle": settled, seconds, windows); its seconds are
   in wall_s (<system>.settle). A settle that raises is a family error (family "settle")
   and the families still run on that system, noted as not settled.
-- Paired families (those with `steps`, bench/versus.py; the data path), when both systems
-  run: both clusters are started and settled once and stay up together; each run takes
-  every step on one system and at once on the other, the first system alternating run by
-  run (run 1 rayka first, run 2 Kafka first...), fresh topics per step. So each ratio
-  compares two measurements a minute or two apart, whatever the host's speed did over
-  the hour. The cost: the idle system's background CPU lands on the other's windows;
+- Paired families (--pair; those with `steps`, bench/versus.py: the data path): both
+  clusters are started and settled once and stay up together; each run takes every step on
+  one system and at once on the other, the first system alternating run by run, fresh
+  topics per step, so each ratio compares two measurements a minute or two apart.
   setup.paired.idle_cores is the machine's busy cores with both up and idle after
-  settling (measured: ~0.10 of rayka's Ray daemons and brokers, ~0.03 of Kafka's JVMs).
-  --no-pair runs them as the other families.
-- Other families: runs alternate: run 1 on a fresh rayka, run 1 on a fresh Kafka, run 2 on
-  a fresh rayka... (each family with runs=1 per cluster): a drift of the machine between
-  runs lands on both systems alike, and run i's ratio compares neighbours. Only one
-  system runs at a time.
+  settling (0.17-0.18 measured: Ray's daemons, rayka's brokers and controllers, Kafka's
+  JVMs). Not the default: an idle rayka beside a settled Kafka doubled Kafka's ack p99 at
+  10,000 records/s, linger.ms 2 (30 s windows alternating with and without it: 188, 182,
+  123 ms against 78, 71, 104; the p50s unchanged), which would flatter rayka.
+- Runs alternate: run 1 on a fresh rayka, run 1 on a fresh Kafka, run 2 on a fresh rayka...
+  (each family with runs=1 per cluster): a drift of the machine between runs lands on both
+  systems alike, and run i's ratio compares neighbours. Only one system runs at a time.
 - Figures: for each name a family records, versus.<name>.rayka and versus.<name>.kafka
   (one sample per run) and versus.<name>.ratio = rayka / Kafka run by run, with target 1.0
   (>= 1 when higher is better, <= 1 when lower is; a figure whose Kafka sample is 0 has
@@ -44,7 +43,7 @@ Rules:
   hours, and both systems of a run pair should have seen the same machine.
 
     .venv/bin/python bench/kafka_bench.py [--quick] [--runs 3] [--families data,groups]
-        [--systems rayka,kafka] [--no-pair] [--out bench/out/kafka.json]
+        [--systems rayka,kafka] [--pair] [--out bench/out/kafka.json]
 """
 
 from __future__ import annotations
@@ -222,7 +221,7 @@ def versus_figures(sheets: dict[str, Sheet]) -> list[dict]:
 
 
 def run(quick: bool = False, runs: int = 3, families=FAMILIES, systems=SYSTEMS,
-        pair: bool = True) -> dict:
+        pair: bool = False) -> dict:
     sheets = {s: Sheet(s) for s in systems}
     errors: list = []
     wall: dict = {}
@@ -258,15 +257,15 @@ def main(argv=None) -> dict:
     p = arg_parser(__doc__, DEFAULT_OUT, "small sizes, 1 s latency runs")
     p.add_argument("--families", default=",".join(FAMILIES))
     p.add_argument("--systems", default=",".join(SYSTEMS))
-    p.add_argument("--no-pair", action="store_true",
-                   help="run the paired families (data) one system at a time as the others")
+    p.add_argument("--pair", action="store_true",
+                   help="measure the families with steps (data) paired: both systems up")
     args = p.parse_args(argv)
     fams = [f for f in args.families.split(",") if f]
     unknown = [f for f in fams if f not in FAMILIES]
     if unknown:
         p.error(f"unknown families {unknown}: {FAMILIES}")
     return emit(run(args.quick, args.runs, fams, [s for s in args.systems.split(",") if s],
-                    pair=not args.no_pair), args.out)
+                    pair=args.pair), args.out)
 
 
 if __name__ == "__main__":

@@ -9,10 +9,11 @@ Rules:
   facts in `sheet.extra`.
 - A family may also give `steps(quick) -> [(label, step(system, sheet)), ...]`: one run
   cut into parts, each recording its own figures once (its `run` is then every step in
-  order, `runs` times). With two systems, bench/kafka_bench.py measures such a family
-  PAIRED: both systems up at once, each part on one system and at once on the other, so
-  that the machine's drift between the two is the drift of a few minutes, not of one
-  system's whole run (this VM's speed moves 2x within an hour).
+  order, `runs` times). With two systems and --pair, bench/kafka_bench.py measures such a
+  family PAIRED: both systems up at once, each part on one system and at once on the
+  other, so that the machine's drift between the two is the drift of a minute, not of
+  one system's whole run (this VM's speed moves 2x within an hour); not the default (the
+  idle system's background moves the other's p99s, kafka_bench's rules).
 - A figure name is short and the same for both systems (e.g. "produce.records_per_s");
   bench/kafka_bench.py turns each into versus.<name>.rayka, versus.<name>.kafka and
   versus.<name>.ratio (rayka / Kafka, run by run).

@@ -337,6 +337,13 @@ def test_paired_step_that_fails_is_a_family_error_and_an_unhealed_system_is_left
     assert sheets["rayka"].series["fig.b"].samples == [1.0, 1.0]
 
 
+def test_data_family_steps_are_the_throughput_then_each_paced_run():
+    from bench import versus_data
+    labels = [label for label, _ in versus_data.steps(True)]
+    assert labels == ["produce and consume"] + [
+        f"latency {rate}/s linger.ms {linger}" for rate, linger in versus_data.LATENCY_RUNS]
+
+
 def test_only_families_with_steps_are_paired_and_only_with_two_systems():
     from bench.kafka_bench import paired_families
     assert paired_families(["data", "groups", "failover"], ["rayka", "kafka"]) == ["data"]
