@@ -153,6 +153,16 @@ class KafkaSampler:
             files.append(f)
         return files
 
+    def abandon(self) -> None:
+        """Stop sampling every JVM the window started (a JVM never started answers an
+        error, ignored): a failed window must not leave a profiler running in a broker."""
+        for b, pid in self.pids.items():
+            try:
+                _run(agent_command(pid, self.agent,
+                                   f"stop,collapsed,file={self.out / f'abandoned-b{b}.collapsed'}"))
+            except (RuntimeError, OSError, subprocess.SubprocessError):
+                pass
+
 
 class RaykaSampler:
     def __init__(self, pids: dict[int, int], out: Path):
@@ -172,18 +182,29 @@ class RaykaSampler:
             proc.wait(timeout=120)
         return [self.out / f"rayka-b{b}.collapsed" for b in self.procs]
 
+    def abandon(self) -> None:
+        """Stop every py-spy the window started (by its pid, never by name)."""
+        for proc in self.procs.values():
+            proc.terminate()
+            proc.wait(timeout=30)
+
 
 # -- the windows ---------------------------------------------------------------------------------
-def profile_window(system, sampler_class, rate: int, seconds: float, out: Path) -> dict:
+def profile_window(system, sampler_class, rate: int, seconds: float, out: Path,
+                   paced=latency_once) -> dict:
     out = out.resolve()             # the JVM writes a relative file name in its own cwd
     out.mkdir(parents=True, exist_ok=True)
     pids = system.broker_pids()
     topic = system.fresh_topic("vs-profile", PARTITIONS, 300)
     sampler = sampler_class(pids, out)
     try:
-        sampler.start(seconds)
-        got = latency_once(system.bootstrap_servers(), topic, rate, seconds, 0,
-                           broker_pids=list(pids.values()))
+        try:
+            sampler.start(seconds)
+            got = paced(system.bootstrap_servers(), topic, rate, seconds, 0,
+                        broker_pids=list(pids.values()))
+        except BaseException:
+            sampler.abandon()
+            raise
         files = sampler.stop()
     finally:
         system.delete_topic(topic)

@@ -1,5 +1,6 @@
 """bench/profile_brokers.py's pure parts: collapsed stacks to shares, thread groups, the
-jcmd command that carries async-profiler's options."""
+jcmd command that carries async-profiler's options; and a failed window's clean-up, with a
+logged sampler and a system of one topic."""
 
 import pytest
 
@@ -63,3 +64,54 @@ def test_agent_options_are_quoted_inside_jcmds_argument():
     cmd = agent_command(77, "/x/libasyncProfiler.so", "start,event=ctimer,interval=1ms")
     assert cmd == ["jcmd", "77", "JVMTI.agent_load", "/x/libasyncProfiler.so",
                    '"start,event=ctimer,interval=1ms"']
+
+
+class LoggedSampler:
+    """A sampler that records what the window asked of it."""
+    log: list = []
+
+    def __init__(self, pids, out):
+        self.log.append(("new", tuple(pids)))
+
+    def start(self, seconds):
+        self.log.append(("start", seconds))
+
+    def stop(self):
+        self.log.append(("stop",))
+        return []
+
+    def abandon(self):
+        self.log.append(("abandon",))
+
+
+class OneTopicSystem:
+    """Just what profile_window asks of a system."""
+    name = "rayka"
+
+    def __init__(self):
+        self.deleted = []
+
+    def broker_pids(self):
+        return {1: 101}
+
+    def fresh_topic(self, prefix, partitions, timeout_s):
+        return f"{prefix}-x"
+
+    def bootstrap_servers(self):
+        return "127.0.0.1:9"
+
+    def delete_topic(self, name):
+        self.deleted.append(name)
+
+
+def test_a_window_that_fails_stops_its_sampler_and_deletes_its_topic(tmp_path):
+    from bench.profile_brokers import profile_window
+
+    def paced(*args, **kw):
+        raise TimeoutError("no acknowledgement")
+    LoggedSampler.log = []
+    system = OneTopicSystem()
+    with pytest.raises(TimeoutError):
+        profile_window(system, LoggedSampler, 200, 1.0, tmp_path, paced=paced)
+    assert LoggedSampler.log == [("new", (1,)), ("start", 1.0), ("abandon",)]
+    assert system.deleted == ["vs-profile-x"]
