@@ -94,6 +94,12 @@ def machine_busy() -> tuple[float, float]:
     return sum(fields) - idle, sum(fields)
 
 
+def busy_share_since(before: tuple[float, float]) -> float:
+    """The share of every CPU busy since `before` (a machine_busy() sample), 0 to 1."""
+    busy, total = machine_busy()
+    return (busy - before[0]) / max(1, total - before[1])
+
+
 PACE_LOOPS = 300_000
 
 

@@ -72,8 +72,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.common import (arg_parser, emit, figure, machine_busy, machine_facts,  # noqa: E402
-                          proc_cpu_s, say)
+from bench.common import (arg_parser, busy_share_since, emit, figure,  # noqa: E402
+                          machine_busy, machine_facts, proc_cpu_s, say)
 
 NAME = "console"
 SIZES, QUICK_SIZES = (100, 1_000, 10_000), (100, 300)
@@ -175,9 +175,7 @@ class CpuWindow:
     def end(self) -> dict:
         wall = time.monotonic() - self.t0
         out = {k: (proc_cpu_s(p) - self.cpu0[k]) / wall for k, p in self.groups.items()}
-        busy, total = machine_busy()
-        out["machine_busy_cores"] = (busy - self.busy0[0]) / max(1, total - self.busy0[1]) \
-            * os.cpu_count()
+        out["machine_busy_cores"] = busy_share_since(self.busy0) * os.cpu_count()
         out["wall_s"] = wall
         return out
 

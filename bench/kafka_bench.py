@@ -60,8 +60,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.common import (arg_parser, emit, figure, machine_busy, machine_facts,  # noqa: E402
-                          machine_pace, say, steal_s)
+from bench.common import (arg_parser, busy_share_since, emit, figure,  # noqa: E402
+                          machine_busy, machine_facts, machine_pace, say, steal_s)
 from bench.settle import settle  # noqa: E402
 from bench.systems import SYSTEMS, open_system  # noqa: E402
 from bench.versus import Sheet  # noqa: E402
@@ -97,6 +97,28 @@ def _settle(system, quick: bool, run_i: int, errors: list) -> dict:
         return {"settled": False, "run": run_i, "error": error}
 
 
+def _open(name: str, stack: contextlib.ExitStack, wall: dict, settings: dict, open_=None):
+    """A fresh system `name` entered on `stack`; its start's seconds and settings noted."""
+    t0 = time.monotonic()
+    system = stack.enter_context((open_ or open_system)(name))
+    wall.setdefault(f"{name}.start", []).append(time.monotonic() - t0)
+    settings[name] = {"version": system.version, **system.settings}
+    return system
+
+
+def _settle_noted(system, sheet: Sheet, quick: bool, run_i: int, errors: list, wall: dict,
+                  settle_=None) -> None:
+    """Settle `system` (_settle's rules), its note on `sheet` and its seconds in wall."""
+    t0 = time.monotonic()
+    sheet.note("settle", (settle_ or _settle)(system, quick, run_i, errors))
+    wall.setdefault(f"{system.name}.settle", []).append(time.monotonic() - t0)
+
+
+def _machine_note(pace: dict, steal0: float, **extra) -> dict:
+    """A run's "machine" note: the pace before it and the seconds stolen since `steal0`."""
+    return {**pace, "steal_s": round(steal_s() - steal0, 1), **extra}
+
+
 def run_system_once(name: str, sheet: Sheet, families, quick: bool, run_i: int,
                     errors: list, wall: dict, settings: dict) -> None:
     """Run every family once on a fresh system `name`."""
@@ -107,13 +129,8 @@ def run_system_once(name: str, sheet: Sheet, families, quick: bool, run_i: int,
         for fam in families:
             if system is None:
                 stack = contextlib.ExitStack()
-                t0 = time.monotonic()
-                system = stack.enter_context(open_system(name))
-                wall.setdefault(f"{name}.start", []).append(time.monotonic() - t0)
-                settings[name] = {"version": system.version, **system.settings}
-                t0 = time.monotonic()
-                sheet.note("settle", _settle(system, quick, run_i, errors))
-                wall.setdefault(f"{name}.settle", []).append(time.monotonic() - t0)
+                system = _open(name, stack, wall, settings)
+                _settle_noted(system, sheet, quick, run_i, errors, wall)
             say(f"run {run_i}: {name} {fam}")
             t0 = time.monotonic()
             sheet.family = fam
@@ -130,7 +147,7 @@ def run_system_once(name: str, sheet: Sheet, families, quick: bool, run_i: int,
     finally:
         if stack is not None:
             stack.close()
-        sheet.note("machine", {**pace, "steal_s": round(steal_s() - steal0, 1)})
+        sheet.note("machine", _machine_note(pace, steal0))
 
 
 def paired_families(families, systems) -> list[str]:
@@ -144,31 +161,23 @@ def paired_families(families, systems) -> list[str]:
 def idle_cores(seconds: float) -> float:
     """The machine's busy cores over `seconds` (/proc/stat), as measured, not slept as a
     wait: the cost of what is up and idle."""
-    busy0, total0 = machine_busy()
+    before = machine_busy()
     time.sleep(seconds)
-    busy1, total1 = machine_busy()
-    return round((busy1 - busy0) / max(total1 - total0, 1) * (os.cpu_count() or 1), 3)
+    return round(busy_share_since(before) * (os.cpu_count() or 1), 3)
 
 
 def run_paired(names, sheets: dict, families, quick: bool, runs: int, errors: list,
-               wall: dict, settings: dict, open_=open_system, settle_=None,
+               wall: dict, settings: dict, open_=None, settle_=None,
                module=None) -> dict:
     """Rule "Paired families": every system of `names` up at once, settled once, then
     `runs` runs of each family's steps, each step on every system back to back (the first
     system alternating by run). A step that raises is a family error; its system is healed
     or, if that fails, left out of the remaining steps. Returns setup.paired."""
-    settle_, module = settle_ or _settle, module or _family
+    module = module or _family
     with contextlib.ExitStack() as stack:
-        systems = {}
+        systems = {name: _open(name, stack, wall, settings, open_) for name in names}
         for name in names:
-            t0 = time.monotonic()
-            systems[name] = stack.enter_context(open_(name))
-            wall.setdefault(f"{name}.start", []).append(time.monotonic() - t0)
-            settings[name] = {"version": systems[name].version, **systems[name].settings}
-        for name in names:
-            t0 = time.monotonic()
-            sheets[name].note("settle", settle_(systems[name], quick, 0, errors))
-            wall.setdefault(f"{name}.settle", []).append(time.monotonic() - t0)
+            _settle_noted(systems[name], sheets[name], quick, 0, errors, wall, settle_)
         idle = idle_cores(QUICK_IDLE_S if quick else IDLE_S)
         broken: set[str] = set()
         orders = []
@@ -194,8 +203,7 @@ def run_paired(names, sheets: dict, families, quick: bool, runs: int, errors: li
                                 broken.add(name)
                         wall.setdefault(f"{name}.{fam}", []).append(time.monotonic() - t0)
             for name in names:
-                sheets[name].note("machine", {**pace, "steal_s": round(steal_s() - steal0, 1),
-                                              "paired": True})
+                sheets[name].note("machine", _machine_note(pace, steal0, paired=True))
     return {"families": list(families), "idle_cores": idle, "orders": orders,
             "left_out": sorted(broken)}
 

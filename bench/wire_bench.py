@@ -63,9 +63,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import (arg_parser, emit, figure, local_cluster, machine_busy,  # noqa: E402
-                          machine_facts, poll_timeout_s, proc_cpu_s, produce_all,
-                          replicated_topic, say, self_cpu_s, thread_cpu_s, threads_cpu_by_name)
+from bench.common import (arg_parser, busy_share_since, emit, figure,  # noqa: E402
+                          local_cluster, machine_busy, machine_facts, poll_timeout_s,
+                          proc_cpu_s, produce_all, replicated_topic, say, self_cpu_s,
+                          thread_cpu_s, threads_cpu_by_name)
 
 NAME = "wire"
 DEFAULT_OUT = Path(__file__).resolve().parent / "out" / f"{NAME}.json"
@@ -269,8 +270,7 @@ def latency_once(bootstrap: str, topic: str, rate: int, duration_s: float,
                               on_delivery=delivered),
             lambda wait_s: p.poll(poll_timeout_s(wait_s)))
         client_cpu = (self_cpu_s() - me0) / spent
-        busy = machine_busy()
-        busy_share = (busy[0] - busy0[0]) / max(1, busy[1] - busy0[1])
+        busy_share = busy_share_since(busy0)
         threads = _thread_cpu_by_role({"producer": producer_tids, "consumer": consumer_tids},
                                       threads0, thread_cpu_s())
         if p.flush(TIMEOUT_S):

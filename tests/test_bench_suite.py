@@ -564,6 +564,13 @@ def test_steal_is_the_eighth_value_of_the_cpu_line():
     assert steal_s() >= 0.0
 
 
+def test_busy_share_since_a_sample_is_a_share_of_every_cpu():
+    from bench.common import busy_share_since, machine_busy
+    assert 0.0 <= busy_share_since(machine_busy()) <= 1.0
+    busy, total = machine_busy()
+    assert busy_share_since((0, 0)) == pytest.approx(busy / total, rel=0.01)
+
+
 def test_each_systems_run_notes_the_machines_pace_and_steal():
     from bench.kafka_bench import run_system_once
     from bench.versus import Sheet
