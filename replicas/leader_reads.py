@@ -24,9 +24,11 @@ Rules:
   end), no records, follower state untouched; else reads up to the LEO and records
   FollowerFetched (HW, ISR expansion, acks=-1 completions; the follower's log start as
   its fetch carried it). The returned HW is the one AFTER that update.
-- Every batch read is CRC-checked before it is served: a corrupt one is never sent, and its
-  log directory goes offline (KAFKA_STORAGE_ERROR, replicas/log_dirs.py), as an I/O
-  error while reading does.
+- Every batch read from a segment file is CRC-checked before it is served: a corrupt one
+  is never sent, and its log directory goes offline (KAFKA_STORAGE_ERROR,
+  replicas/log_dirs.py), as an I/O error while reading does. A read at the log end that
+  is exactly the last append is served from memory (Log.read_tail): those bytes were
+  validated before they were written and never came back from the disk.
 """
 
 from __future__ import annotations
@@ -148,7 +150,11 @@ class LeaderReads:
     @staticmethod
     def _read(log: Log, offset: int, limit: int, max_offset: int | None) -> bytes:
         """A read whose every batch passed its CRC: a corrupt one raises CorruptRecord and
-        is never served (its directory goes offline)."""
+        is never served (its directory goes offline); the last append's bytes come from
+        memory, checked when they were appended."""
+        data = log.read_tail(offset, limit, max_offset)
+        if data is not None:
+            return data
         data = log.read(offset, limit, max_offset=max_offset)
         if data:
             try:

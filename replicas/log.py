@@ -343,6 +343,15 @@ class Log:
             offset = max(offset, segment.next_offset)
         return b""
 
+    def read_tail(self, offset: int, max_bytes: int = 1 << 20,
+                  max_offset: int | None = None) -> bytes | None:
+        """`read`'s answer when it is exactly the last append's bytes, kept in memory by the
+        active segment (replicas/segment.py: validated before they were written, so neither
+        read back nor checked again); None otherwise."""
+        if not self._segments or offset < self.log_start_offset:
+            return None
+        return self._segments[-1].tail_read(offset, max_bytes, max_offset)
+
     def iter_reads(self, offset: int, max_offset: int | None = None,
                    chunk_bytes: int = 1 << 22):
         """Successive `read`s from `offset` until `max_offset` (or the LEO): whole batches."""

@@ -32,6 +32,12 @@ Rules (Kafka's record and log formats, Kafka's LogSegment/OffsetIndex):
   the segment remembers a few batch boundaries, offset → position (where appends began and
   where reads stopped): a fetch at such an offset reads one header instead of scanning
   from the sparse index. A truncation forgets them.
+- The active segment keeps the bytes of its last append (at most TAIL_BYTES) while they
+  are its last bytes: `tail_read` answers a read that would return exactly them (a
+  follower or a consumer at the log end, most reads at low rates) from memory, with no
+  header lookup, no pread and no CRC check again (they were validated before they were
+  written, and a later change to the file under the broker, a disk fault, cannot reach
+  them). A truncation, a recovery, a roll or closing drops them.
 """
 
 from __future__ import annotations
@@ -51,6 +57,7 @@ from replicas.txn_index import TransactionIndex
 
 INDEX_ENTRY = struct.Struct(">ii")
 BOUNDARY_HINTS = 32
+TAIL_BYTES = 8192           # a larger append is read back from the file
 MAX_RELATIVE_OFFSET = 2**31 - 1
 
 
@@ -90,6 +97,9 @@ class Segment:
         self._index_positions: list[int] = []
         self._bytes_since_index = 0
         self._boundaries: dict[int, int] = {}   # batch base offset → position (hints)
+        # the last append while it ends the file: (first base offset, last batch's base
+        # offset, end position, its bytes, whether it is one batch); None when not kept
+        self._tail: tuple[int, int, int, bytes, bool] | None = None
         self.dirty = False
         self._data_synced = -1                   # the .log's size when last fdatasynced
         self.created_ms: int | None = None       # set by the log from its clock
@@ -126,6 +136,7 @@ class Segment:
         """Validate every batch (header, CRC, rising offsets); cut the file at the first bad
         one; rebuild the offset and time indexes (the log sees to the `.txnindex`)."""
         result = self.scan(max_batch_bytes)
+        self._tail = None
         if result.valid_bytes < self.size:
             os.ftruncate(self._fd, result.valid_bytes)
             self.size = result.valid_bytes
@@ -191,9 +202,11 @@ class Segment:
         start = self.size
         index_bytes, time_bytes = bytearray(), bytearray()
         offset = first_offset
+        last_base = first_offset
         self._known_timestamps()
         for header in headers:
-            offset = (header.base_offset if assigned else offset) + header.last_offset_delta + 1
+            last_base = header.base_offset if assigned else offset
+            offset = last_base + header.last_offset_delta + 1
             self._track(header, offset - 1)
             entry = self._maybe_index(offset - 1, start + header.position, header.size)
             if entry:
@@ -210,9 +223,25 @@ class Segment:
         self.size = start + len(buf)
         self.next_offset = offset
         self.dirty = True
+        if headers:
+            first = headers[0].base_offset if assigned else first_offset
+            self._tail = (first, last_base, self.size, bytes(buf), len(headers) == 1) \
+                if len(buf) <= TAIL_BYTES else None
+
+    def tail_read(self, offset: int, max_bytes: int, max_offset: int | None) -> bytes | None:
+        """What `read(offset, max_bytes, max_offset)` would return, from the last append's
+        bytes kept in memory (module rules), when it would return exactly them; else None."""
+        tail = self._tail
+        if tail is None or tail[0] != offset or tail[2] != self.size or self._closed:
+            return None
+        if (max_offset is not None and tail[1] >= max_offset) or \
+                (len(tail[3]) > max_bytes and not tail[4]):
+            return None
+        return tail[3]
 
     def on_become_inactive(self) -> None:
         """The segment was rolled: its last time-index entry (Kafka's skipFullCheck)."""
+        self._tail = None
         self.time_index.write(self.time_index.maybe_append(*self._known_timestamps()[1:]))
 
     def _maybe_index(self, last_offset: int, position: int, size: int) -> bytes:
@@ -332,6 +361,7 @@ class Segment:
             return 0
         removed = self.size - position
         self._boundaries.clear()
+        self._tail = None
         os.ftruncate(self._fd, position)
         self.size = position
         # Offsets are dense, so the first dropped batch starts where the kept data ends.
@@ -376,6 +406,7 @@ class Segment:
 
     def close(self) -> None:
         self._closed = True
+        self._tail = None
         self._files.close(self)
 
     def delete(self) -> None:

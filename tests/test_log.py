@@ -307,3 +307,87 @@ def test_epochs_not_yet_flushed_are_rederived_by_recovery(tmp_path):
     assert [(e.epoch, e.start_offset) for e in crashed.epoch_cache.entries] == \
         [(0, 0), (2, 12), (4, 24), (7, 36), (9, 40)]
     assert crashed.epoch_cache.end_offset_for(7, crashed.log_end_offset) == (7, 40)
+
+
+# -- the last append kept in memory (Log.read_tail) --------------------------------------------
+
+def test_read_tail_is_the_last_append_until_the_file_moves_on(tmp_path):
+    log = Log(tmp_path / "t-0", LogConfig(segment_bytes=1 << 20))
+    log.append_as_leader(batch(["a", "b"]), leader_epoch=0)
+    log.append_as_leader(batch(["c"]) + batch(["d", "e"]), leader_epoch=0)   # two batches
+    on_disk = log.read(2, 1 << 20)
+    assert log.read_tail(2, 1 << 20) == on_disk and values_of(on_disk) == [
+        (2, b"c"), (3, b"d"), (4, b"e")]
+    # not exactly the last append: another offset, a max offset or size that cuts it
+    assert log.read_tail(0, 1 << 20) is None
+    assert log.read_tail(2, 1 << 20, max_offset=3) is None      # the 2nd batch starts at 3
+    assert log.read_tail(2, 1 << 20, max_offset=4) == on_disk
+    assert log.read_tail(2, 10) is None                          # two batches over 10 bytes
+    log.append_as_leader(batch(["f"]), leader_epoch=0)
+    single = log.read(5, 10)                                     # one batch: always whole
+    assert log.read_tail(5, 10) == single and log.read_tail(2, 1 << 20) is None
+    # a fault changing the file under the broker does not reach the bytes kept
+    segment = tmp_path / "t-0" / ("0" * 20 + ".log")
+    data = bytearray(segment.read_bytes())
+    data[-1] ^= 0xFF
+    segment.write_bytes(bytes(data))
+    assert log.read_tail(5, 1 << 20) == single
+    records.validate_batches(single)
+    with pytest.raises(CorruptRecord):
+        records.validate_batches(log.read(5, 1 << 20))
+    log.truncate_to(5)
+    assert log.read_tail(5, 1 << 20) is None
+
+
+def test_read_tail_is_dropped_by_a_roll_a_reopen_and_a_moved_log_start(tmp_path):
+    log = Log(tmp_path / "t-0", SMALL)
+    log.append_as_leader(batch(["x" * 300]), leader_epoch=0)
+    assert log.read_tail(0, 1 << 20) is not None
+    log.append_as_leader(batch(["y" * 900]), leader_epoch=0)   # over segment.bytes: a roll
+    assert len(log.segments) == 2 and log.read_tail(0, 1 << 20) is None
+    assert log.read_tail(1, 1 << 20) == log.read(1, 1 << 20)
+    log.delete_records_before(2)
+    assert log.read_tail(1, 1 << 20) is None
+    log.flush()
+    log.close()
+    reopened = Log(tmp_path / "t-0", SMALL, recovery_point=2)
+    assert reopened.read_tail(1, 1 << 20) is None
+
+
+tail_ops = st.lists(st.one_of(
+    st.tuples(st.just("lead"), st.lists(st.integers(1, 4), min_size=1, max_size=3)),
+    st.tuples(st.just("follow"), st.lists(st.integers(1, 4), min_size=1, max_size=3)),
+    st.tuples(st.just("truncate"), st.integers(0, 40)),
+    st.tuples(st.just("read"), st.integers(0, 40), st.integers(1, 600),
+              st.one_of(st.none(), st.integers(0, 40))),
+), max_size=30)
+
+
+@given(ops=tail_ops)
+@settings(max_examples=80, deadline=None)
+def test_read_tail_answers_only_what_read_answers(tmp_path_factory, ops):
+    """Whenever the kept tail answers, it is byte for byte what a read of the file gives."""
+    log = Log(tmp_path_factory.mktemp("tail") / "t-0",
+              LogConfig(segment_bytes=700, index_interval_bytes=100))
+    for op in ops:
+        end = log.log_end_offset
+        if op[0] in ("lead", "follow"):
+            buf, offset = bytearray(), end
+            for n in op[1]:        # several batches in one append
+                buf += batch([b"v%d" % (offset + i) for i in range(n)], base_offset=offset,
+                             partition_leader_epoch=0)
+                offset += n
+            if op[0] == "lead":
+                log.append_as_leader(buf, leader_epoch=0)
+            else:
+                log.append_as_follower(bytes(buf))
+        elif op[0] == "truncate":
+            log.truncate_to(op[1])
+        else:
+            offset = min(op[1], end)
+            tail = log.read_tail(offset, op[2], op[3])
+            if tail is not None:
+                assert tail == log.read(offset, op[2], op[3])
+        if end < log.log_end_offset:           # just appended: the tail answers its reader
+            assert log.read_tail(end, 1 << 20) == log.read(end, 1 << 20)
+    log.close()
