@@ -42,6 +42,8 @@ Ray actors that carry them.
 - cluster_host: the detached actor that holds a named cluster's facts and owns the embedded
   ZooKeeper server; it also keeps the last Spark reads' task reports past their drivers;
 - metrics: rayka's Ray metrics (gauges; names listed in docs/grafana/).
+- gc_pauses: the cyclic collector's pauses of a broker actor's process, kept for the
+  benchmark to put beside a JVM's GC log.
 - topic_io: Kafka's per-topic bytes in from producers and out to consumers, per broker.
 
 May import: ray, replicas/, controller/ (kazoo only through controller.zookeeper), protocol/,

@@ -2,7 +2,8 @@
 
 Rules:
 - The actor is the thin shell: it opens the broker's ZooKeeper session, builds a `Broker`
-  with a `RayBrokerHost` and adds nothing else but Ray's options.
+  with a `RayBrokerHost` and adds nothing else but Ray's options and what belongs to its
+  process (the collector's pauses, actors/gc_pauses.py).
 - Separate thread pools (Ray concurrency groups): waiting acks=all produces and long-polls
   must never take every thread while the follower fetches and controller requests that
   would release them queue up (seen at 3,000 partitions). `METHOD_GROUPS` names each
@@ -21,7 +22,7 @@ import logging
 
 import ray
 
-from actors import metrics
+from actors import gc_pauses, metrics
 from actors.broker import Broker
 from actors.broker_config import split_broker_config
 from actors.cluster_host import (broker_actor_name, controller_actor_name, normal_priority,
@@ -85,11 +86,17 @@ class BrokerActor(Broker):
         logging.basicConfig(level=logging.INFO)
         logging.getLogger("kazoo").setLevel(logging.WARNING)
         normal_priority()
+        gc_pauses.install()
         settings = split_broker_config(config)
         store = ZkStore(zookeeper, cluster, session_timeout_s=settings.zk_session_timeout_ms / 1000,
                         auth=settings.security.zookeeper_auth).start()
         super().__init__(broker_id, store, data_dir, settings,
                          RayBrokerHost(broker_id, cluster, namespace, settings.metrics_interval_s))
+
+    def gc_pauses(self, since_s: float, until_s: float) -> list[tuple[float, float, str]]:
+        """The cyclic collector's pauses of this actor's process that began between two
+        wall times (actors/gc_pauses.py): (wall time s, ms, "gen N")."""
+        return gc_pauses.between(since_s, until_s)
 
 
 def _in_group(method, group: str):

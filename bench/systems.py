@@ -22,6 +22,11 @@ Rules:
   * wait_healed(timeout_s): every broker up, and every partition of every topic led with
     its full replica set in the ISR (Metadata from the brokers, polled with a deadline).
   * broker_pids(): {broker id: pid} of the processes doing the broker's work (for CPU).
+  * gc_pauses(since_s, until_s): {broker id: [(wall time s, ms, what)]} of the
+    collector's pauses each broker's runtime had that began between two wall times (Kafka:
+    its JVMs' GC logs, as kafka-server-start.sh -loggc writes them; rayka: the broker
+    process's cyclic collections, actors/gc_pauses.py: while either runs, the broker
+    answers nothing).
 - Settings are Kafka's defaults on Kafka (server.properties as 3.9.2 ships it, except what a
   3-broker RF-3 cluster needs and group.initial.rebalance.delay.ms at Kafka's code default
   3000, which rayka also uses) and rayka's defaults on rayka; `settings` records what
@@ -33,7 +38,9 @@ Rules:
 from __future__ import annotations
 
 import contextlib
+import glob
 import os
+import re
 import signal
 import sys
 import threading
@@ -87,6 +94,29 @@ def kill_and_wait(pid: int, timeout_s: float = 10.0) -> float:
     return time.monotonic()
 
 
+# a JVM's unified logging of a pause, as -loggc's decorations (time,tags) write it:
+# [2026-11-30T18:58:12.000+0000][gc          ] GC(31) Pause Young (Normal) (G1 Evacuation
+# Pause) 403M->161M(3072M) 44.906ms   (one line; the [gc,start] line before it has no time)
+_GC_PAUSE = re.compile(r"^\[(?P<time>[^\]]+)\]\[gc *\] GC\(\d+\) (?P<what>Pause .*?)"
+                       r"(?: \S+->\S+)? (?P<ms>\d+(?:\.\d+)?)ms$")
+
+
+def gc_pauses(lines, since_s: float, until_s: float) -> list[tuple[float, float, str]]:
+    """(wall time s, ms, what) of each pause logged in `lines` (a JVM GC log's) that began
+    in [since_s, until_s]; the log stamps a pause when it ends."""
+    from datetime import datetime
+    out = []
+    for line in lines:
+        m = _GC_PAUSE.match(line.rstrip("\n"))
+        if m is None:
+            continue
+        ms = float(m["ms"])
+        start = datetime.fromisoformat(m["time"]).timestamp() - ms / 1000
+        if since_s <= start <= until_s:
+            out.append((start, ms, m["what"]))
+    return out
+
+
 class System:
     """What every workload may use; see the module's rules."""
     name = "?"
@@ -135,6 +165,9 @@ class System:
 
     def wait_up(self, timeout_s: float = 180.0) -> None:
         """Until every broker answers Metadata listing all of them."""
+        raise NotImplementedError
+
+    def gc_pauses(self, since_s: float, until_s: float) -> dict:
         raise NotImplementedError
 
     # -- through Kafka's protocol, the same on both ---------------------------------------
@@ -283,6 +316,10 @@ class RaykaSystem(System):
     def restart_broker(self, broker_id: int, timeout_s: float = 180.0) -> dict:
         return self.cluster.restart_broker(broker_id, timeout_s)
 
+    def gc_pauses(self, since_s: float, until_s: float) -> dict:
+        return {b: self._ray.get(self.cluster.broker_actor(b).gc_pauses.remote(since_s, until_s),
+                                 timeout=60) for b in self.broker_ids()}
+
     def wait_up(self, timeout_s: float = 180.0) -> None:
         def answering():
             self.cluster.wait_ready(timeout_s)
@@ -355,6 +392,18 @@ class KafkaSystem(System):
                      (hp.rsplit(":", 1) for hp in self.bootstrap_servers().split(","))]
         wait_all_listed(addresses, self.broker_ids(), max(1.0, deadline - time.monotonic()),
                         "Kafka", interval_s=0.25)
+
+    def gc_pauses(self, since_s: float, until_s: float) -> dict:
+        out = {}
+        for b in self.broker_ids():
+            lines = []
+            # -Xlog's filecount rotation: kafkaServer-gc.log, .0, .1, ...
+            for path in sorted(glob.glob(str(self.cluster.broker(b).log_dir /
+                                              "kafkaServer-gc.log*"))):
+                with contextlib.suppress(OSError), open(path, errors="replace") as f:
+                    lines.extend(f)
+            out[b] = gc_pauses(lines, since_s, until_s)
+        return out
 
     def close(self) -> None:
         for b, pid in list(self._paused.items()):

@@ -47,12 +47,17 @@ clients run in this process):
   2.9 to 3.6). At 200 records/s rayka leaves the machine mostly idle; Kafka's JVMs still
   fill it, most of it in their JIT compilers: each run notes the brokers' CPU by thread
   name (`latency_runs[].broker_threads_cpu_s`) beside the machine's busy share.
+- the brokers' collector pauses over each paced run (`latency_runs[].broker_gc_pauses`,
+  System.gc_pauses: a JVM's G1 pauses from its GC log, a rayka broker's cyclic
+  collections): a record acked with acks=all waits out a pause of any replica in its ISR,
+  so a p99 near the longest pause is set by the collector, not by the request path.
 """
 
 from __future__ import annotations
 
 import functools
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -119,7 +124,9 @@ def _throughput(system, sheet, n: int) -> None:
 
 def _latency(system, sheet, rate: int, linger: float, duration: float) -> None:
     topic = system.fresh_topic("vs-lat", PARTITIONS, TIMEOUT_S)
+    t0 = time.time()
     got = latency_once(system, topic, rate, duration, linger)
+    pauses = system.gc_pauses(t0, time.time())
     stem = f"latency.rate_{rate}.linger_{linger}"
     params = dict(rate=rate, linger_ms=linger, duration_s=duration,
                   fetch_wait_max_ms=FETCH_WAIT_MAX_MS, acks="all", idempotent=True)
@@ -139,8 +146,19 @@ def _latency(system, sheet, rate: int, linger: float, duration: float) -> None:
                   **params)
     sheet.note("latency_runs", {k: v for k, v in got.items()
                                 if k not in ("e2e_ms", "ack_ms")} | {"rate": rate,
-                                                                      "linger_ms": linger})
+                                                                      "linger_ms": linger}
+               | _pause_notes(pauses))
     system.delete_topic(topic)
+
+
+def _pause_notes(pauses: dict) -> dict:
+    """The brokers' collector pauses over a paced run (System.gc_pauses): each broker's
+    count, total and longest in ms, and the ms of each (an acks=all record waits for every
+    replica in the ISR, so a pause of any broker is a pause of its acks)."""
+    return {"broker_gc_pauses": {
+        str(b): {"count": len(ps), "total_ms": round(sum((ms for _, ms, _ in ps), 0.0), 1),
+                 "max_ms": round(max((ms for _, ms, _ in ps), default=0.0), 1),
+                 "ms": [round(ms, 1) for _, ms, _ in ps]} for b, ps in pauses.items()}}
 
 
 if __name__ == "__main__":
