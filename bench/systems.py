@@ -397,9 +397,7 @@ class KafkaSystem(System):
         out = {}
         for b in self.broker_ids():
             lines = []
-            # -Xlog's filecount rotation: kafkaServer-gc.log, .0, .1, ...
-            for path in sorted(glob.glob(str(self.cluster.broker(b).log_dir /
-                                              "kafkaServer-gc.log*"))):
+            for path in sorted(glob.glob(f"{self.cluster.broker(b).gc_log}*")):
                 with contextlib.suppress(OSError), open(path, errors="replace") as f:
                     lines.extend(f)
             out[b] = gc_pauses(lines, since_s, until_s)

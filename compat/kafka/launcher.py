@@ -547,6 +547,7 @@ class Broker:
         self.data_dir, self.log_dir = self.dir / "data", self.dir / "logs"
         self.config = self.dir / "server.properties"
         self.out = self.log_dir / "kafkaServer.out"
+        self.gc_log = self.log_dir / "kafkaServer-gc.log"    # -Xlog adds .0, .1, ... rotated
         self.proc: subprocess.Popen | None = None
 
     @property
@@ -754,7 +755,7 @@ class KafkaCluster:
 
     def _command(self, b: Broker) -> list[str]:
         return [find_java(self.java), *_split(self.heap), *_split(PERF_OPTS),
-                f"-Xlog:gc*:file={b.log_dir}/kafkaServer-gc.log:time,tags:filecount=10,filesize=100M",
+                f"-Xlog:gc*:file={b.gc_log}:time,tags:filecount=10,filesize=100M",
                 *_split(JMX_OPTS), f"-Dkafka.logs.dir={b.log_dir}",
                 f"-Dlog4j.configuration=file:{CONFIG / 'log4j.properties'}",
                 "-cp", f"{LIBS}/*", *_split(self.jvm_opts), "kafka.Kafka", str(b.config)]
