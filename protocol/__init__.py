@@ -7,7 +7,8 @@ manager, the group coordinator and admin operations, and their answers into resp
 Record batches stay opaque bytes end to end.
 
 Modules: frames (the 4-byte size prefix), codec (kio requests and responses), hot_writers
-(Fetch and Produce answers written by hand, kio's bytes), legacy (the
+(Fetch and Produce answers written by hand, kio's bytes), fetch_answer (a Fetch v12-18
+answer kept as its outcomes and written straight to bytes), legacy (the
 versions kio has no schema for: Kafka 3.8's oldest), connection
 (one connection's bytes → requests → ordered answers), versions (the API-version table),
 build (one internal result to the version asked), api (`BrokerApi`, what handlers need

@@ -165,9 +165,11 @@ _WRITERS: dict[type, object] = {}
 
 
 def writer_for(cls):
-    """The writer of a response class: protocol/hot_writers.py's for Fetch v12-18 and
-    Produce v9-12 (kio's bytes, by hand), kio's own for every other."""
-    return hot_writers.writer_for(cls) or entity_writer(cls)
+    """The writer of a response class: its own `__writer__` (protocol/fetch_answer.py's
+    FetchAnswer), protocol/hot_writers.py's for Fetch v12-18 and Produce v9-12 (kio's
+    bytes, by hand), kio's own for every other."""
+    return getattr(cls, "__writer__", None) or hot_writers.writer_for(cls) or \
+        entity_writer(cls)
 
 
 def encode_response(request: Request, body) -> bytes:

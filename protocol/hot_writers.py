@@ -54,7 +54,7 @@ FETCH_REQUEST_VERSIONS = (12,)       # what rayka's followers send
 PRODUCE_VERSIONS = range(9, 13)      # v13 names topics by id: kio writes it
 
 
-def _uvarint(n: int) -> bytes:
+def uvarint(n: int) -> bytes:
     if n < 128:
         return _SMALL[n]
     out = bytearray()
@@ -72,7 +72,7 @@ def _string(parts: list, value) -> None:
         return
     if isinstance(value, str):
         value = value.encode()
-    parts.append(_uvarint(len(value) + 1))
+    parts.append(uvarint(len(value) + 1))
     parts.append(value)
 
 
@@ -81,7 +81,7 @@ def _millis(delta) -> int:
 
 
 def _node_endpoints(parts: list, endpoints) -> None:
-    parts.append(_uvarint(len(endpoints) + 1))
+    parts.append(uvarint(len(endpoints) + 1))
     for n in endpoints:
         parts.append(_I32.pack(n.node_id))
         _string(parts, n.host)
@@ -99,7 +99,7 @@ def _top_tags(parts: list, endpoints) -> None:
     _node_endpoints(inner, endpoints)
     value = b"".join(inner)
     parts.append(b"\x01\x00")
-    parts.append(_uvarint(len(value)))
+    parts.append(uvarint(len(value)))
     parts.append(value)
 
 
@@ -111,7 +111,7 @@ def _fetch_partition(parts: list, p) -> None:
     if aborted is None:
         parts.append(b"\x00")
     else:
-        parts.append(_uvarint(len(aborted) + 1))
+        parts.append(uvarint(len(aborted) + 1))
         for a in aborted:
             parts.append(_ABORTED.pack(a.producer_id, a.first_offset, 0))
     parts.append(_I32.pack(p.preferred_read_replica))
@@ -133,13 +133,13 @@ def _fetch_partition(parts: list, p) -> None:
 def _fetch_writer(by_id: bool, has_endpoints: bool):
     def write(buffer, r) -> None:
         parts = [_FETCH_TOP.pack(_millis(r.throttle_time), r.error_code.value, r.session_id),
-                 _uvarint(len(r.responses) + 1)]
+                 uvarint(len(r.responses) + 1)]
         for t in r.responses:
             if by_id:
                 parts.append(_ZERO_UUID if t.topic_id is None else t.topic_id.bytes)
             else:
                 _string(parts, t.topic)
-            parts.append(_uvarint(len(t.partitions) + 1))
+            parts.append(uvarint(len(t.partitions) + 1))
             for p in t.partitions:
                 _fetch_partition(parts, p)
             parts.append(_NO_TAGS)
@@ -151,17 +151,17 @@ def _fetch_writer(by_id: bool, has_endpoints: bool):
 # -- Produce -------------------------------------------------------------------------------------
 def _produce_writer(has_leader: bool, has_endpoints: bool):
     def write(buffer, r) -> None:
-        parts = [_uvarint(len(r.responses) + 1)]
+        parts = [uvarint(len(r.responses) + 1)]
         for t in r.responses:
             _string(parts, t.name)
-            parts.append(_uvarint(len(t.partition_responses) + 1))
+            parts.append(uvarint(len(t.partition_responses) + 1))
             for p in t.partition_responses:
                 parts.append(_PRODUCE_PARTITION.pack(p.index, p.error_code.value,
                                                      p.base_offset))
                 at = p.log_append_time
                 parts.append(_I64.pack(-1 if at is None else round(at.timestamp() * 1000)))
                 parts.append(_I64.pack(p.log_start_offset))
-                parts.append(_uvarint(len(p.record_errors) + 1))
+                parts.append(uvarint(len(p.record_errors) + 1))
                 for e in p.record_errors:
                     parts.append(_I32.pack(e.batch_index))
                     _string(parts, e.batch_index_error_message)
@@ -183,19 +183,19 @@ def _produce_writer(has_leader: bool, has_endpoints: bool):
 def _write_fetch_request(buffer, r) -> None:
     parts = [_FETCH_ASK.pack(r.replica_id, _millis(r.max_wait), r.min_bytes, r.max_bytes,
                              r.isolation_level, r.session_id, r.session_epoch),
-             _uvarint(len(r.topics) + 1)]
+             uvarint(len(r.topics) + 1)]
     for t in r.topics:
         _string(parts, t.topic)
-        parts.append(_uvarint(len(t.partitions) + 1))
+        parts.append(uvarint(len(t.partitions) + 1))
         for p in t.partitions:
             parts.append(_FETCH_ASK_PARTITION.pack(
                 p.partition, p.current_leader_epoch, p.fetch_offset, p.last_fetched_epoch,
                 p.log_start_offset, p.partition_max_bytes, 0))
         parts.append(_NO_TAGS)
-    parts.append(_uvarint(len(r.forgotten_topics_data) + 1))
+    parts.append(uvarint(len(r.forgotten_topics_data) + 1))
     for t in r.forgotten_topics_data:
         _string(parts, t.topic)
-        parts.append(_uvarint(len(t.partitions) + 1))
+        parts.append(uvarint(len(t.partitions) + 1))
         parts.extend(_I32.pack(p) for p in t.partitions)
         parts.append(_NO_TAGS)
     _string(parts, r.rack_id)
@@ -206,7 +206,7 @@ def _write_fetch_request(buffer, r) -> None:
         _string(inner, r.cluster_id)
         value = b"".join(inner)
         parts.append(b"\x01\x00")
-        parts.append(_uvarint(len(value)))
+        parts.append(uvarint(len(value)))
         parts.append(value)
     buffer.writelines(parts)
 

@@ -1,23 +1,31 @@
-"""The data handlers' direct answers (protocol/handlers/data.py): from Fetch v12 and for
-Produce v9-12 the answer's classes are called with every field instead of going through
-protocol.build; the entity must equal the one `build` makes from the same outcomes (same
-fields, same conversions). Fetch: every version, isolation level, error, diverging epoch,
+"""The data handlers' direct answers (protocol/handlers/data.py): from Fetch v12 the answer
+is a protocol/fetch_answer.py FetchAnswer, whose entity must equal the one `build` makes
+from the same outcomes and whose bytes, written straight from the outcomes, must be kio's
+writer's over that entity (throttled too); for Produce v9-12 the answer's classes are
+called with every field instead of going through protocol.build, and the entity must
+equal build's (same fields, same conversions). Fetch: every version, isolation level, error, diverging epoch,
 leader, aborted transactions, topic naming (names below v13, ids from v13, unknown ids) and
 node endpoints (v16+). Produce: errors found before the append and the broker's, record
 errors, messages, the current leader and endpoints of NOT_LEADER_OR_FOLLOWER (v10+)."""
 
 from __future__ import annotations
 
+import datetime
+import io
 import uuid
 from collections import OrderedDict
+from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from kio.serial import entity_writer
 
 from protocol.api import FetchOutcome, topic_id_text, topic_uuid
+from protocol import fetch_answer
 from protocol.build import build
+from protocol.fetch_answer import FetchAnswer
 from protocol.fetch_session import FetchContext, FetchData
 from protocol.handlers.data import _current_leaders, _fetch_response, _produce_response
 
@@ -87,9 +95,30 @@ def test_the_direct_fetch_answer_is_builds(v, committed, answered, data):
                               api_key=1, api_version=v)
     context = FetchContext(None, None, asked, False)
     answer = _fetch_response(request, context, got, 1 << 20, None, unknown, ids, nodes)
+    reference = _reference(v, committed, 0, [(tp, got[tp]) for tp in answered], unknown, ids,
+                           nodes)
     # kio entities are dataclasses: == compares their classes and every field
-    assert answer == _reference(v, committed, 0, [(tp, got[tp]) for tp in answered],
-                                unknown, ids, nodes)
+    assert isinstance(answer, FetchAnswer) and answer.entity() == reference
+    # and the bytes written straight from the outcomes are kio's over that entity, throttled
+    # (a fetch quota) or not
+    assert _written(answer) == _kio_written(reference)
+    throttle_ms = data.draw(st.integers(1, 30_000))
+    assert _written(answer.throttled(throttle_ms)) == _kio_written(
+        replace(reference, throttle_time=datetime.timedelta(milliseconds=throttle_ms)))
+    assert answer.record_bytes() == sum(len(p.records or b"") for t in reference.responses
+                                        for p in t.partitions)
+
+
+def _written(answer: FetchAnswer) -> bytes:
+    out = io.BytesIO()
+    fetch_answer.write(out, answer)
+    return out.getvalue()
+
+
+def _kio_written(entity) -> bytes:
+    out = io.BytesIO()
+    entity_writer(type(entity))(out, entity)
+    return out.getvalue()
 
 
 class LeadersApi:

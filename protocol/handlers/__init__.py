@@ -36,6 +36,7 @@ from typing import Callable, Protocol
 from protocol.api import BrokerApi, Deferred
 from protocol.codec import api_versions_response
 from protocol.errors import ProtocolError
+from protocol.fetch_answer import FetchAnswer
 from protocol.handlers import (admin, data, groups, metadata, quotas, replication, security, share,
                                txn)
 from protocol.handlers.authorized import AuthorizedApi
@@ -223,7 +224,10 @@ def _throttled(request, body, quota: QuotaHook, principal: str):
         if request.api_key == PRODUCE:
             ms = max(ms, quota.bandwidth(request, principal, request.size))
         elif request.api_key == FETCH:
-            ms = max(ms, quota.bandwidth(request, principal, _record_bytes(b)))
+            ms = max(ms, quota.bandwidth(request, principal, b.record_bytes()
+                                         if isinstance(b, FetchAnswer) else _record_bytes(b)))
+        if isinstance(b, FetchAnswer):
+            return b.throttled(ms) if ms > 0 else b
         if ms > 0 and isinstance(getattr(b, "throttle_time", None), datetime.timedelta):
             b = replace(b, throttle_time=max(b.throttle_time, datetime.timedelta(milliseconds=ms)))
         return b

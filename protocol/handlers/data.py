@@ -68,16 +68,15 @@ from protocol.api import (BrokerApi, ClientMetadata, Deferred, FetchOutcome,
                           topic_id_text, topic_uuid)
 from protocol.build import build, error_code, millis, response_class
 from protocol.errors import ProtocolError
+from protocol.fetch_answer import FetchAnswer
 from protocol.fetch_session import FetchContext, FetchData
-from protocol.hot_writers import FETCH, FETCH_VERSIONS, PRODUCE, PRODUCE_VERSIONS
+from protocol.hot_writers import FETCH_VERSIONS, PRODUCE, PRODUCE_VERSIONS
 from replicas.errors import ErrorCode as E
 from replicas.errors import KafkaError, TransactionalIdAuthorizationFailed
 from replicas.legacy_records import down_convert, magic_of, up_convert
 from replicas.records import MAGIC, iter_headers
 
 READ_COMMITTED = 1
-TOPIC_ID_FETCH_VERSION = 13
-ENDPOINTS_FETCH_VERSION = 16
 ENDPOINTS_PRODUCE_VERSION = 10           # current_leader and node_endpoints (KIP-951)
 _NO_THROTTLE = datetime.timedelta(0)
 _NO_ERROR = error_code(0)
@@ -201,8 +200,8 @@ def _produce_response(api, request, errors, outcomes, listener):
 def _direct_produce_classes(v: int):
     """(PartitionProduceResponse, TopicProduceResponse, ProduceResponse,
     BatchIndexAndErrorMessage) of Produce v9-12 (hot_writers' PRODUCE_VERSIONS), called
-    directly with every field (as Fetch's, `_direct_fetch_classes`), or None for the other
-    versions."""
+    directly with every field (protocol.build's per-field work was about half of making an
+    answer), or None for the other versions."""
     if v not in PRODUCE_VERSIONS:
         return None
     return tuple(response_class(PRODUCE, v, name) for name in (
@@ -328,26 +327,22 @@ def _pair(key: int, v: int, class_name: str, first: int, second: int):
     return build(key, v, class_name, **{names[0]: first, names[1]: second})
 
 
-@functools.lru_cache(maxsize=16)
-def _direct_fetch_classes(v: int):
-    """(PartitionData, FetchableTopicResponse, FetchResponse) of the Fetch versions on every
-    record's path (protocol/hot_writers.py FETCH_VERSIONS, v12-18), whose answers are made
-    by calling the classes with every field: protocol.build's per-field work (6 µs an
-    entity against 1.6 called directly) was about half of making a Fetch answer in a
-    cProfile of tests/broker_world.py's brokers; tests/test_data_handlers_direct.py checks
-    the entities equal build's. None for the other versions."""
-    if v not in FETCH_VERSIONS:
-        return None
-    return (response_class(FETCH, v, "PartitionData"),
-            response_class(FETCH, v, "FetchableTopicResponse"), response_class(FETCH, v))
-
-
 def _fetch_response(request, context: FetchContext, outcomes, max_bytes: int, offsets=None,
                     unknown=None, ids=None, nodes=None):
     body, key, v = request.body, request.api_key, request.api_version
     committed = getattr(body, "isolation_level", 0) == READ_COMMITTED
+    answered = context.respond(outcomes, max_bytes)
+    if v in FETCH_VERSIONS:      # every record's path: kept as outcomes, written directly
+        by_topic: dict[tuple, list] = {}       # (name, id): [(index, error, outcome)]
+        ids = ids or {}
+        for tp, o in answered:
+            by_topic.setdefault((tp[0], ids.get(tp[0])), []).append((tp[1], o.error, o))
+        for (topic_id, p), o in (unknown or {}).items():
+            by_topic.setdefault((None, topic_id), []).append((p, o.error, o))
+        return FetchAnswer(v, context.session_id, committed,
+                           [(name, topic_id, ps) for (name, topic_id), ps in by_topic.items()],
+                           tuple(n for _, n in sorted((nodes or {}).items())))
     to_magic = 0 if v <= 1 else 1
-    direct = _direct_fetch_classes(v) if offsets is None else None
 
     def aborted(o):
         if not committed:
@@ -361,16 +356,6 @@ def _fetch_response(request, context: FetchContext, outcomes, max_bytes: int, of
             _down_converted(o, to_magic, offsets[tp])
         if error == E.KAFKA_STORAGE_ERROR and v <= 5:
             error = E.NOT_LEADER_OR_FOLLOWER
-        if direct is not None:
-            return direct[0](
-                partition_index=tp[1], error_code=error_code(error),
-                high_watermark=o.high_watermark, last_stable_offset=o.last_stable_offset,
-                log_start_offset=o.log_start_offset,
-                diverging_epoch=_pair(key, v, "EpochEndOffset", *div),
-                current_leader=_pair(key, v, "LeaderIdAndEpoch", *o.leader),
-                snapshot_id=_pair(key, v, "SnapshotId", -1, -1),
-                aborted_transactions=aborted(o),
-                preferred_read_replica=o.preferred_read_replica, records=records)
         return build(key, v, "PartitionData", partition_index=tp[1], error_code=error,
                      high_watermark=o.high_watermark, last_stable_offset=o.last_stable_offset,
                      log_start_offset=o.log_start_offset,
@@ -382,29 +367,18 @@ def _fetch_response(request, context: FetchContext, outcomes, max_bytes: int, of
                      aborted_transactions=aborted(o),
                      preferred_read_replica=o.preferred_read_replica, records=records)
 
-    by_topic: dict[tuple, list] = {}       # (name, id): partitions
-    for tp, o in context.respond(outcomes, max_bytes):
+    by_topic = {}
+    for tp, o in answered:
         by_topic.setdefault((tp[0], (ids or {}).get(tp[0])), []).append(partition(tp, o))
     for (topic_id, p), o in (unknown or {}).items():
         by_topic.setdefault((None, topic_id), []).append(partition((None, p), o))
     endpoints = tuple(build(key, v, "NodeEndpoint", node_id=n.id, host=n.host, port=n.port,
                             rack=n.rack) for _, n in sorted((nodes or {}).items()))
-    if direct is None:
-        topics = tuple(build(key, v, "FetchableTopicResponse", topic=name,
-                             topic_id=topic_uuid(topic_id), partitions=tuple(ps))
-                       for (name, topic_id), ps in by_topic.items())
-        return build(key, v, "FetchResponse", error_code=E.NONE,
-                     session_id=context.session_id, responses=topics, node_endpoints=endpoints)
-    topic_class = direct[1]
-    if v < TOPIC_ID_FETCH_VERSION:
-        topics = tuple(topic_class(topic=name, partitions=tuple(ps))
-                       for (name, _), ps in by_topic.items())
-    else:
-        topics = tuple(topic_class(topic_id=topic_uuid(topic_id), partitions=tuple(ps))
-                       for (_, topic_id), ps in by_topic.items())
-    extra = {"node_endpoints": endpoints} if v >= ENDPOINTS_FETCH_VERSION else {}
-    return direct[2](throttle_time=_NO_THROTTLE, error_code=_NO_ERROR,
-                     session_id=context.session_id, responses=topics, **extra)
+    topics = tuple(build(key, v, "FetchableTopicResponse", topic=name,
+                         topic_id=topic_uuid(topic_id), partitions=tuple(ps))
+                   for (name, topic_id), ps in by_topic.items())
+    return build(key, v, "FetchResponse", error_code=E.NONE,
+                 session_id=context.session_id, responses=topics, node_endpoints=endpoints)
 
 
 # -- ListOffsets, OffsetForLeaderEpoch -------------------------------------------------------

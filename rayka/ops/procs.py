@@ -5,7 +5,8 @@ the benchmark runner and the tests all call here).
 Rules:
 - Processes are only ever addressed by pid; nothing here looks a process up by name.
 - A pid runs while it exists and is neither a zombie nor dead (`/proc/<pid>/stat` state
-  Z/X); our own exited child is reaped on the way; a pid owned by another user
+  Z/X); our own exited child is reaped on the way (also when it exits between the two
+  looks: a child seen a zombie is reaped before the answer); a pid owned by another user
   (PermissionError) counts as running.
 - A tree (`family`) is a root pid, its descendants and whatever still sits in its process
   group or session, read from /proc at the time of the call; the caller never belongs to it.
@@ -48,9 +49,16 @@ def pid_alive(pid: int | None) -> bool:
     try:
         with open(f"/proc/{pid}/stat") as f:
             # the state follows the parenthesised command name, which may hold spaces
-            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+            state = f.read().rsplit(")", 1)[1].split()[0]
     except (OSError, IndexError):
         return True
+    if state not in ("Z", "X"):
+        return True
+    try:        # our own child may have exited since the first waitpid: reap it too
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
+    return False
 
 
 def _proc_table() -> dict[int, tuple[int, int, int]]:
