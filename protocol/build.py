@@ -20,12 +20,15 @@ Rules:
   are built by `legacy.response` under the same rules, so handlers need not know which
   versions kio has.
 - Everything per class is computed once and cached; `build` costs a dict lookup per field.
+  `pair_entity` caches whole entities of the two-field nested classes every partition of
+  a Fetch or Produce answer carries (kio entities are frozen: one object serves all).
 - Pure: imports kio, protocol/legacy.py and the stdlib only.
 """
 
 from __future__ import annotations
 
 import datetime
+import functools
 import uuid
 from dataclasses import MISSING, fields as dataclass_fields, is_dataclass
 from types import ModuleType
@@ -234,3 +237,17 @@ def build_request(api_key: int, version: int, class_name: str | None = None, /, 
     if cls is None:
         cls = response_class(api_key, version, class_name, EntityType.request)
     return build_entity(cls, **fields)
+
+
+_PAIR_FIELDS = {"EpochEndOffset": ("epoch", "end_offset"),
+                "LeaderIdAndEpoch": ("leader_id", "leader_epoch"),
+                "SnapshotId": ("end_offset", "epoch")}
+
+
+@functools.lru_cache(maxsize=4096)
+def pair_entity(api_key: int, version: int, class_name: str, first: int, second: int):
+    """A two-field nested response entity (EpochEndOffset, LeaderIdAndEpoch, SnapshotId),
+    made once: nearly every partition of an answer carries the same ones (no diverging
+    epoch, no snapshot, its leader)."""
+    names = _PAIR_FIELDS[class_name]
+    return build(api_key, version, class_name, **{names[0]: first, names[1]: second})

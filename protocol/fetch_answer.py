@@ -35,14 +35,13 @@ import struct
 from kio.schema.response_header.v1.header import ResponseHeader
 
 from protocol.api import topic_uuid
-from protocol.build import build, error_code, response_class
-from protocol.hot_writers import FETCH, FETCH_VERSIONS, uvarint
+from protocol.build import build, error_code, pair_entity, response_class
+from protocol.hot_writers import FETCH, FETCH_VERSIONS, compact_string, top_tags, uvarint
 
 _PARTITION_HEAD = struct.Struct(">ihqqq")          # index, error, HW, LSO, log start
 _I32 = struct.Struct(">i")
 _ABORTED = struct.Struct(">qqB")                   # producer id, first offset, no tags
 _FETCH_TOP = struct.Struct(">ihi")                 # throttle, error, session id
-_NODE_HEAD = struct.Struct(">i")
 _DIVERGING = struct.Struct(">BBiqB")               # tag 0, size 13, epoch, end, no tags
 _LEADER = struct.Struct(">BBiiB")                  # tag 1, size 9, leader, epoch, no tags
 _TOPIC_ID_VERSION = 13
@@ -64,26 +63,10 @@ def _classes(v: int):
             response_class(FETCH, v, "FetchableTopicResponse"), response_class(FETCH, v))
 
 
-_PAIR_FIELDS = {"EpochEndOffset": ("epoch", "end_offset"),
-                "LeaderIdAndEpoch": ("leader_id", "leader_epoch"),
-                "SnapshotId": ("end_offset", "epoch")}
-
-
-@functools.lru_cache(maxsize=4096)
-def _pair(v: int, class_name: str, first: int, second: int):
-    """A partition's two-field nested entity, made once (kio entities are frozen)."""
-    names = _PAIR_FIELDS[class_name]
-    return build(FETCH, v, class_name, **{names[0]: first, names[1]: second})
-
-
-def _code(error) -> int:
-    return error if isinstance(error, int) else getattr(error, "code", error)
-
-
 class FetchAnswer:
     """A FetchResponse v12-18 (module rules): `topics` [(name, topic id text or None,
-    [(partition index, error code, outcome)])] in answer order, `endpoints` the
-    NodeEndpoint sources (id, host, port, rack) of v16+, in order."""
+    [(partition index, error code, outcome)])] in answer order, `endpoints` kio's
+    NodeEndpoint entities of v16+, in order."""
 
     __slots__ = ("version", "session_id", "committed", "topics", "endpoints",
                  "throttle_ms", "_entity")
@@ -138,9 +121,9 @@ class FetchAnswer:
                 partition_index=index, error_code=error_code(error),
                 high_watermark=o.high_watermark, last_stable_offset=o.last_stable_offset,
                 log_start_offset=o.log_start_offset,
-                diverging_epoch=_pair(v, "EpochEndOffset", *div),
-                current_leader=_pair(v, "LeaderIdAndEpoch", *o.leader),
-                snapshot_id=_pair(v, "SnapshotId", -1, -1),
+                diverging_epoch=pair_entity(FETCH, v, "EpochEndOffset", *div),
+                current_leader=pair_entity(FETCH, v, "LeaderIdAndEpoch", *o.leader),
+                snapshot_id=pair_entity(FETCH, v, "SnapshotId", -1, -1),
                 aborted_transactions=aborted,
                 preferred_read_replica=o.preferred_read_replica, records=o.records)
         if v < _TOPIC_ID_VERSION:
@@ -149,26 +132,12 @@ class FetchAnswer:
         else:
             topics = tuple(topic_class(topic_id=topic_uuid(topic_id), partitions=tuple(
                 partition(*p) for p in parts)) for _, topic_id, parts in self.topics)
-        extra = {}
-        if v >= _ENDPOINTS_VERSION:
-            extra["node_endpoints"] = tuple(
-                build(FETCH, v, "NodeEndpoint", node_id=n.id, host=n.host, port=n.port,
-                      rack=n.rack) for n in self.endpoints)
+        extra = {"node_endpoints": self.endpoints} if v >= _ENDPOINTS_VERSION else {}
         throttle = datetime.timedelta(milliseconds=self.throttle_ms) if self.throttle_ms \
             else _NO_THROTTLE
         self._entity = response(throttle_time=throttle, error_code=_NO_ERROR,
                                 session_id=self.session_id, responses=topics, **extra)
         return self._entity
-
-
-def _string(parts: list, value) -> None:
-    if value is None:
-        parts.append(_NULL)
-        return
-    if isinstance(value, str):
-        value = value.encode()
-    parts.append(uvarint(len(value) + 1))
-    parts.append(value)
 
 
 def write(buffer, answer: FetchAnswer) -> None:
@@ -182,10 +151,10 @@ def write(buffer, answer: FetchAnswer) -> None:
         if by_id:
             append(_topic_id_bytes(topic_id))
         else:
-            _string(parts, name)
+            compact_string(parts, name)
         append(uvarint(len(partitions) + 1))
         for index, error, o in partitions:
-            append(head(index, _code(error), o.high_watermark, o.last_stable_offset,
+            append(head(index, error_code(error), o.high_watermark, o.last_stable_offset,
                         o.log_start_offset))
             if committed:
                 aborted = o.aborted_transactions or ()
@@ -213,20 +182,7 @@ def write(buffer, answer: FetchAnswer) -> None:
             if has_leader:
                 append(_LEADER.pack(1, 9, leader[0], leader[1], 0))
         append(_NULL)
-    if answer.version >= _ENDPOINTS_VERSION and answer.endpoints:
-        inner: list = [uvarint(len(answer.endpoints) + 1)]
-        for n in answer.endpoints:
-            inner.append(_NODE_HEAD.pack(n.id))
-            _string(inner, n.host)
-            inner.append(_I32.pack(n.port))
-            _string(inner, n.rack)
-            inner.append(_NULL)
-        value = b"".join(inner)
-        append(b"\x01\x00")
-        append(uvarint(len(value)))
-        append(value)
-    else:
-        append(_NULL)
+    top_tags(parts, answer.endpoints if answer.version >= _ENDPOINTS_VERSION else ())
     buffer.writelines(parts)
 
 

@@ -65,7 +65,7 @@ def uvarint(n: int) -> bytes:
     return bytes(out)
 
 
-def _string(parts: list, value) -> None:
+def compact_string(parts: list, value) -> None:
     """A compact nullable string (or bytes, records)."""
     if value is None:
         parts.append(b"\x00")
@@ -84,13 +84,13 @@ def _node_endpoints(parts: list, endpoints) -> None:
     parts.append(uvarint(len(endpoints) + 1))
     for n in endpoints:
         parts.append(_I32.pack(n.node_id))
-        _string(parts, n.host)
+        compact_string(parts, n.host)
         parts.append(_I32.pack(n.port))
-        _string(parts, n.rack)
+        compact_string(parts, n.rack)
         parts.append(_NO_TAGS)
 
 
-def _top_tags(parts: list, endpoints) -> None:
+def top_tags(parts: list, endpoints) -> None:
     """The top-level tagged fields: node_endpoints (tag 0) when there are any."""
     if not endpoints:
         parts.append(_NO_TAGS)
@@ -115,7 +115,7 @@ def _fetch_partition(parts: list, p) -> None:
         for a in aborted:
             parts.append(_ABORTED.pack(a.producer_id, a.first_offset, 0))
     parts.append(_I32.pack(p.preferred_read_replica))
-    _string(parts, p.records)
+    compact_string(parts, p.records)
     tags = []
     d = p.diverging_epoch
     if d.epoch != -1 or d.end_offset != -1:
@@ -138,12 +138,12 @@ def _fetch_writer(by_id: bool, has_endpoints: bool):
             if by_id:
                 parts.append(_ZERO_UUID if t.topic_id is None else t.topic_id.bytes)
             else:
-                _string(parts, t.topic)
+                compact_string(parts, t.topic)
             parts.append(uvarint(len(t.partitions) + 1))
             for p in t.partitions:
                 _fetch_partition(parts, p)
             parts.append(_NO_TAGS)
-        _top_tags(parts, r.node_endpoints if has_endpoints else ())
+        top_tags(parts, r.node_endpoints if has_endpoints else ())
         buffer.writelines(parts)
     return write
 
@@ -153,7 +153,7 @@ def _produce_writer(has_leader: bool, has_endpoints: bool):
     def write(buffer, r) -> None:
         parts = [uvarint(len(r.responses) + 1)]
         for t in r.responses:
-            _string(parts, t.name)
+            compact_string(parts, t.name)
             parts.append(uvarint(len(t.partition_responses) + 1))
             for p in t.partition_responses:
                 parts.append(_PRODUCE_PARTITION.pack(p.index, p.error_code.value,
@@ -164,9 +164,9 @@ def _produce_writer(has_leader: bool, has_endpoints: bool):
                 parts.append(uvarint(len(p.record_errors) + 1))
                 for e in p.record_errors:
                     parts.append(_I32.pack(e.batch_index))
-                    _string(parts, e.batch_index_error_message)
+                    compact_string(parts, e.batch_index_error_message)
                     parts.append(_NO_TAGS)
-                _string(parts, p.error_message)
+                compact_string(parts, p.error_message)
                 c = p.current_leader if has_leader else None
                 if c is not None and (c.leader_id != -1 or c.leader_epoch != -1):
                     parts.append(b"\x01\x00\x09" + _LEADER.pack(c.leader_id, c.leader_epoch, 0))
@@ -174,7 +174,7 @@ def _produce_writer(has_leader: bool, has_endpoints: bool):
                     parts.append(_NO_TAGS)
             parts.append(_NO_TAGS)
         parts.append(_I32.pack(_millis(r.throttle_time)))
-        _top_tags(parts, r.node_endpoints if has_endpoints else ())
+        top_tags(parts, r.node_endpoints if has_endpoints else ())
         buffer.writelines(parts)
     return write
 
@@ -185,7 +185,7 @@ def _write_fetch_request(buffer, r) -> None:
                              r.isolation_level, r.session_id, r.session_epoch),
              uvarint(len(r.topics) + 1)]
     for t in r.topics:
-        _string(parts, t.topic)
+        compact_string(parts, t.topic)
         parts.append(uvarint(len(t.partitions) + 1))
         for p in t.partitions:
             parts.append(_FETCH_ASK_PARTITION.pack(
@@ -194,16 +194,16 @@ def _write_fetch_request(buffer, r) -> None:
         parts.append(_NO_TAGS)
     parts.append(uvarint(len(r.forgotten_topics_data) + 1))
     for t in r.forgotten_topics_data:
-        _string(parts, t.topic)
+        compact_string(parts, t.topic)
         parts.append(uvarint(len(t.partitions) + 1))
         parts.extend(_I32.pack(p) for p in t.partitions)
         parts.append(_NO_TAGS)
-    _string(parts, r.rack_id)
+    compact_string(parts, r.rack_id)
     if r.cluster_id is None:
         parts.append(_NO_TAGS)
     else:                          # tagged field 0
         inner: list = []
-        _string(inner, r.cluster_id)
+        compact_string(inner, r.cluster_id)
         value = b"".join(inner)
         parts.append(b"\x01\x00")
         parts.append(uvarint(len(value)))

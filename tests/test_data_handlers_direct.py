@@ -3,9 +3,9 @@ is a protocol/fetch_answer.py FetchAnswer, whose entity must equal the one `buil
 from the same outcomes and whose bytes, written straight from the outcomes, must be kio's
 writer's over that entity (throttled too); for Produce v9-12 the answer's classes are
 called with every field instead of going through protocol.build, and the entity must
-equal build's (same fields, same conversions). Fetch: every version, isolation level, error, diverging epoch,
-leader, aborted transactions, topic naming (names below v13, ids from v13, unknown ids) and
-node endpoints (v16+). Produce: errors found before the append and the broker's, record
+equal build's (same fields, same conversions). Fetch: every version, isolation level,
+error, diverging epoch, leader, aborted transactions, topic naming (names below v13, ids
+from v13, unknown ids) and node endpoints (v16+). Produce: errors found before the append and the broker's, record
 errors, messages, the current leader and endpoints of NOT_LEADER_OR_FOLLOWER (v10+)."""
 
 from __future__ import annotations

@@ -66,7 +66,7 @@ import functools
 
 from protocol.api import (BrokerApi, ClientMetadata, Deferred, FetchOutcome,
                           topic_id_text, topic_uuid)
-from protocol.build import build, error_code, millis, response_class
+from protocol.build import build, error_code, millis, pair_entity, response_class
 from protocol.errors import ProtocolError
 from protocol.fetch_answer import FetchAnswer
 from protocol.fetch_session import FetchContext, FetchData
@@ -165,7 +165,7 @@ def _produce_response(api, request, errors, outcomes, listener):
         leader = leaders.get(tp) if code == E.NOT_LEADER_OR_FOLLOWER else None
         if direct is not None:
             extra = {} if v < ENDPOINTS_PRODUCE_VERSION else {
-                "current_leader": _pair(key, v, "LeaderIdAndEpoch", *(leader or (-1, -1)))}
+                "current_leader": pair_entity(key, v, "LeaderIdAndEpoch", *(leader or (-1, -1)))}
             return direct[0](
                 index=tp[1], error_code=error_code(code), base_offset=base,
                 log_append_time=None, log_start_offset=start,
@@ -182,8 +182,7 @@ def _produce_response(api, request, errors, outcomes, listener):
                          key, v, "LeaderIdAndEpoch", leader_id=leader[0],
                          leader_epoch=leader[1])}))
 
-    endpoints = tuple(build(key, v, "NodeEndpoint", node_id=n.id, host=n.host, port=n.port,
-                            rack=n.rack) for _, n in sorted(nodes.items()))
+    endpoints = _node_endpoints(key, v, nodes)
     if direct is not None:
         topics = tuple(direct[1](name=t.name, partition_responses=tuple(
             partition((t.name, p.index)) for p in t.partition_data)) for t in body.topic_data)
@@ -313,20 +312,6 @@ def _down_converted(o, to_magic: int, fetch_offset: int):
     return o.error, converted.records
 
 
-_PAIR_FIELDS = {"EpochEndOffset": ("epoch", "end_offset"),
-                "LeaderIdAndEpoch": ("leader_id", "leader_epoch"),
-                "SnapshotId": ("end_offset", "epoch")}
-
-
-@functools.lru_cache(maxsize=4096)
-def _pair(key: int, v: int, class_name: str, first: int, second: int):
-    """A Fetch answer's two-field nested entity, made once: kio entities are frozen, and
-    nearly every partition answers the same ones (no diverging epoch, no snapshot, its
-    leader)."""
-    names = _PAIR_FIELDS[class_name]
-    return build(key, v, class_name, **{names[0]: first, names[1]: second})
-
-
 def _fetch_response(request, context: FetchContext, outcomes, max_bytes: int, offsets=None,
                     unknown=None, ids=None, nodes=None):
     body, key, v = request.body, request.api_key, request.api_version
@@ -341,7 +326,7 @@ def _fetch_response(request, context: FetchContext, outcomes, max_bytes: int, of
             by_topic.setdefault((None, topic_id), []).append((p, o.error, o))
         return FetchAnswer(v, context.session_id, committed,
                            [(name, topic_id, ps) for (name, topic_id), ps in by_topic.items()],
-                           tuple(n for _, n in sorted((nodes or {}).items())))
+                           _node_endpoints(key, v, nodes))
     to_magic = 0 if v <= 1 else 1
 
     def aborted(o):
@@ -350,21 +335,14 @@ def _fetch_response(request, context: FetchContext, outcomes, max_bytes: int, of
         return tuple(build(key, v, "AbortedTransaction", producer_id=pid, first_offset=first)
                      for pid, first in (o.aborted_transactions or ()))
 
-    def partition(tp, o):
-        div = o.diverging_epoch or (-1, -1)
+    def partition(tp, o):       # v0-11: no diverging epoch, current leader or snapshot id
         error, records = (o.error, o.records) if offsets is None else \
             _down_converted(o, to_magic, offsets[tp])
         if error == E.KAFKA_STORAGE_ERROR and v <= 5:
             error = E.NOT_LEADER_OR_FOLLOWER
         return build(key, v, "PartitionData", partition_index=tp[1], error_code=error,
                      high_watermark=o.high_watermark, last_stable_offset=o.last_stable_offset,
-                     log_start_offset=o.log_start_offset,
-                     diverging_epoch=_pair(key, v, "EpochEndOffset", *div)
-                     if v >= 12 else None,
-                     current_leader=_pair(key, v, "LeaderIdAndEpoch", *o.leader)
-                     if v >= 12 else None,
-                     snapshot_id=_pair(key, v, "SnapshotId", -1, -1) if v >= 12 else None,
-                     aborted_transactions=aborted(o),
+                     log_start_offset=o.log_start_offset, aborted_transactions=aborted(o),
                      preferred_read_replica=o.preferred_read_replica, records=records)
 
     by_topic = {}
@@ -372,13 +350,18 @@ def _fetch_response(request, context: FetchContext, outcomes, max_bytes: int, of
         by_topic.setdefault((tp[0], (ids or {}).get(tp[0])), []).append(partition(tp, o))
     for (topic_id, p), o in (unknown or {}).items():
         by_topic.setdefault((None, topic_id), []).append(partition((None, p), o))
-    endpoints = tuple(build(key, v, "NodeEndpoint", node_id=n.id, host=n.host, port=n.port,
-                            rack=n.rack) for _, n in sorted((nodes or {}).items()))
     topics = tuple(build(key, v, "FetchableTopicResponse", topic=name,
                          topic_id=topic_uuid(topic_id), partitions=tuple(ps))
                    for (name, topic_id), ps in by_topic.items())
     return build(key, v, "FetchResponse", error_code=E.NONE,
-                 session_id=context.session_id, responses=topics, node_endpoints=endpoints)
+                 session_id=context.session_id, responses=topics,
+                 node_endpoints=_node_endpoints(key, v, nodes))
+
+
+def _node_endpoints(key: int, v: int, nodes) -> tuple:
+    """The NodeEndpoint entities of {id: node} (KIP-951), by node id."""
+    return tuple(build(key, v, "NodeEndpoint", node_id=n.id, host=n.host, port=n.port,
+                       rack=n.rack) for _, n in sorted((nodes or {}).items()))
 
 
 # -- ListOffsets, OffsetForLeaderEpoch -------------------------------------------------------
