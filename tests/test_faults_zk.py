@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from controller.layout import BrokerRegistration
+from controller.layout import BrokerRegistration, TopicAssignment
 from controller.zookeeper.store import ZkStore, ZkUnavailable, expire_session
 from rayka.chaos.faults import FaultInjector
 from controller.zookeeper.server import free_port
@@ -191,6 +191,25 @@ def test_a_read_raises_zk_unavailable_when_no_reconnection_comes_within_the_sess
         assert "get_topics" in str(error) and "ConnectionLoss" in str(error)
         assert f"127.0.0.1:{relay.port}" in str(error)           # which ZooKeeper
         assert 2.0 <= time.monotonic() - t0 < 2.0 + SESSION_S
+    finally:
+        store.close()
+        relay.close()
+
+
+def test_a_fenced_write_whose_zookeeper_stays_away_raises_zk_unavailable(zk_server, cluster):
+    """A controller's fenced write while ZooKeeper stays out of reach past the session
+    timeout is ZkUnavailable naming that ZooKeeper (the controller then moves itself,
+    controller/controller.py), not an error raised while making that error."""
+    relay = TcpRelay("127.0.0.1", zk_server.port).start()
+    store = relayed_store(relay, cluster, session_timeout_s=2.0)
+    try:
+        writer = store.fenced(store.elect_controller(1))
+        relay.refuse(True)
+        relay.cut()
+        with pytest.raises(ZkUnavailable) as got:
+            writer.set_topic_assignment(TopicAssignment("gone", {0: (1,)}))
+        assert "set_topic_assignment" in str(got.value)
+        assert f"127.0.0.1:{relay.port}" in str(got.value)       # which ZooKeeper
     finally:
         store.close()
         relay.close()

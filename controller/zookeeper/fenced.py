@@ -167,6 +167,11 @@ class FencedWriter:
         self.store, self.election = store, election
 
     @property
+    def hosts(self) -> str:
+        """Its session's ZooKeeper (what zk_call's ZkUnavailable names)."""
+        return self.store.hosts
+
+    @property
     def _fence(self) -> int:
         return self.election.epoch_zk_version
 
