@@ -274,6 +274,9 @@ class Controller:
         self.active_controller_id = None
         try:
             self.store.delete_controller_if_ours()
+        except ZkStoreError as exc:
+            # ZooKeeper out of reach: /controller is ephemeral and goes with our session
+            log.warning("controller %s: could not free /controller: %s", self.id, exc)
         finally:
             self._schedule_reelect()
 

@@ -291,3 +291,31 @@ def test_a_failover_journals_only_what_the_new_controller_changes():
         ("leader", "t", 0, 2, (2,), "election"),          # loaded states: not journaled
         ("leader", "t", 1, 2, (2,), "replica-offline")]
     assert d.journal.partitions_remembered == 2
+
+
+def test_a_term_whose_zookeeper_goes_away_mid_event_resigns_answers_and_comes_back():
+    """A write failing with ZkUnavailable mid-event moves the controller even when freeing
+    /controller fails too (ZooKeeper still away): the event's caller is answered
+    NOT_CONTROLLER, the term is journaled resigned for "error", and the re-election after the
+    back-off starts a new term."""
+    w = World()
+    c = w.controller(100)
+    w.admin.create_topic("t", {0: [1, 2, 3]})
+    w.settle()
+    w.brokers.pop(1).close()                   # t-0 moves to 2; 1 comes back into the ISR
+    w.broker_up(1)
+    state = c.ctx.leadership[("t", 0)]
+    c.loop.put(ev.AlterPartition(2, c.ctx.broker_epoch(2), {("t", 0): LeaderIsrAndControllerEpoch(
+        2, state.leader_epoch, (2, 3, 1), c.ctx.epoch, state.zk_version)}))
+    w.settle()
+    w.zk.fail_next_writes(c.store, 2)          # the preferred election's write, the delete
+    replies = []
+    c.loop.put(ev.PreferredReplicaElection(frozenset({("t", 0)}), reply=replies.append))
+    w.settle()
+    assert [type(r).__name__ for r in replies] == ["NotController"]
+    assert brief(c.journal.entries())[-1] == ("controller", "resigned", 1, "error")
+    assert not c.is_active and w.admin.get_controller() == 100   # /controller not freed
+    c.scheduler.advance(c.config.reelect_backoff_ms)
+    w.settle()
+    assert c.is_active
+    assert brief(c.journal.entries())[-1] == ("controller", "active", 2, None)

@@ -197,19 +197,31 @@ def test_a_read_raises_zk_unavailable_when_no_reconnection_comes_within_the_sess
 
 
 def test_a_fenced_write_whose_zookeeper_stays_away_raises_zk_unavailable(zk_server, cluster):
-    """A controller's fenced write while ZooKeeper stays out of reach past the session
-    timeout is ZkUnavailable naming that ZooKeeper (the controller then moves itself,
-    controller/controller.py), not an error raised while making that error."""
+    """A controller's fenced write made while kazoo reconnects to a ZooKeeper that stays
+    out of reach is ZkUnavailable naming that ZooKeeper after the session timeout (the
+    controller then moves itself, controller/controller.py), not a wait for ever (kazoo
+    queues such a request until a connection comes) nor an error raised while making the
+    error. The session expires meanwhile, so the write never lands."""
     relay = TcpRelay("127.0.0.1", zk_server.port).start()
     store = relayed_store(relay, cluster, session_timeout_s=2.0)
     try:
         writer = store.fenced(store.elect_controller(1))
         relay.refuse(True)
         relay.cut()
+        wait_until(lambda: not store.connected, 10, "kazoo sees the connection gone")
+        t0 = time.monotonic()
         with pytest.raises(ZkUnavailable) as got:
             writer.set_topic_assignment(TopicAssignment("gone", {0: (1,)}))
+        assert 2.0 <= time.monotonic() - t0 < 2.0 + SESSION_S
         assert "set_topic_assignment" in str(got.value)
+        assert "KazooTimeoutError" in str(got.value)
         assert f"127.0.0.1:{relay.port}" in str(got.value)       # which ZooKeeper
+        with ZkStore(zk_server.connect_string, cluster).start() as direct:
+            wait_until(lambda: direct.get_controller() is None, 10,
+                       "the cut-off session expired (its /controller gone)")
+            relay.refuse(False)
+            wait_until(lambda: store.connected, 10, "kazoo reconnects in a new session")
+            assert direct.get_topics() == set()
     finally:
         store.close()
         relay.close()

@@ -32,7 +32,10 @@ Rules:
   ``ZkUnavailable``; an expired or closed session raises at once. So does ``start()``'s
   creation of the chroot and its parents (``ensure_path``: sent again, it finds what the
   lost answer created and changes nothing), so a connection dropped by a busy machine
-  while an actor starts does not fail that actor's creation.
+  while an actor starts does not fail that actor's creation. A call made while kazoo
+  reconnects (kazoo queues it until a connection comes) waits for that connection at most
+  the session timeout, then raises ``ZkUnavailable``: a ZooKeeper that stays away never
+  hangs a caller.
 - The store's errors are picklable: all their state is in ``args``.
 - Authentication (``auth="user:password"``, ZooKeeper's digest scheme; Kafka's
   ``zookeeper.set.acl``): the session authenticates, and every znode it creates gets
@@ -57,7 +60,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import (EXCEPTIONS, BadVersionError, ConnectionClosedError, ConnectionLoss,
                               NodeExistsError, NoNodeError, NotEmptyError,
                               OperationTimeoutError, SessionExpiredError)
-from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.handlers.threading import AsyncResult, KazooTimeoutError, SequentialThreadingHandler
 from kazoo.protocol.paths import _prefix_root
 from kazoo.protocol.serialization import (GetChildren, GetData, MultiHeader, int_struct,
                                           multiheader_struct, read_buffer, read_string,
@@ -108,15 +111,21 @@ def _unavailable(session, method, e: Exception) -> ZkUnavailable:
                          f"{method.__name__}: {type(e).__name__}: {e}")
 
 
+_store_call = threading.local()     # .depth > 0 on a thread inside a store method
+
+
 def zk_call(method):
     """Decorator of every public store method: kazoo's connection/session errors become
-    ZkUnavailable."""
+    ZkUnavailable, and its waits are bounded (``_BoundedResult``)."""
     @functools.wraps(method)
     def wrapper(self, *args, **kwargs):
+        _store_call.depth = depth = getattr(_store_call, "depth", 0) + 1
         try:
             return method(self, *args, **kwargs)
         except _UNAVAILABLE as e:
             raise _unavailable(self, method, e) from e
+        finally:
+            _store_call.depth = depth - 1
     return wrapper
 
 
@@ -132,19 +141,66 @@ def zk_read(method):
     @functools.wraps(method)
     def wrapper(self, *args, **kwargs):
         deadline = None
-        while True:
-            try:
-                return method(self, *args, **kwargs)
-            except _RESENDABLE as e:
-                now = time.monotonic()
-                if deadline is None:
-                    deadline = now + self.session_timeout_s
-                if not self._await_reconnect(deadline):
+        _store_call.depth = depth = getattr(_store_call, "depth", 0) + 1
+        try:
+            while True:
+                try:
+                    return method(self, *args, **kwargs)
+                except _RESENDABLE as e:
+                    now = time.monotonic()
+                    if deadline is None:
+                        deadline = now + self.session_timeout_s
+                    if not self._await_reconnect(deadline):
+                        raise _unavailable(self, method, e) from e
+                except _UNAVAILABLE as e:
                     raise _unavailable(self, method, e) from e
-            except _UNAVAILABLE as e:
-                raise _unavailable(self, method, e) from e
+        finally:
+            _store_call.depth = depth - 1
     wrapper.resends_reads = True
     return wrapper
+
+
+# -- bounded waits ---------------------------------------------------------------------------
+
+
+class _BoundedResult(AsyncResult):
+    """kazoo's result whose unbounded ``get()``, inside a store method, gives up with
+    KazooTimeoutError once the session has been without a connection for the session
+    timeout (measured from when this wait first saw it down). kazoo queues a request made
+    while it reconnects until a connection comes, which is never while ZooKeeper stays
+    away; Kafka's ZooKeeperClient likewise waits a bounded time for a connection before
+    each request. A request given up on stays in kazoo's queue: sent if the same session
+    reconnects (a write's outcome is unknown, as after a connection loss), failed by kazoo
+    if the session has expired. kazoo's own threads (watch recipes) keep unbounded
+    waits."""
+
+    def get(self, block=True, timeout=None):
+        if block and timeout is None and getattr(_store_call, "depth", 0):
+            handler, down_since = self._handler, None
+            while not self.wait(_RECONNECT_POLL_S):
+                if handler.is_connected():
+                    down_since = None
+                    continue
+                now = time.monotonic()
+                if down_since is None:
+                    down_since = now
+                elif now - down_since >= handler.bound_s:
+                    raise KazooTimeoutError(f"no connection to ZooKeeper for "
+                                            f"{handler.bound_s:g} s (the session timeout)")
+        return super().get(block, timeout)
+
+
+class _BoundedHandler(SequentialThreadingHandler):
+    """kazoo's threading handler making ``_BoundedResult``s; ``is_connected`` is set once
+    the client exists."""
+
+    def __init__(self, bound_s: float):
+        super().__init__()
+        self.bound_s = bound_s
+        self.is_connected: Callable[[], bool] = lambda: True
+
+    def async_result(self):
+        return _BoundedResult(self)
 
 
 # -- watch handles ---------------------------------------------------------------------------
@@ -231,10 +287,15 @@ class ZkSession:
         self.connection_timeout_s = connection_timeout_s
         self._owns_client = client is None
         self.secure_acl, self.private_acl = _acls(auth)
-        self._client = client if client is not None else KazooClient(
-            hosts=hosts, timeout=session_timeout_s,
-            connection_retry={"max_tries": -1, "delay": 0.05, "backoff": 2, "max_delay": 1.0},
-            auth_data=[("digest", auth)] if auth else None, default_acl=self.secure_acl)
+        if client is None:
+            handler = _BoundedHandler(session_timeout_s)
+            client = KazooClient(
+                hosts=hosts, timeout=session_timeout_s, handler=handler,
+                connection_retry={"max_tries": -1, "delay": 0.05, "backoff": 2,
+                                  "max_delay": 1.0},
+                auth_data=[("digest", auth)] if auth else None, default_acl=self.secure_acl)
+            handler.is_connected = lambda: client.connected
+        self._client = client
         self._listeners: dict[Callable, Callable] = {}
         self._watches: set[ZkWatch] = set()
         self._lock = threading.Lock()
