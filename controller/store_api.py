@@ -29,7 +29,8 @@ class ZkStoreError(Exception):
 
 
 class ZkUnavailable(ZkStoreError):
-    """ZooKeeper unreachable, connection lost mid-call, or session closed/expired."""
+    """ZooKeeper unreachable, connection lost mid-call, no connection for the session
+    timeout while the call waited, or session closed/expired."""
 
 
 class ControllerMovedError(ZkStoreError):
