@@ -26,7 +26,8 @@ restart) against both systems of systems (rayka, Kafka in ZooKeeper mode), each 
 recording on a versus Sheet, each fresh system warmed by settle until a JVM's compilers are
 quiet; versus_compare tells which ratios of two such runs reproduce; profile_brokers samples
 both systems' brokers through the same paced windows (async-profiler on Kafka, py-spy on
-rayka).
+rayka); inplace_cpu times chosen entry points of three in-process rayka brokers with thread
+CPU under a paced load (no profiler's inflation).
 
 May import anything in the project. Figures are medians of runs, with min/max and the
 target; never asserted by timed unit tests.
