@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import collections
 import importlib
+import inspect
 import json
 import os
 import subprocess
@@ -69,7 +70,7 @@ class Meter:
 
     def wrap(self, owner, name: str, label: str) -> None:
         """Replace `owner.name` (a class's method or a module's function) by its meter."""
-        raw = owner.__dict__[name] if isinstance(owner, type) else getattr(owner, name)
+        raw = inspect.getattr_static(owner, name)     # a staticmethod as itself
         static = isinstance(raw, staticmethod)
         fn = raw.__func__ if static else raw
         meter = self

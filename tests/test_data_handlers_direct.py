@@ -5,8 +5,9 @@ writer's over that entity (throttled too); for Produce v9-12 the answer's classe
 called with every field instead of going through protocol.build, and the entity must
 equal build's (same fields, same conversions). Fetch: every version, isolation level,
 error, diverging epoch, leader, aborted transactions, topic naming (names below v13, ids
-from v13, unknown ids) and node endpoints (v16+). Produce: errors found before the append and the broker's, record
-errors, messages, the current leader and endpoints of NOT_LEADER_OR_FOLLOWER (v10+)."""
+from v13, unknown ids) and node endpoints (v16+). Produce: errors found before the append
+and the broker's, record errors, messages, the current leader and endpoints of
+NOT_LEADER_OR_FOLLOWER (v10+)."""
 
 from __future__ import annotations
 

@@ -139,23 +139,17 @@ def zk_read(method):
     once the session has reconnected (within the session timeout, measured from the first
     loss)."""
     @functools.wraps(method)
-    def wrapper(self, *args, **kwargs):
+    def resending(self, *args, **kwargs):
         deadline = None
-        _store_call.depth = depth = getattr(_store_call, "depth", 0) + 1
-        try:
-            while True:
-                try:
-                    return method(self, *args, **kwargs)
-                except _RESENDABLE as e:
-                    now = time.monotonic()
-                    if deadline is None:
-                        deadline = now + self.session_timeout_s
-                    if not self._await_reconnect(deadline):
-                        raise _unavailable(self, method, e) from e
-                except _UNAVAILABLE as e:
-                    raise _unavailable(self, method, e) from e
-        finally:
-            _store_call.depth = depth - 1
+        while True:
+            try:
+                return method(self, *args, **kwargs)
+            except _RESENDABLE:
+                if deadline is None:
+                    deadline = time.monotonic() + self.session_timeout_s
+                if not self._await_reconnect(deadline):
+                    raise                   # zk_call makes it ZkUnavailable
+    wrapper = zk_call(resending)
     wrapper.resends_reads = True
     return wrapper
 
