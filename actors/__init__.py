@@ -13,7 +13,8 @@ Ray actors that carry them.
   on one connection (authenticated like a client on a secured inter-broker listener) with
   a KIP-227 fetch session; OffsetForLeaderEpoch for truncation on the same connection;
 - purgatory, produce: Kafka's DelayedFetch and DelayedProduce — parked fetches completed
-  by appends and high-watermark moves, acks=all produces completed by the HW;
+  by appends and high-watermark moves, acks=all produces completed by the HW; fetch: the
+  broker's reads for a fetch and for a parked one woken;
 - completion: the settle-once answer both of them and the group calls wait on;
 - timers: deadlines on the event loop (fetch max wait, produce timeouts);
 - kafka_api: the broker side of protocol/'s BrokerApi, on the broker's own methods;

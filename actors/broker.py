@@ -78,6 +78,7 @@ from actors.produce import produce_begin as begin_produce
 from actors.txn_host import TXN_TOPIC, TxnHost
 from actors.txn_verification import TxnVerifier
 from actors.topic_io import TopicIO
+from actors.fetch import fetch_begin as begin_fetch
 from actors.purgatory import DelayedFetch, FetchPurgatory
 from actors.timers import Timers
 from actors.dynamic_config import BrokerDynamicConfig, DynamicConfigWatcher
@@ -88,7 +89,7 @@ from controller.requests import LeaderAndIsrRequest, StopReplicaRequest, UpdateM
 from controller.layout import DEFAULT_FEATURES, BrokerRegistration, LeaderIsrAndControllerEpoch
 from replicas.errors import (BrokerNotAvailable, KafkaError, NotController, RequestTimedOut,
                             error_for_code)
-from replicas.replica_manager import (CLIENT, BrokerConfig, ClientMetadata, FetchResult,
+from replicas.replica_manager import (CLIENT, BrokerConfig, ClientMetadata,
                                       HighWatermarkChanged, ProduceDone, ProposeIsr,
                                       ReplicaManager)
 
@@ -744,68 +745,15 @@ class Broker:
     def fetch_begin(self, replica_id: int, asks, max_wait_ms: int, min_bytes: int,
                     max_bytes: int | None, reads=None, isolation_level: int = 0,
                     client: ClientMetadata | None = None):
-        """Kafka's fetch: asks [(tp, offset, current_epoch, last_epoch, partition_max_bytes,
-        the follower's log start or -1)] → {tp: replicas FetchResult} when at least
-        `min_bytes` (an error counts) are there, a partition is answered with a preferred
-        read replica (Kafka answers those at once), or max_wait_ms <= 0; else a
-        DelayedFetch (actors/purgatory.py) completed by the
-        partitions' appends and HW moves, leadership changes, or its deadline. The answer
-        holds at most `max_bytes` (None: no cap) but at least one batch of the first
-        partition with data (KIP-74; later partitions then answer their HW with no
-        records). Used by the followers, Kafka clients and the native consumers alike.
-        Each ask is a tuple whose tp is a tuple (fetch_partitions makes them so). `reads`
-        (a fetch session's, protocol/fetch_session.py): called under the lock, it names the
-        asks to read at once, the others only watched (None: read them all).
-        `isolation_level` 1 (read_committed): consumers read below the last stable offset
-        and the answers carry the aborted transactions of what they return. `client`: a
-        consumer's Fetch v11+ metadata (replicas' fetch from follower, KIP-392)."""
-        by_tp = {a[0]: a for a in asks}
-
-        def read(only=None, previous=None):
-            out, total, redirected = {}, 0, False
-            for tp, offset, current_epoch, last_epoch, part_max, log_start in asks:
-                if only is not None and tp not in only:
-                    r = previous.get(tp)
-                    if r is None:                  # watched, never read: not answered
-                        continue
-                    if not (r.error or r.records or r.diverging_epoch):
-                        marks = self.rm.leader_marks(tp, current_epoch, isolation_level,
-                                                     client, offset)
-                        if marks is not None:      # still quiet: refresh HW and log start
-                            out[tp] = FetchResult(0, b"", *marks)
-                            continue
-                budget = part_max if max_bytes is None else min(part_max, max_bytes - total)
-                r = self.rm.fetch(tp, offset, max(budget, 1), replica_id=replica_id,
-                                  current_leader_epoch=current_epoch, last_fetched_epoch=last_epoch,
-                                  isolation_level=isolation_level, client=client,
-                                  log_start_offset=log_start)
-                if r.effects:
-                    self.apply_effects(r.effects)
-                if budget <= 0 and r.records:     # the answer is full: HW only
-                    r = dataclasses.replace(r, records=b"", aborted_transactions=(
-                        () if r.aborted_transactions is not None else None))
-                out[tp] = r
-                total += len(r.records) + (1 if r.error or r.diverging_epoch else 0)
-                redirected |= r.preferred_read_replica >= 0
-            return out, total >= min_bytes or redirected
-
-        def ready(tp) -> bool:
-            offset, current_epoch = by_tp[tp][1:3]
-            return self.rm.fetch_ready(tp, offset, replica_id, current_epoch, isolation_level,
-                                       client)
-
-        with self.lock:
-            out, enough = read(reads() if reads is not None else None, {})
-            if enough or max_wait_ms <= 0:
-                return out
-            delayed = DelayedFetch(by_tp, read, ready, out)
-            self.parked.park(delayed)
-            delayed.timer = self.timers.add(max_wait_ms / 1000, lambda: self._expire(delayed))
-        return delayed
-
-    def _expire(self, delayed: DelayedFetch) -> None:
-        with self.lock:
-            self.parked.expire(delayed)
+        """Kafka's fetch (actors/fetch.py): asks [(tp, offset, current_epoch, last_epoch,
+        partition_max_bytes, the follower's log start or -1)] → {tp: replicas FetchResult},
+        or a DelayedFetch completed later. Used by the followers, Kafka clients and the
+        native consumers alike; each ask's tp is a tuple (fetch_partitions makes them so).
+        `reads`: a fetch session's choice of asks to read at once; `isolation_level` 1
+        (read_committed) reads below the last stable offset, with the aborted
+        transactions; `client`: a consumer's Fetch v11+ metadata (KIP-392)."""
+        return begin_fetch(self, replica_id, asks, max_wait_ms, min_bytes, max_bytes, reads,
+                           isolation_level, client)
 
     def offsets_for_leader_epoch(self, tp, current_leader_epoch: int, leader_epoch: int):
         with self.lock:
@@ -846,9 +794,8 @@ class Broker:
     def metrics(self) -> dict:
         """The figures this broker publishes as Ray gauges (actors/metrics.py)."""
         with self.lock:
-            return metrics.broker_figures(
-                (self.rm.partition_info(tp) for tp in self.rm.partitions()),
-                offline_log_dirs=len(self.rm.dirs.offline))
+            return metrics.broker_figures(self.rm.role_views(),
+                                          offline_log_dirs=len(self.rm.dirs.offline))
 
     def pid(self) -> int:
         return os.getpid()
@@ -887,6 +834,8 @@ class Broker:
             results = self.rm.apply_retention(int(time.time() * 1000), configs)
             if results:
                 self.parked.journal.note_all()     # log starts moved
+                for fetcher in self.fetchers.values():      # a follower's tells its leader
+                    fetcher.positions_moved(results)
         for tp, r in results.items():
             log.info("broker %s: %s-%s: deleted %d segments (%d bytes) by %s; log start %d",
                      self.id, tp[0], tp[1], r.deleted_segments, r.deleted_bytes,

@@ -66,7 +66,7 @@ _FETCH_REQUEST, _FETCH_TOPIC, _FETCH_PARTITION, _FORGOTTEN_TOPIC = (
     request_class(FETCH, FETCH_VERSION, name)
     for name in (None, "FetchTopic", "FetchPartition", "ForgottenTopic"))
 TRUNCATION_ROUNDS = 64
-REBUILD_S = 1.0                # every partition's position read again at least this often
+REBUILD_S = 60.0               # every position read again this often, whoever moved it
 ANSWER_GRACE_S = 30            # past max_wait: the leader is paused or gone
 REFUSED_BACKOFF_MAX_S = 1.0
 REFUSED_CODES = {ErrorCode.TOPIC_AUTHORIZATION_FAILED.value,
@@ -107,8 +107,9 @@ class Fetcher:
         self.backoff_s = cfg.replica_fetch_backoff_ms / 1000
         self.partitions: dict[tuple, bool] = {}     # tp → needs truncation
         # What the next fetch asks per partition, read again from the replica manager only
-        # for the partitions whose position may have moved (`_stale`), and all of them
-        # every REBUILD_S: 3,000 partitions cost no 3,000 reads per round.
+        # for the partitions whose position may have moved (`_stale`: those answered, added,
+        # removed, or named by `positions_moved`), and all of them every REBUILD_S and
+        # after an error: 3,000 partitions cost no 3,000 reads per round.
         self._wanted: dict[tuple, FetchData] = {}
         self._positions: dict[tuple, object] = {}
         self._stale: set = set()
@@ -138,6 +139,11 @@ class Fetcher:
             for tp in tps:
                 self.partitions.pop(tuple(tp), None)
                 self._stale.add(tuple(tp))
+
+    def positions_moved(self, tps) -> None:
+        """Positions moved outside this fetcher (local retention moved a log start): read
+        again before the next fetch. The caller holds the broker's lock."""
+        self._stale.update(tp for tp in tps if tp in self.partitions)
 
     def stop(self) -> None:
         self._stopped = True

@@ -11,6 +11,11 @@ Rules:
   partitions costs one read, not a hundred). `moved(tps)` (the leadership of those
   partitions moved) reads them again in every fetch watching them, ready or not. A fetch
   that reaches its deadline (the broker's Timers) completes with what is there then (`read(frozenset())`: the marks brought up to date).
+- Marks are brought up to date only where they may have moved: every read is told which
+  partitions the journal (below) names as changed since the fetch's last read (`changed`,
+  None when the journal cannot tell), so a wake or a deadline costs what changed, not
+  what the fetch watches (a consumer's fetch of 3,000 partitions woken by one append
+  refreshes one partition's marks, not 3,000).
 - Every change it hears of also goes to its ChangeJournal (`journal`), which the fetch
   sessions ask which partitions a new fetch must read (protocol/fetch_session.py).
 - Everything here runs under the broker's lock (the callers hold it), so a change can never
@@ -33,19 +38,22 @@ RESULT_TIMEOUT_S = 24 * 3600       # result() is released by completion; this on
 
 
 class DelayedFetch(Completion):
-    """One parked fetch. `read(only, previous)` (under the broker lock) → (answers, enough):
-    the partitions in `only` read again (all when None), the others' `previous` answers
-    refreshed (the read never refers to its DelayedFetch: no cycle);
+    """One parked fetch. `read(only, previous, changed)` (under the broker lock) →
+    (answers, enough): the partitions in `only` read again (all when None), the others'
+    `previous` answers refreshed where in `changed` (all when None; the read never refers
+    to its DelayedFetch: no cycle);
     `ready(tp)` → whether reading again could be worth it for that partition. `answers`
-    holds the first read's until completion stores the last."""
+    holds the first read's until completion stores the last; `token` is the journal's when
+    they were read."""
 
-    __slots__ = ("tps", "read", "ready", "answers")
+    __slots__ = ("tps", "read", "ready", "answers", "token")
 
     def __init__(self, tps, read, ready, answers=None):
         super().__init__()
         self.tps = tuple(tps)
         self.read, self.ready = read, ready
         self.answers = answers
+        self.token = 0
 
     def complete(self, answers) -> None:
         def store():
@@ -64,6 +72,8 @@ class FetchPurgatory:
         self.journal = ChangeJournal()     # the same changes, for the fetch sessions
 
     def park(self, fetch: DelayedFetch) -> None:
+        """Watch `fetch`, whose answers were read just now (under the same lock hold)."""
+        fetch.token = self.journal.token()
         for tp in fetch.tps:
             self._by_tp[tp].add(fetch)
         self._all.add(fetch)
@@ -102,17 +112,19 @@ class FetchPurgatory:
     def expire(self, fetch: DelayedFetch) -> None:
         """Its deadline passed: complete with whatever is there now."""
         if not fetch.done:
-            answers, _ = fetch.read(frozenset(), fetch.answers)
+            _, changed = self.journal.since(fetch.token)
+            answers, _ = fetch.read(frozenset(), fetch.answers, changed)
             self.unpark(fetch)
             fetch.complete(answers)
 
     def _try(self, fetch: DelayedFetch, only) -> None:
-        answers, enough = fetch.read(only, fetch.answers)
+        token, changed = self.journal.since(fetch.token)
+        answers, enough = fetch.read(only, fetch.answers, changed)
         if enough:
             self.unpark(fetch)
             fetch.complete(answers)
         else:
-            fetch.answers = answers
+            fetch.answers, fetch.token = answers, token
 
     def __len__(self) -> int:
         return len(self._all)

@@ -103,8 +103,9 @@ def _next_epoch(epoch: int) -> int:
 class ChangeJournal:
     """Which partitions changed since a token: `note(tps)` on an append or a high-watermark
     or log-start move, `note_all()` when anything may have (leadership, retention);
-    `since(token)` → (the token now, the set changed since `token`, or None: anything).
-    Token 0 means "never read". Thread-safe; O(partitions changed) per call."""
+    `since(token)` → (the token now, the set changed since `token`, or None: anything);
+    `token()` the token now. Token 0 means "never read". Thread-safe; O(partitions
+    changed) per call."""
 
     def __init__(self):
         self._lock = threading.Lock()
@@ -125,6 +126,9 @@ class ChangeJournal:
             self._seq += 1
             self._reset = self._seq
             self._last.clear()
+
+    def token(self) -> int:
+        return self._seq
 
     def since(self, token: int) -> tuple[int, set | None]:
         with self._lock:

@@ -47,6 +47,11 @@ from replicas.replica_types import (READ_COMMITTED, READ_UNCOMMITTED, ClientMeta
 
 
 class LeaderReads:
+    @property
+    def selects_read_replicas(self) -> bool:
+        """Whether a consumer may be sent to a follower (replica.selector.class is set)."""
+        return self._selector is not None
+
     @staticmethod
     def _read_error(part, replica_id: int, current_leader_epoch: int,
                     client: ClientMetadata | None) -> int:

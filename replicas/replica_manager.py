@@ -449,6 +449,12 @@ class ReplicaManager(LeaderReads, FollowerSide):
                      p.state.high_watermark, p.log.size_bytes)
                 for tp, p in self._partitions.items()}
 
+    def role_views(self) -> list[dict]:
+        """Every hosted partition's role, replicas and ISR, as partition_info names them: what
+        the broker's gauges count, without reading its log or producer state."""
+        return [{"role": p.state.role.value, "replicas": p.state.replicas, "isr": p.state.isr}
+                for p in self._partitions.values()]
+
     def partition_info(self, tp) -> dict:
         part = self._get(tp)
         s, log = part.state, part.log

@@ -20,15 +20,18 @@ A, B, C = ("t", 0), ("t", 1), ("u", 0)
 class Reader:
     """The broker's side of a parked fetch over `tps`: `data` says which partitions have
     something to read, `enough` whether a read completes it; every read's `only` is
-    recorded. Like the broker's, it never refers to its DelayedFetch."""
+    recorded, and every read's `changed` (the partitions whose marks it must refresh).
+    Like the broker's, it never refers to its DelayedFetch."""
 
     def __init__(self, tps, enough=True):
         self.tps, self.enough = tps, enough
         self.data: set = set()
         self.reads: list = []
+        self.changed: list = []
 
-    def read(self, only=None, previous=None):
+    def read(self, only=None, previous=None, changed=None):
         self.reads.append(only)
+        self.changed.append(changed)
         return {tp: ("again" if only is None or tp in only else previous[tp])
                 for tp in self.tps}, self.enough
 
@@ -40,6 +43,7 @@ class Parked:
     def __init__(self, tps, enough=True):
         self.reader = Reader(tps, enough)
         self.data, self.reads = self.reader.data, self.reader.reads
+        self.changed = self.reader.changed
         self.fetch = DelayedFetch(tps, self.reader.read, self.reader.ready,
                                   {tp: "first" for tp in tps})
 
@@ -139,3 +143,29 @@ def test_moved_partitions_are_read_again_only_where_watched_ready_or_not():
     p.moved([B])                          # B's leadership moved; no data anywhere
     assert ab.reads == [{B}] and c.reads == [] and not c.fetch.done
     assert p.journal.since(token)[1] == {B}     # the fetch sessions hear of it too
+
+
+def test_a_read_refreshes_only_the_marks_the_journal_saw_change_since_the_last_read():
+    p = FetchPurgatory()
+    abc = Parked((A, B, C), enough=False)
+    p.journal.note([A, B])                # before the park: the first read saw these
+    p.park(abc.fetch)
+    p.changed([A])                        # A moved (above what it may read): not ready
+    assert abc.reads == []
+    abc.data.add(C)
+    p.changed([C])
+    assert abc.reads == [{C}] and abc.changed == [{A, C}]
+    p.changed([C])                        # since that read: only C again
+    assert abc.changed[-1] == {C}
+    p.journal.note_all()                  # leadership or retention: the journal cannot tell
+    p.changed([C])
+    assert abc.changed[-1] is None
+    p.expire(abc.fetch)                   # the deadline: what changed since the last read
+    assert abc.reads[-1] == frozenset() and abc.changed[-1] == set() and abc.fetch.done
+
+
+def test_a_fetch_never_parked_refreshes_every_mark():
+    p = FetchPurgatory()
+    a = Parked((A,), enough=False)
+    p.expire(a.fetch)                     # token 0: nothing known about its read
+    assert a.changed == [None]
