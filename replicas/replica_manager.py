@@ -405,12 +405,12 @@ class ReplicaManager(LeaderReads, FollowerSide):
 
     def cleaner_grab(self, now_ms: int) -> CleanJob | None:
         """The dirtiest compacted log's cleaning job, over every online directory (each
-        keeps its own cleaner-offset-checkpoint). A log is cleaned up to its last stable
-        offset when compacted (Kafka never cleans past it), else its high watermark."""
+        keeps its own cleaner-offset-checkpoint). A compacted log is cleaned up to its last
+        stable offset (Kafka never cleans past it)."""
         best = None
         for d, parts in self._by_dir().items():
-            logs = [(p.tp, p.log, p.last_stable_offset() if p.log.config.cleaner.compact
-                     else p.state.high_watermark) for p in parts]
+            logs = [(p.tp, p.log, p.last_stable_offset()) for p in parts
+                    if p.log.config.cleaner.compact]       # the others are never cleaned
             try:
                 job = d.cleaner.grab(logs, now_ms)
             except OSError as exc:
