@@ -41,7 +41,12 @@ def stale_env(tmp_path):
     # short: Ray puts unix sockets under RAY_TMPDIR (a 107-byte path limit)
     root = tempfile.mkdtemp(prefix="rk", dir="/tmp")
     os.makedirs(os.path.join(root, "ray"))
-    dead = f"127.0.0.1:{free_port()}"          # nothing listens there
+    # Nothing listens there, ever: the port stays bound (never listening) while the test
+    # runs, so no process of a test running beside it can take it; a port only found free
+    # can be, and then the probe finds a listener and ray.init waits on it.
+    held = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    held.bind(("127.0.0.1", 0))
+    dead = f"127.0.0.1:{held.getsockname()[1]}"
     with open(os.path.join(root, "ray", "ray_current_cluster"), "w") as f:
         f.write(dead + "\n")
     # a HOME where Ray never ran (no ~/.ray): what a new user, a CI box, a head node has
@@ -54,6 +59,7 @@ def stale_env(tmp_path):
     try:
         yield env, dead
     finally:
+        held.close()
         shutil.rmtree(root, ignore_errors=True)
 
 
