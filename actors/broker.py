@@ -834,7 +834,7 @@ class Broker:
             results = self.rm.apply_retention(int(time.time() * 1000), configs)
             if results:
                 self.parked.journal.note_all()     # log starts moved
-                for fetcher in self.fetchers.values():      # a follower's tells its leader
+                for fetcher in self.fetchers.values():   # their next fetches carry them
                     fetcher.positions_moved(results)
         for tp, r in results.items():
             log.info("broker %s: %s-%s: deleted %d segments (%d bytes) by %s; log start %d",

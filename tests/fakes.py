@@ -123,3 +123,26 @@ class InMemoryStore:
         from dataclasses import replace
         st, v = self.states[(topic, partition)]
         self.states[(topic, partition)] = (replace(st, zk_version=v + 1, **changes), v + 1)
+
+
+class QuietNetwork:
+    """A broker's event loop, never started: nothing handed to it runs."""
+
+    def call(self, fn, *args):
+        pass
+
+
+class IdleBroker:
+    """What a follower fetcher (actors/fetcher.py) needs of its broker, with the loop never
+    started: the fetcher's coroutine does not run, its methods are called directly."""
+
+    def __init__(self):
+        from actors.kafka_api import KafkaConfig
+        self.id = 2
+        self.kafka_config = KafkaConfig(replica_fetch_backoff_ms=100)
+        self.security = None
+        self.network = QuietNetwork()
+        self.inter_broker_listener = "PLAINTEXT"
+
+    def replication_cut_until(self, leader_id):
+        return 0.0

@@ -11,18 +11,11 @@ from types import SimpleNamespace
 import pytest
 
 from actors.fetcher import Fetcher
-from actors.kafka_api import KafkaConfig
 from replicas.replica_types import FetchPosition
+from tests.fakes import IdleBroker
 
 pytestmark = pytest.mark.unit
 T0, T1, ELSEWHERE = ("t", 0), ("t", 1), ("u", 7)
-
-
-class QuietNetwork:
-    """The broker's event loop, never started: the fetcher's coroutine does not run."""
-
-    def call(self, fn, *args):
-        pass
 
 
 class Replicas:
@@ -42,17 +35,11 @@ class Replicas:
         return SimpleNamespace(log_start_offset=self.starts[tp])
 
 
-class FollowerBroker:
+class FollowerBroker(IdleBroker):
     def __init__(self, tps):
-        self.id = 2
-        self.kafka_config = KafkaConfig()
-        self.security = None
-        self.network = QuietNetwork()
+        super().__init__()
         self.lock = threading.RLock()
         self.rm = Replicas(tps)
-
-    def replication_cut_until(self, leader_id):
-        return 0.0
 
 
 @pytest.fixture

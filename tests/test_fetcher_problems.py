@@ -13,29 +13,10 @@ import pytest
 
 from actors.broker_link import SaslFailed
 from actors.fetcher import REFUSED_BACKOFF_MAX_S, Fetcher, PartitionErrors, round_error
-from actors.kafka_api import KafkaConfig
 from replicas.errors import InvalidConfig
+from tests.fakes import IdleBroker
 
 pytestmark = pytest.mark.unit
-
-
-class QuietNetwork:
-    """The broker's event loop, never started: the fetcher's coroutine does not run."""
-
-    def call(self, fn, *args):
-        pass
-
-
-class IdleBroker:
-    def __init__(self):
-        self.id = 2
-        self.kafka_config = KafkaConfig(replica_fetch_backoff_ms=100)
-        self.security = None
-        self.network = QuietNetwork()
-        self.inter_broker_listener = "PLAINTEXT"
-
-    def replication_cut_until(self, leader_id):
-        return 0.0
 
 
 @pytest.fixture
