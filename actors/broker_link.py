@@ -137,15 +137,20 @@ class BrokerLink:
             raise ConnectionError("not connected")
         if self._waiting is not None:
             raise RuntimeError("one request at a time on a BrokerLink")
-        waiting = self._waiting = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        waiting = self._waiting = loop.create_future()
+        # A timer on the future itself, not asyncio.wait_for: wait_for's own future and
+        # callback cost every answer one more loop pass on the follower's path.
+        timer = loop.call_later(timeout_s, _time_out, waiting)
         try:
             _, data = conn.request(body)
             transport.write(data)
-            return await asyncio.wait_for(waiting, timeout_s)
+            return await waiting
         except BaseException:
             self.close()
             raise
         finally:
+            timer.cancel()
             self._waiting = None
 
     def close(self) -> None:
@@ -183,6 +188,11 @@ class BrokerLink:
         waiting = self._waiting
         if waiting is not None and not waiting.done():
             waiting.set_exception(exc)
+
+
+def _time_out(waiting: asyncio.Future) -> None:
+    if not waiting.done():
+        waiting.set_exception(asyncio.TimeoutError("no answer in time"))
 
 
 class _Wire(asyncio.Protocol):

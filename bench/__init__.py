@@ -27,7 +27,9 @@ recording on a versus Sheet, each fresh system warmed by settle until a JVM's co
 quiet; versus_compare tells which ratios of two such runs reproduce; profile_brokers samples
 both systems' brokers through the same paced windows (async-profiler on Kafka, py-spy on
 rayka); inplace_cpu times chosen entry points of three in-process rayka brokers with thread
-CPU under a paced load (no profiler's inflation).
+CPU under a paced load (no profiler's inflation); wire_hops reads an acks=all produce's hops
+between the brokers (leader to followers, the followers' turn, the last fetch to the ack)
+off the loopback interface, timed by the kernel, on both systems.
 
 May import anything in the project. Figures are medians of runs, with min/max and the
 target; never asserted by timed unit tests.

@@ -1,12 +1,14 @@
 """actors/listener.py on real loopback sockets, over the in-memory FakeBrokerApi (no Ray, no
 ZooKeeper): pipelined requests answered in order, a produce's acks=all wait overlapped
-with the next request's append, an acks=0 produce answered with nothing, idle connections
+with the next request's append, an answer another connection's request settles written
+in that request's handling, an acks=0 produce answered with nothing, idle connections
 closed, and random or malformed bytes closing only their own connection (a hypothesis fuzz
 against the live listener, which keeps serving)."""
 
 from __future__ import annotations
 
 import io
+import select
 import socket
 import struct
 import threading
@@ -16,6 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 from kafka.protocol.metadata import ApiVersionsResponse
 
+from actors.completion import Completion
 from actors.listener import KafkaListener
 from controller.layout import Endpoint
 from protocol.api import Deferred
@@ -38,6 +41,29 @@ class SlowAcks(FakeBrokerApi):
     def produce(self, acks, timeout_ms, partitions, transactional_id=None):
         got = super().produce(acks, timeout_ms, partitions)     # appended now, in order
         return Deferred(lambda: self.release.wait(10) and got)
+
+
+class CrossAcks(FakeBrokerApi):
+    """The fake broker, where a connection's produce waits for an ack that ANOTHER
+    connection's produce gives, on the loop, as a follower's fetch acknowledges a client's
+    acks=all produce: the second produce settles the first's Completion and then looks
+    (select, no wait) whether the first connection's answer is already on the test's socket."""
+
+    def __init__(self):
+        super().__init__()
+        self.waiting: Completion | None = None
+        self.first_socket: socket.socket | None = None
+        self.answered_before_return: bool | None = None
+
+    def produce(self, acks, timeout_ms, partitions, transactional_id=None):
+        got = super().produce(acks, timeout_ms, partitions)
+        if self.waiting is None:
+            self.waiting = Completion()
+            return Deferred(lambda: got, self.waiting.when_ready)
+        self.waiting.settle()
+        readable, _, _ = select.select([self.first_socket], [], [], 0)
+        self.answered_before_return = bool(readable)
+        return got
 
 
 @pytest.fixture
@@ -96,6 +122,21 @@ def test_a_produce_waiting_for_acks_does_not_stop_the_next_append(served):
         api.release.set()
         s.settimeout(10)
         assert [correlation(read_frame(s)) for _ in range(3)] == [1, 2, 3]
+
+
+def test_an_answer_another_connection_settles_is_written_before_that_request_returns(served):
+    listener, api = served(CrossAcks())
+    with connect(listener) as first, connect(listener) as second:
+        api.first_socket = first
+        first.sendall(sample_frame(0, 9, correlation_id=1))
+        deadline = time.monotonic() + 10
+        while api.waiting is None and time.monotonic() < deadline:
+            time.sleep(0.01)                       # poll interval of a deadline loop
+        second.sendall(sample_frame(0, 9, correlation_id=2))
+        assert correlation(read_frame(second)) == 2
+        assert correlation(read_frame(first)) == 1
+    # written in the settling request's handling, not at the loop's next pass
+    assert api.answered_before_return is True
 
 
 def acks_0_produce(partition_records):
