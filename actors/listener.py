@@ -100,6 +100,7 @@ class EventLoop:
     def __init__(self, name: str = "kafka-network"):
         self.loop = uvloop.new_event_loop()
         self.handling = None          # the connection whose requests are being handled
+        self.handled = 0              # requests handled: which handling an answer falls in
         self._thread = threading.Thread(target=self._run, daemon=True, name=name)
         self._thread.start()
 
@@ -358,6 +359,7 @@ class _Conn(asyncio.Protocol):
         self._handshake_timer = None
         self._fd = -1                   # the socket's, for an answer sent at once
         self._send_now = False
+        self._sent_now_in = -1          # the handling (loop.handled) of the last one
 
     # -- asyncio's callbacks -------------------------------------------------------------------
     def connection_made(self, transport) -> None:
@@ -460,6 +462,7 @@ class _Conn(asyncio.Protocol):
                 return
             loop, before = self.loop, self.loop.handling
             loop.handling = self
+            loop.handled += 1
             try:
                 self._handle(request)
             finally:
@@ -539,16 +542,20 @@ class _Conn(asyncio.Protocol):
         a follower's parked fetch, the follower's fetch that acknowledged a produce) or
         of a fetcher's or a timer's work, the answer is written at once: handing it to
         the loop's next pass made it wait for the rest of that request's handling and a
-        loop round (~0.2 ms of an acks=all produce's 2 at 200 records/s). It is sent
-        by a write(2) of its own when nothing is buffered before it (`_write`): uvloop
-        sends a transport's writes only once the loop pass's I/O callbacks are done.
+        loop round (~0.2 ms of an acks=all produce's 2 at 200 records/s). The first such
+        answer of a handling is sent by a write(2) of its own when nothing is buffered
+        before it (`_write`): uvloop sends a transport's writes only once the loop pass's
+        I/O callbacks are done.
         Reading this connection's next request waits for the loop; an answer never runs
         inside its own connection's handling."""
         loop = self.loop
         if not loop.in_loop or loop.handling is self:
             loop.call(self._deferred_ready, slot, deferred)
             return
-        self._send_now = True
+        # One write(2) per connection and handling: more answers settled by the same request
+        # (acks of several produces by one follower fetch) go out together at the loop
+        # pass's end, as uvloop coalesces them, not as a segment each.
+        self._send_now = loop.handling is None or self._sent_now_in != loop.handled
         try:
             self._deferred_ready(slot, deferred, pump=False)
         except Exception:              # never into the append or fetch that settled it
@@ -633,6 +640,7 @@ class _Conn(asyncio.Protocol):
             self._send_tls()
         elif self._send_now and self._fd >= 0 and not self.closing \
                 and self.transport.get_write_buffer_size() == 0:
+            self._send_now, self._sent_now_in = False, self.loop.handled
             try:
                 sent = os.write(self._fd, data)
             except OSError:            # EAGAIN, or a broken connection the transport will see
