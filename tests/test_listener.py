@@ -47,7 +47,7 @@ class CrossAcks(FakeBrokerApi):
     """The fake broker, where a connection's produce waits for an ack that ANOTHER
     connection's produce gives, on the loop, as a follower's fetch acknowledges a client's
     acks=all produce: the second produce settles the first's Completion and then looks
-    (select, no wait) whether the first connection's answer is already on the test's socket."""
+    (poll, no wait) whether the first connection's answer is already on the test's socket."""
 
     def __init__(self):
         super().__init__()
@@ -61,8 +61,9 @@ class CrossAcks(FakeBrokerApi):
             self.waiting = Completion()
             return Deferred(lambda: got, self.waiting.when_ready)
         self.waiting.settle()
-        readable, _, _ = select.select([self.first_socket], [], [], 0)
-        self.answered_before_return = bool(readable)
+        ready = select.poll()          # poll, not select: a suite's fds pass FD_SETSIZE
+        ready.register(self.first_socket, select.POLLIN)
+        self.answered_before_return = bool(ready.poll(0))
         return got
 
 
