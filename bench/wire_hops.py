@@ -23,8 +23,11 @@ Rules:
    - `leader_total`: from the Produce's end to its answer's start.
    A Produce whose hops cannot all be found (an answer the heuristic misses, a leader
    that was busy with another record) is counted as unmatched, not guessed.
-4. Out (`--out`, and a line per run; `--keep DIR` keeps each run's packets): per run and system the p10/p50/p90 of each hop,
-   how many Produces matched out of how many, and the paced run's own ack p50/p99.
+4. Out (`--out`, and a line per run; `--keep DIR` keeps each run's packets): per run and
+   system the p10/p50/p90 of each hop (nearest rank: a time some Produce took), how many
+   Produces matched out of how many, and the paced window's own facts as the settle
+   windows give them (bench/settle.py window_facts: ack p50/p99, broker CPU per record,
+   the machine's busy share).
 
 Example: `.venv/bin/python bench/wire_hops.py --systems rayka,kafka --rate 200 --runs 3`.
 """
@@ -32,6 +35,7 @@ Example: `.venv/bin/python bench/wire_hops.py --systems rayka,kafka --rate 200 -
 from __future__ import annotations
 
 import argparse
+import bisect
 import json
 import pickle
 import re
@@ -220,24 +224,29 @@ def produce_hops(ex: list[Exchange]) -> tuple[list[dict], int]:
             follower_fetches.setdefault(e.server, {}).setdefault(e.conn, []).append(e)
     produces = [e for e in ex if e.api_key == PRODUCE and not FETCHER.fullmatch(e.client_id)
                 and not e.client_id.startswith("broker-") and e.answer is not None]
+    # per connection, its answers' start times (in request order, so ascending)
+    starts = {conn: [f.answer.start for f in fs]
+              for by_conn in follower_fetches.values() for conn, fs in by_conn.items()}
     out = []
     for p in produces:
         t_in, t_out = p.request.end, p.answer.start
         answers, nexts = [], []
         for conn, fs in follower_fetches.get(p.server, {}).items():
-            i = next((i for i, f in enumerate(fs) if f.answer.start > t_in
-                      and f.answer.size >= RECORDS_B), None)
+            i = next((i for i in range(bisect.bisect_right(starts[conn], t_in), len(fs))
+                      if fs[i].answer.size >= RECORDS_B), None)
             if i is None or i + 1 >= len(fs) or fs[i].answer.start > t_out:
                 continue                      # a connection of no follower of this record
             answers.append(fs[i].answer)
             nexts.append(fs[i + 1].request)
-        if len(answers) < 2 or max(n.end for n in nexts) > t_out:
+        if len(answers) < 2:
+            continue
+        last_fetch = max(n.end for n in nexts)
+        if last_fetch > t_out:
             continue
         first, last = min(a.start for a in answers), max(a.start for a in answers)
         out.append({"to_first_follower": first - t_in, "to_last_follower": last - t_in,
                     "follower_turn": [n.end - a.end for a, n in zip(answers, nexts)],
-                    "last_fetch_to_ack": t_out - max(n.end for n in nexts),
-                    "leader_total": t_out - t_in})
+                    "last_fetch_to_ack": t_out - last_fetch, "leader_total": t_out - t_in})
     return out, len(produces)
 
 
@@ -259,6 +268,7 @@ def listening_ports(pids) -> set[int]:
 
 
 def measure(system, rate: int, duration_s: float, keep: Path | None = None) -> dict:
+    from bench.settle import window_facts
     from bench.versus_data import PARTITIONS, TIMEOUT_S, latency_once
     ports = listening_ports(system.broker_pids().values())
     topic = system.fresh_topic("vs-hops", PARTITIONS, TIMEOUT_S)
@@ -274,9 +284,7 @@ def measure(system, rate: int, duration_s: float, keep: Path | None = None) -> d
         with open(keep / f"{system.name}-{time.time():.0f}.pkl", "wb") as f:
             pickle.dump({"ports": ports, "packets": packets}, f)
     hops, produces = produce_hops(exchanges(packets, ports))
-    acks = sorted(got["ack_ms"])
-    return {**summary(hops, produces), "ack_p50_ms": round(acks[len(acks) // 2], 3),
-            "ack_p99_ms": round(acks[int(0.99 * len(acks))], 3), "packets": len(packets),
+    return {**summary(hops, produces), **window_facts(got), "packets": len(packets),
             "dropped": sniffer.dropped}
 
 
