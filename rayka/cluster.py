@@ -80,16 +80,41 @@ def _recorded_head() -> str:
     return recorded
 
 
+H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+H2_SETTINGS = 0x4
+
+
 def _probe(address: str, source: str) -> None:
-    """Fail fast when nothing answers at `address` (ray.init would wait for minutes)."""
+    """Fail fast when no Ray GCS answers at `address` (ray.init would wait for minutes):
+    nothing listens there, or what listens does not speak HTTP/2, which a GCS (a gRPC
+    server) does: it answers a client's connection preface with a SETTINGS frame (RFC 9113
+    §3.4). A stale record may name a port another program took since. With Ray's TLS on
+    (RAY_USE_TLS) the handshake comes first, and only the connection is checked."""
     hostport = address.split("://", 1)[-1].rsplit("/", 1)[0]
     host, _, port = hostport.rpartition(":")
     try:
-        with socket.create_connection((host or "127.0.0.1", int(port)), RAY_PROBE_TIMEOUT_S):
-            pass
+        with socket.create_connection((host or "127.0.0.1", int(port)), RAY_PROBE_TIMEOUT_S) as s:
+            if os.environ.get("RAY_USE_TLS", "0").lower() in ("1", "true"):
+                return
+            s.sendall(H2_PREFACE)
+            header = _read_exactly(s, 9)
     except (OSError, ValueError) as exc:
         raise RayUnavailable(f"Ray at {address} ({source}) does not answer: "
-                             f"{exc.strerror or exc}") from None
+                             f"{getattr(exc, 'strerror', None) or exc}") from None
+    if len(header) < 9 or header[3] != H2_SETTINGS:
+        raise RayUnavailable(f"Ray at {address} ({source}) does not answer: what listens "
+                             f"there is not a Ray GCS (no HTTP/2 answer)")
+
+
+def _read_exactly(sock: socket.socket, n: int) -> bytes:
+    """Up to `n` bytes; fewer when the peer closed first (socket timeouts raise)."""
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        if not chunk:
+            break
+        data += chunk
+    return data
 
 
 _ray_context = None     # what ray.init answered in this process (its dashboard URL)

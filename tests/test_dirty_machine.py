@@ -14,6 +14,7 @@ serve and stop without touching the others."""
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import re
@@ -133,8 +134,30 @@ KCAT = "/usr/bin/kcat"
 def _cli(env, *args, timeout=240, stdin=None):
     proc = subprocess.run([RAYKA, *args], env=env, capture_output=True, text=True,
                           timeout=timeout, input=stdin)
-    assert proc.returncode == 0, f"rayka {' '.join(args)}: {proc.stderr[-3000:]}"
+    assert proc.returncode == 0, \
+        f"rayka {' '.join(args)}: {proc.stderr[-3000:]}{_ray_log_tails(env)}"
     return proc
+
+
+RAY_LOGS = ("raylet.out", "raylet.err", "gcs_server.out", "gcs_server.err")
+
+
+def _ray_log_tails(env, lines: int = 15) -> str:
+    """The last lines of every Ray session's raylet and GCS logs under the test's
+    RAY_TMPDIR: what a failed start's message alone does not say (a raylet that closed a
+    worker's registration socket says why only there)."""
+    out = []
+    ray_dir = os.path.join(env.get("RAY_TMPDIR", ""), "ray")
+    for session in sorted(glob.glob(os.path.join(ray_dir, "session_2*"))):
+        for name in RAY_LOGS:
+            try:
+                with open(os.path.join(session, "logs", name), errors="replace") as f:
+                    tail = f.readlines()[-lines:]
+            except OSError:
+                continue
+            if tail:
+                out.append(f"--- {os.path.basename(session)}/logs/{name}\n{''.join(tail)}")
+    return "\n" + "\n".join(out) if out else ""
 
 
 @pytest.fixture
