@@ -48,23 +48,21 @@ Rules:
 from __future__ import annotations
 
 import asyncio
-import datetime
 import logging
 import ssl
 import time
 
 from actors.broker_link import BrokerLink, SaslFailed
-from protocol.build import build_request, request_class
+from protocol.build import build_request
+from protocol.client import EncodedRequest
 from protocol.errors import ProtocolError
 from protocol.fetch_session import FetchData, FetchSessionHandler
+from protocol.hot_writers import fetch_plan_bytes
 from replicas.errors import ErrorCode, InvalidConfig, KafkaError
 
 OFFSET_OUT_OF_RANGE = ErrorCode.OFFSET_OUT_OF_RANGE.value
 FETCH, OFFSET_FOR_LEADER_EPOCH = 1, 23
 FETCH_VERSION, EPOCH_VERSION = 12, 4
-_FETCH_REQUEST, _FETCH_TOPIC, _FETCH_PARTITION, _FORGOTTEN_TOPIC = (
-    request_class(FETCH, FETCH_VERSION, name)
-    for name in (None, "FetchTopic", "FetchPartition", "ForgottenTopic"))
 TRUNCATION_ROUNDS = 64
 REBUILD_S = 60.0               # every position read again this often, whoever moved it
 ANSWER_GRACE_S = 30            # past max_wait: the leader is paused or gone
@@ -113,6 +111,9 @@ class Fetcher:
         self._wanted: dict[tuple, FetchData] = {}
         self._positions: dict[tuple, object] = {}
         self._stale: set = set()
+        # what changed in `_wanted` since the session's last plan was built (None: anything
+        # may have: the plan compares everything)
+        self._unplanned: set | None = None
         self._rebuild_at = 0.0
         self.link = BrokerLink(f"broker-{broker.id}-fetcher", broker.security,
                                cfg.socket_request_max_bytes)
@@ -302,6 +303,7 @@ class Fetcher:
             positions.clear()
             todo = [tp for tp, pending in self.partitions.items() if not pending]
             self._rebuild_at = now + REBUILD_S
+            self._unplanned = None
         else:
             todo = []
             for tp in self._stale:
@@ -310,6 +312,8 @@ class Fetcher:
                 else:
                     wanted.pop(tp, None)
                     positions.pop(tp, None)
+            if self._unplanned is not None:
+                self._unplanned.update(self._stale)
         self._stale.clear()
         for tp in todo:
             pos = positions[tp] = rm.follower_fetch_request(tp)
@@ -324,9 +328,10 @@ class Fetcher:
         positions = self._positions    # changed only by the next round's refresh: no copy
         if not positions:
             return
-        plan = self.session.build(self._wanted)
-        body = fetch_request(plan, self.broker.id, self.max_wait_ms, self.min_bytes,
-                             self.response_max_bytes)
+        plan = self.session.build(self._wanted, self._unplanned)
+        self._unplanned = set()
+        body = EncodedRequest(FETCH, FETCH_VERSION, fetch_plan_bytes(
+            plan, self.broker.id, self.max_wait_ms, self.min_bytes, self.response_max_bytes))
         answer = await self.link.call(body, self.max_wait_ms / 1000 + ANSWER_GRACE_S)
         self.session.on_response(plan, answer.error_code.value, answer.session_id)
         if answer.error_code.value:
@@ -372,32 +377,6 @@ class Fetcher:
         except KafkaError as exc:         # leadership changed under us: the next
             log.info("fetcher %s: %s", tp, exc)   # LeaderAndIsr moves the partition
         return 0
-
-
-def fetch_request(plan, replica_id: int, max_wait_ms: int, min_bytes: int, max_bytes: int):
-    """The FetchRequest v12 of a session's plan (protocol/fetch_session.py FetchPlan): the
-    request's classes called with every field, the entity build_request makes (whose per-field
-    work was ~7 % of a follower's round in a cProfile of tests/broker_world.py's brokers;
-    tests/test_fetcher_request.py compares them)."""
-    by_topic: dict[str, list] = {}
-    asked = _FETCH_PARTITION
-    for (topic, partition), d in plan.partitions.items():
-        by_topic.setdefault(topic, []).append(asked(
-            partition=partition, current_leader_epoch=d.current_leader_epoch,
-            fetch_offset=d.fetch_offset, last_fetched_epoch=d.last_fetched_epoch,
-            log_start_offset=d.log_start_offset, partition_max_bytes=d.max_bytes))
-    forgotten: dict[str, list] = {}
-    for topic, partition in plan.forgotten:
-        forgotten.setdefault(topic, []).append(partition)
-    return _FETCH_REQUEST(
-        cluster_id=None, replica_id=replica_id,
-        max_wait=datetime.timedelta(milliseconds=max_wait_ms), min_bytes=min_bytes,
-        max_bytes=max_bytes, isolation_level=0, session_id=plan.session_id,
-        session_epoch=plan.epoch,
-        topics=tuple(_FETCH_TOPIC(topic=t, partitions=tuple(ps)) for t, ps in by_topic.items()),
-        forgotten_topics_data=tuple(_FORGOTTEN_TOPIC(topic=t, partitions=tuple(ps))
-                                    for t, ps in forgotten.items()),
-        rack_id="")
 
 
 def round_error(errors: dict[int, list], what: str) -> PartitionErrors:

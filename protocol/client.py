@@ -4,7 +4,8 @@ A broker speaks it to another broker (a follower fetching from its leader); the 
 loop that carries the bytes lives in the actor shell (actors/broker_link.py).
 
 Rules:
-- `request(body)` frames a kio request entity: a request header of the version its schema
+- `request(body)` frames a kio request entity (or an EncodedRequest: a body already
+  written, with its api key and version): a request header of the version its schema
   names (v1, or v2 for flexible versions), the next correlation id and this connection's
   client_id, then the body. The caller writes the bytes; nothing is buffered here.
 - Kafka answers a connection's requests in the order sent, so each response is decoded as
@@ -24,21 +25,24 @@ from __future__ import annotations
 import io
 import struct
 from collections import deque
+from typing import NamedTuple
 
 from kio.serial import entity_reader, entity_writer
 
 from . import hot_writers
-from .build import response_class
+from .build import request_class, response_class
 from .errors import ConnectionFailed, MalformedFrame, ProtocolError
 from .frames import DEFAULT_MAX_FRAME_BYTES, FrameDecoder
 from .versions import ApiKey
 
-__all__ = ["ClientConnection"]
+__all__ = ["ClientConnection", "EncodedRequest"]
 
 _SIZE = struct.Struct(">i")
 _CORRELATION = struct.Struct(">i")
+_HEAD = struct.Struct(">ihhi")        # size, api key, version, correlation id
 _WRITERS: dict[type, tuple] = {}
 _READERS: dict[tuple[int, int], tuple] = {}
+_FLEXIBLE: dict[tuple[int, int], bool] = {}
 
 
 def _writers(cls: type) -> tuple:
@@ -60,6 +64,23 @@ def _readers(api_key: int, version: int) -> tuple:
     return found
 
 
+class EncodedRequest(NamedTuple):
+    """A request body already in Kafka's bytes (a hot path's own writer made it:
+    protocol/hot_writers.py `fetch_plan_bytes`); `request` frames it as it frames an entity
+    of that api key and version."""
+    api_key: int
+    version: int
+    payload: bytes
+
+
+def _header_flexible(api_key: int, version: int) -> bool:
+    found = _FLEXIBLE.get((api_key, version))
+    if found is None:
+        found = _FLEXIBLE[(api_key, version)] = \
+            request_class(api_key, version).__header_schema__.__flexible__
+    return found
+
+
 class ClientConnection:
     def __init__(self, client_id: str | None, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES):
         self.client_id = client_id
@@ -68,6 +89,7 @@ class ClientConnection:
         self._frames: deque[bytes] = deque()
         self._next_correlation = 1
         self._failed: ProtocolError | None = None
+        self._header_tails: dict[tuple[int, int], bytes] = {}
 
     @property
     def in_flight(self) -> int:
@@ -75,8 +97,11 @@ class ClientConnection:
         return len(self._outstanding)
 
     def request(self, body) -> tuple[int, bytes]:
-        """(correlation id, the request's bytes) for a kio request entity."""
+        """(correlation id, the request's bytes) for a kio request entity or an
+        EncodedRequest."""
         self._check_alive()
+        if type(body) is EncodedRequest:
+            return self._request_encoded(body)
         cls = type(body)
         header_cls, write_header, write_body, hot = _writers(cls)
         correlation = self._next_correlation
@@ -95,6 +120,22 @@ class ClientConnection:
             _SIZE.pack_into(view, 0, len(view) - 4)
         self._outstanding.append((correlation, int(cls.__api_key__), int(cls.__version__)))
         return correlation, buf.getvalue()
+
+    def _request_encoded(self, body: EncodedRequest) -> tuple[int, bytes]:
+        correlation = self._next_correlation
+        self._next_correlation = (correlation + 1) & 0x7FFFFFFF or 1
+        api_key, version, payload = body
+        key = (api_key, version)
+        tail = self._header_tails.get(key)
+        if tail is None:         # the header after the correlation id: client id (and tags)
+            buf = io.BytesIO()
+            hot_writers.write_request_header(buf, api_key, version, 0, self.client_id,
+                                             _header_flexible(api_key, version))
+            tail = self._header_tails[key] = buf.getvalue()[_HEAD.size - 4:]
+        self._outstanding.append((correlation, api_key, version))
+        return correlation, b"".join((
+            _HEAD.pack(_HEAD.size - 4 + len(tail) + len(payload), api_key, version, correlation),
+            tail, payload))
 
     def receive_data(self, data: bytes) -> None:
         self._check_alive()

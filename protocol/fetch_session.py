@@ -56,7 +56,10 @@ Rules, fetcher side (`FetchSessionHandler`):
 - `build(wanted)` with {tp: FetchData} of everything this fetcher wants now → a FetchPlan:
   a full request (epoch 0) while there is no session, else an incremental one with only the
   partitions whose FetchData differs from what the session holds, and the partitions no
-  longer wanted as forgotten.
+  longer wanted as forgotten. `build(wanted, changed)` gives the same plan comparing only
+  the partitions named in `changed`, which must hold every partition whose entry was
+  changed, added or removed since the previous build (the fetcher knows which positions
+  it read again).
 - `on_response(plan, error, session_id)`: after an error the next request is full (and
   sessionless until the broker gives a new id); after a full answer the session is the
   id given (epoch 1 next), after an incremental one the epoch moves on (1 after 2^31-1),
@@ -364,7 +367,7 @@ class FetchPlan:
     epoch: int
     partitions: dict          # {tp: FetchData} to put in the request
     forgotten: tuple          # tps to forget
-    wanted: dict              # everything wanted when it was built
+    wanted: dict | None       # everything wanted when it was built (None: built from changes)
 
 
 class FetchSessionHandler:
@@ -373,14 +376,31 @@ class FetchSessionHandler:
         self.epoch = INITIAL_EPOCH
         self.held: dict = {}      # what the broker's session holds, as last acknowledged
 
-    def build(self, wanted: dict) -> FetchPlan:
-        wanted = dict(wanted)
+    def build(self, wanted: dict, changed=None) -> FetchPlan:
+        """The next request's plan for `wanted` ({tp: FetchData}). `changed`, when given,
+        names every partition whose entry in `wanted` may differ from the one the previous
+        `build` saw (changed, added or removed); only those are compared with what the
+        session holds, so a steady fetcher of many quiet partitions pays for the few that
+        moved. None compares everything."""
         if self.session_id == 0 or self.epoch == INITIAL_EPOCH:
+            wanted = dict(wanted)
             return FetchPlan(0, INITIAL_EPOCH, wanted, (), wanted)
         held = self.held
-        send = {tp: d for tp, d in wanted.items() if (h := held.get(tp)) is not d and h != d}
-        forgotten = tuple(tp for tp in self.held if tp not in wanted)
-        return FetchPlan(self.session_id, self.epoch, send, forgotten, wanted)
+        if changed is None:
+            wanted = dict(wanted)
+            send = {tp: d for tp, d in wanted.items()
+                    if (h := held.get(tp)) is not d and h != d}
+            forgotten = tuple(tp for tp in held if tp not in wanted)
+            return FetchPlan(self.session_id, self.epoch, send, forgotten, wanted)
+        send, gone = {}, []
+        for tp in changed:
+            d, h = wanted.get(tp), held.get(tp)
+            if d is None:
+                if h is not None:
+                    gone.append(tp)
+            elif h is not d and h != d:
+                send[tp] = d
+        return FetchPlan(self.session_id, self.epoch, send, tuple(gone), None)
 
     def on_response(self, plan: FetchPlan, error: int, session_id: int) -> None:
         if error:
@@ -394,7 +414,15 @@ class FetchSessionHandler:
             return
         else:
             self.epoch = _next_epoch(plan.epoch)
-        self.held = plan.wanted if self.session_id else {}
+        if not self.session_id:
+            self.held = {}
+        elif plan.wanted is not None:
+            self.held = plan.wanted
+        else:                       # a plan built from `changed`: the session moved by it
+            held = self.held
+            held.update(plan.partitions)
+            for tp in plan.forgotten:
+                held.pop(tp, None)
 
     def reset(self) -> None:
         self.session_id, self.epoch, self.held = 0, INITIAL_EPOCH, {}

@@ -1,7 +1,7 @@
 """The replica manager's follower side: what Kafka's AbstractFetcherThread calls in
 Partition / UnifiedLog for a follower replica. A part of
 `replicas.replica_manager.ReplicaManager` (its state: `_partitions`, `_process`,
-`_persist`, `_write_recovery_points`, `_raising_storage_error`).
+`_persist`, `_write_recovery_points`, `_raising_storage_error`, `_raise_storage_error`).
 
 Rules:
 - `follower_fetch_request` gives (LEO, latest epoch of the epoch cache, current leader
@@ -94,9 +94,11 @@ class FollowerSide:
         """Append a fetch answer from the leader; [] if the answer is stale (see the module
         docstring, "Follower side")."""
         part = self._follower(tp)
-        with self._raising_storage_error(part):
+        try:        # `_raising_storage_error`, inline: a follower calls this every round
             return self._append_as_follower(part, records_buf, leader_high_watermark,
                                             fetch_offset, leader_epoch, leader_log_start_offset)
+        except OSError as exc:
+            self._raise_storage_error(part, exc)
 
     def _append_as_follower(self, part, records_buf, leader_high_watermark: int,
                             fetch_offset: int | None, leader_epoch: int | None,

@@ -266,18 +266,23 @@ class Log:
         self._write(data, headers, first, next_offset)
         return _append_info(headers, first, next_offset)
 
-    def append_as_follower(self, buf) -> AppendInfo:
-        """Append batches fetched from the leader; they must start exactly at our LEO."""
-        headers = records.validate_batches(buf, None, require_records=False)
+    def append_as_follower(self, buf, headers: list[records.BatchHeader] | None = None
+                           ) -> AppendInfo:
+        """Append batches fetched from the leader; they must start exactly at our LEO.
+        `headers`: what records.validate_batches(buf, None, require_records=False) gave
+        the caller, when it validated already."""
+        if headers is None:
+            headers = records.validate_batches(buf, None, require_records=False)
         expected = self.log_end_offset
         for header in headers:
             if header.base_offset < expected:
                 raise CorruptRecord(f"replicated batch has base offset {header.base_offset}, "
                                     f"log end offset is {expected}")
             expected = header.next_offset
+        assign = self.epoch_cache.assign
         for header in headers:
             if header.partition_leader_epoch >= 0:
-                self.epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
+                assign(header.partition_leader_epoch, header.base_offset)
         first = headers[0].base_offset if headers else self.log_end_offset
         self._write(buf, headers, first, expected, assigned=True)
         return _append_info(headers, first, expected)

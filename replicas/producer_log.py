@@ -145,7 +145,7 @@ class ProducerLog:
 
     def append_as_follower(self, buf) -> AppendInfo:
         """Append the leader's batches as they are and apply them to the state."""
-        headers = list(records.iter_headers(buf))
+        headers = records.validate_batches(buf, None, require_records=False)
         markers = {}
         for i, h in enumerate(headers):
             if h.attributes & CONTROL_FLAG and h.producer_id >= 0:
@@ -154,7 +154,7 @@ class ProducerLog:
                     else None
         if markers:
             self.ensure_loaded()
-        info = self.log.append_as_follower(buf)
+        info = self.log.append_as_follower(buf, headers)
         if self.state.loaded:
             for i, h in enumerate(headers):
                 if h.producer_id >= 0:

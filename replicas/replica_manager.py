@@ -379,8 +379,12 @@ class ReplicaManager(LeaderReads, FollowerSide):
         try:
             yield
         except OSError as exc:
-            self._storage_error(part, exc)
-            raise KafkaStorageError(self._offline_message(part.tp)) from exc
+            self._raise_storage_error(part, exc)
+
+    def _raise_storage_error(self, part: _Partition, exc: OSError):
+        """`_raising_storage_error`'s answer, for a hot path's own `except OSError`."""
+        self._storage_error(part, exc)
+        raise KafkaStorageError(self._offline_message(part.tp)) from exc
 
     def io_failed(self, tp, exc: BaseException) -> None:
         """An I/O error the shell met on a hosted partition's files outside this manager

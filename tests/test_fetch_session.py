@@ -485,3 +485,41 @@ def test_reading_only_what_changed_answers_what_reading_everything_answers(steps
                 position[tp] += len(o.records)
                 pending[tp] = d(position[tp])
         epoch += 1
+
+
+edits = st.lists(st.tuples(
+    st.dictionaries(st.sampled_from([A, B, C, ("v", 3), ("v", 4)]),
+                    st.none() | st.integers(0, 3), max_size=4),
+    st.sampled_from(["ok", "ok", "ok", "error", "lost", "closed"]),
+    st.booleans()), min_size=1, max_size=30)
+
+
+@settings(max_examples=300, deadline=None)
+@given(edits)
+def test_a_plan_built_from_the_changes_is_the_plan_built_from_everything(script):
+    """`build(wanted, changed)` with `changed` naming what moved since the previous build
+    (and, at random, a few partitions that did not) sends, forgets and holds exactly what
+    `build(wanted)` does, through errors, lost answers and sessions the broker closed."""
+    by_changes, by_all = FetchSessionHandler(), FetchSessionHandler()
+    wanted: dict = {}
+    session_ids = iter(range(10, 10**6))
+    for edit, fate, extra in script:
+        for tp, offset in edit.items():
+            if offset is None:
+                wanted.pop(tp, None)
+            else:       # a new FetchData each time, as the fetcher makes them
+                wanted[tp] = d(offset)
+        changed = set(edit) | ({A, ("v", 4)} if extra else set())
+        plan, reference = by_changes.build(wanted, changed), by_all.build(wanted)
+        assert (plan.session_id, plan.epoch, plan.partitions, set(plan.forgotten)) == \
+            (reference.session_id, reference.epoch, reference.partitions,
+             set(reference.forgotten))
+        if fate == "lost":
+            by_changes.reset(), by_all.reset()
+            continue
+        error = 70 if fate == "error" else 0
+        sid = 0 if fate == "closed" else (plan.session_id or next(session_ids))
+        by_changes.on_response(plan, error, sid)
+        by_all.on_response(reference, error, sid)
+        assert (by_changes.session_id, by_changes.epoch, by_changes.held) == \
+            (by_all.session_id, by_all.epoch, by_all.held)

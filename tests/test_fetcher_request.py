@@ -1,6 +1,8 @@
-"""A follower's Fetch request (actors/fetcher.py `fetch_request`) is made by calling kio's
-request classes with every field; it must be the entity protocol.build_request makes from
-the same plan: full and incremental plans, forgotten partitions, several topics."""
+"""A follower's Fetch request (actors/fetcher.py) is written straight from its session plan
+(protocol/hot_writers.py `fetch_plan_bytes`, no entity made); it must be the bytes kio's
+own writer makes of the entity protocol.build_request builds from the same plan: full and
+incremental plans, forgotten partitions, several topics; and framed by the client
+connection as kio frames that entity."""
 
 from __future__ import annotations
 
@@ -8,9 +10,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from actors.fetcher import FETCH, FETCH_VERSION, fetch_request
+import io
+
+from kio.serial import entity_writer
+
+from actors.fetcher import FETCH, FETCH_VERSION
 from protocol.build import build_request
+from protocol.client import ClientConnection, EncodedRequest
 from protocol.fetch_session import FetchData, FetchPlan
+from protocol.hot_writers import fetch_plan_bytes
 
 pytestmark = pytest.mark.unit
 
@@ -41,15 +49,30 @@ def _reference(plan, replica_id, max_wait_ms, min_bytes, max_bytes):
                                    partitions=tuple(ps)) for t, ps in by_topic.items()))
 
 
+def _kio_bytes(entity) -> bytes:
+    buf = io.BytesIO()
+    entity_writer(type(entity))(buf, entity)
+    return buf.getvalue()
+
+
 @settings(max_examples=300, deadline=None)
 @given(asked=st.dictionaries(TPS, DATA, max_size=6), forgotten=st.lists(TPS, unique=True,
                                                                          max_size=3),
        session=st.tuples(st.integers(0, 2**31 - 1), st.integers(0, 2**31 - 1)),
        replica_id=st.integers(0, 2000), max_wait_ms=st.integers(0, 30_000),
        min_bytes=st.integers(1, 9), max_bytes=st.integers(1, 2**31 - 1))
-def test_the_followers_request_is_the_entity_build_request_makes(
+def test_the_followers_request_is_the_bytes_kio_writes_for_the_plans_entity(
         asked, forgotten, session, replica_id, max_wait_ms, min_bytes, max_bytes):
     plan = FetchPlan(session[0], session[1], asked, tuple(forgotten), asked)
-    # kio entities are dataclasses: == compares their classes and every field
-    assert fetch_request(plan, replica_id, max_wait_ms, min_bytes, max_bytes) == \
-        _reference(plan, replica_id, max_wait_ms, min_bytes, max_bytes)
+    reference = _reference(plan, replica_id, max_wait_ms, min_bytes, max_bytes)
+    assert fetch_plan_bytes(plan, replica_id, max_wait_ms, min_bytes, max_bytes) == \
+        _kio_bytes(reference)
+
+
+def test_the_encoded_request_is_framed_as_its_entity():
+    plan = FetchPlan(77, 3, {("t", 0): FetchData(1234, 4, 4, 0, 1 << 20)}, (("u", 2),), None)
+    encoded = EncodedRequest(FETCH, FETCH_VERSION, fetch_plan_bytes(plan, 2, 500, 1, 10 << 20))
+    a, b = ClientConnection("broker-2"), ClientConnection("broker-2")
+    for _ in range(2):           # correlation ids move on alike
+        assert a.request(encoded) == b.request(_reference(plan, 2, 500, 1, 10 << 20))
+    assert a.in_flight == b.in_flight == 2
