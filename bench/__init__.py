@@ -29,7 +29,9 @@ both systems' brokers through the same paced windows (async-profiler on Kafka, p
 rayka); inplace_cpu times chosen entry points of three in-process rayka brokers with thread
 CPU under a paced load (no profiler's inflation); wire_hops reads an acks=all produce's hops
 between the brokers (leader to followers, the followers' turn, the last fetch to the ack)
-off the loopback interface, timed by the kernel, on both systems.
+off the loopback interface, timed by the kernel, on both systems; cold_cache times one
+record's steps on three in-process replica managers with warm caches and after a cache
+sweep (what a running cluster's steps cost against what they cost in a loop).
 
 May import anything in the project. Figures are medians of runs, with min/max and the
 target; never asserted by timed unit tests.

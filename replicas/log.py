@@ -248,9 +248,13 @@ class Log:
             raise ValueError("a LogAppendTime topic needs the log's wall clock")
         return int(self._wall_clock_ms())
 
-    def append_as_leader(self, buf, leader_epoch: int) -> AppendInfo:
-        """Validate, assign offsets from the LEO, stamp `leader_epoch`, write."""
-        headers = records.validate_batches(buf, self.config.max_message_bytes)
+    def append_as_leader(self, buf, leader_epoch: int,
+                         headers: list[records.BatchHeader] | None = None) -> AppendInfo:
+        """Validate, assign offsets from the LEO, stamp `leader_epoch`, write. `headers`:
+        what records.validate_batches(buf, max.message.bytes) gave the caller, when it
+        validated already."""
+        if headers is None:
+            headers = records.validate_batches(buf, self.config.max_message_bytes)
         validate_records(buf, headers, self.dir.name, self.config.cleaner.compact,
                          self.config.timestamps, self._wall_clock_ms,
                          self.config.log_append_time)

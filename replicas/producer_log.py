@@ -50,7 +50,7 @@ from typing import NamedTuple
 from replicas import records
 from replicas.control import (ABORT, COMMIT, CONTROL_FLAG, TRANSACTIONAL_FLAG, control_type,
                               end_txn_marker, end_txn_marker_batch)
-from replicas.errors import InvalidProducerIdMapping, InvalidRecord, KafkaError
+from replicas.errors import InvalidProducerIdMapping, InvalidRecord
 from replicas.log import AppendInfo, Log
 from replicas.producer_state import (CLIENT, BatchMetadata, CompletedTxn, ProducerStateManager,
                                      VerificationGuard)
@@ -108,23 +108,22 @@ class ProducerLog:
         """Check and write a producer's buffer (see module rules); a BatchMetadata is the
         duplicate to answer with (nothing written). Raises the typed Kafka error."""
         log = self.log
-        headers = list(records.iter_headers(buf))
-        if origin == CLIENT and any(h.attributes & CONTROL_FLAG for h in headers):
-            records.validate_batches(buf, log.config.max_message_bytes)
+        # corruption (CRC, size) is answered before anything a producer did wrong
+        headers = records.validate_batches(buf, log.config.max_message_bytes)
+        control = with_producer = False
+        for h in headers:
+            control |= bool(h.attributes & CONTROL_FLAG)
+            with_producer |= h.producer_id >= 0
+        if origin == CLIENT and control:
             raise InvalidRecord(f"Clients are not allowed to write control records in topic "
                                 f"partition {log.dir.name}")
         prepared = None
-        if any(h.producer_id >= 0 for h in headers):
+        if with_producer:
             self.ensure_loaded()
-            try:
-                prepared = self.state.prepare(headers, log.log_end_offset, origin, guard)
-            except KafkaError:
-                records.validate_batches(buf, log.config.max_message_bytes)
-                raise
+            prepared = self.state.prepare(headers, log.log_end_offset, origin, guard)
             if prepared.duplicate is not None:
-                records.validate_batches(buf, log.config.max_message_bytes)
                 return prepared.duplicate
-        info = log.append_as_leader(buf, leader_epoch)
+        info = log.append_as_leader(buf, leader_epoch, headers)
         if prepared is not None:
             self.state.commit(prepared)
         return info
