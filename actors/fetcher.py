@@ -104,6 +104,7 @@ class Fetcher:
         self.response_max_bytes = cfg.replica_fetch_response_max_bytes
         self.backoff_s = cfg.replica_fetch_backoff_ms / 1000
         self.partitions: dict[tuple, bool] = {}     # tp → needs truncation
+        self._truncating: set = set()               # those needing it: no scan of them all
         # What the next fetch asks per partition, read again from the replica manager only
         # for the partitions whose position may have moved (`_stale`: those answered, added,
         # removed, or named by `positions_moved`), and all of them every REBUILD_S and
@@ -132,6 +133,7 @@ class Fetcher:
         with self.broker.lock:
             for tp in tps:
                 self.partitions[tuple(tp)] = True
+                self._truncating.add(tuple(tp))
                 self._stale.add(tuple(tp))
         self.broker.network.call(self._poke)
 
@@ -139,6 +141,7 @@ class Fetcher:
         with self.broker.lock:
             for tp in tps:
                 self.partitions.pop(tuple(tp), None)
+                self._truncating.discard(tuple(tp))
                 self._stale.add(tuple(tp))
 
     def positions_moved(self, tps) -> None:
@@ -243,15 +246,13 @@ class Fetcher:
         """OffsetsForLeaderEpoch for every partition still truncating (KIP-101/279)."""
         rm, lock = self.broker.rm, self.broker.lock
         with lock:
-            todo = {tp: rm.follower_fetch_request(tp)
-                    for tp, pending in self.partitions.items() if pending}
+            todo = {tp: rm.follower_fetch_request(tp) for tp in self._truncating}
         asking = {}
         for tp, pos in todo.items():
             if pos.last_fetched_epoch < 0:            # an empty log: nothing to truncate
                 with lock:
                     if tp in self.partitions:
-                        self.partitions[tp] = False
-                        self._stale.add(tp)
+                        self._truncated(tp)
             else:
                 asking[tp] = (pos.current_leader_epoch, pos.last_fetched_epoch)
         for _ in range(TRUNCATION_ROUNDS):
@@ -271,13 +272,18 @@ class Fetcher:
                     r = rm.follower_truncate(tp, leader_epoch, end_offset, leader_epoch=current)
                     self.broker.apply_effects(r.effects)
                     if r.completed or r.stale:
-                        self.partitions[tp] = False
-                        self._stale.add(tp)
+                        self._truncated(tp)
                     else:
                         again[tp] = (current, r.next_epoch)
             if errors:      # the partitions without one go on; these wait for the next round
                 raise round_error(errors, "OffsetForLeaderEpoch")
             asking = again
+
+    def _truncated(self, tp) -> None:
+        """`tp` fetches from now on (under the broker's lock)."""
+        self.partitions[tp] = False
+        self._truncating.discard(tp)
+        self._stale.add(tp)
 
     async def _offsets_for_leader_epoch(self, asking: dict) -> dict:
         by_topic: dict[str, list] = {}

@@ -31,7 +31,9 @@ CPU under a paced load (no profiler's inflation); wire_hops reads an acks=all pr
 between the brokers (leader to followers, the followers' turn, the last fetch to the ack)
 off the loopback interface, timed by the kernel, on both systems; cold_cache times one
 record's steps on three in-process replica managers with warm caches and after a cache
-sweep (what a running cluster's steps cost against what they cost in a loop).
+sweep (what a running cluster's steps cost against what they cost in a loop); ab_versions
+runs two commits of the product in alternation on fresh clusters and reports each pair's
+difference (a before/after on a host whose pace drifts).
 
 May import anything in the project. Figures are medians of runs, with min/max and the
 target; never asserted by timed unit tests.

@@ -5,6 +5,7 @@ it follows (a follower of 3,000 quiet partitions reads none of them per round)."
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from types import SimpleNamespace
 
@@ -26,10 +27,11 @@ class Replicas:
         self.ends = {tp: 10 for tp in tps}
         self.starts = {tp: 0 for tp in tps}
         self.asked: list = []
+        self.empty: set = set()          # logs with no epoch yet: nothing to truncate
 
     def follower_fetch_request(self, tp) -> FetchPosition:
         self.asked.append(tp)
-        return FetchPosition(self.ends[tp], 3, 4)
+        return FetchPosition(self.ends[tp], -1 if tp in self.empty else 3, 4)
 
     def log(self, tp):
         return SimpleNamespace(log_start_offset=self.starts[tp])
@@ -71,3 +73,20 @@ def test_a_log_start_moved_by_retention_is_read_again_for_the_next_round(fetcher
     assert rm.asked == [T0]
     assert fetcher._wanted[T0].log_start_offset == 5 and fetcher._wanted[T1].log_start_offset == 0
     assert ELSEWHERE not in fetcher._wanted
+
+
+def test_truncation_reads_only_the_partitions_added_since(fetcher):
+    """A partition added (LeaderAndIsr) truncates first; the check reads its position
+    alone, not every partition the fetcher follows, and then it fetches."""
+    rm = fetcher.broker.rm
+    rm.ends[ELSEWHERE], rm.starts[ELSEWHERE] = 0, 0
+    rm.empty.add(ELSEWHERE)
+    fetcher._refresh_positions()
+    fetcher.add([ELSEWHERE])
+    rm.asked.clear()
+    asyncio.run(fetcher._truncate())
+    assert rm.asked == [ELSEWHERE] and fetcher.partitions[ELSEWHERE] is False
+    asyncio.run(fetcher._truncate())                 # nothing left to truncate
+    assert rm.asked == [ELSEWHERE]
+    fetcher._refresh_positions()
+    assert rm.asked == [ELSEWHERE, ELSEWHERE] and ELSEWHERE in fetcher._wanted
