@@ -14,7 +14,8 @@ Ray actors that carry them.
   a KIP-227 fetch session; OffsetForLeaderEpoch for truncation on the same connection;
 - purgatory, produce: Kafka's DelayedFetch and DelayedProduce — parked fetches completed
   by appends and high-watermark moves, acks=all produces completed by the HW; fetch: the
-  broker's reads for a fetch and for a parked one woken;
+  broker's reads for a fetch and for a parked one woken; delete_records: Kafka's
+  DelayedDeleteRecords, DeleteRecords answered once the followers' log starts passed it;
 - completion: the settle-once answer both of them and the group calls wait on;
 - timers: deadlines on the event loop (fetch max wait, produce timeouts);
 - kafka_api: the broker side of protocol/'s BrokerApi, on the broker's own methods;

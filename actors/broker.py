@@ -79,6 +79,7 @@ from actors.txn_host import TXN_TOPIC, TxnHost
 from actors.txn_verification import TxnVerifier
 from actors.topic_io import TopicIO
 from actors.fetch import fetch_begin as begin_fetch
+from actors.delete_records import DeletePurgatory
 from actors.purgatory import DelayedFetch, FetchPurgatory
 from actors.timers import Timers
 from actors.dynamic_config import BrokerDynamicConfig, DynamicConfigWatcher
@@ -87,6 +88,7 @@ from actors.log_cleaner import LogCleaner
 from coordinator import messages as gm
 from controller.requests import LeaderAndIsrRequest, StopReplicaRequest, UpdateMetadataRequest
 from controller.layout import DEFAULT_FEATURES, BrokerRegistration, LeaderIsrAndControllerEpoch
+from protocol.api import Deferred
 from replicas.errors import (BrokerNotAvailable, KafkaError, NotController, RequestTimedOut,
                             error_for_code)
 from replicas.replica_manager import (CLIENT, BrokerConfig, ClientMetadata,
@@ -160,6 +162,7 @@ class Broker:
         self.changed = threading.Condition(self.lock)   # metadata waits, reordered produces
         self._config_watches: dict = {}                 # topic → its config's ZooKeeper watch
         self.parked = FetchPurgatory()                   # long-poll fetches, by partition
+        self.deletions = DeletePurgatory()               # DeleteRecords awaiting followers
         self.topic_io = TopicIO()                        # Kafka's per-topic bytes in/out
         self.network = EventLoop(f"broker-{broker_id}-network")   # sockets, timers, fetchers
         self.timers = Timers(self.network)
@@ -411,9 +414,12 @@ class Broker:
         """ListOffsets [(tp, timestamp, current leader epoch)] → {tp: OffsetAnswer}."""
         return self.kafka_api.list_offsets(0, asks)
 
-    def delete_records(self, asks) -> dict:
-        """DeleteRecords on the partitions this broker leads: {tp: (error, low watermark)}."""
-        return self.kafka_api.delete_records(asks)
+    def delete_records(self, asks, timeout_ms: int = 30_000) -> dict:
+        """DeleteRecords on the partitions this broker leads: {tp: (error, low watermark)},
+        once every live replica's log start passed the offset (REQUEST_TIMED_OUT for a
+        partition whose followers did not within `timeout_ms`)."""
+        got = self.kafka_api.delete_records(asks, timeout_ms)
+        return got.result() if isinstance(got, Deferred) else got
 
     def handle_controller_request(self, request) -> dict:
         with self.lock:

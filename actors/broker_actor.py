@@ -34,11 +34,12 @@ BROKER_CALL_TIMEOUT_S = 10.0
 
 METHOD_GROUPS = {
     "produce": "produce", "produce_many": "produce", "produce_batches": "produce",
+    "delete_records": "produce",        # waits for the followers, as an acks=all produce
     "fetch_many": "fetch", "offsets_for_leader_epoch": "fetch",
     "group": "group", "find_coordinator": "group", "txn": "group", "share_group": "group", "share_state": "group",
     "share_describe": "group",
     "share_fetch": "fetch", "share_acknowledge": "fetch",
-    "list_offsets": "control", "delete_records": "control", "write_txn_markers": "control",
+    "list_offsets": "control", "write_txn_markers": "control",
     "handle_controller_request": "control", "cut_replication": "control",
     "controlled_shutdown": "control", "shutdown": "control",
 }

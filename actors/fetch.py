@@ -13,6 +13,8 @@ Rules:
   partition with data (KIP-74); later partitions then answer their HW with no records.
 - `reads` (a fetch session's): called under the lock, it names the asks to read at once;
   the others are only watched, and a watched partition never read is not answered.
+- A follower's fetch carries its log start: the partitions it read are checked for a
+  DeleteRecords waiting on their low watermark (actors/delete_records.py).
 - Reading again (a parked fetch woken or at its deadline): the partitions it is woken for
   are read; the others it answered quiet keep that answer with their marks (HW, log start,
   last stable offset) brought up to date, and only where the purgatory's journal names them
@@ -76,6 +78,8 @@ def fetch_begin(broker, replica_id: int, asks, max_wait_ms: int, min_bytes: int,
 
     with broker.lock:
         out, enough = read(reads() if reads is not None else None, {})
+        if replica_id >= 0 and broker.deletions.watched:   # log starts a DeleteRecords awaits
+            broker.deletions.followers_fetched(rm, out)
         if enough or max_wait_ms <= 0:
             return out
         delayed = DelayedFetch(by_tp, read, ready, out)

@@ -55,6 +55,7 @@ from actors import broker_loggers
 from coordinator import group_config
 from actors import security_store as security
 from actors.config_store import read_entity, read_quotas, rewrite_entity, set_or_delete
+from actors.delete_records import delete_records
 from actors.dynamic_config import DEFAULT_ENTITY, DYNAMIC_KEYS, STORED_ONLY
 from actors.security import REAUTH
 from actors.group_host import OFFSETS_TOPIC
@@ -80,7 +81,7 @@ from replicas.replica_selector import selector_for
 from replicas.replica_types import topic_defaults_from_broker_config
 from replicas.errors import ErrorCode as E
 from replicas.errors import (InvalidConfig, InvalidRequest, KafkaError, LeaderNotAvailable,
-                             NotController, NotLeaderOrFollower, RequestTimedOut, TopicAlreadyExists,
+                             NotController, RequestTimedOut, TopicAlreadyExists,
                              UnknownServerError,
                              UnknownTopicOrPartition)
 
@@ -445,20 +446,10 @@ class KafkaBrokerApi:
             out[tp] = (E.UNKNOWN_TOPIC_OR_PARTITION, -1) if got is None else (E.NONE, got)
         return out
 
-    def delete_records(self, asks, timeout_ms: int = 0) -> dict:
-        """DeleteRecords: {tp: (error, low watermark)}. Answered once the leader's log start
-        moved (checkpointed); followers adopt it from their next fetch answer, so the low
-        watermark is the leader's (Kafka waits for every live replica: weaker here)."""
-        out = {}
-        with self.broker.lock:
-            rm = self.broker.rm
-            for tp, offset in asks:
-                error, low = rm.delete_records(tuple(tp), int(offset))
-                if error == UnknownTopicOrPartition.code and tuple(tp) in rm.metadata.partitions:
-                    error = NotLeaderOrFollower.code        # it exists, hosted elsewhere
-                out[tuple(tp)] = (error, low)
-            self.broker.parked.journal.note_all()     # log starts moved
-        return out
+    def delete_records(self, asks, timeout_ms: int = 0):
+        """DeleteRecords: {tp: (error, low watermark)}, or a Deferred of it while followers'
+        log starts catch up (actors/delete_records.py)."""
+        return delete_records(self.broker, asks, timeout_ms)
 
     def offsets_for_leader_epoch(self, asks) -> dict:
         out = {}

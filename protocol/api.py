@@ -327,8 +327,10 @@ class BrokerApi(Protocol):
         legacyFetchOffsetsBefore (replicas/legacy_offsets.py)."""
 
     def delete_records(self, asks: Sequence[tuple[TP, int]], timeout_ms: int
-                       ) -> dict[TP, tuple[int, int]]:
-        """asks: (tp, offset; -1 the HW) → (error, low watermark)."""
+                       ) -> dict[TP, tuple[int, int]] | Deferred:
+        """asks: (tp, offset; -1 the HW) → (error, low watermark); a Deferred while the
+        followers' log starts have not passed the offsets (REQUEST_TIMED_OUT for those
+        still short after timeout_ms)."""
 
     def offsets_for_leader_epoch(self, asks: Sequence[tuple[TP, int, int]]
                                  ) -> dict[TP, OffsetAnswer]:

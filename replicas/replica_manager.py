@@ -127,20 +127,20 @@ from replicas import partition_state as ps
 from replicas import records
 from replicas.cleaner import discard_cleaned
 from replicas.cleaner_manager import CleanJob
-from replicas.errors import (CorruptRecord, InvalidConfig, InvalidRequest, InvalidTopic,
-                             KafkaError, KafkaStorageError, NotLeaderOrFollower,
-                             PolicyViolation, StaleBrokerEpoch, StaleControllerEpoch,
-                             UnknownTopicOrPartition)
+from replicas.errors import (CorruptRecord, InvalidConfig, InvalidRequest, KafkaError,
+                             KafkaStorageError, NotLeaderOrFollower, StaleBrokerEpoch,
+                             StaleControllerEpoch, UnknownTopicOrPartition)
 from replicas.log import Log, LogConfig, RecoveryReport, partition_dir_name
 from replicas.follower_side import FollowerSide
 from replicas.leader_reads import LeaderReads
 from replicas.log_dirs import LogDir, LogDirs, describe_os_error
 from replicas.metadata_cache import MetadataCache, TopicPartition
 from replicas.partition_state import (ACKS_ALL, FENCED_LEADER_EPOCH, INVALID_REQUIRED_ACKS,
-                                     NO_EPOCH, NONE, NOT_LEADER_OR_FOLLOWER, OFFSET_OUT_OF_RANGE)
+                                     NO_EPOCH, NONE, NOT_LEADER_OR_FOLLOWER)
 from replicas.open_files import OpenFiles
 from replicas.producer_log import ProducerLog, TxnProducer, needs_verification
 from replicas.producer_state import CLIENT, COORDINATOR, BatchMetadata, VerificationGuard
+from replicas.record_deletion import RecordDeletion
 from replicas.replica_selector import selector_for
 from replicas.replica_types import (READ_COMMITTED, READ_UNCOMMITTED, AppendResult,
                                     BrokerConfig, ClientMetadata, Effect, FetchPosition,
@@ -162,8 +162,6 @@ STALE_CONTROLLER_EPOCH = StaleControllerEpoch.code
 STALE_BROKER_EPOCH = StaleBrokerEpoch.code
 INVALID_CONFIG = InvalidConfig.code
 INVALID_REQUEST = InvalidRequest.code
-INVALID_TOPIC = InvalidTopic.code
-POLICY_VIOLATION = PolicyViolation.code
 KAFKA_STORAGE_ERROR = KafkaStorageError.code
 EPOCH_DURING_DELETE = -2
 _RECOVERY_MAX_MESSAGE_BYTES = 2**31 - 1   # recovery before the topic config is known
@@ -184,7 +182,7 @@ class _Partition:
 
 
 # ---------------------------------------------------------------- the replica manager
-class ReplicaManager(LeaderReads, FollowerSide):
+class ReplicaManager(LeaderReads, FollowerSide, RecordDeletion):
     def __init__(self, broker_id: int, config: BrokerConfig, clock_ms: Callable[[], int],
                  wall_clock_ms: Callable[[], int] | None = None,
                  on_log_dir_failure: Callable[[LogDirFailure], None] | None = None):
@@ -903,35 +901,6 @@ class ReplicaManager(LeaderReads, FollowerSide):
         if out:
             self._write_recovery_points()
         return out
-
-    def delete_records(self, tp, offset: int) -> tuple[int, int]:
-        """DeleteRecords for one partition: (error, low watermark). Kafka's order: unknown
-        (3), internal topic (17), not leader (6), cleanup.policy without delete
-        (POLICY_VIOLATION 44), offset -1 means the HW, below 0 or above the HW (1). The log
-        start moves (whole segments below it go) and is checkpointed before the answer;
-        followers adopt it from their next fetch answer."""
-        part = self._partitions.get(TopicPartition(*tp))
-        if part is None:
-            return self._not_hosted(tp), -1
-        if tp[0].startswith("__"):
-            return INVALID_TOPIC, -1
-        state, log = part.state, part.log
-        if not state.is_leader:
-            return NOT_LEADER_OR_FOLLOWER, -1
-        if not log.config.retention.delete:
-            return POLICY_VIOLATION, -1
-        target = state.high_watermark if offset == -1 else offset
-        if not 0 <= target <= state.high_watermark:
-            return OFFSET_OUT_OF_RANGE, -1
-        if target > log.log_start_offset:
-            try:
-                log.delete_records_before(target)
-            except OSError as exc:
-                return self._storage_error(part, exc), -1
-            self._write_recovery_points()
-            if part.tp in self._offline:
-                return KAFKA_STORAGE_ERROR, -1
-        return NONE, log.log_start_offset
 
     # ---- time and controller answers ------------------------------------------------------
     def tick(self) -> list:

@@ -9,7 +9,9 @@ import pytest
 from kafka.protocol.consumer import ListOffsetsRequest, OffsetForLeaderEpochRequest
 from kafka.protocol.producer import InitProducerIdRequest
 
-from tests.handler_wire import ask, cluster, versions
+from protocol.api import Deferred
+from tests.handler_wire import ask, cluster, send, versions
+from tests.protocol_samples import RESPONSES
 
 pytestmark = pytest.mark.unit
 
@@ -32,6 +34,47 @@ def test_delete_records_answers_each_partition_its_low_watermark_or_error(versio
             for t in resp.topics for p in t.partitions]
     assert rows == [("orders", 0, 0, 3), ("orders", 1, 0, 6), ("orders", 2, 1, -1),
                     ("audit", 5, 3, -1)]
+
+
+class FollowersBehind:
+    """A broker (the fake's answers) whose DeleteRecords waits for its followers' log starts:
+    its answer is a Deferred, settled when `release()` is called."""
+
+    def __init__(self, fake):
+        self._fake, self.waiting = fake, []
+
+    def __getattr__(self, name):
+        return getattr(self._fake, name)
+
+    def delete_records(self, asks, timeout_ms):
+        got = self._fake.delete_records(asks, timeout_ms)
+        callbacks: list = []
+        self.waiting.append(callbacks)
+        return Deferred(lambda: got, callbacks.append)
+
+    def release(self) -> None:
+        for callbacks in self.waiting:
+            for callback in callbacks:
+                callback()
+
+
+def test_delete_records_answered_when_the_brokers_deferred_answer_is_ready():
+    from kafka.protocol.admin import DeleteRecordsRequest
+    fake = FollowersBehind(cluster())
+    fake.append(("orders", 0), b"batch", count=6)
+    t = DeleteRecordsRequest.DeleteRecordsTopic
+    request = DeleteRecordsRequest[2](timeout_ms=1500, topics=[
+        t(name="orders", partitions=[t.DeleteRecordsPartition(partition_index=0, offset=4)])])
+    _, out = send(fake, request, "PLAINTEXT", 7, None)
+    assert isinstance(out, Deferred) and fake.waiting
+    released = []
+    out.when_ready(lambda: released.append(True))
+    assert released == []                         # no answer before the followers are there
+    fake.release()
+    assert released == [True]
+    resp = RESPONSES[21].decode(out.result()[4:], version=2, header=True)
+    assert [(p.error_code, p.low_watermark) for t in resp.topics for p in t.partitions] == \
+        [(0, 4)]
 
 
 @pytest.mark.parametrize("version", versions(2, 1))      # v0: test_protocol_legacy

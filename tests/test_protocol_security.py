@@ -947,3 +947,19 @@ def test_the_acl_kafka_requires_is_enough(case, version):
 def test_the_table_covers_every_served_api_that_touches_a_resource():
     covered = {c.api_key for c in CASES}
     assert covered == (set(HANDLERS) | set(SESSION_HANDLERS)) - {17, 36}
+
+
+def test_the_authorizer_adds_its_refusals_to_a_deferred_delete_records_answer():
+    """A DeleteRecords the broker answers later (followers' log starts not there yet): the
+    partitions refused are added to its answer when it comes."""
+    from protocol.handlers.authorized import AuthorizedApi
+    from tests.handler_wire import cluster
+    from tests.test_handlers_offsets import FollowersBehind
+    fake = FollowersBehind(cluster())
+    fake.append(("orders", 0), b"batch", count=6)
+    guarded = AuthorizedApi(fake, session_for([acl(Res.TOPIC, "orders", Op.DELETE)]))
+    got = guarded.delete_records([(("orders", 0), 2), (("audit", 0), 0)], 1500)
+    assert isinstance(got, Deferred)
+    fake.release()
+    assert got.result() == {("orders", 0): (0, 2),
+                            ("audit", 0): (TOPIC_AUTHORIZATION_FAILED, -1)}

@@ -610,22 +610,55 @@ def test_delete_records_moves_the_start_survives_a_restart_and_reaches_followers
     for i in range(20):
         leader.append(tp, batch(3, b"r%d" % i), 1, 1000)
     cluster.replicate()
-    assert leader.delete_records(tp, 31) == (0, 31)          # inside a segment
+    assert leader.delete_records(tp, 31) == (0, 31, 31)      # inside a segment
     assert leader.log(tp).segments[0].base_offset < 31
     cluster.restart(1)
     leader = cluster.brokers[1]
     cluster.send_leader_and_isr(tp)
     assert leader.log(tp).log_start_offset == 31              # log-start-offset-checkpoint
     assert leader.fetch(tp, 30, 1 << 20).error == 1
-    assert leader.delete_records(tp, 10) == (0, 31)           # never moves back
-    assert leader.delete_records(tp, 61) == (1, -1)           # past the HW (60)
-    assert leader.delete_records(tp, -1) == (0, 60)           # -1: up to the HW
-    assert leader.delete_records(tp, -5) == (1, -1)
-    assert cluster.brokers[2].delete_records(tp, 40) == (6, -1)
-    assert leader.delete_records(("nope", 0), 1) == (3, -1)
+    assert leader.delete_records(tp, 10) == (0, 31, 10)       # never moves back
+    assert leader.delete_records(tp, 61) == (1, -1, -1)       # past the HW (60)
+    assert leader.delete_records(tp, -1) == (0, 60, 60)       # -1: up to the HW
+    assert leader.delete_records(tp, -5) == (1, -1, -1)
+    assert cluster.brokers[2].delete_records(tp, 40) == (6, -1, -1)
+    assert leader.delete_records(("nope", 0), 1) == (3, -1, -1)
     leader.append(tp, batch(1, b"x"), 1, 1000)
     cluster.replicate()
     assert [cluster.brokers[b].log(tp).log_start_offset for b in (1, 2, 3)] == [60, 60, 60]
+
+
+def test_the_low_watermark_is_the_lowest_log_start_of_the_live_replicas(cluster):
+    """Kafka's lowWatermarkIfLeader: the leader's log start, lowered by each follower whose
+    broker is live (UpdateMetadata) to the log start its last fetch carried (-1 before
+    any); a follower adopts the leader's start from a fetch answer and reports it in the
+    next fetch."""
+    tp = cluster.create("clicks")
+    leader = cluster.brokers[1]
+    for i in range(10):
+        leader.append(tp, batch(2, b"r%d" % i), ALL, 1000)
+    cluster.replicate()
+    assert leader.low_watermark(tp) == (0, 0)
+    assert leader.delete_records(tp, 8) == (0, 8, 8)       # no live broker known yet
+    cluster.update_metadata(1)                             # 1, 2 and 3 live
+    assert leader.low_watermark(tp) == (0, 0)              # the followers' last fetches said 0
+    cluster.fetch_once(2, tp)                              # follower 2 adopts 8 from the answer
+    assert leader.low_watermark(tp) == (0, 0)
+    cluster.fetch_once(2, tp)                              # ... and says so in its next fetch
+    cluster.fetch_once(2, tp)
+    assert leader.low_watermark(tp) == (0, 0)              # broker 3 still at 0
+    cluster.fetch_once(3, tp)
+    cluster.fetch_once(3, tp)
+    assert leader.low_watermark(tp) == (0, 8)
+    assert leader.delete_records(tp, 12) == (0, 8, 12)     # the followers lag again
+    cluster.kill(3)                                        # broker 3 leaves the live set
+    cluster.update_metadata(1)
+    cluster.fetch_once(2, tp)
+    cluster.fetch_once(2, tp)
+    assert leader.low_watermark(tp) == (0, 12)
+    cluster.elect(tp, 2, isr=(2,), to=(1, 2))
+    assert leader.low_watermark(tp) == (6, -1)             # not the leader any more
+    assert leader.low_watermark(("nope", 0)) == (3, -1)
 
 
 def test_delete_records_refused_on_compacted_and_internal_topics(cluster):
@@ -633,8 +666,8 @@ def test_delete_records_refused_on_compacted_and_internal_topics(cluster):
     leader = cluster.brokers[1]
     leader.append(tp, batch(2), 1, 1000)
     cluster.replicate()
-    assert leader.delete_records(tp, 1) == (44, -1)            # POLICY_VIOLATION
+    assert leader.delete_records(tp, 1) == (44, -1, -1)        # POLICY_VIOLATION
     offsets = cluster.create("__consumer_offsets")
     cluster.brokers[1].append(offsets, batch(2), 1, 1000)
     cluster.replicate()
-    assert cluster.brokers[1].delete_records(offsets, 1) == (17, -1)
+    assert cluster.brokers[1].delete_records(offsets, 1) == (17, -1, -1)

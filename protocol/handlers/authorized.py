@@ -196,7 +196,10 @@ class AuthorizedApi:
     def delete_records(self, asks, timeout_ms):
         ok, denied = self._split(asks, Op.DELETE)
         got = self._api.delete_records(ok, timeout_ms) if ok else {}
-        return {**got, **{a[0]: (E.TOPIC_AUTHORIZATION_FAILED, -1) for a in denied}}
+        refused = {a[0]: (E.TOPIC_AUTHORIZATION_FAILED, -1) for a in denied}
+        if isinstance(got, Deferred):
+            return got.then(lambda answers: {**answers, **refused})
+        return {**got, **refused}
 
     def init_producer_id(self, transactional_id, producer_id, producer_epoch):
         if transactional_id is None and not (self._cluster(Op.IDEMPOTENT_WRITE)

@@ -398,11 +398,16 @@ def delete_records(api: BrokerApi, request, _listener: str):
     body, key, v = request.body, request.api_key, request.api_version
     answers = api.delete_records([((t.name, p.partition_index), p.offset)
                                   for t in body.topics for p in t.partitions], millis(body.timeout))
-    topics = tuple(build(key, v, "DeleteRecordsTopicResult", name=t.name, partitions=tuple(
-        build(key, v, "DeleteRecordsPartitionResult", partition_index=p.partition_index,
-              error_code=(a := answers[(t.name, p.partition_index)])[0], low_watermark=a[1])
-        for p in t.partitions)) for t in body.topics)
-    return build(key, v, "DeleteRecordsResponse", topics=topics)
+
+    def respond(answers):
+        topics = tuple(build(key, v, "DeleteRecordsTopicResult", name=t.name, partitions=tuple(
+            build(key, v, "DeleteRecordsPartitionResult", partition_index=p.partition_index,
+                  error_code=(a := answers[(t.name, p.partition_index)])[0], low_watermark=a[1])
+            for p in t.partitions)) for t in body.topics)
+        return build(key, v, "DeleteRecordsResponse", topics=topics)
+    if isinstance(answers, Deferred):    # followers' log starts not there yet
+        return answers.then(respond)
+    return respond(answers)
 
 
 def offset_for_leader_epoch(api: BrokerApi, request, _listener: str):

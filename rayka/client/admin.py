@@ -156,9 +156,11 @@ class Admin:
 
     def delete_records(self, offsets: Mapping[tuple, int], timeout_s: float = 30.0) -> dict:
         """Kafka's Admin.deleteRecords: {(topic, partition): offset, -1 = the HW} →
-        {(topic, partition): the new log start (low watermark) | the typed error}. Each
-        leader moves its log start and checkpoints it before answering; followers follow from
-        their next fetch. Leaders that move meanwhile are asked again until `timeout_s`."""
+        {(topic, partition): the low watermark (the lowest log start of its live replicas,
+        at or past the offset) | the typed error}. Each leader moves its log start and
+        checkpoints it, then answers once every live follower's log start passed the offset
+        too (they follow from their next fetch; RequestTimedOut if they did not within
+        `timeout_s`). Leaders that move meanwhile are asked again until `timeout_s`."""
         left, out = {tuple(tp): int(o) for tp, o in offsets.items()}, {}
         deadline = time.monotonic() + timeout_s
         while left:
@@ -179,7 +181,9 @@ class Admin:
             for leader, asks in by_leader.items():
                 actor = self.cluster.broker_actor(leader) if leader >= 0 else None
                 try:
-                    answers = ray.get(actor.delete_records.remote(asks), timeout=30) \
+                    answers = ray.get(actor.delete_records.remote(
+                        asks, max(0, int((deadline - time.monotonic()) * 1000))),
+                        timeout=max(0.0, deadline - time.monotonic()) + 30) \
                         if actor is not None else \
                         {tp: (E.LEADER_NOT_AVAILABLE, -1) for tp, _ in asks}
                 except ray.exceptions.RayError:        # the leader is restarting
