@@ -115,6 +115,10 @@ class InProcessCluster:
     def api(self, broker_id: int):
         return self.brokers[broker_id].kafka_api
 
+    def bootstrap_servers(self) -> str:
+        """Every broker's first listener, for a Kafka client."""
+        return ",".join(f"127.0.0.1:{b.listeners[0].port}" for _, b in sorted(self.brokers.items()))
+
     def create_topic(self, name: str, partitions: int = 1, replication_factor: int = 1,
                      configs: dict | None = None, via: int | None = None,
                      timeout_s: float = 30.0) -> None:
@@ -145,6 +149,15 @@ class InProcessCluster:
         for broker in list(self.brokers.values()):
             broker.shutdown()
         self.brokers.clear()
+
+
+def running(cluster: InProcessCluster):
+    """A fixture's body: `yield from running(InProcessCluster(...))` gives the cluster and
+    closes it afterwards."""
+    try:
+        yield cluster
+    finally:
+        cluster.close()
 
 
 def settled(value):

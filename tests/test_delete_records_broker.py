@@ -10,7 +10,7 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from tests.broker_world import InProcessCluster
+from tests.broker_world import InProcessCluster, running
 
 pytestmark = [pytest.mark.zk, pytest.mark.timeout(180)]
 
@@ -19,16 +19,12 @@ BROKERS = (1, 2, 3)
 
 @pytest.fixture(scope="module")
 def world(zk_server, tmp_path_factory):
-    cluster = InProcessCluster(zk_server.connect_string, tmp_path_factory.mktemp("deletes"),
-                               broker_ids=BROKERS)
-    try:
-        yield cluster
-    finally:
-        cluster.close()
+    yield from running(InProcessCluster(zk_server.connect_string,
+                                        tmp_path_factory.mktemp("deletes"), broker_ids=BROKERS))
 
 
 def bootstrap(world) -> str:
-    return ",".join(f"127.0.0.1:{world.brokers[b].listeners[0].port}" for b in BROKERS)
+    return world.bootstrap_servers()
 
 
 def produced(world, topic: str, n: int = 300) -> tuple[int, list[int]]:

@@ -15,7 +15,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, ResourceType
 
 from replicas.replica_selector import RACK_AWARE
-from tests.broker_world import InProcessCluster
+from tests.broker_world import InProcessCluster, running
 
 pytestmark = [pytest.mark.zk, pytest.mark.timeout(180)]
 
@@ -29,14 +29,11 @@ def world(zk_server, tmp_path_factory):
                                broker_ids=BROKERS,
                                config={"replica.selector.class": RACK_AWARE},
                                broker_configs={b: {"broker.rack": f"RACK{b}"} for b in BROKERS})
-    try:
-        yield cluster
-    finally:
-        cluster.close()
+    yield from running(cluster)
 
 
 def bootstrap(world) -> str:
-    return ",".join(f"127.0.0.1:{world.brokers[b].listeners[0].port}" for b in BROKERS)
+    return world.bootstrap_servers()
 
 
 def test_every_broker_reports_its_rack(world):
