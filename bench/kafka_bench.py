@@ -36,6 +36,10 @@ Rules:
   error, traceback); the other families and systems still run, the system is healed
   (wait_healed) or, if that fails, replaced by a fresh one for the next family; the suite
   reports the bench as failed (bench/report.py).
+- Ctrl-C (SIGINT) stops the bench, every system up closed: librdkafka turns a
+  KeyboardInterrupt raised inside its calls into a SystemError, which would pass for a
+  family error, so the handler also sets `interrupted` and the next family error raises
+  KeyboardInterrupt instead.
 - setup.load_average: the machine's load (1, 5, 15 min) at the start and at the end: a
   figure counts from a quiet machine. Each system's run notes "machine": its pace before
   the run (bench/common.py machine_pace: a fixed Python loop's CPU and wall ms, best of
@@ -51,7 +55,9 @@ from __future__ import annotations
 import contextlib
 import importlib
 import os
+import signal
 import sys
+import threading
 import time
 import traceback
 from pathlib import Path
@@ -77,9 +83,19 @@ def _family(name: str):
     return importlib.import_module(f"bench.versus_{name}")
 
 
+interrupted = threading.Event()      # Ctrl-C seen (rule "Ctrl-C")
+
+
+def _on_sigint(signum, frame) -> None:
+    interrupted.set()
+    signal.default_int_handler(signum, frame)
+
+
 def _family_error(errors: list, system: str, family: str, run_i: int, exc: Exception) -> str:
     """Record a family that raised (in an except block: its traceback is taken) and say
-    so; the error's text."""
+    so; the error's text. After a Ctrl-C: KeyboardInterrupt, whatever the error."""
+    if interrupted.is_set():
+        raise KeyboardInterrupt(f"interrupted during {system} {family} (run {run_i})") from exc
     error = f"{type(exc).__name__}: {exc}"
     errors.append({"system": system, "family": family, "run": run_i, "error": error,
                    "traceback": traceback.format_exc()})
@@ -268,6 +284,7 @@ def main(argv=None) -> dict:
     p.add_argument("--pair", action="store_true",
                    help="measure the families with steps (data) paired: both systems up")
     args = p.parse_args(argv)
+    signal.signal(signal.SIGINT, _on_sigint)
     fams = [f for f in args.families.split(",") if f]
     unknown = [f for f in fams if f not in FAMILIES]
     if unknown:

@@ -337,6 +337,21 @@ def test_paired_step_that_fails_is_a_family_error_and_an_unhealed_system_is_left
     assert sheets["rayka"].series["fig.b"].samples == [1.0, 1.0]
 
 
+def test_after_ctrl_c_a_failed_step_stops_the_bench_and_closes_every_system():
+    """librdkafka hands a Ctrl-C back as a SystemError: once the handler has seen it, the
+    bench raises KeyboardInterrupt instead of recording a family error and going on."""
+    from bench import kafka_bench
+    log: list = []
+    kafka_bench.interrupted.set()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            _paired(log, runs=2, fails={("rayka", "a")})
+    finally:
+        kafka_bench.interrupted.clear()
+    assert ("kafka", "a") not in log and ("rayka", "b") not in log
+    assert log[-2:] == [("kafka", "close"), ("rayka", "close")]
+
+
 def test_data_family_steps_are_the_throughput_then_each_paced_run():
     from bench import versus_data
     labels = [label for label, _ in versus_data.steps(True)]
