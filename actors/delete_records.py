@@ -6,7 +6,7 @@ Rules:
 - `delete_records(broker, asks, timeout_ms)` deletes on the replica manager, partition by
   partition, under the broker's lock (replicas/record_deletion.py: the leader's log start
   moves and is checkpointed; a partition this broker does not host but the metadata knows
-  answers NOT_LEADER_OR_FOLLOWER, so clients look for its leader). When every partition
+  answers NOT_LEADER_OR_FOLLOWER there, so clients look for its leader). When every partition
   without an error has its low watermark at or past its offset (the HW for -1), the answer
   is {tp: (error, low watermark)} at once.
 - Otherwise a DelayedDeleteRecords is watched on the partitions still short
@@ -22,15 +22,11 @@ Rules:
 from __future__ import annotations
 
 from actors.completion import Completion
+from actors.purgatory import RESULT_TIMEOUT_S
 from protocol.api import Deferred
 from replicas.errors import ErrorCode
-from replicas.replica_manager import TopicPartition
 
-NONE = ErrorCode.NONE.value
 REQUEST_TIMED_OUT = ErrorCode.REQUEST_TIMED_OUT.value
-UNKNOWN_TOPIC_OR_PARTITION = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION.value
-NOT_LEADER_OR_FOLLOWER = ErrorCode.NOT_LEADER_OR_FOLLOWER.value
-RESULT_TIMEOUT_S = 24 * 3600        # result() is released by completion; this only bounds it
 
 
 class DelayedDeleteRecords(Completion):
@@ -49,10 +45,10 @@ class DelayedDeleteRecords(Completion):
         required = self.short.get(tp)
         if required is None:
             return
-        error, low = rm.low_watermark(tp)
+        error, low = rm.low_watermark(tp)      # -1 with an error
         if error or low >= required:
             del self.short[tp]
-            self.answers[tp] = (error, low if not error else -1)
+            self.answers[tp] = (error, low)
 
     def result(self) -> dict:
         self.wait(RESULT_TIMEOUT_S)
@@ -109,8 +105,6 @@ def delete_records(broker, asks, timeout_ms: int) -> dict | Deferred:
             tp = tuple(tp)
             result = rm.delete_records(tp, int(offset))
             error, low = result.error, result.low_watermark
-            if error == UNKNOWN_TOPIC_OR_PARTITION and TopicPartition(*tp) in rm.metadata.partitions:
-                error = NOT_LEADER_OR_FOLLOWER       # it exists, hosted elsewhere
             if not error and low < result.offset:
                 short[tp] = result.offset
                 answers[tp] = (REQUEST_TIMED_OUT, low)

@@ -42,7 +42,6 @@ _CORRELATION = struct.Struct(">i")
 _HEAD = struct.Struct(">ihhi")        # size, api key, version, correlation id
 _WRITERS: dict[type, tuple] = {}
 _READERS: dict[tuple[int, int], tuple] = {}
-_FLEXIBLE: dict[tuple[int, int], bool] = {}
 
 
 def _writers(cls: type) -> tuple:
@@ -73,14 +72,6 @@ class EncodedRequest(NamedTuple):
     payload: bytes
 
 
-def _header_flexible(api_key: int, version: int) -> bool:
-    found = _FLEXIBLE.get((api_key, version))
-    if found is None:
-        found = _FLEXIBLE[(api_key, version)] = \
-            request_class(api_key, version).__header_schema__.__flexible__
-    return found
-
-
 class ClientConnection:
     def __init__(self, client_id: str | None, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES):
         self.client_id = client_id
@@ -104,8 +95,7 @@ class ClientConnection:
             return self._request_encoded(body)
         cls = type(body)
         header_cls, write_header, write_body, hot = _writers(cls)
-        correlation = self._next_correlation
-        self._next_correlation = (correlation + 1) & 0x7FFFFFFF or 1
+        correlation = self._take_correlation()
         buf = io.BytesIO()
         buf.write(bytes(4))
         if hot:
@@ -121,16 +111,21 @@ class ClientConnection:
         self._outstanding.append((correlation, int(cls.__api_key__), int(cls.__version__)))
         return correlation, buf.getvalue()
 
-    def _request_encoded(self, body: EncodedRequest) -> tuple[int, bytes]:
+    def _take_correlation(self) -> int:
         correlation = self._next_correlation
         self._next_correlation = (correlation + 1) & 0x7FFFFFFF or 1
+        return correlation
+
+    def _request_encoded(self, body: EncodedRequest) -> tuple[int, bytes]:
+        correlation = self._take_correlation()
         api_key, version, payload = body
         key = (api_key, version)
         tail = self._header_tails.get(key)
         if tail is None:         # the header after the correlation id: client id (and tags)
             buf = io.BytesIO()
+            header_cls = _writers(request_class(api_key, version))[0]
             hot_writers.write_request_header(buf, api_key, version, 0, self.client_id,
-                                             _header_flexible(api_key, version))
+                                             header_cls.__flexible__)
             tail = self._header_tails[key] = buf.getvalue()[_HEAD.size - 4:]
         self._outstanding.append((correlation, api_key, version))
         return correlation, b"".join((

@@ -20,8 +20,9 @@ What lives here (one module each):
   LeaderAndIsr/StopReplica, produce (acks 0/1/all), ISR proposals; its reads in
   leader_reads (fetch with KIP-320, ListOffsets, CRC-checked reads) and its follower side
   in follower_side (fetch positions, epoch-based truncation, appends of the leader's
-  batches), DeleteRecords and the low watermark in record_deletion; log_dirs: the broker's log directories (log.dirs, KIP-112's offline
-  directories, where a new log goes);
+  batches), DeleteRecords and the low watermark in record_deletion; log_dirs: the
+  broker's log directories (log.dirs, KIP-112's offline directories, where a new log
+  goes);
   replica_selector: the preferred read replica a leader names to a consumer (KIP-392);
 - errors: Kafka's error-code table (name, number, retriable) and the typed errors;
   config_keys: Kafka config keys dotted or underscored; dispatch: the state machines'

@@ -180,10 +180,10 @@ class Admin:
             retry = {}
             for leader, asks in by_leader.items():
                 actor = self.cluster.broker_actor(leader) if leader >= 0 else None
+                left_s = max(0.0, deadline - time.monotonic())
                 try:
-                    answers = ray.get(actor.delete_records.remote(
-                        asks, max(0, int((deadline - time.monotonic()) * 1000))),
-                        timeout=max(0.0, deadline - time.monotonic()) + 30) \
+                    answers = ray.get(actor.delete_records.remote(asks, int(left_s * 1000)),
+                                      timeout=left_s + 30) \
                         if actor is not None else \
                         {tp: (E.LEADER_NOT_AVAILABLE, -1) for tp, _ in asks}
                 except ray.exceptions.RayError:        # the leader is restarting
