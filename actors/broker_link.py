@@ -17,6 +17,15 @@ Rules:
 - `call(body, timeout_s)` sends one request (protocol/client.py frames it) and waits for its
   answer; a lost connection, a timeout or a protocol error closes the link and raises: the
   caller opens a new one (a peer that restarted, or a frozen one, costs one reconnect).
+- `send(body, timeout_s, on_done)` is the same request without a wait: `on_done(answer,
+  None)` runs inside the data callback that completes the answer, `on_done(None, exc)` when
+  the link fails, closes or times out first (a timeout closes it). A caller that goes
+  round in callbacks (the replica fetcher) applies an answer and sends its next request
+  before the loop turns to anything else; an awaited answer resumes its task only after
+  every other I/O callback of that loop pass. A request sent from inside an I/O callback
+  on a plaintext connection with nothing buffered leaves by a write(2) of its own: uvloop
+  writes a transport's data only once the pass's I/O callbacks are done. Before sending,
+  a caller of `send` awaits `ready()` (the re-authentication below, when due).
 - Failpoint (chaos): `cut_until(monotonic_s)` makes the link unusable until then: a link
   that is cut closes, and connecting raises ConnectionRefusedError, as a network partition
   between two live brokers would look to the fetcher.
@@ -25,6 +34,7 @@ Rules:
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 
 from controller.layout import Endpoint
@@ -45,7 +55,8 @@ class BrokerLink:
         self._transport: asyncio.Transport | None = None
         self._wire: _Wire | None = None
         self._conn: ClientConnection | None = None
-        self._waiting: asyncio.Future | None = None
+        self._pending: _Pending | None = None
+        self._fd = -1                           # a plaintext socket's, for write(2) at once
         self._cut_until = 0.0
         self._reauth_at: float | None = None    # monotonic s: re-authenticate before then
         self._authenticating = False
@@ -84,6 +95,8 @@ class BrokerLink:
             raise ConnectionError("link closed while connecting")
         self._transport = transport
         self.endpoint = endpoint
+        sock = transport.get_extra_info("socket")
+        self._fd = sock.fileno() if sock is not None and tls is None else -1
         if endpoint.security_protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
             try:
                 await self._authenticate(endpoint, timeout_s)
@@ -122,43 +135,70 @@ class BrokerLink:
             token = client.next(answer.auth_bytes)
         return lifetime_ms
 
-    async def call(self, body, timeout_s: float):
-        """Send one request and return its answer (the link closes on any failure)."""
-        if (self._reauth_at is not None and not self._authenticating
-                and time.monotonic() >= self._reauth_at and self.endpoint is not None):
+    @property
+    def reauthentication_due(self) -> bool:
+        return (self._reauth_at is not None and not self._authenticating
+                and time.monotonic() >= self._reauth_at and self.endpoint is not None)
+
+    async def ready(self, timeout_s: float) -> None:
+        """Re-authenticate first when the peer's session lifetime says so (closes the link
+        and raises on failure)."""
+        if self.reauthentication_due:
             try:
                 await self._authenticate(self.endpoint, timeout_s)
             except BaseException:
                 self.close()
                 raise
             self.reauthentications += 1
-        transport, conn = self._transport, self._conn
-        if transport is None or conn is None:
-            raise ConnectionError("not connected")
-        if self._waiting is not None:
-            raise RuntimeError("one request at a time on a BrokerLink")
-        loop = asyncio.get_running_loop()
-        waiting = self._waiting = loop.create_future()
-        # A timer on the future itself, not asyncio.wait_for: wait_for's own future and
-        # callback cost every answer one more loop pass on the follower's path.
-        timer = loop.call_later(timeout_s, _time_out, waiting)
+
+    async def call(self, body, timeout_s: float):
+        """Send one request and return its answer (the link closes on any failure)."""
+        await self.ready(timeout_s)
+        waiting = asyncio.get_running_loop().create_future()
         try:
-            _, data = conn.request(body)
-            transport.write(data)
+            self.send(body, timeout_s, lambda answer, exc: _settle(waiting, answer, exc))
             return await waiting
         except BaseException:
             self.close()
             raise
-        finally:
-            timer.cancel()
-            self._waiting = None
+
+    def send(self, body, timeout_s: float, on_done) -> None:
+        """Send one request; `on_done(answer, None)` or `on_done(None, exc)` once (rules)."""
+        transport, conn = self._transport, self._conn
+        if transport is None or conn is None:
+            raise ConnectionError("not connected")
+        if self._pending is not None:
+            raise RuntimeError("one request at a time on a BrokerLink")
+        _, data = conn.request(body)
+        loop = asyncio.get_running_loop()
+        # a timer, not asyncio.wait_for: wait_for's own future and callback cost every
+        # answer one more loop pass on the follower's path
+        self._pending = _Pending(on_done, loop.call_later(timeout_s, self._time_out))
+        if self._fd >= 0 and transport.get_write_buffer_size() == 0:
+            try:
+                sent = os.write(self._fd, data)
+            except OSError:        # EAGAIN, or a broken connection the transport will see
+                sent = 0
+            if sent < len(data):
+                transport.write(memoryview(data)[sent:])
+        else:
+            transport.write(data)
 
     def close(self) -> None:
+        self._abort(ConnectionError("link closed"))
+
+    def _abort(self, exc: BaseException) -> None:
         transport, self._transport, self._wire = self._transport, None, None
         self._reauth_at = None
+        self._fd = -1
         if transport is not None:
             transport.abort()
-        self._fail(ConnectionError("link closed"))
+        self._fail(exc)
+
+    def _time_out(self) -> None:
+        if self._pending is not None:
+            self._pending.timer = None
+            self._abort(asyncio.TimeoutError("no answer in time"))
 
     # -- what the current connection reports (a closed one's reports are ignored) ----------------
     def on_data(self, wire: "_Wire", data: bytes) -> None:
@@ -169,30 +209,48 @@ class BrokerLink:
             conn.receive_data(data)
             got = conn.next_response()
         except ProtocolError as exc:
-            self._fail(exc)
-            self.close()
+            self._abort(exc)
             return
         if got is not None:
-            waiting = self._waiting
-            if waiting is not None and not waiting.done():
-                waiting.set_result(got[1])
+            pending, self._pending = self._pending, None
+            if pending is not None:
+                pending.done(got[1], None)
 
     def on_lost(self, wire: "_Wire") -> None:
         if wire is not self._wire:
             return
         self._transport = self._wire = None
+        self._fd = -1
         where = self.endpoint.url() if self.endpoint else "the peer"
         self._fail(ConnectionError(f"{where} closed the connection"))
 
     def _fail(self, exc: BaseException) -> None:
-        waiting = self._waiting
-        if waiting is not None and not waiting.done():
-            waiting.set_exception(exc)
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            pending.done(None, exc)
 
 
-def _time_out(waiting: asyncio.Future) -> None:
-    if not waiting.done():
-        waiting.set_exception(asyncio.TimeoutError("no answer in time"))
+class _Pending:
+    """The request in flight: who hears of its end, and its timer."""
+
+    __slots__ = ("on_done", "timer")
+
+    def __init__(self, on_done, timer):
+        self.on_done, self.timer = on_done, timer
+
+    def done(self, answer, exc) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+        self.on_done(answer, exc)
+
+
+def _settle(waiting: asyncio.Future, answer, exc) -> None:
+    if waiting.done():
+        return
+    if exc is not None:
+        waiting.set_exception(exc)
+    else:
+        waiting.set_result(answer)
 
 
 class _Wire(asyncio.Protocol):

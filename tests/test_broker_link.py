@@ -66,3 +66,32 @@ def test_a_peer_that_never_answers_times_the_call_out_and_closes_the_link():
 
         waited_s, connected = asyncio.run(run())
     assert 0.2 <= waited_s < 5 and not connected
+
+
+def test_send_hears_its_answer_inside_the_data_callback_and_a_timeout_closes(listener):
+    with socket.socket() as mute:              # accepts (the backlog) and never reads
+        mute.bind(("127.0.0.1", 0))
+        mute.listen(1)
+
+        async def run():
+            loop = asyncio.get_running_loop()
+            heard = []
+            link = BrokerLink("broker-2-fetcher")
+            await link.connect(Endpoint("PLAINTEXT", "127.0.0.1", listener.port, "PLAINTEXT"))
+            answered = loop.create_future()
+
+            def on_done(answer, exc):
+                heard.append((asyncio.current_task(), answer, exc))
+                answered.set_result(None)
+            link.send(api_versions(), 5, on_done)
+            await answered
+            await link.connect(Endpoint("PLAINTEXT", "127.0.0.1", mute.getsockname()[1],
+                                        "PLAINTEXT"))
+            timed_out = loop.create_future()
+            link.send(api_versions(), 0.2, lambda answer, exc: timed_out.set_result(exc))
+            return heard, await timed_out, link.connected
+
+        heard, exc, connected = asyncio.run(run())
+    [(task, answer, error)] = heard
+    assert task is None and error is None and answer.error_code.value == 0
+    assert isinstance(exc, TimeoutError) and not connected
