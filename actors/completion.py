@@ -8,12 +8,18 @@ Rules:
 - The `when_ready` callbacks run once, after settling: from the settling thread
   (`settle`), or handed back to run outside the caller's lock (`settle_later`); a callback
   added after settling runs at once. They must be short (e.g. hand work to an event loop).
-- `wait(timeout_s)` blocks a thread until settled; True if it was.
+- `wait(timeout_s)` blocks a thread until settled; True if it was. A completion settles
+  by its own deadline, so a waiter's `result()` bounds its wait by RESULT_TIMEOUT_S only
+  against a bug that never settles it.
+- `Watchers`: who waits on which partition (a purgatory's index): `watch(item, tps)`,
+  `unwatch(item, tps)` (a partition left with nobody goes), `of(tp)`.
 """
 
 from __future__ import annotations
 
 import threading
+
+RESULT_TIMEOUT_S = 24 * 3600
 
 
 class Completion:
@@ -68,3 +74,36 @@ class Completion:
                 self._callbacks.append(callback)
                 return
         callback()
+
+
+class Watchers:
+    """tp -> the completions waiting on it (module rules)."""
+
+    __slots__ = ("_by_tp",)
+
+    def __init__(self):
+        self._by_tp: dict[tuple, set] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self._by_tp)
+
+    def watch(self, item, tps) -> None:
+        by_tp = self._by_tp
+        for tp in tps:
+            waiting = by_tp.get(tp)
+            if waiting is None:
+                waiting = by_tp[tp] = set()
+            waiting.add(item)
+
+    def unwatch(self, item, tps) -> None:
+        by_tp = self._by_tp
+        for tp in tps:
+            waiting = by_tp.get(tp)
+            if waiting is not None:
+                waiting.discard(item)
+                if not waiting:
+                    del by_tp[tp]
+
+    def of(self, tp):
+        """The completions waiting on `tp` (a live set: copy it to change the index)."""
+        return self._by_tp.get(tp, ())

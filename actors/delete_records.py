@@ -21,8 +21,7 @@ Rules:
 
 from __future__ import annotations
 
-from actors.completion import Completion
-from actors.purgatory import RESULT_TIMEOUT_S
+from actors.completion import RESULT_TIMEOUT_S, Completion, Watchers
 from protocol.api import Deferred
 from replicas.errors import ErrorCode
 
@@ -59,39 +58,28 @@ class DeletePurgatory:
     """The DeleteRecords waiting on this broker, by partition (the broker's lock held)."""
 
     def __init__(self):
-        self._by_tp: dict[tuple, set[DelayedDeleteRecords]] = {}
+        self._watchers = Watchers()
 
     @property
     def watched(self) -> bool:
-        return bool(self._by_tp)
+        return bool(self._watchers)
 
     def watch(self, delayed: DelayedDeleteRecords) -> None:
-        for tp in delayed.short:
-            self._by_tp.setdefault(tp, set()).add(delayed)
+        self._watchers.watch(delayed, delayed.short)
 
     def followers_fetched(self, rm, tps) -> None:
         """Followers fetched `tps` (their log starts as they said): check what waits."""
         for tp in tps:
-            waiting = self._by_tp.get(tp)
-            if not waiting:
-                continue
-            for delayed in list(waiting):
+            for delayed in list(self._watchers.of(tp)):
                 delayed.check(rm, tp)
                 if tp not in delayed.short:
-                    waiting.discard(delayed)
+                    self._watchers.unwatch(delayed, (tp,))
                     if not delayed.short:
                         delayed.settle()
-            if not waiting:
-                del self._by_tp[tp]
 
     def expire(self, delayed: DelayedDeleteRecords) -> None:
         """Its time is up: the partitions still short keep REQUEST_TIMED_OUT."""
-        for tp in delayed.short:
-            waiting = self._by_tp.get(tp)
-            if waiting is not None:
-                waiting.discard(delayed)
-                if not waiting:
-                    del self._by_tp[tp]
+        self._watchers.unwatch(delayed, delayed.short)
         delayed.short.clear()
         delayed.settle()
 

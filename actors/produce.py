@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import time
 
-from actors.completion import Completion
+from actors.completion import RESULT_TIMEOUT_S, Completion
 from actors.txn_verification import produce_error
 from replicas.errors import ErrorCode as E
 from replicas.errors import KafkaError, RequestTimedOut
@@ -53,7 +53,6 @@ from replicas.replica_manager import CLIENT
 
 REORDER_WAIT_S = 0.05       # an overtaken produce call waits this long for its predecessor
 BACKSTOP_S = 5.0            # past the request timeout: the replica manager should have answered
-RESULT_TIMEOUT_S = 24 * 3600
 
 
 class PendingProduce(Completion):

@@ -29,12 +29,8 @@ Rules:
 
 from __future__ import annotations
 
-from collections import defaultdict
-
-from actors.completion import Completion
+from actors.completion import RESULT_TIMEOUT_S, Completion, Watchers
 from protocol.fetch_session import ChangeJournal
-
-RESULT_TIMEOUT_S = 24 * 3600       # result() is released by completion; this only bounds it
 
 
 class DelayedFetch(Completion):
@@ -67,31 +63,25 @@ class DelayedFetch(Completion):
 
 class FetchPurgatory:
     def __init__(self):
-        self._by_tp: dict[tuple, set[DelayedFetch]] = defaultdict(set)
+        self._watchers = Watchers()
         self._all: set[DelayedFetch] = set()
         self.journal = ChangeJournal()     # the same changes, for the fetch sessions
 
     def park(self, fetch: DelayedFetch) -> None:
         """Watch `fetch`, whose answers were read just now (under the same lock hold)."""
         fetch.token = self.journal.token()
-        for tp in fetch.tps:
-            self._by_tp[tp].add(fetch)
+        self._watchers.watch(fetch, fetch.tps)
         self._all.add(fetch)
 
     def unpark(self, fetch: DelayedFetch) -> None:
-        for tp in fetch.tps:
-            waiting = self._by_tp.get(tp)
-            if waiting is not None:
-                waiting.discard(fetch)
-                if not waiting:
-                    del self._by_tp[tp]
+        self._watchers.unwatch(fetch, fetch.tps)
         self._all.discard(fetch)
 
     def changed(self, tps) -> None:
         self.journal.note(tps)
         ready: dict[DelayedFetch, set] = {}
         for tp in tps:
-            for fetch in self._by_tp.get(tp, ()):
+            for fetch in self._watchers.of(tp):
                 if not fetch.done and fetch.ready(tp):
                     ready.setdefault(fetch, set()).add(tp)
         for fetch, only in ready.items():
@@ -103,7 +93,7 @@ class FetchPurgatory:
         self.journal.note(tps)
         again: dict[DelayedFetch, set] = {}
         for tp in tps:
-            for fetch in self._by_tp.get(tp, ()):
+            for fetch in self._watchers.of(tp):
                 if not fetch.done:
                     again.setdefault(fetch, set()).add(tp)
         for fetch, only in again.items():
