@@ -433,6 +433,32 @@ def test_a_broker_link_reauthenticates_before_the_peer_expires_it(serve, certs):
     assert session.sasl.reauthentications >= 2 and session.principal == f"User:{USER}"
 
 
+def test_a_fetcher_going_round_in_callbacks_reauthenticates_its_link(serve, certs):
+    """actors/fetcher.py: rounds run in the link's data callbacks; when the session's
+    re-authentication falls due the rounds hand over to the coroutine, which re-authenticates
+    on the same connection before the next Fetch (the peer never expires the session)."""
+    from actors.fetcher import Fetcher
+    from tests.test_fetcher_rounds import LiveFollower
+    served = serve("SASL_PLAINTEXT", reauth_ms=1000)
+    broker = LiveFollower(Endpoint("SASL_PLAINTEXT", HOST, served.listener.port,
+                                   "SASL_PLAINTEXT"))
+    broker.security = LinkSecurity()
+    fetcher = Fetcher(broker, leader_id=1)
+    try:
+        fetcher.add([("orders", 0)])
+        deadline = time.monotonic() + 30
+        while fetcher.link.reauthentications < 2:
+            assert time.monotonic() < deadline, "no two re-authentications in 30 s"
+            time.sleep(0.02)
+        rounds = len(served.api.calls_of("fetch"))
+    finally:
+        fetcher.stop()
+        broker.network.stop()
+    assert rounds >= 3 and fetcher.problem() is None
+    [session] = served.security.sessions
+    assert session.sasl.reauthentications >= 2 and session.principal == f"User:{USER}"
+
+
 def test_kafka_python_authenticates_with_scram_sha_512_over_sasl_ssl(serve, certs):
     from kafka import KafkaProducer
     served = serve("SASL_SSL")
