@@ -29,7 +29,8 @@ Rules:
    windows give them (bench/settle.py window_facts: ack p50/p99, broker CPU per record,
    the machine's busy share).
 
-Example: `.venv/bin/python bench/wire_hops.py --systems rayka,kafka --rate 200 --runs 3`.
+Example: `.venv/bin/python bench/wire_hops.py --systems rayka,kafka --rate 200 --runs 3`
+(`--linger 2`: the producer's linger.ms, 0 unless said).
 """
 
 from __future__ import annotations
@@ -267,7 +268,8 @@ def listening_ports(pids) -> set[int]:
             if c.status == psutil.CONN_LISTEN}
 
 
-def measure(system, rate: int, duration_s: float, keep: Path | None = None) -> dict:
+def measure(system, rate: int, duration_s: float, keep: Path | None = None,
+            linger_ms: float = 0) -> dict:
     from bench.settle import window_facts
     from bench.versus_data import PARTITIONS, TIMEOUT_S, latency_once
     ports = listening_ports(system.broker_pids().values())
@@ -275,7 +277,7 @@ def measure(system, rate: int, duration_s: float, keep: Path | None = None) -> d
     sniffer = Sniffer(ports)
     sniffer.start()
     try:
-        got = latency_once(system, topic, rate, duration_s, 0)
+        got = latency_once(system, topic, rate, duration_s, linger_ms)
     finally:
         packets = sniffer.stop()
         system.delete_topic(topic)
@@ -294,6 +296,7 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--systems", default="rayka,kafka")
     ap.add_argument("--rate", type=int, default=200)
+    ap.add_argument("--linger", type=float, default=0.0, help="the producer's linger.ms")
     ap.add_argument("--duration", type=float, default=15.0)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--settle-s", type=float, default=240.0)
@@ -306,10 +309,12 @@ def main(argv=None) -> None:
             settle(system, max_s=args.settle_s)
             results[name] = []
             for _ in range(args.runs):
-                results[name].append(measure(system, args.rate, args.duration, args.keep))
+                results[name].append(measure(system, args.rate, args.duration, args.keep,
+                                             args.linger))
                 print(name, json.dumps(results[name][-1]), flush=True)
     if args.out:
-        args.out.write_text(json.dumps({"rate": args.rate, "duration_s": args.duration,
+        args.out.write_text(json.dumps({"rate": args.rate, "linger_ms": args.linger,
+                                        "duration_s": args.duration,
                                         "runs": results}, indent=1))
 
 
