@@ -30,8 +30,9 @@ Rules:
   fetcher thread goes round without waiting on the request handlers. An awaited answer
   resumes a coroutine only after every request that arrived in the same loop pass, which
   under load (10,000 records/s, linger.ms 0) stretched the follower's turn, answer in to
-  next Fetch out, to 1.1-3.4 ms at p50 against Kafka's 0.2 (bench/wire_hops.py). The coroutine takes over for whatever is not a plain round:
-  connecting, truncation, errors and backoff, re-authentication, nothing to fetch.
+  next Fetch out, to 1.1-3.4 ms at p50 against Kafka's 0.2 (bench/wire_hops.py). The
+  coroutine takes over for whatever is not a plain round: connecting, truncation, errors
+  and backoff, re-authentication, nothing to fetch.
 - A diverging-epoch answer sends the partition back to truncation. Every answer carries the
   leader's log start, which the follower adopts (below its own HW); OFFSET_OUT_OF_RANGE below
   that start restarts the replica empty at it (retention reached the leader first).
