@@ -34,9 +34,9 @@ Rules:
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 
+from actors.listener import write_at_once
 from controller.layout import Endpoint
 from protocol.build import build_request
 from protocol.client import ClientConnection
@@ -175,12 +175,7 @@ class BrokerLink:
         # answer one more loop pass on the follower's path
         self._pending = _Pending(on_done, loop.call_later(timeout_s, self._time_out))
         if self._fd >= 0 and transport.get_write_buffer_size() == 0:
-            try:
-                sent = os.write(self._fd, data)
-            except OSError:        # EAGAIN, or a broken connection the transport will see
-                sent = 0
-            if sent < len(data):
-                transport.write(memoryview(data)[sent:])
+            write_at_once(self._fd, transport, data)
         else:
             transport.write(data)
 

@@ -92,6 +92,18 @@ PRODUCE = 0
 INLINE = frozenset({0, 1, 2, 18, 23, 8, 9, 11, 12, 13, 14, 15, 16, 42, 24, 25, 26, 27, 28})
 
 
+def write_at_once(fd: int, transport, data: bytes) -> None:
+    """`data` by a write(2) of its own on the transport's socket `fd` (nothing may be
+    buffered before it): uvloop sends a transport's writes only once the loop pass's I/O
+    callbacks are done. What the socket does not take goes to the transport."""
+    try:
+        sent = os.write(fd, data)
+    except OSError:            # EAGAIN, or a broken connection the transport will see
+        sent = 0
+    if sent < len(data):
+        transport.write(memoryview(data)[sent:])
+
+
 class EventLoop:
     """An asyncio loop running in a thread of its own (the broker's network thread): uvloop's
     (libuv), whose loop pass costs less Python per request than the stdlib's selector loop
@@ -641,12 +653,7 @@ class _Conn(asyncio.Protocol):
         elif self._send_now and self._fd >= 0 and not self.closing \
                 and self.transport.get_write_buffer_size() == 0:
             self._send_now, self._sent_now_in = False, self.loop.handled
-            try:
-                sent = os.write(self._fd, data)
-            except OSError:            # EAGAIN, or a broken connection the transport will see
-                sent = 0
-            if sent < len(data):
-                self.transport.write(memoryview(data)[sent:])
+            write_at_once(self._fd, self.transport, data)
         else:
             self.transport.write(data)
 
