@@ -822,6 +822,9 @@ class Broker:
         while not self.stopped.wait(self.tick_ms / 1000):
             with self.lock:
                 self.apply_effects(self.rm.tick())
+                hws = self.rm.due_high_watermarks()
+            if hws is not None:     # its fsyncs outside the lock: no produce or fetch waits
+                self.rm.write_high_watermarks(hws)
             if time.monotonic() >= next_retention:
                 self.check_retention()
                 next_retention = time.monotonic() + interval_s

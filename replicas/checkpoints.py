@@ -10,6 +10,10 @@ Rules:
   DeleteRecords or a leader's start adopted): otherwise the first segment's base says it.
 - A write goes to `<name>.tmp`, is fsynced, renamed over the old file, and the directory
   is fsynced, so a crash leaves either the old or the new file, never half of one.
+- Writes to one file are serialised (a lock, as Kafka's CheckpointFile's): a writer may run
+  outside the lock that guards the values it writes. A write that names a `generation`
+  (the count of snapshots taken, in the order they were taken) at or below the last one
+  written is dropped: a snapshot taken before another one that is already on disk.
 - A missing file reads as no entries. A version or count mismatch, or a malformed line,
   raises KafkaStorageError naming the file and line: the caller must not guess.
 """
@@ -17,6 +21,7 @@ Rules:
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 from typing import Callable, Generic, Iterable, TypeVar
 
@@ -62,11 +67,20 @@ class CheckpointFile(Generic[T]):
         self.version = version
         self._format = format_entry
         self._parse = parse_entry
+        self._lock = threading.Lock()
+        self._generation = -1
 
-    def write(self, entries: Iterable[T]) -> None:
+    def write(self, entries: Iterable[T], generation: int | None = None) -> bool:
+        """Write `entries`; False if `generation` is not newer than the last written (rules)."""
         lines = [self._format(entry) for entry in entries]
         text = f"{self.version}\n{len(lines)}\n" + "".join(line + "\n" for line in lines)
-        atomic_write(self.path, text.encode("utf-8"))
+        with self._lock:
+            if generation is not None:
+                if generation <= self._generation:
+                    return False
+                self._generation = generation
+            atomic_write(self.path, text.encode("utf-8"))
+        return True
 
     def read(self) -> list[T]:
         try:
@@ -129,8 +143,9 @@ class OffsetCheckpoint:
     def path(self) -> Path:
         return self._file.path
 
-    def write(self, offsets: dict[tuple[str, int], int]) -> None:
-        self._file.write(sorted(offsets.items()))
+    def write(self, offsets: dict[tuple[str, int], int], generation: int | None = None
+              ) -> bool:
+        return self._file.write(sorted(offsets.items()), generation)
 
     def read(self) -> dict[tuple[str, int], int]:
         entries = self._file.read()

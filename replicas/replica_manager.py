@@ -102,9 +102,10 @@ log.flush.before.ack (rayka's; Kafka has only flush.messages / flush.ms): no ack
   revalidates past it and rebuilds the indexes); a leader's new leadership flushes whole.
 Persist before send: HW changes are written to replication-offset-checkpoint inside the
   call that changed them, before it returns (`hw_checkpoint_interval_ms` = 0, default);
-  with an interval > 0 they are written by `tick()` at most that often (Kafka's
-  replica.high.watermark.checkpoint.interval.ms, 5000) — safe because truncation is by
-  epoch, never by HW. Epoch-cache changes persist with the log's flush
+  with an interval > 0 (Kafka's replica.high.watermark.checkpoint.interval.ms, 5000)
+  `due_high_watermarks` takes one at most that often and the caller writes it with
+  `write_high_watermarks` outside its lock (replicas/hw_checkpoints.py) — safe because
+  truncation is by epoch, never by HW. Epoch-cache changes persist with the log's flush
   (replicas/epoch_cache.py). The recovery-point checkpoint is written on startup, flush(),
   close(), after a flush.ms flush in tick(), and after every truncation (as Kafka's
   LogManager.truncateTo) so a stale, higher recovery point never makes recovery trust
@@ -132,6 +133,7 @@ from replicas.errors import (CorruptRecord, InvalidConfig, InvalidRequest, Kafka
                              StaleControllerEpoch, UnknownTopicOrPartition)
 from replicas.log import Log, LogConfig, RecoveryReport, partition_dir_name
 from replicas.follower_side import FollowerSide
+from replicas.hw_checkpoints import HighWatermarkCheckpoints, Snapshot
 from replicas.leader_reads import LeaderReads
 from replicas.log_dirs import LogDir, LogDirs, describe_os_error
 from replicas.metadata_cache import MetadataCache, TopicPartition
@@ -202,8 +204,7 @@ class ReplicaManager(LeaderReads, FollowerSide, RecordDeletion):
         self._pending: dict[int, tuple[TopicPartition, int, int]] = {}
         self._ids = itertools.count(1)
         self.open_files = OpenFiles(config.log_max_open_files)
-        self._hw_dirty = False
-        self._last_hw_checkpoint_ms = clock_ms()
+        self._hw = HighWatermarkCheckpoints(config.hw_checkpoint_interval_ms, clock_ms)
         self._busy: set[TopicPartition] = set()      # partitions the next tick looks at
         self._next_full_tick_ms = 0
         self._closed = False
@@ -282,13 +283,24 @@ class ReplicaManager(LeaderReads, FollowerSide, RecordDeletion):
     def checkpoint_high_watermarks(self) -> None:
         if self._closed:
             return   # never overwrite the files of a closed manager with nothing
-        for d, parts in self._by_dir().items():
-            try:
-                d.hw_file.write({p.tp: p.state.high_watermark for p in parts})
-            except OSError as exc:
-                self._fail_dir(d, exc)
-        self._hw_dirty = False
-        self._last_hw_checkpoint_ms = self._clock()
+        self._hw.write(self._hw.take(self._by_dir()))
+        self._fail_hw_dirs()
+
+    def due_high_watermarks(self) -> Snapshot | None:
+        """The deferred HW checkpoint if one is due, taken now; the caller writes it with
+        `write_high_watermarks` outside its lock (module docstring, "Persist before send")."""
+        if self._closed or not self._hw.due():
+            return None
+        return self._hw.take(self._by_dir())
+
+    def write_high_watermarks(self, snapshot: Snapshot) -> None:
+        """Write a taken checkpoint; may run beside this manager's other calls. A directory
+        whose write failed goes offline in the next tick."""
+        self._hw.write(snapshot)
+
+    def _fail_hw_dirs(self) -> None:
+        for d, exc in self._hw.failures():
+            self._fail_dir(d, exc)
 
     def _write_recovery_points(self) -> None:
         """The recovery points and the log starts inside a first segment (checkpoints.py)."""
@@ -513,7 +525,7 @@ class ReplicaManager(LeaderReads, FollowerSide, RecordDeletion):
         out = []
         for e in part.state.process(event):
             if isinstance(e, ps.HighWatermarkChanged):
-                self._hw_dirty = True
+                self._hw.dirty = True
                 out.append(HighWatermarkChanged(part.tp, e.high_watermark))
             elif isinstance(e, ps.ProposeIsr):
                 out.append(ProposeIsr(part.tp, tuple(e.isr), e.leader_epoch, e.partition_epoch))
@@ -525,7 +537,7 @@ class ReplicaManager(LeaderReads, FollowerSide, RecordDeletion):
 
     def _persist(self) -> None:
         """Persist before send: the HW checkpoint is written before the call returns."""
-        if self._hw_dirty and self.config.hw_checkpoint_interval_ms <= 0:
+        if self._hw.dirty and self._hw.interval_ms <= 0:
             self.checkpoint_high_watermarks()
 
     # ---- controller requests ------------------------------------------------------------
@@ -931,9 +943,7 @@ class ReplicaManager(LeaderReads, FollowerSide, RecordDeletion):
                 self._storage_error(part, exc)
         if flushed:
             self._write_recovery_points()
-        interval = self.config.hw_checkpoint_interval_ms
-        if self._hw_dirty and interval > 0 and now - self._last_hw_checkpoint_ms >= interval:
-            self.checkpoint_high_watermarks()
+        self._fail_hw_dirs()
         self._persist()
         return effects
 

@@ -237,8 +237,13 @@ class Cluster:
         raise AssertionError("replication did not settle")
 
     def tick(self, b: int) -> list:
-        effects = self.brokers[b].tick()
+        """The broker shell's tick: the manager's, then its deferred HW checkpoint."""
+        rm = self.brokers[b]
+        effects = rm.tick()
         self.apply(b, effects)
+        hws = rm.due_high_watermarks()
+        if hws is not None:
+            rm.write_high_watermarks(hws)
         return effects
 
     def log_bytes(self, b: int, tp: TopicPartition, upto: int) -> bytes:
