@@ -12,8 +12,8 @@ Rules:
   Kafka's scheduler thread writes it beside the request handlers
   (ReplicaManager.checkpointHighWatermarks takes no partition lock).
 - Writes of one file are serialised and a snapshot older than one already written is
-  dropped (replicas/checkpoints.py). A directory whose write failed is handed back by
-  `failures`, under the lock, to be taken offline.
+  dropped (replicas/checkpoints.py). A directory offline since the snapshot is skipped; one
+  whose write failed is handed back by `failures`, under the lock, to be taken offline.
 """
 
 from __future__ import annotations
@@ -56,6 +56,8 @@ class HighWatermarkCheckpoints:
 
     def write(self, snapshot: Snapshot) -> None:
         for d, offsets in snapshot.files:
+            if not d.online:        # went offline since the snapshot: nothing more written
+                continue
             try:
                 d.hw_file.write(offsets, snapshot.generation)
             except OSError as exc:

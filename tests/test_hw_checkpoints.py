@@ -91,6 +91,21 @@ def test_a_failed_write_takes_its_directory_offline_at_the_next_tick(tmp_path):
     rm.close()
 
 
+@pytest.mark.unit
+def test_a_directory_offline_since_the_snapshot_is_not_written(tmp_path):
+    clock = FakeClock()
+    rm = leader_of_t0(tmp_path, clock)
+    rm.append(TP, batch(), ALL, 100)
+    clock.advance(5_000)
+    snapshot = rm.due_high_watermarks()
+    (d, _), = snapshot.files
+    d.hw_file = FailingCheckpoint()       # a write would raise
+    rm._fail_dir(d, "taken offline meanwhile")
+    rm.write_high_watermarks(snapshot)
+    assert rm._hw.failures() == []
+    rm.close()
+
+
 class FailingCheckpoint:
     def write(self, offsets, generation=None) -> bool:
         raise OSError(5, "Input/output error")
