@@ -815,16 +815,23 @@ class Broker:
 
     # -- background work -----------------------------------------------------------------------------
     def _background(self) -> None:
-        """The broker's timer: ISR shrink, produce timeouts, deferred HW checkpoints, flush.ms;
-        and every log.retention.check.interval.ms a retention check."""
+        """The broker's timer: ISR shrink, produce timeouts, deferred HW checkpoints, rolled
+        segments' fsyncs, flush.ms; and every log.retention.check.interval.ms a retention
+        check."""
         interval_s = self.rm.config.log_retention_check_interval_ms / 1000
         next_retention = time.monotonic() + interval_s
         while not self.stopped.wait(self.tick_ms / 1000):
             with self.lock:
                 self.apply_effects(self.rm.tick())
                 hws = self.rm.due_high_watermarks()
-            if hws is not None:     # its fsyncs outside the lock: no produce or fetch waits
+                rolled = self.rm.due_segment_flushes()
+            # their fsyncs outside the lock: no produce or fetch waits (replicas/deferred_writes.py)
+            if hws is not None:
                 self.rm.write_high_watermarks(hws)
+            if rolled:
+                flushed = self.rm.write_segment_flushes(rolled)
+                with self.lock:
+                    self.rm.segments_flushed(flushed)
             if time.monotonic() >= next_retention:
                 self.check_retention()
                 next_retention = time.monotonic() + interval_s

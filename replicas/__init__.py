@@ -9,8 +9,8 @@ What lives here (one module each):
   offsets: ListOffsets (by time, earliest, latest) and OffsetForLeaderEpoch answers;
   legacy_offsets: ListOffsets v0 (segment start offsets before a time);
 - checkpoints, epoch_cache: Kafka's checkpoint files and the leader-epoch cache (KIP-101/279);
-  hw_checkpoints: the high-watermark checkpoint, taken under the broker's lock and written
-  outside it;
+  deferred_writes: the disk writes taken under the broker's lock and done outside it (the
+  high-watermark checkpoint, a rolled segment's fsyncs);
 - partition_state, producer_state: one replica's leader/follower state (ISR, HW, fencing) and
   producer state (idempotence, transactions, KIP-890 verification guards);
 - transactions, the log side: control (end-transaction marker batches), txn_index

@@ -31,9 +31,14 @@ Rules:
   corrupt batch, later segments deleted; the cut is reported in `recovery`. The epochs of
   the validated batches are added to the epoch cache (its appends are persisted only by
   flush, Kafka's LogSegment.recover does the same).
-- Flush policy is Kafka's flush.messages / flush.ms (None = leave it to the OS), and a
-  roll flushes the log first (Kafka flushes a rolled segment); flush advances the
-  recovery point and `flushed_end`. Time comes from the injected `clock_ms`, never `time`.
+- Flush policy is Kafka's flush.messages / flush.ms (None = leave it to the OS); flush
+  advances the recovery point and `flushed_end`. A roll leaves its fsyncs to be done
+  outside the broker's lock, as Kafka's roll schedules a "flush-log" task:
+  `take_rolled_flush` names the files of the dirty segments below the new one (a
+  RolledFlush), anyone fsyncs them (`fsync_files`), and `rolled_flushed` then advances the
+  recovery point to the new segment's base, unless the log was truncated meanwhile or a
+  segment changed (the recovery point then stays lower: recovery validates more, nothing
+  is trusted that was not synced). Time comes from the injected `clock_ms`, never `time`.
 - Transaction indexes (`.txnindex`, replicas/txn_index.py; Kafka's LogSegment.recover,
   LocalLog.collectAbortedTransactions): a trusted segment's is loaded and sanity-checked; a
   recovered segment's is emptied. Either is STALE when it may miss entries: a trusted one
@@ -122,6 +127,36 @@ class RetentionResult:
 class _FlushState:
     messages_since_flush: int = 0
     last_flush_ms: int = 0
+    rolled_up_to: int | None = None     # a roll's segments below this are not synced yet
+    truncations: int = 0                # how often the log was cut at its end
+
+
+@dataclass(frozen=True)
+class RolledFlush:
+    """A roll's fsyncs, to be done outside the broker's lock (module rules)."""
+    up_to: int                  # the base offset of the segment the roll started
+    segments: tuple             # (Segment, its size then)
+    paths: tuple                # their files
+    truncations: int
+
+
+def fsync_files(paths) -> OSError | None:
+    """fsync each file by its path (a file gone since, deleted or swapped by the cleaner,
+    needs none); the first error met, else None."""
+    for path in paths:
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            return exc
+        try:
+            os.fsync(fd)
+        except OSError as exc:
+            return exc
+        finally:
+            os.close(fd)
+    return None
 
 
 def partition_dir_name(topic: str, partition: int) -> str:
@@ -298,7 +333,7 @@ class Log:
                 active.size, active.rolling_timestamp, active.created_ms,
                 max(h.max_timestamp for h in headers),
                 self._clock_ms() if self._clock_ms else None, self.config.segment_ms):
-            self.flush()        # Kafka flushes a rolled segment (asynchronously, in roll())
+            self._flush.rolled_up_to = first    # synced outside the lock (module rules)
             active = self._add_segment(first)
         active.append(data, headers, first, assigned)
         self._flush.messages_since_flush += next_offset - first
@@ -315,11 +350,41 @@ class Log:
             self.flush()
         return due
 
+    def take_rolled_flush(self) -> RolledFlush | None:
+        """The fsyncs the rolls since the last call left (module rules), or None."""
+        up_to, self._flush.rolled_up_to = self._flush.rolled_up_to, None
+        if up_to is None:
+            return None
+        below = [s for s in self._segments if s.base_offset < up_to and s.dirty]
+        return RolledFlush(up_to, tuple((s, s.size) for s in below),
+                           tuple(p for s in below for p in s.file_paths()),
+                           self._flush.truncations)
+
+    def rolled_flushed(self, done: RolledFlush) -> bool:
+        """`done`'s files are synced: the recovery point moves to its end if nothing
+        changed meanwhile (module rules); whether it moved."""
+        if done.truncations != self._flush.truncations:
+            return False
+        present = {id(s) for s in self._segments}
+        if any(id(s) not in present or s.size != size for s, size in done.segments):
+            return False
+        for s, size in done.segments:
+            s.mark_synced()
+        self.epoch_cache.flush()
+        point = done.up_to if self.txn_index_stale_from is None \
+            else min(done.up_to, self.txn_index_stale_from)
+        if point <= self._recovery_point:
+            return False
+        self._recovery_point = point
+        self._flushed_end = max(self._flushed_end, done.up_to)
+        return True
+
     def flush(self) -> None:
         """fsync every dirty segment; everything below the LEO is now recoverable."""
         for segment in self._segments:
             segment.flush()
         self.epoch_cache.flush()
+        self._flush.rolled_up_to = None
         self._flush.messages_since_flush = 0
         if self._clock_ms is not None:
             self._flush.last_flush_ms = self._clock_ms()
@@ -440,6 +505,7 @@ class Log:
             removed += segment.size
             segment.delete()
         removed += self._segments[-1].truncate_to(offset)
+        self._flush.truncations += 1
         self.epoch_cache.truncate_from_end(self.log_end_offset)
         self._recovery_point = min(self._recovery_point, self.log_end_offset)
         self._flushed_end = min(self._flushed_end, self.log_end_offset)
@@ -455,6 +521,7 @@ class Log:
         self._add_segment(offset)
         self.log_start_offset = offset
         self.txn_index_stale_from = None
+        self._flush.truncations += 1
         self.epoch_cache.clear()
         self._recovery_point = self._flushed_end = offset
         return removed

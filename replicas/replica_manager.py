@@ -104,7 +104,7 @@ Persist before send: HW changes are written to replication-offset-checkpoint ins
   call that changed them, before it returns (`hw_checkpoint_interval_ms` = 0, default);
   with an interval > 0 (Kafka's replica.high.watermark.checkpoint.interval.ms, 5000)
   `due_high_watermarks` takes one at most that often and the caller writes it with
-  `write_high_watermarks` outside its lock (replicas/hw_checkpoints.py) — safe because
+  `write_high_watermarks` outside its lock (replicas/deferred_writes.py) — safe because
   truncation is by epoch, never by HW. Epoch-cache changes persist with the log's flush
   (replicas/epoch_cache.py). The recovery-point checkpoint is written on startup, flush(),
   close(), after a flush.ms flush in tick(), and after every truncation (as Kafka's
@@ -133,7 +133,7 @@ from replicas.errors import (CorruptRecord, InvalidConfig, InvalidRequest, Kafka
                              StaleControllerEpoch, UnknownTopicOrPartition)
 from replicas.log import Log, LogConfig, RecoveryReport, partition_dir_name
 from replicas.follower_side import FollowerSide
-from replicas.hw_checkpoints import HighWatermarkCheckpoints, Snapshot
+from replicas.deferred_writes import DeferredWrites, HighWatermarkCheckpoints
 from replicas.leader_reads import LeaderReads
 from replicas.log_dirs import LogDir, LogDirs, describe_os_error
 from replicas.metadata_cache import MetadataCache, TopicPartition
@@ -184,7 +184,7 @@ class _Partition:
 
 
 # ---------------------------------------------------------------- the replica manager
-class ReplicaManager(LeaderReads, FollowerSide, RecordDeletion):
+class ReplicaManager(LeaderReads, FollowerSide, RecordDeletion, DeferredWrites):
     def __init__(self, broker_id: int, config: BrokerConfig, clock_ms: Callable[[], int],
                  wall_clock_ms: Callable[[], int] | None = None,
                  on_log_dir_failure: Callable[[LogDirFailure], None] | None = None):
@@ -205,6 +205,7 @@ class ReplicaManager(LeaderReads, FollowerSide, RecordDeletion):
         self._ids = itertools.count(1)
         self.open_files = OpenFiles(config.log_max_open_files)
         self._hw = HighWatermarkCheckpoints(config.hw_checkpoint_interval_ms, clock_ms)
+        self._rolled: list = []     # segment rolls taken by ticks (replicas/deferred_writes.py)
         self._busy: set[TopicPartition] = set()      # partitions the next tick looks at
         self._next_full_tick_ms = 0
         self._closed = False
@@ -285,22 +286,6 @@ class ReplicaManager(LeaderReads, FollowerSide, RecordDeletion):
             return   # never overwrite the files of a closed manager with nothing
         self._hw.write(self._hw.take(self._by_dir()))
         self._fail_hw_dirs()
-
-    def due_high_watermarks(self) -> Snapshot | None:
-        """The deferred HW checkpoint if one is due, taken now; the caller writes it with
-        `write_high_watermarks` outside its lock (module docstring, "Persist before send")."""
-        if self._closed or not self._hw.due():
-            return None
-        return self._hw.take(self._by_dir())
-
-    def write_high_watermarks(self, snapshot: Snapshot) -> None:
-        """Write a taken checkpoint; may run beside this manager's other calls. A directory
-        whose write failed goes offline in the next tick."""
-        self._hw.write(snapshot)
-
-    def _fail_hw_dirs(self) -> None:
-        for d, exc in self._hw.failures():
-            self._fail_dir(d, exc)
 
     def _write_recovery_points(self) -> None:
         """The recovery points and the log starts inside a first segment (checkpoints.py)."""
@@ -941,6 +926,10 @@ class ReplicaManager(LeaderReads, FollowerSide, RecordDeletion):
                 flushed |= part.log.maybe_flush()
             except OSError as exc:
                 self._storage_error(part, exc)
+                continue
+            rolled = part.log.take_rolled_flush()
+            if rolled is not None:
+                self._rolled.append((part.tp, part.log, rolled))
         if flushed:
             self._write_recovery_points()
         self._fail_hw_dirs()

@@ -385,6 +385,14 @@ class Segment:
             os.fdatasync(self._fd)
             self._data_synced = self.size
 
+    def file_paths(self) -> tuple[Path, ...]:
+        return (self.log_path, self.index_path, self.time_index.path, self.txn_index.path)
+
+    def mark_synced(self) -> None:
+        """Its files were fsynced by path (replicas/log.py `fsync_files`), no write since."""
+        self._data_synced = self.size
+        self.dirty = False
+
     def flush(self) -> None:
         if self.dirty:
             os.fsync(self._fd)

@@ -244,6 +244,7 @@ class Cluster:
         hws = rm.due_high_watermarks()
         if hws is not None:
             rm.write_high_watermarks(hws)
+        rm.segments_flushed(rm.write_segment_flushes(rm.due_segment_flushes()))
         return effects
 
     def log_bytes(self, b: int, tp: TopicPartition, upto: int) -> bytes:

@@ -1,9 +1,15 @@
-"""High-watermark checkpoints taken under the lock and written outside it
-(replicas/hw_checkpoints.py, replicas/checkpoints.py generations): a deferred checkpoint is
+"""Disk writes taken under the lock and done outside it (replicas/deferred_writes.py).
+
+High-watermark checkpoints (replicas/checkpoints.py generations): a deferred checkpoint is
 taken at most once an interval and only when a HW moved; a snapshot older than one written
 already never overwrites it; a failed write takes its directory offline at the next tick;
 and a real broker writes it without holding its lock, so a produce goes on while the
-checkpoint's write is stuck (tests/broker_world.py, a real ZooKeeper, no Ray)."""
+checkpoint's write is stuck (tests/broker_world.py, a real ZooKeeper, no Ray).
+
+Rolled segments (replicas/log.py): a roll syncs nothing in the append; the synced roll moves
+the recovery point to the new segment's base and the recovery-point checkpoint with it, not
+when the log was cut meanwhile; a failed fsync takes the directory offline; a real broker's
+background thread syncs its rolls."""
 
 from __future__ import annotations
 
@@ -13,7 +19,9 @@ import pytest
 from confluent_kafka import Producer
 
 from controller.requests import LeaderAndIsrRequest, PartitionLeaderState
-from replicas.checkpoints import replication_offset_checkpoint
+from replicas import records
+from replicas.checkpoints import recovery_point_checkpoint, replication_offset_checkpoint
+from replicas.log import Log, LogConfig, fsync_files
 from replicas.partition_state import ACKS_ALL as ALL
 from replicas.replica_manager import BrokerConfig, ReplicaManager
 from tests.broker_world import InProcessCluster, running
@@ -106,6 +114,87 @@ def test_a_directory_offline_since_the_snapshot_is_not_written(tmp_path):
     rm.close()
 
 
+ROLLING = LogConfig(segment_bytes=4096)
+
+
+def kb_batch(n: int = 1) -> bytes:
+    return bytes(records.build_batch([b"x" * 1000] * n, timestamps_ms=1_000))
+
+
+def rolled_log(tmp_path) -> Log:
+    """A log that rolled once: its first segment full, the second holding one batch."""
+    log = Log(tmp_path / "t-0", ROLLING)
+    while len(log.segments) < 2:
+        log.append_as_leader(kb_batch(), 0)
+    return log
+
+
+@pytest.mark.unit
+def test_a_roll_syncs_nothing_in_the_append_and_its_flush_moves_the_recovery_point(tmp_path):
+    log = rolled_log(tmp_path)
+    first, second = log.segments
+    assert first.dirty and log.recovery_point == 0      # the append synced nothing
+    rolled = log.take_rolled_flush()
+    assert rolled.up_to == second.base_offset and log.take_rolled_flush() is None
+    assert [s for s, _ in rolled.segments] == [first]
+    assert first.log_path in rolled.paths and second.log_path not in rolled.paths
+    assert fsync_files(rolled.paths) is None
+    assert log.rolled_flushed(rolled)
+    assert log.recovery_point == second.base_offset and not first.dirty
+    assert log.flushed_end == second.base_offset
+    log.close_handlers()
+
+
+@pytest.mark.unit
+def test_a_log_cut_after_the_roll_keeps_its_recovery_point(tmp_path):
+    log = rolled_log(tmp_path)
+    rolled = log.take_rolled_flush()
+    log.truncate_to(1)                                  # a follower truncated meanwhile
+    assert fsync_files(rolled.paths) is None            # its files are gone: nothing to sync
+    assert not log.rolled_flushed(rolled)
+    assert log.recovery_point == 0
+    log.close_handlers()
+
+
+@pytest.mark.unit
+def test_the_manager_syncs_rolls_taken_by_ticks_and_checkpoints_the_recovery_point(tmp_path):
+    clock = FakeClock()
+    rm = ReplicaManager(1, BrokerConfig(str(tmp_path), hw_checkpoint_interval_ms=5_000,
+                                        default_topic_config={"segment.bytes": "4096"}),
+                        clock)
+    rm.startup()
+    state = PartitionLeaderState("t", 0, 1, 1, 0, (1,), 0, (1,))
+    rm.handle_leader_and_isr(LeaderAndIsrRequest(0, 1, -1, (state,), ()))
+    while len(rm.log(TP).segments) < 2:
+        assert rm.append(TP, kb_batch(), ALL, 100).error == 0
+    base = rm.log(TP).segments[1].base_offset
+    assert rm.due_segment_flushes() == []               # no tick yet
+    rm.tick()
+    rolled = rm.due_segment_flushes()
+    assert [tp for tp, _, _ in rolled] == [TP] and rm.due_segment_flushes() == []
+    assert recovery_point_checkpoint(tmp_path).read().get(TP, 0) == 0
+    rm.segments_flushed(rm.write_segment_flushes(rolled))
+    assert rm.log(TP).recovery_point == base
+    assert recovery_point_checkpoint(tmp_path).read()[TP] == base
+    rm.close()
+
+
+@pytest.mark.unit
+def test_a_failed_fsync_of_a_roll_takes_its_directory_offline(tmp_path):
+    clock = FakeClock()
+    failures = []
+    rm = leader_of_t0(tmp_path, clock)
+    rm._on_log_dir_failure = failures.append
+    rm.log(TP).config = ROLLING
+    while len(rm.log(TP).segments) < 2:
+        assert rm.append(TP, kb_batch(), ALL, 100).error == 0
+    rm.tick()
+    (tp, log, rolled), = rm.due_segment_flushes()
+    rm.segments_flushed([(tp, log, rolled, OSError(5, "Input/output error"))])
+    assert [f.partitions for f in failures] == [(TP,)] and not rm.dirs.online
+    rm.close()
+
+
 class FailingCheckpoint:
     def write(self, offsets, generation=None) -> bool:
         raise OSError(5, "Input/output error")
@@ -155,3 +244,28 @@ def test_a_broker_produces_while_its_checkpoint_write_is_stuck(world):
     finally:
         stuck.release.set()
     world.wait_for(lambda: stuck.real.read().get(("hw", 0)) == 2, 30, "the HW on disk")
+
+
+@pytest.fixture
+def rolling_world(zk_server, tmp_path):
+    yield from running(InProcessCluster(zk_server.connect_string, tmp_path,
+                                        config={"tick_ms": 20}))
+
+
+@pytest.mark.zk
+@pytest.mark.timeout(120)
+def test_a_brokers_background_thread_syncs_its_rolls(rolling_world):
+    world = rolling_world
+    world.create_topic("rolls", 1, 1, {"segment.bytes": "65536"})
+    producer = Producer({"bootstrap.servers": world.bootstrap_servers(), "acks": "all",
+                         "linger.ms": 0})
+    for i in range(300):
+        producer.produce("rolls", b"%04d" % i + b"x" * 996)
+        if i % 20 == 19:                  # batches of ~20 KB: a roll comes between two
+            assert producer.flush(30) == 0
+    log = world.brokers[1].rm.log(("rolls", 0))
+    assert len(log.segments) >= 3, (log.config.segment_bytes, log.size_bytes)
+    last_base = log.segments[-1].base_offset
+    world.wait_for(lambda: log.recovery_point == last_base, 30,
+                   "the recovery point at the last roll")
+    assert not any(s.dirty for s in log.segments[:-1])
