@@ -80,17 +80,24 @@ def test_a_snapshot_taken_before_one_already_written_is_dropped(tmp_path):
     rm.close()
 
 
-@pytest.mark.unit
-def test_a_failed_write_takes_its_directory_offline_at_the_next_tick(tmp_path):
+def failing_snapshot(tmp_path) -> tuple:
+    """(a leader, its due HW snapshot, the snapshot's directory) with the directory's
+    checkpoint write raising."""
     clock = FakeClock()
-    failures = []
     rm = leader_of_t0(tmp_path, clock)
-    rm._on_log_dir_failure = failures.append
     rm.append(TP, batch(), ALL, 100)
     clock.advance(5_000)
     snapshot = rm.due_high_watermarks()
     (d, _), = snapshot.files
     d.hw_file = FailingCheckpoint()
+    return rm, snapshot, d
+
+
+@pytest.mark.unit
+def test_a_failed_write_takes_its_directory_offline_at_the_next_tick(tmp_path):
+    rm, snapshot, _ = failing_snapshot(tmp_path)
+    failures = []
+    rm._on_log_dir_failure = failures.append
     rm.write_high_watermarks(snapshot)                # beside the manager: reports nothing
     assert failures == [] and rm.dirs.online
     rm.tick()
@@ -101,13 +108,7 @@ def test_a_failed_write_takes_its_directory_offline_at_the_next_tick(tmp_path):
 
 @pytest.mark.unit
 def test_a_directory_offline_since_the_snapshot_is_not_written(tmp_path):
-    clock = FakeClock()
-    rm = leader_of_t0(tmp_path, clock)
-    rm.append(TP, batch(), ALL, 100)
-    clock.advance(5_000)
-    snapshot = rm.due_high_watermarks()
-    (d, _), = snapshot.files
-    d.hw_file = FailingCheckpoint()       # a write would raise
+    rm, snapshot, d = failing_snapshot(tmp_path)
     rm._fail_dir(d, "taken offline meanwhile")
     rm.write_high_watermarks(snapshot)
     assert rm._hw.failures() == []
