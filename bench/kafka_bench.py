@@ -45,6 +45,8 @@ Rules:
   the run (bench/common.py machine_pace: a fixed Python loop's CPU and wall ms, best of
   3) and the seconds the hypervisor stole during it (steal_s): this VM's speed moves by
   hours, and both systems of a run pair should have seen the same machine.
+  setup.steal_per_run lists them run by run and marks a run whose systems lost more than
+  10 s apart `uneven` (bench/versus_compare.py steal_per_run), said at the end too.
 
     .venv/bin/python bench/kafka_bench.py [--quick] [--runs 3] [--families data,groups]
         [--systems rayka,kafka] [--pair] [--out bench/out/kafka.json]
@@ -71,6 +73,7 @@ from bench.common import (arg_parser, busy_share_since, emit, figure,  # noqa: E
 from bench.settle import settle  # noqa: E402
 from bench.systems import SYSTEMS, open_system  # noqa: E402
 from bench.versus import Sheet  # noqa: E402
+from bench.versus_compare import steal_per_run  # noqa: E402
 
 NAME = "kafka"
 FAMILIES = ("data", "groups", "scale", "tools", "failover")
@@ -272,6 +275,11 @@ def run(quick: bool = False, runs: int = 3, families=FAMILIES, systems=SYSTEMS,
         setup["paired"] = paired_note
     result = {"bench": NAME, "setup": setup, "figures": versus_figures(sheets),
               "extra": {"wall_s": wall, **{f"{s}.notes": sh.extra for s, sh in sheets.items()}}}
+    setup["steal_per_run"] = steal_per_run(result)
+    for r in setup["steal_per_run"]:
+        if r["uneven"]:
+            say(f"run {r['run']}: uneven: the hypervisor stole {r['rayka']} s during rayka's "
+                f"run, {r['kafka']} s during Kafka's; its ratios compare two hosts")
     if errors:
         result["family_errors"] = errors
     return result

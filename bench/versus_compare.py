@@ -10,6 +10,12 @@ Rules:
   rayka ahead in both runs or behind in both). A ratio only one file has is listed apart.
 - Each system's own medians are shown beside the ratio, with their relative change
   (`rayka_change`, `kafka_change`): a ratio that moved because one system moved says which.
+- Steal: each file's seconds the hypervisor stole during each system's run i
+  (`extra.<system>.notes.machine[i].steal_s`, kafka_bench's per-run note); a run whose
+  systems lost more than STEAL_UNEVEN_S apart is `uneven`: its ratio compares two hosts
+  (the run-by-run alternation evens out a drift, not a steal that lands on one system's
+  runs: `2026-12-02-kafka-data-30s-14.json` lost 29-82 s in each Kafka run, 0.3-5.8 in
+  rayka's).
 - Output: a table on stdout; `--json` writes the rows instead. The exit status is 0 either
   way: this reports, it does not judge.
 
@@ -29,6 +35,24 @@ def figures(result: dict) -> dict[str, dict]:
     if "figures" not in result:
         result = result.get("benches", {}).get("kafka", {})
     return {f["name"]: f for f in result.get("figures", [])}
+
+
+STEAL_UNEVEN_S = 10.0
+
+
+def steal_per_run(result: dict) -> list[dict]:
+    """[{"run", "rayka", "kafka", "uneven"}] from a result's per-run machine notes (rules);
+    [] when it has none."""
+    if "figures" not in result:
+        result = result.get("benches", {}).get("kafka", {})
+    extra = result.get("extra", {})
+    notes = {s: [m.get("steal_s") for m in extra.get(f"{s}.notes", {}).get("machine", [])]
+             for s in ("rayka", "kafka")}
+    out = []
+    for i, (ray, kaf) in enumerate(zip(notes["rayka"], notes["kafka"])):
+        uneven = None if None in (ray, kaf) else abs(ray - kaf) > STEAL_UNEVEN_S
+        out.append({"run": i, "rayka": ray, "kafka": kaf, "uneven": uneven})
+    return out
 
 
 def _ahead(ratio: float, better: str) -> bool:
@@ -60,7 +84,8 @@ def compare(a: dict, b: dict, tolerance: float = 0.2) -> dict:
                                        else None)
         rows.append(row)
     return {"tolerance": tolerance, "rows": rows,
-            "only_in_a": sorted(set(ra) - set(rb)), "only_in_b": sorted(set(rb) - set(ra))}
+            "only_in_a": sorted(set(ra) - set(rb)), "only_in_b": sorted(set(rb) - set(ra)),
+            "steal": {"a": steal_per_run(a), "b": steal_per_run(b)}}
 
 
 def _num(v) -> str:
@@ -93,6 +118,11 @@ def render(result: dict) -> str:
         held = sum(c <= result["tolerance"] for c in known)
         lines.append(f"{system}'s own medians: {held} of {len(known)} within "
                      f"{100 * result['tolerance']:.0f} %")
+    for key, runs in result.get("steal", {}).items():
+        if runs:
+            lines.append(f"{key.upper()}: seconds stolen per run, rayka / kafka: " + ", ".join(
+                f"{_num(r['rayka'])} / {_num(r['kafka'])}{' UNEVEN' if r['uneven'] else ''}"
+                for r in runs))
     for key in ("only_in_a", "only_in_b"):
         if result[key]:
             lines.append(f"{key.replace('_', ' ')}: {', '.join(result[key])}")

@@ -594,3 +594,23 @@ def test_each_systems_run_notes_the_machines_pace_and_steal():
     (machine,) = sheet.extra["machine"]
     assert set(machine) == {"loops", "cpu_ms", "wall_ms", "steal_s"}
     assert machine["wall_ms"] > 0 and machine["steal_s"] >= 0
+
+
+class StealingRuns:
+    """run_system_once's stand-in: each system's run notes only the steal it is given."""
+
+    def __init__(self, steal: dict):
+        self.steal = steal
+
+    def __call__(self, name, sheet, families, quick, run_i, errors, wall, settings):
+        sheet.note("machine", {"wall_ms": 45.0, "steal_s": self.steal[name][run_i]})
+
+
+def test_the_bench_marks_a_run_whose_systems_lost_far_apart_to_steal(monkeypatch, capsys):
+    from bench import kafka_bench
+    monkeypatch.setattr(kafka_bench, "run_system_once",
+                        StealingRuns({"rayka": [0.3, 1.0], "kafka": [40.0, 2.0]}))
+    out = kafka_bench.run(runs=2, families=("data",))
+    assert [r["uneven"] for r in out["setup"]["steal_per_run"]] == [True, False]
+    err = capsys.readouterr().err
+    assert "run 0: uneven" in err and "run 1: uneven" not in err

@@ -71,3 +71,21 @@ def test_main_prints_a_table_and_a_count(tmp_path, capsys):
     versus_compare.main([str(pa), str(pb), "--json"])
     rows = json.loads(capsys.readouterr().out)["rows"]
     assert {r["name"]: r["within"] for r in rows} == {"f": True, "g": False}
+
+
+def with_steal(res: dict, rayka: list, kafka: list) -> dict:
+    res["extra"] = {f"{s}.notes": {"machine": [{"wall_ms": 45.0, "steal_s": x} for x in v]}
+                    for s, v in (("rayka", rayka), ("kafka", kafka))}
+    return res
+
+
+def test_a_run_whose_systems_lost_far_apart_to_steal_is_uneven():
+    a = with_steal(result(f=(2, 1, "higher")), [5.8, 0.3, 5.3], [82.4, 29.2, 7.0])
+    b = result(f=(2, 1, "higher"))                       # an older file: no notes
+    out = versus_compare.compare(a, b)
+    assert [r["uneven"] for r in out["steal"]["a"]] == [True, True, False]
+    assert out["steal"]["b"] == []
+    lines = versus_compare.render(out).splitlines()
+    assert "A: seconds stolen per run, rayka / kafka: 5.8 / 82.4 UNEVEN, 0.3 / 29.2 UNEVEN, " \
+        "5.3 / 7" in lines
+    assert not any(line.startswith("B:") for line in lines)
