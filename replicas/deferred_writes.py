@@ -114,6 +114,8 @@ class DeferredWrites:
     def segments_flushed(self, results: list) -> None:
         """Under the lock: the recovery points of the synced rolls, or their directories
         offline."""
+        if self._closed:        # close() flushed every log: nothing left to move
+            return
         moved = False
         for tp, log, flush, error in results:
             part = self._partitions.get(tp)
@@ -123,5 +125,5 @@ class DeferredWrites:
                 self._storage_error(part, error)
             elif log.rolled_flushed(flush):
                 moved = True
-        if moved and not self._closed:
+        if moved:
             self._write_recovery_points()

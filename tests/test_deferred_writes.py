@@ -270,3 +270,17 @@ def test_a_brokers_background_thread_syncs_its_rolls(rolling_world):
     world.wait_for(lambda: log.recovery_point == last_base, 30,
                    "the recovery point at the last roll")
     assert not any(s.dirty for s in log.segments[:-1])
+
+
+@pytest.mark.unit
+def test_a_flush_that_ends_after_close_changes_nothing(tmp_path):
+    rm = leader_of_t0(tmp_path, FakeClock())
+    rm.log(TP).config = ROLLING
+    while len(rm.log(TP).segments) < 2:
+        assert rm.append(TP, kb_batch(), ALL, 100).error == 0
+    rm.tick()
+    synced = rm.write_segment_flushes(rm.due_segment_flushes())
+    rm.close()                              # the broker's shutdown, while the fsyncs ran
+    point = recovery_point_checkpoint(tmp_path).read()[TP]
+    rm.segments_flushed(synced)
+    assert recovery_point_checkpoint(tmp_path).read()[TP] == point
