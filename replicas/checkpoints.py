@@ -35,7 +35,8 @@ RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 
 
-def fsync_dir(path: Path) -> None:
+def fsync_path(path: Path) -> None:
+    """fsync the file or directory `path` names (Linux syncs through a read-only fd)."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -55,7 +56,7 @@ def atomic_write(path: Path, data: bytes) -> None:
     finally:
         os.close(fd)
     os.replace(tmp, path)
-    fsync_dir(path.parent)
+    fsync_path(path.parent)
 
 
 class CheckpointFile(Generic[T]):
@@ -70,17 +71,16 @@ class CheckpointFile(Generic[T]):
         self._lock = threading.Lock()
         self._generation = -1
 
-    def write(self, entries: Iterable[T], generation: int | None = None) -> bool:
-        """Write `entries`; False if `generation` is not newer than the last written (rules)."""
+    def write(self, entries: Iterable[T], generation: int | None = None) -> None:
+        """Write `entries`, unless `generation` is not newer than the last written (rules)."""
         lines = [self._format(entry) for entry in entries]
         text = f"{self.version}\n{len(lines)}\n" + "".join(line + "\n" for line in lines)
         with self._lock:
             if generation is not None:
                 if generation <= self._generation:
-                    return False
+                    return
                 self._generation = generation
             atomic_write(self.path, text.encode("utf-8"))
-        return True
 
     def read(self) -> list[T]:
         try:
@@ -144,8 +144,8 @@ class OffsetCheckpoint:
         return self._file.path
 
     def write(self, offsets: dict[tuple[str, int], int], generation: int | None = None
-              ) -> bool:
-        return self._file.write(sorted(offsets.items()), generation)
+              ) -> None:
+        self._file.write(sorted(offsets.items()), generation)
 
     def read(self) -> dict[tuple[str, int], int]:
         entries = self._file.read()

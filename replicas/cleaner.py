@@ -56,7 +56,7 @@ from typing import Iterable, Sequence
 from aiokafka.record.default_records import DefaultRecordBatch
 
 from replicas import records
-from replicas.checkpoints import fsync_dir
+from replicas.checkpoints import fsync_path
 from replicas.compression import rebuild
 from replicas.control import ABORT, COMMIT, CONTROL_FLAG, TRANSACTIONAL_FLAG, control_type
 from replicas.txn_index import AbortedTxn
@@ -324,9 +324,9 @@ def swap_in(cleaned: Path, log_path: Path) -> None:
     """`.cleaned` → `.swap` → `.log`, each step durable (see module rules)."""
     swap = log_path.with_name(log_path.name + ".swap")
     os.replace(cleaned, swap)
-    fsync_dir(log_path.parent)
+    fsync_path(log_path.parent)
     os.replace(swap, log_path)
-    fsync_dir(log_path.parent)
+    fsync_path(log_path.parent)
 
 
 def finish_interrupted_swaps(directory: Path) -> None:
@@ -339,4 +339,4 @@ def finish_interrupted_swaps(directory: Path) -> None:
         os.replace(swap, swap.with_name(swap.name[:-len(".swap")]))
         changed = True
     if changed:                 # a fresh or clean directory costs no fsync
-        fsync_dir(directory)
+        fsync_path(directory)

@@ -61,7 +61,7 @@ from pathlib import Path
 from typing import Callable
 
 from replicas import records
-from replicas.checkpoints import leader_epoch_checkpoint
+from replicas.checkpoints import fsync_path, leader_epoch_checkpoint
 from replicas.cleaner import (CleanerPolicy, CleanPlan, CleanStats, SegmentView, discard_cleaned,
                               finish_interrupted_swaps, swap_in, swap_in_txn_index)
 from replicas.compression import needs_recompression, recompress
@@ -145,17 +145,11 @@ def fsync_files(paths) -> OSError | None:
     needs none); the first error met, else None."""
     for path in paths:
         try:
-            fd = os.open(path, os.O_RDONLY)
+            fsync_path(path)
         except FileNotFoundError:
             continue
         except OSError as exc:
             return exc
-        try:
-            os.fsync(fd)
-        except OSError as exc:
-            return exc
-        finally:
-            os.close(fd)
     return None
 
 

@@ -237,7 +237,8 @@ class Cluster:
         raise AssertionError("replication did not settle")
 
     def tick(self, b: int) -> list:
-        """The broker shell's tick: the manager's, then its deferred HW checkpoint."""
+        """The broker shell's tick: the manager's, then its deferred HW checkpoint and the
+        fsyncs of its rolls."""
         rm = self.brokers[b]
         effects = rm.tick()
         self.apply(b, effects)

@@ -197,7 +197,7 @@ def test_a_failed_fsync_of_a_roll_takes_its_directory_offline(tmp_path):
 
 
 class FailingCheckpoint:
-    def write(self, offsets, generation=None) -> bool:
+    def write(self, offsets, generation=None) -> None:
         raise OSError(5, "Input/output error")
 
 
@@ -209,10 +209,10 @@ class StuckCheckpoint:
         self.writing = threading.Event()
         self.release = threading.Event()
 
-    def write(self, offsets, generation=None) -> bool:
+    def write(self, offsets, generation=None) -> None:
         self.writing.set()
         assert self.release.wait(60)
-        return self.real.write(offsets, generation)
+        self.real.write(offsets, generation)
 
     def read(self):
         return self.real.read()
