@@ -30,11 +30,14 @@ import sys
 from pathlib import Path
 
 
+def kafka_result(result: dict) -> dict:
+    """A kafka_bench result as it is, or the one a run_all report holds."""
+    return result if "figures" in result else result.get("benches", {}).get("kafka", {})
+
+
 def figures(result: dict) -> dict[str, dict]:
     """{figure name: figure} of a kafka_bench result or of a report that holds one."""
-    if "figures" not in result:
-        result = result.get("benches", {}).get("kafka", {})
-    return {f["name"]: f for f in result.get("figures", [])}
+    return {f["name"]: f for f in kafka_result(result).get("figures", [])}
 
 
 STEAL_UNEVEN_S = 10.0
@@ -43,9 +46,7 @@ STEAL_UNEVEN_S = 10.0
 def steal_per_run(result: dict) -> list[dict]:
     """[{"run", "rayka", "kafka", "uneven"}] from a result's per-run machine notes (rules);
     [] when it has none."""
-    if "figures" not in result:
-        result = result.get("benches", {}).get("kafka", {})
-    extra = result.get("extra", {})
+    extra = kafka_result(result).get("extra", {})
     notes = {s: [m.get("steal_s") for m in extra.get(f"{s}.notes", {}).get("machine", [])]
              for s in ("rayka", "kafka")}
     out = []
