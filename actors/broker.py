@@ -750,16 +750,17 @@ class Broker:
 
     def fetch_begin(self, replica_id: int, asks, max_wait_ms: int, min_bytes: int,
                     max_bytes: int | None, reads=None, isolation_level: int = 0,
-                    client: ClientMetadata | None = None):
+                    client: ClientMetadata | None = None, session=None):
         """Kafka's fetch (actors/fetch.py): asks [(tp, offset, current_epoch, last_epoch,
         partition_max_bytes, the follower's log start or -1)] → {tp: replicas FetchResult},
         or a DelayedFetch completed later. Used by the followers, Kafka clients and the
         native consumers alike; each ask's tp is a tuple (fetch_partitions makes them so).
         `reads`: a fetch session's choice of asks to read at once; `isolation_level` 1
         (read_committed) reads below the last stable offset, with the aborted
-        transactions; `client`: a consumer's Fetch v11+ metadata (KIP-392)."""
+        transactions; `client`: a consumer's Fetch v11+ metadata (KIP-392); `session`: the
+        FetchContext of the fetch session the asks are all of."""
         return begin_fetch(self, replica_id, asks, max_wait_ms, min_bytes, max_bytes, reads,
-                           isolation_level, client)
+                           isolation_level, client, session)
 
     def offsets_for_leader_epoch(self, tp, current_leader_epoch: int, leader_epoch: int):
         with self.lock:

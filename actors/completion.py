@@ -104,6 +104,10 @@ class Watchers:
                 if not waiting:
                     del by_tp[tp]
 
+    def partitions(self) -> set:
+        """The partitions someone waits on."""
+        return set(self._by_tp)
+
     def of(self, tp):
         """The completions waiting on `tp` (a live set: copy it to change the index)."""
         return self._by_tp.get(tp, ())

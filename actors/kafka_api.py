@@ -205,7 +205,8 @@ class KafkaBrokerApi:
         self.fetch_sessions = FetchSessionCache(
             config.max_incremental_fetch_session_cache_slots,
             clock_ms=lambda: int(time.monotonic() * 1000),
-            full_read_interval_ms=max(broker.rm.config.replica_lag_time_max_ms // 4, 1))
+            full_read_interval_ms=max(broker.rm.config.replica_lag_time_max_ms // 4, 1),
+            on_close=broker.parked.session_closed)
         # client quotas in force on this broker (kept current by actors/dynamic_config.py)
         self.quota_tracker = QuotaTracker(lambda: int(time.monotonic() * 1000))
 
@@ -343,10 +344,10 @@ class KafkaBrokerApi:
         return self.broker.parked.journal
 
     def fetch(self, replica_id, max_wait_ms, min_bytes, max_bytes, isolation_level, asks,
-              reads=None, client=None):
+              reads=None, client=None, session=None):
         raw = self.broker.fetch_begin(      # a FetchAsk is the broker's ask tuple
             replica_id, asks, max_wait_ms, min_bytes, max_bytes, reads,
-            isolation_level if replica_id < 0 else 0, client)
+            isolation_level if replica_id < 0 else 0, client, session)
         if isinstance(raw, DelayedFetch):      # parked: answered when the purgatory says
             return Deferred(raw.result, raw.when_ready).then(lambda r: self._fetch_outcomes(r, replica_id))
         return self._fetch_outcomes(raw, replica_id)

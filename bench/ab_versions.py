@@ -12,7 +12,9 @@ Rules:
    also when the run fails or is interrupted (SIGTERM as well as Ctrl-C).
 2. A pair is one fresh rayka cluster per version (bench/systems.py), back to back, the
    order alternating pair by pair (old first, then new first, ...): each cluster gets one
-   unmeasured warm-up window (1,000 records/s for 10 s), then the measured windows of
+   unmeasured warm-up window (1,000 records/s for 10 s), then (`--idle-partitions N`) a
+   topic of N partitions, RF 3, that nothing is produced to (its replicas' fetch sessions
+   and checks are what the windows then pay for), then the measured windows of
    `--windows` (rate:linger.ms, each `--duration` s, bench/settle.py `window`: ack p50/p99,
    broker CPU per record, the machine's busy share).
 3. Per figure (a window's key at a rate and linger): each version's values, each pair's
@@ -115,7 +117,8 @@ def summarize(rows: list[dict]) -> dict:
     return out
 
 
-def run(old: str, new: str, pairs: int, windows, duration_s: float, say=print) -> dict:
+def run(old: str, new: str, pairs: int, windows, duration_s: float, say=print,
+        idle_partitions: int = 0) -> dict:
     from bench.settle import window
     from bench.systems import open_system
 
@@ -140,6 +143,8 @@ def run(old: str, new: str, pairs: int, windows, duration_s: float, say=print) -
                 use(commits[version], files)
                 with open_system("rayka") as system:
                     window(system, 1000, 0, 10)            # warm-up, not measured
+                    if idle_partitions:
+                        system.create_topic("ab-idle", idle_partitions, 3)
                     for i, (rate, linger) in enumerate(windows):
                         got = window(system, rate, linger, duration_s)
                         row = {"pair": pair, "version": version, "window": i, **got}
@@ -149,7 +154,8 @@ def run(old: str, new: str, pairs: int, windows, duration_s: float, say=print) -
         use(new_c, files)
         signal.signal(signal.SIGTERM, previous)
     return {"bench": "ab_versions", "old": old_c, "new": new_c, "files": files,
-            "pairs": pairs, "duration_s": duration_s, "rows": rows,
+            "pairs": pairs, "duration_s": duration_s, "idle_partitions": idle_partitions,
+            "rows": rows,
             "summary": summarize(rows)}
 
 
@@ -160,9 +166,11 @@ def main(argv=None) -> dict:
     ap.add_argument("--pairs", type=int, default=4)
     ap.add_argument("--windows", default="200:0,1000:0")
     ap.add_argument("--duration", type=float, default=15.0)
+    ap.add_argument("--idle-partitions", type=int, default=0)
     ap.add_argument("--out", type=Path)
     args = ap.parse_args(argv)
-    result = run(args.old, args.new, args.pairs, parse_windows(args.windows), args.duration)
+    result = run(args.old, args.new, args.pairs, parse_windows(args.windows), args.duration,
+                 idle_partitions=args.idle_partitions)
     for name, s in result["summary"].items():
         print(f"{name:48s} old {s['old']} new {s['new']} new-old median {s['median_delta']} "
               f"({s['min_delta']}..{s['max_delta']}){' same sign' if s['same_sign'] else ''}")

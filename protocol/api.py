@@ -306,7 +306,7 @@ class BrokerApi(Protocol):
 
     def fetch(self, replica_id: int, max_wait_ms: int, min_bytes: int, max_bytes: int,
               isolation_level: int, asks: Sequence[FetchAsk], reads=None,
-              client: ClientMetadata | None = None) -> dict[TP, FetchOutcome]:
+              client: ClientMetadata | None = None, session=None) -> dict[TP, FetchOutcome]:
         """Every ask is watched (a parked fetch wakes on any). `reads`, when given, is a
         callable the api calls under the lock that orders its partitions' changes (so none
         falls between the decision and the read); it names the asks to read at once (None:
@@ -314,7 +314,9 @@ class BrokerApi(Protocol):
         `reads` has `fetch_changes`, the ChangeJournal of its partitions
         (protocol/fetch_session.py). `client`: a consumer's Fetch v11+ (its rack, the
         listener it came in on): a follower may serve it, and a leader may answer a
-        partition with its preferred read replica instead (KIP-392); None: leader only."""
+        partition with its preferred read replica instead (KIP-392); None: leader only.
+        `session`: the FetchContext (protocol/fetch_session.py) of the session the asks are
+        all of, exactly: an api may keep its watch on the session between fetches."""
 
     def list_offsets(self, isolation_level: int,
                      asks: Sequence[tuple[TP, int, int]]) -> dict[TP, OffsetAnswer]:

@@ -29,6 +29,13 @@ Rules, broker side (`FetchSessionCache.new_context`):
   `full_read_interval_ms` (the cache's clock; the broker uses a quarter of
   replica.lag.time.max.ms), so that the leader's view of its followers (caught-up times,
   ISR expansion retries) is never staler than that. Without a clock everything is read.
+- Between fetches a session keeps what a broker needs to wait on it without going over its
+  partitions (`FetchContext.by_tp`: its asks by partition, the session's own dict for an
+  incremental fetch, so a reader iterates it only through a copy made in one call;
+  `members`: a number that moves whenever partitions join or leave the session;
+  `session.watch`: a slot for the broker's own watch of those partitions). A session
+  that leaves the cache (closed, replaced, emptied, evicted) is marked `closed` and handed
+  to the cache's `on_close` (called under the cache's lock: it must only take note).
 - `context.respond(outcomes)`: a full fetch answers every partition; an incremental one
   only the partitions with records, an error, a diverging epoch, a preferred read replica
   (KIP-392), or a high watermark, last stable offset or log start offset other than the
@@ -154,7 +161,8 @@ def _ask(tp, d: FetchData) -> FetchAsk:
 class _Session:
     __slots__ = ("id", "privileged", "epoch", "partitions", "asks", "answered", "token",
                  "unfinished", "full_read_ms", "uses_topic_ids", "created_ms",
-                 "evictable_by_all", "evictable_by_privileged", "cached_size", "last_used_ms")
+                 "evictable_by_all", "evictable_by_privileged", "cached_size", "last_used_ms",
+                 "members", "closed", "watch")
 
     def __init__(self, session_id: int, privileged: bool, uses_topic_ids: bool = False,
                  now_ms: int = 0):
@@ -168,6 +176,9 @@ class _Session:
         self.token = 0                  # the journal's token when the session last read
         self.unfinished: set = set()    # tps whose last answer must be read again
         self.full_read_ms: int | None = None
+        self.members = 0                # moves whenever partitions join or leave
+        self.closed = False             # left the cache
+        self.watch = None               # the broker's, opaque here (module rules)
 
 
 class FetchContext:
@@ -175,16 +186,17 @@ class FetchContext:
     (`respond`)."""
 
     __slots__ = ("session", "partitions", "incremental", "_cache", "requested", "_token",
-                 "_fetch_asks")
+                 "by_tp", "members")
 
     def __init__(self, cache, session: _Session | None, partitions, incremental: bool,
-                 requested=(), fetch_asks: list | None = None):
+                 requested=(), by_tp: dict | None = None):
         self._cache, self.session = cache, session
         self.partitions: OrderedDict = partitions
         self.incremental = incremental
         self.requested = requested
         self._token = 0
-        self._fetch_asks = fetch_asks
+        self.by_tp = by_tp        # tp → FetchAsk, in the session's order (made when asked)
+        self.members = session.members if session is not None else 0
 
     def reads(self, journal: ChangeJournal | None) -> set | None:
         """The partitions to read at once, None for all of them (module rules)."""
@@ -212,12 +224,17 @@ class FetchContext:
         """The partitions to fetch as the broker takes them, in the session's order; an
         incremental fetch's come from the session as they were (nothing made per quiet
         partition)."""
-        if self._fetch_asks is None:
-            self._fetch_asks = [_ask(tp, d) for tp, d in self.partitions.items()]
-        return self._fetch_asks
+        return list(self.asks_by_tp().values())
+
+    def asks_by_tp(self) -> dict:
+        """{tp: FetchAsk} of `fetch_asks`."""
+        if self.by_tp is None:
+            self.by_tp = {tp: _ask(tp, d) for tp, d in self.partitions.items()}
+        return self.by_tp
 
     def respond(self, outcomes: dict, budget: int | None = None) -> list[tuple]:
-        """[(tp, outcome)] to answer, in the session's order. An outcome has error,
+        """[(tp, outcome)] to answer: a full fetch's in the session's order, an incremental
+        one's in the order of `outcomes`. An outcome has error,
         records, high_watermark, last_stable_offset, log_start_offset, diverging_epoch.
         `budget`: the request's max_bytes (an answer near it reads everything next time:
         partitions it had no room for look unchanged)."""
@@ -225,11 +242,14 @@ class FetchContext:
             return [(tp, outcomes[tp]) for tp in self.partitions if tp in outcomes]
         out = []
         size = 0
+        # an incremental answer costs what was read, not what the session holds
+        partitions = self.partitions
+        pairs = ((tp, outcomes.get(tp)) for tp in partitions) if not self.incremental else \
+            ((tp, o) for tp, o in outcomes.items() if tp in partitions)
         with self._cache.lock:
             session = self.session
             answered, unfinished = session.answered, session.unfinished
-            for tp in self.partitions:
-                o = outcomes.get(tp)
+            for tp, o in pairs:
                 if o is None:
                     continue
                 marks = (o.high_watermark, o.last_stable_offset, o.log_start_offset)
@@ -251,8 +271,10 @@ class FetchContext:
 class FetchSessionCache:
     def __init__(self, max_slots: int = DEFAULT_SLOTS, rng: random.Random | None = None,
                  clock_ms: Callable[[], int] | None = None,
-                 full_read_interval_ms: int = 1000, eviction_ms: int = EVICTION_MS):
+                 full_read_interval_ms: int = 1000, eviction_ms: int = EVICTION_MS,
+                 on_close: Callable[[_Session], None] | None = None):
         self.max_slots = max_slots
+        self.on_close = on_close
         self.clock_ms = clock_ms
         self.full_read_interval_ms = full_read_interval_ms
         self.eviction_ms = eviction_ms
@@ -275,20 +297,21 @@ class FetchSessionCache:
         with self.lock:
             stats = self.stats["follower" if privileged else "consumer"]
             if epoch == FINAL_EPOCH:
-                self._sessions.pop(session_id, None)
+                self._drop(session_id)
                 stats["sessionless"] += 1
                 return FetchContext(self, None, OrderedDict(requested), False)
             if epoch == INITIAL_EPOCH:
-                self._sessions.pop(session_id, None)
+                self._drop(session_id)
                 stats["full"] += 1
                 session = self._create(privileged, len(requested), uses_topic_ids)
-                asks = [_ask(tp, d) for tp, d in requested.items()]
+                by_tp = {tp: _ask(tp, d) for tp, d in requested.items()}
                 if session is not None:
                     session.partitions.update(requested)
-                    session.asks.update(zip(requested, asks))
+                    session.asks.update(by_tp)
+                    session.members += 1
                     self._touch(session)
                 return FetchContext(self, session, OrderedDict(requested), False, requested,
-                                    asks)
+                                    by_tp)
             session = self._sessions.get(session_id)
             if session is None:
                 error = E.FETCH_SESSION_ID_NOT_FOUND
@@ -301,22 +324,36 @@ class FetchSessionCache:
             if error is not None:
                 stats["errors"] += 1
                 return error
+            partitions = session.partitions
             for tp in forgotten:
-                session.partitions.pop(tp, None)
+                if partitions.pop(tp, None) is not None:
+                    session.members += 1
                 session.asks.pop(tp, None)
                 session.answered.pop(tp, None)
                 session.unfinished.discard(tp)
-            session.partitions.update(requested)
+            kept = len(partitions)
+            partitions.update(requested)
+            if len(partitions) != kept:     # a partition joined
+                session.members += 1
             session.asks.update((tp, _ask(tp, d)) for tp, d in requested.items())
-            if not session.partitions:      # nothing left: closed, answered sessionless
-                del self._sessions[session_id]
+            if not partitions:              # nothing left: closed, answered sessionless
+                self._drop(session_id)
                 stats["sessionless"] += 1
                 return FetchContext(self, None, OrderedDict(requested), False)
             stats["incremental"] += 1
             self._touch(session)
             session.epoch = _next_epoch(epoch)
-            return FetchContext(self, session, OrderedDict(session.partitions), True, requested,
-                                list(session.asks.values()))
+            # the session's own dicts, not copies: only a later fetch of the same session
+            # changes them, and a fetcher sends that after this one's answer
+            return FetchContext(self, session, partitions, True, requested, session.asks)
+
+    def _drop(self, session_id: int) -> None:
+        """The session leaves the cache (module rules: closed, handed to on_close)."""
+        session = self._sessions.pop(session_id, None)
+        if session is not None:
+            session.closed = True
+            if self.on_close is not None:
+                self.on_close(session)
 
     def _touch(self, session: _Session) -> None:
         """Kafka's FetchSessionCacheShard.touch: most recently used now; evictability and
@@ -344,7 +381,7 @@ class FetchSessionCache:
             victim = min(allowed, key=lambda s: (s.privileged, s.cached_size, s.id))
             if (privileged, size, 0) < (victim.privileged, victim.cached_size, victim.id):
                 return False
-        del self._sessions[victim.id]
+        self._drop(victim.id)
         self.stats["follower" if privileged else "consumer"]["evictions"] += 1
         return True
 

@@ -369,12 +369,14 @@ class FakeBrokerApi(FakeShares):
                          lambda: self.clock_ms)
 
     def fetch(self, replica_id: int, max_wait_ms: int, min_bytes: int, max_bytes: int,
-              isolation_level: int, asks, reads=None, client=None) -> dict[TP, FetchOutcome]:
+              isolation_level: int, asks, reads=None, client=None,
+              session=None) -> dict[TP, FetchOutcome]:
         asks = list(asks)
         reads = reads() if reads is not None else None
         self._record("fetch", replica_id=replica_id, max_wait_ms=max_wait_ms,
                      min_bytes=min_bytes, max_bytes=max_bytes,
-                     isolation_level=isolation_level, asks=asks, reads=reads, client=client)
+                     isolation_level=isolation_level, asks=asks, reads=reads, client=client,
+                     session=session)
         out = {}
         for ask in asks:
             if reads is None or ask.tp in reads:

@@ -85,6 +85,31 @@ def test_an_incremental_fetch_updates_adds_forgets_and_reads_the_whole_session()
     assert c.new_context(sid, 2, {}, (), False) == INVALID_FETCH_SESSION_EPOCH
 
 
+@pytest.mark.parametrize("asked, forgotten, moves", [
+    ({}, (), False),                        # nothing new
+    ({A: d(5)}, (), False),                 # a position moved: the same partitions
+    ({C: d(0)}, (), True),                  # one joined
+    ({}, [B], True),                        # one left
+    ({C: d(0)}, [B], True),                 # one left, one joined: as many as before
+    ({}, [C], False),                       # forgetting one it never held
+])
+def test_a_sessions_members_move_only_when_partitions_join_or_leave(asked, forgotten, moves):
+    c = cache()
+    first = c.new_context(0, 0, {A: d(0), B: d(0)}, (), True)
+    ctx = c.new_context(first.session_id, 1, asked, forgotten, True)
+    assert (ctx.members != first.members) == moves
+    assert ctx.asks_by_tp() is first.session.asks        # the session's own, no copy
+
+
+def test_a_session_leaving_the_cache_is_marked_closed_and_handed_over():
+    closed = []
+    c = FetchSessionCache(10, random.Random(1), on_close=closed.append)
+    a = c.new_context(0, 0, {A: d(0)}, (), True)
+    b = c.new_context(0, 0, {B: d(0)}, (), True)
+    c.new_context(a.session_id, -1, {}, (), True)
+    assert closed == [a.session] and a.session.closed and not b.session.closed
+
+
 def test_an_incremental_fetch_makes_asks_only_for_the_partitions_it_names():
     c = cache()
     first = c.new_context(0, 0, {A: d(0), B: d(0), C: d(0)}, (), True)

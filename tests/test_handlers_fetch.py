@@ -13,6 +13,7 @@ import pytest
 from kafka.protocol.consumer import FetchRequest
 
 from protocol.api import ClientMetadata, FetchAsk, topic_id_text
+from protocol.fetch_session import ChangeJournal
 from tests.fake_broker_api import FakeBrokerApi
 from tests.handler_wire import ask, cluster, fetch_request, versions
 from tests.protocol_samples import TOPIC_IDS
@@ -156,6 +157,41 @@ def test_a_session_with_a_change_journal_reads_only_what_changed():
     ask(fake, fetch_request(12, {}, session_id=full.session_id, session_epoch=4,
                             replica_id=2))
     assert fake.calls_of("fetch")[-1]["reads"] is None                # the interval passed
+
+
+def test_a_session_fetch_hands_the_broker_its_session_whole():
+    """With a change journal the broker is given the fetch's session context (its asks by
+    partition, the session's own), so a parked fetch can wait on the session's watch; a fetch
+    reading a session partly (a topic id re-created: INCONSISTENT_TOPIC_ID) is given none."""
+    fake = FakeBrokerApi(broker_id=1, clock_ms=lambda: 0)
+    fake.add_broker(1, PLAINTEXT=("10.0.0.1", 9092))
+    fake.add_topic("orders", 2)
+    parts = {"orders": [(0, 0, -1, -1, 1 << 20), (1, 0, -1, -1, 1 << 20)]}
+    full = ask(fake, fetch_request(12, parts, session_epoch=0, replica_id=2))
+    call = fake.calls_of("fetch")[-1]
+    assert call["session"].session_id == full.session_id
+    assert list(call["session"].asks_by_tp()) == [a.tp for a in call["asks"]]
+    ask(fake, fetch_request(12, {"orders": [(1, 3, -1, -1, 1 << 20)]},
+                            session_id=full.session_id, session_epoch=1, replica_id=2))
+    context = fake.calls_of("fetch")[-1]["session"]
+    assert context.session is call["session"].session
+    assert [(a.tp, a.offset) for a in context.asks_by_tp().values()] == \
+        [(("orders", 0), 0), (("orders", 1), 3)]
+    sessionless = ask(fake, fetch_request(12, parts, replica_id=2))
+    assert sessionless.session_id == 0 and fake.calls_of("fetch")[-1]["session"] is None
+
+
+def test_a_session_read_partly_is_not_handed_to_the_broker():
+    fake = cluster()                              # topic ids as fetch_request names them
+    fake.fetch_changes = ChangeJournal()
+    fake.fetch_sessions.clock_ms = lambda: 0
+    full = ask(fake, fetch_request(13, {"orders": [(0, 0, -1, -1, 1 << 20)],
+                                        "audit": [(0, 0, -1, -1, 1 << 20)]}, session_epoch=0))
+    assert fake.calls_of("fetch")[-1]["session"] is not None
+    fake.topic_id_of["audit"] = topic_id_text(uuid.UUID(int=0x7777))   # re-created
+    ask(fake, fetch_request(13, {}, session_id=full.session_id, session_epoch=1))
+    call = fake.calls_of("fetch")[-1]
+    assert [a.tp for a in call["asks"]] == [("orders", 0)] and call["session"] is None
 
 
 class AppendsBeforeItReads(FakeBrokerApi):

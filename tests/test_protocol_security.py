@@ -963,3 +963,21 @@ def test_the_authorizer_adds_its_refusals_to_a_deferred_delete_records_answer():
     fake.release()
     assert got.result() == {("orders", 0): (0, 2),
                             ("audit", 0): (TOPIC_AUTHORIZATION_FAILED, -1)}
+
+
+def test_a_fetch_with_refused_partitions_is_no_longer_its_whole_session():
+    """The broker may keep its watch on a fetch session only when the asks are all of the
+    session's partitions: partitions the authorizer refuses leave the session out."""
+    from protocol.api import FetchAsk
+    from protocol.handlers.authorized import AuthorizedApi
+    from tests.handler_wire import cluster
+    fake = cluster()
+    asks = [FetchAsk(("orders", 0), 0, -1, -1, 1 << 20, -1),
+            FetchAsk(("audit", 0), 0, -1, -1, 1 << 20, -1)]
+    session = object()
+    for grant, passed in (([acl(Res.TOPIC, "orders", Op.READ),
+                            acl(Res.TOPIC, "audit", Op.READ)], session),
+                          ([acl(Res.TOPIC, "orders", Op.READ)], None)):
+        AuthorizedApi(fake, session_for(grant)).fetch(-1, 0, 1, 1 << 20, 0, asks,
+                                                      session=session)
+        assert fake.calls_of("fetch")[-1]["session"] is passed

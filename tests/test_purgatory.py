@@ -5,6 +5,7 @@ stalled the broker's loop for 100-200 ms when parked fetches made garbage cycles
 from __future__ import annotations
 
 import gc
+import random
 import threading
 
 import pytest
@@ -12,6 +13,7 @@ import pytest
 from actors.purgatory import DelayedFetch, FetchPurgatory
 from actors.listener import EventLoop
 from actors.timers import Timers
+from protocol.fetch_session import FetchData, FetchSessionCache
 
 pytestmark = pytest.mark.unit
 A, B, C = ("t", 0), ("t", 1), ("u", 0)
@@ -169,3 +171,111 @@ def test_a_fetch_never_parked_refreshes_every_mark():
     a = Parked((A,), enough=False)
     p.expire(a.fetch)                     # token 0: nothing known about its read
     assert a.changed == [None]
+
+
+# -- fetches of a fetch session: one watch kept between them --------------------------------
+def session_of(cache, wanted, session_id=0, epoch=0, forgotten=()):
+    """A fetch of `wanted` (tps at offset 0) through a real session cache: its context."""
+    return cache.new_context(session_id, epoch, {tp: FetchData(0) for tp in wanted},
+                             forgotten, True)
+
+
+def park_session_fetch(p, context, enough=True) -> Parked:
+    parked = Parked(context.asks_by_tp(), enough)
+    p.park(parked.fetch, context.session, context.members)
+    return parked
+
+
+def answered(p, parked: Parked) -> None:
+    """A parked fetch answered without a change (its deadline, say)."""
+    p.unpark(parked.fetch)
+    parked.fetch.complete({})
+
+
+def test_a_sessions_fetches_park_on_one_watch_kept_between_them():
+    p = FetchPurgatory()
+    cache = FetchSessionCache(10, random.Random(1), on_close=p.session_closed)
+    full = session_of(cache, (A, B))
+    first = park_session_fetch(p, full)
+    watch = full.session.watch
+    watched = watch.tps
+    first.data.add(A)
+    p.changed([A])
+    assert first.reads == [{A}] and first.fetch.done and not watch.fetches
+    assert p.watched_partitions() == 2          # the session's partitions stay watched
+    # the next fetch moves a position; no partition joins or leaves: nothing re-watched
+    nxt = cache.new_context(full.session_id, 1, {A: FetchData(1)}, (), True)
+    assert nxt.members == full.members
+    second = park_session_fetch(p, nxt)
+    assert full.session.watch is watch and watch.tps is watched and len(p) == 1
+    second.data.add(B)
+    p.changed([B])
+    assert second.reads == [{B}] and second.fetch.done and len(p) == 0
+
+
+def test_partitions_joining_or_leaving_a_session_move_its_watch():
+    p = FetchPurgatory()
+    cache = FetchSessionCache(10, random.Random(1), on_close=p.session_closed)
+    full = session_of(cache, (A, B))
+    answered(p, park_session_fetch(p, full))
+    moved = session_of(cache, (C,), full.session_id, 1, forgotten=[A])
+    assert moved.members > full.members
+    fetch = park_session_fetch(p, moved)
+    assert full.session.watch.tps == {B, C}
+    fetch.data |= {A, B, C}
+    p.changed([A])                              # forgotten: nobody waits on it
+    assert fetch.reads == [] and p.watched_partitions() == 2
+    p.changed([C])
+    assert fetch.reads == [{C}] and fetch.fetch.done
+
+
+def test_a_closed_sessions_watch_goes_once_no_fetch_waits_on_it():
+    p = FetchPurgatory()
+    cache = FetchSessionCache(10, random.Random(1), on_close=p.session_closed)
+    full = session_of(cache, (A, B))
+    parked = park_session_fetch(p, full)
+    cache.new_context(full.session_id, -1, {}, (), True)    # FINAL: the session closes
+    assert full.session.closed
+    parked.data.add(A)
+    p.changed([A])                              # its parked fetch is still woken
+    assert parked.fetch.done and p.watched_partitions() == 0
+    # a fetch of a session closed meanwhile waits as one without a session
+    late = park_session_fetch(p, full, enough=False)
+    assert full.session.watch.fetches == set() and p.watched_partitions() == 2
+    p.expire(late.fetch)
+    assert p.watched_partitions() == 0 and len(p) == 0
+
+
+@pytest.mark.parametrize("how", ["final", "initial", "emptied", "evicted"])
+def test_every_way_out_of_the_cache_takes_the_sessions_watch_away(how):
+    p = FetchPurgatory()
+    cache = FetchSessionCache(1, random.Random(1), on_close=p.session_closed,
+                              clock_ms=lambda: 10**9 if how == "evicted" else 0)
+    full = session_of(cache, (A, B))
+    answered(p, park_session_fetch(p, full))
+    assert p.watched_partitions() == 2
+    if how == "final":
+        cache.new_context(full.session_id, -1, {}, (), True)
+    elif how == "initial":
+        session_of(cache, (C,), full.session_id, 0)
+    elif how == "emptied":
+        cache.new_context(full.session_id, 1, {}, [A, B], True)
+    else:
+        cache.clock_ms = lambda: 10**9 + 200_000        # idle past the eviction time
+        session_of(cache, (C,))
+    p.changed([C])
+    assert full.session.closed and p.watched_partitions() == 0
+
+
+def test_an_older_fetch_of_a_session_does_not_take_its_watch_back():
+    p = FetchPurgatory()
+    cache = FetchSessionCache(10, random.Random(1), on_close=p.session_closed)
+    full = session_of(cache, (A,))
+    old = park_session_fetch(p, full, enough=False)
+    newer = session_of(cache, (B,), full.session_id, 1)
+    park_session_fetch(p, newer, enough=False)
+    park_session_fetch(p, full, enough=False)             # parks after the newer one
+    assert full.session.watch.tps == {A, B}
+    old.data.add(A)
+    p.changed([A])
+    assert old.reads == [{A}]

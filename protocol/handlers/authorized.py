@@ -162,13 +162,16 @@ class AuthorizedApi:
         return {**got, **refused}
 
     def fetch(self, replica_id, max_wait_ms, min_bytes, max_bytes, isolation_level, asks,
-              reads=None, client=None):
+              reads=None, client=None, session=None):
         if replica_id >= 0 and not self._cluster(Op.CLUSTER_ACTION):
             ok, denied = [], list(asks)
         else:
             ok, denied = self._split(asks, Op.READ, key=lambda a: a.tp[0]) \
                 if replica_id < 0 else (list(asks), [])
-        extra = {k: v for k, v in (("reads", reads), ("client", client)) if v is not None}
+        if denied:      # the asks are no longer the whole session
+            session = None
+        extra = {k: v for k, v in (("reads", reads), ("client", client), ("session", session))
+                 if v is not None}
         got = self._api.fetch(replica_id, max_wait_ms, min_bytes, max_bytes, isolation_level,
                               ok, **extra) if ok else {}
         refused = {a.tp: FetchOutcome(E.TOPIC_AUTHORIZATION_FAILED) for a in denied}

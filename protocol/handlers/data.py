@@ -287,6 +287,8 @@ def fetch(api: BrokerApi, request, listener: str):
     if journal is not None and context.session is not None:
         # decided where the broker orders its changes: none can fall in between
         kw["reads"] = lambda: context.reads(journal)
+        if not inconsistent:
+            kw["session"] = context
     outcomes = api.fetch(*args, **kw)
     offsets = {tp: d.fetch_offset for tp, d in requested.items()} if v <= 3 else None
 
