@@ -832,7 +832,9 @@ class Broker:
             if rolled:
                 flushed = self.rm.write_segment_flushes(rolled)
                 with self.lock:
-                    self.rm.segments_flushed(flushed)
+                    points = self.rm.segments_flushed(flushed)
+                if points is not None:
+                    self.rm.write_recovery_points(points)
             if time.monotonic() >= next_retention:
                 self.check_retention()
                 next_retention = time.monotonic() + interval_s

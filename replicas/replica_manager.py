@@ -133,7 +133,7 @@ from replicas.errors import (CorruptRecord, InvalidConfig, InvalidRequest, Kafka
                              StaleControllerEpoch, UnknownTopicOrPartition)
 from replicas.log import Log, LogConfig, RecoveryReport, partition_dir_name
 from replicas.follower_side import FollowerSide
-from replicas.deferred_writes import DeferredWrites, HighWatermarkCheckpoints
+from replicas.deferred_writes import DeferredWrites, HighWatermarkCheckpoints, RecoveryCheckpoints
 from replicas.leader_reads import LeaderReads
 from replicas.log_dirs import LogDir, LogDirs, describe_os_error
 from replicas.metadata_cache import MetadataCache, TopicPartition
@@ -205,6 +205,7 @@ class ReplicaManager(LeaderReads, FollowerSide, RecordDeletion, DeferredWrites):
         self._ids = itertools.count(1)
         self.open_files = OpenFiles(config.log_max_open_files)
         self._hw = HighWatermarkCheckpoints(config.hw_checkpoint_interval_ms, clock_ms)
+        self._recovery = RecoveryCheckpoints()
         self._rolled: list = []     # segment rolls taken by ticks (replicas/deferred_writes.py)
         self._busy: set[TopicPartition] = set()      # partitions the next tick looks at
         self._next_full_tick_ms = 0
@@ -285,19 +286,7 @@ class ReplicaManager(LeaderReads, FollowerSide, RecordDeletion, DeferredWrites):
         if self._closed:
             return   # never overwrite the files of a closed manager with nothing
         self._hw.write(self._hw.take(self._by_dir()))
-        self._fail_hw_dirs()
-
-    def _write_recovery_points(self) -> None:
-        """The recovery points and the log starts inside a first segment (checkpoints.py)."""
-        if self._closed:
-            return
-        for d, parts in self._by_dir().items():
-            try:
-                d.recovery_file.write({p.tp: p.log.recovery_point for p in parts})
-                d.log_start_file.write({p.tp: p.log.log_start_offset for p in parts
-                                        if p.log.log_start_offset > p.log.segments[0].base_offset})
-            except OSError as exc:
-                self._fail_dir(d, exc)
+        self._fail_written_dirs()
 
     def flush(self) -> None:
         if self._closed:
@@ -353,12 +342,10 @@ class ReplicaManager(LeaderReads, FollowerSide, RecordDeletion, DeferredWrites):
         A corrupt batch also drops the partition's recovery point (best effort), so that
         the next start validates the whole log and cuts it at the corruption."""
         if isinstance(exc, CorruptRecord) and part.dir.online:
-            try:
-                part.dir.recovery_file.write({p.tp: p.log.recovery_point
-                                              for p in self._partitions.values()
-                                              if p.dir is part.dir and p is not part})
-            except OSError:
-                pass
+            # numbered like every recovery write: a late background one cannot undo it
+            self._recovery.write(self._recovery.take(
+                {part.dir: [p for p in self._partitions.values()
+                            if p.dir is part.dir and p is not part]}), best_effort=True)
         self._fail_dir(part.dir, exc)
         return KAFKA_STORAGE_ERROR
 
@@ -932,7 +919,7 @@ class ReplicaManager(LeaderReads, FollowerSide, RecordDeletion, DeferredWrites):
                 self._rolled.append((part.tp, part.log, rolled))
         if flushed:
             self._write_recovery_points()
-        self._fail_hw_dirs()
+        self._fail_written_dirs()
         self._persist()
         return effects
 

@@ -237,15 +237,17 @@ class Cluster:
         raise AssertionError("replication did not settle")
 
     def tick(self, b: int) -> list:
-        """The broker shell's tick: the manager's, then its deferred HW checkpoint and the
-        fsyncs of its rolls."""
+        """The broker shell's tick: the manager's, then its deferred HW checkpoint, the
+        fsyncs of its rolls and the recovery checkpoint they moved."""
         rm = self.brokers[b]
         effects = rm.tick()
         self.apply(b, effects)
         hws = rm.due_high_watermarks()
         if hws is not None:
             rm.write_high_watermarks(hws)
-        rm.segments_flushed(rm.write_segment_flushes(rm.due_segment_flushes()))
+        points = rm.segments_flushed(rm.write_segment_flushes(rm.due_segment_flushes()))
+        if points is not None:
+            rm.write_recovery_points(points)
         return effects
 
     def log_bytes(self, b: int, tp: TopicPartition, upto: int) -> bytes:

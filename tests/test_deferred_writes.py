@@ -18,7 +18,8 @@ import threading
 import pytest
 from confluent_kafka import Producer
 
-from controller.requests import LeaderAndIsrRequest, PartitionLeaderState
+from controller.requests import (LeaderAndIsrRequest, PartitionLeaderState, StopReplicaPartition,
+                                 StopReplicaRequest)
 from replicas import records
 from replicas.checkpoints import recovery_point_checkpoint, replication_offset_checkpoint
 from replicas.log import Log, LogConfig, fsync_files
@@ -174,9 +175,49 @@ def test_the_manager_syncs_rolls_taken_by_ticks_and_checkpoints_the_recovery_poi
     rolled = rm.due_segment_flushes()
     assert [tp for tp, _, _ in rolled] == [TP] and rm.due_segment_flushes() == []
     assert recovery_point_checkpoint(tmp_path).read().get(TP, 0) == 0
-    rm.segments_flushed(rm.write_segment_flushes(rolled))
+    points = rm.segments_flushed(rm.write_segment_flushes(rolled))
     assert rm.log(TP).recovery_point == base
+    assert recovery_point_checkpoint(tmp_path).read().get(TP, 0) == 0   # not under the lock
+    rm.write_recovery_points(points)
     assert recovery_point_checkpoint(tmp_path).read()[TP] == base
+    rm.close()
+
+
+def rolled_and_synced(tmp_path, clock=None):
+    """A leader of t-0 whose roll was synced: (manager, the recovery checkpoint to write)."""
+    rm = leader_of_t0(tmp_path, clock or FakeClock())
+    rm.log(TP).config = ROLLING
+    while len(rm.log(TP).segments) < 2:
+        assert rm.append(TP, kb_batch(), ALL, 100).error == 0
+    rm.tick()
+    points = rm.segments_flushed(rm.write_segment_flushes(rm.due_segment_flushes()))
+    assert points is not None
+    return rm, points
+
+
+@pytest.mark.unit
+def test_a_recovery_checkpoint_written_late_never_overwrites_a_newer_one(tmp_path):
+    rm, late = rolled_and_synced(tmp_path)
+    rm.handle_stop_replica(StopReplicaRequest(0, 1, -1, (StopReplicaPartition("t", 0, -2,
+                                                                             True),)))
+    assert TP not in recovery_point_checkpoint(tmp_path).read()     # written at once
+    rm.write_recovery_points(late)          # taken before the deletion: dropped
+    assert TP not in recovery_point_checkpoint(tmp_path).read()
+    rm.close()
+
+
+@pytest.mark.unit
+def test_a_failed_recovery_checkpoint_write_takes_its_directory_offline_at_the_next_tick(
+        tmp_path):
+    failures = []
+    rm, points = rolled_and_synced(tmp_path)
+    rm._on_log_dir_failure = failures.append
+    (d,) = rm.dirs.online
+    d.recovery_file = FailingCheckpoint()
+    rm.write_recovery_points(points)        # the background thread's write: noted only
+    assert failures == [] and rm.dirs.online
+    rm.tick()
+    assert [f.partitions for f in failures] == [(TP,)] and not rm.dirs.online
     rm.close()
 
 
