@@ -25,15 +25,10 @@ Rules, broker side (`FetchSessionCache.new_context`):
   what the session last answered, so they are left out of the answer, as Kafka's
   incremental answer leaves them.
   Everything is read when the journal cannot tell (leadership moved, retention ran, the
-  session is new, the last answer came near its byte budget). Besides, every partition of
-  the session is read at least once every `full_read_interval_ms` (the cache's clock; the
-  broker uses a quarter of replica.lag.time.max.ms), so that the leader's view of its
-  followers (caught-up times, ISR expansion retries) is never staler than that: a sweep
-  spread over the rounds, each round reading the next partitions of the session in turn,
-  as many as the time since its last round is of the interval (a session of 6,000
-  partitions going round every millisecond reads about one more a round, not all 6,000
-  at once every interval; a round an interval or more after the last reads everything).
-  Without a clock everything is read.
+  session is new, the last answer came near its byte budget) and at least every
+  `full_read_interval_ms` (the cache's clock; the broker uses a quarter of
+  replica.lag.time.max.ms), so that the leader's view of its followers (caught-up times,
+  ISR expansion retries) is never staler than that. Without a clock everything is read.
 - Between fetches a session keeps what a broker needs to wait on it without going over its
   partitions (`FetchContext.by_tp`: its asks by partition, the session's own dict for an
   incremental fetch, so a reader iterates it only through a copy made in one call;
@@ -167,8 +162,7 @@ class _Session:
     __slots__ = ("id", "privileged", "epoch", "partitions", "asks", "answered", "token",
                  "unfinished", "full_read_ms", "uses_topic_ids", "created_ms",
                  "evictable_by_all", "evictable_by_privileged", "cached_size", "last_used_ms",
-                 "members", "closed", "watch", "rotation", "rotation_members", "cursor",
-                 "credit")
+                 "members", "closed", "watch")
 
     def __init__(self, session_id: int, privileged: bool, uses_topic_ids: bool = False,
                  now_ms: int = 0):
@@ -181,36 +175,10 @@ class _Session:
         self.answered: dict[tuple, tuple] = {}     # tp → (hw, last stable, log start)
         self.token = 0                  # the journal's token when the session last read
         self.unfinished: set = set()    # tps whose last answer must be read again
-        self.full_read_ms: int | None = None   # the last round's time (the sweep's clock)
-        self.rotation: list = []        # the sweep's order: the partitions as of
-        self.rotation_members = -1      # ... these members
-        self.cursor = 0                 # where the sweep goes on
-        self.credit = 0                 # what the sweep owes, in partition-milliseconds
+        self.full_read_ms: int | None = None
         self.members = 0                # moves whenever partitions join or leave
         self.closed = False             # left the cache
         self.watch = None               # the broker's, opaque here (module rules)
-
-
-def _sweep(session: _Session, elapsed_ms: int, interval_ms: int) -> list | None:
-    """The partitions this round's share of the sweep reads (module rules); None: all."""
-    n, interval_ms = len(session.partitions), max(interval_ms, 1)
-    session.credit += n * max(int(elapsed_ms), 0)      # in partition-milliseconds: exact
-    if session.credit >= n * interval_ms:
-        session.credit = 0
-        return None
-    k = session.credit // interval_ms
-    if not k:
-        return []
-    session.credit -= k * interval_ms
-    if session.rotation_members != session.members:
-        session.rotation = list(session.partitions)
-        session.rotation_members = session.members
-    rotation, start = session.rotation, session.cursor % len(session.rotation)
-    swept = rotation[start:start + k]
-    if len(swept) < k:
-        swept += rotation[:k - len(swept)]
-    session.cursor = (start + k) % len(rotation)
-    return swept
 
 
 class FetchContext:
@@ -238,13 +206,11 @@ class FetchContext:
         token, changed = journal.since(session.token if self.incremental else 0)
         self._token = token
         now = cache.clock_ms()
-        last, session.full_read_ms = session.full_read_ms, now
-        if changed is None or last is None:
+        if changed is None or session.full_read_ms is None or \
+                now - session.full_read_ms >= cache.full_read_interval_ms:
+            session.full_read_ms = now
             return None
-        swept = _sweep(session, now - last, cache.full_read_interval_ms)
-        if swept is None:
-            return None
-        wanted = changed.union(self.requested, session.unfinished, swept)
+        wanted = changed.union(self.requested, session.unfinished)
         return {tp for tp in wanted if tp in self.partitions}
 
     @property

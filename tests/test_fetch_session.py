@@ -420,49 +420,6 @@ def test_an_incremental_fetch_reads_only_what_was_asked_changed_or_unfinished():
     assert ctx.reads(j) == set()
 
 
-def test_a_quiet_session_is_swept_a_share_a_round_every_partition_once_an_interval():
-    """Kafka reads a session's every partition every round; here each round reads its
-    share of a sweep in turn, as much as its time since the last round is of the interval,
-    so no round pays for the whole session (and a round an interval late reads it all)."""
-    clock, j = Clock(), ChangeJournal()
-    c = journal_cache(clock, interval_ms=1000)
-    tps = [("t", p) for p in range(10)]
-    full = c.new_context(0, 0, {tp: d(0) for tp in tps}, (), True)
-    assert full.reads(j) is None
-    full.respond({tp: Outcome() for tp in tps}, 1 << 20)
-    seen, epoch = [], 1
-    for _ in range(40):                       # a round every 50 ms: 2 intervals
-        clock.ms += 50
-        ctx = c.new_context(full.session_id, epoch, {}, (), True)
-        got = ctx.reads(j)
-        assert got is not None and len(got) <= 1
-        seen.extend(got)
-        ctx.respond({}, 1 << 20)
-        epoch += 1
-    assert sorted(seen[:10]) == tps and sorted(seen[10:]) == tps     # in turn, each once
-    clock.ms += 1000                          # a round an interval late: everything
-    ctx = c.new_context(full.session_id, epoch, {}, (), True)
-    assert ctx.reads(j) is None
-
-
-def test_the_sweep_follows_partitions_joining_and_leaving():
-    clock, j = Clock(), ChangeJournal()
-    c = journal_cache(clock, interval_ms=300)
-    full = c.new_context(0, 0, {A: d(0), B: d(0)}, (), True)
-    full.reads(j)
-    full.respond({A: Outcome(), B: Outcome()}, 1 << 20)
-    ctx = c.new_context(full.session_id, 1, {C: d(0)}, [A], True)       # C joins, A leaves
-    ctx.reads(j)
-    ctx.respond({C: Outcome()}, 1 << 20)
-    swept = set()
-    for epoch in range(2, 5):
-        clock.ms += 100
-        ctx = c.new_context(full.session_id, epoch, {}, (), True)
-        swept |= ctx.reads(j)
-        ctx.respond({}, 1 << 20)
-    assert swept == {B, C}
-
-
 def test_an_answer_near_its_budget_or_a_reset_journal_reads_everything_next():
     clock, j = Clock(), ChangeJournal()
     c = journal_cache(clock)
