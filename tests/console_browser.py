@@ -18,6 +18,15 @@ CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
 
 
+# Chromium's own word for a stale element: the node was found, then the live part that held
+# it was replaced before its text was read ("unknown error: unhandled inspector error").
+SWAPPED_NODE = "does not belong to the document"
+
+
+def _swapped(exc: BaseException) -> bool:
+    return SWAPPED_NODE in str(exc)
+
+
 class Browser:
     def __init__(self, base_url: str, width: int = 1400, height: int = 1000):
         self.base_url = base_url.rstrip("/")
@@ -52,7 +61,7 @@ class Browser:
             except (StaleElementReferenceException, LookupError, ValueError):
                 return False          # the live part was swapped under us: ask again
             except Exception as exc:  # noqa: BLE001 - an element not there yet
-                if type(exc).__name__ == "NoSuchElementException":
+                if type(exc).__name__ == "NoSuchElementException" or _swapped(exc):
                     return False
                 raise
         try:
