@@ -1,7 +1,8 @@
 """The disk writes a broker makes outside its lock: the high-watermark checkpoint
 (`replication-offset-checkpoint`, one per log directory), the fsyncs a segment roll
-leaves and the recovery-point checkpoint that follows them. Each is taken under the lock that guards the partitions (a copy of what to write),
-written without it, and its outcome, when it has one, handed back under the lock. Their
+leaves and the recovery-point checkpoint that follows them. Each is taken under the lock
+that guards the partitions (a copy of what to write), written without it, and its
+outcome, when it has one, handed back under the lock. Their
 fsyncs (milliseconds each on a virtual disk, a rolled segment's up to seconds) then stall no
 produce or fetch, as Kafka's scheduler thread does them beside the request handlers
 (ReplicaManager.checkpointHighWatermarks takes no partition lock; UnifiedLog.roll schedules
@@ -142,12 +143,20 @@ class DeferredWrites:
         for d, exc in self._hw.failures() + self._recovery.failures():
             self._fail_dir(d, exc)
 
-    def _write_recovery_points(self) -> None:
-        """Every directory's recovery checkpoints, written now (under the lock)."""
+    def _write_now(self, writes: NumberedWrites) -> None:
+        """Every directory's checkpoint of `writes` taken and written now (under the lock),
+        a failed directory offline at once; nothing once closed (never overwrite the files
+        of a closed manager with nothing)."""
         if self._closed:
             return
-        self._recovery.write(self._recovery.take(self._by_dir()))
+        writes.write(writes.take(self._by_dir()))
         self._fail_written_dirs()
+
+    def checkpoint_high_watermarks(self) -> None:
+        self._write_now(self._hw)
+
+    def _write_recovery_points(self) -> None:
+        self._write_now(self._recovery)
 
     def write_recovery_points(self, snapshot: Snapshot) -> None:
         """Write a recovery checkpoint `segments_flushed` took; may run beside this

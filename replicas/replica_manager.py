@@ -282,12 +282,6 @@ class ReplicaManager(LeaderReads, FollowerSide, RecordDeletion, DeferredWrites):
             out.setdefault(part.dir, []).append(part)
         return out
 
-    def checkpoint_high_watermarks(self) -> None:
-        if self._closed:
-            return   # never overwrite the files of a closed manager with nothing
-        self._hw.write(self._hw.take(self._by_dir()))
-        self._fail_written_dirs()
-
     def flush(self) -> None:
         if self._closed:
             return
