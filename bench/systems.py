@@ -10,12 +10,15 @@ Rules:
   * kill_broker(id): SIGKILL of the broker's OS process (rayka: the Ray worker holding the
     broker actor, which Ray restarts on the same data; Kafka: the JVM, started again by a
     thread once ZooKeeper dropped its registration, as a supervisor would). Returns at
-    once, after the process is gone (reaped or a zombie), with that monotonic time.
+    once, after the process is gone (reaped or a zombie), with that monotonic time. `pid=`
+    (from broker_pids(), asked beforehand) sends the signal at once: rayka's pids come from
+    Ray (~10 ms for the three), during which the broker would still serve the writes a
+    failover workload times from its call.
   * kill_controller(): SIGKILL of the active controller's process (rayka: the controller
     actor's worker; Kafka in ZooKeeper mode: the broker that is controller, which is a
     broker too), restarted the same way; returns (its id, the time it was gone).
   * pause_broker(id) / resume_broker(id): SIGSTOP / SIGCONT of the same process;
-    pause returns once /proc says the process is stopped.
+    pause returns once /proc says the process is stopped; `pid=` as for kill_broker.
   * restart_broker(id): a clean restart, as `rayka restart-brokers` and a Kafka operator
     do it: controlled shutdown (leaderships moved away), clean stop, start on the same data,
     back once registered again.
@@ -141,14 +144,14 @@ class System:
     def controller_id(self) -> int:
         raise NotImplementedError
 
-    def kill_broker(self, broker_id: int) -> float:
+    def kill_broker(self, broker_id: int, pid: int | None = None) -> float:
         raise NotImplementedError
 
     def kill_controller(self) -> tuple[int, float]:
         raise NotImplementedError
 
-    def pause_broker(self, broker_id: int) -> float:
-        pid = self.broker_pids()[broker_id]
+    def pause_broker(self, broker_id: int, pid: int | None = None) -> float:
+        pid = self.broker_pids()[broker_id] if pid is None else pid
         os.kill(pid, signal.SIGSTOP)
         wait_until(lambda: process_state(pid) in ("T", "t"), 10, f"broker {broker_id} stopped",
                    interval_s=0.001)
@@ -305,8 +308,8 @@ class RaykaSystem(System):
     def controller_id(self) -> int:
         return self.cluster.store.get_controller()
 
-    def kill_broker(self, broker_id: int) -> float:
-        return kill_and_wait(self.broker_pids()[broker_id])
+    def kill_broker(self, broker_id: int, pid: int | None = None) -> float:
+        return kill_and_wait(self.broker_pids()[broker_id] if pid is None else pid)
 
     def kill_controller(self) -> tuple[int, float]:
         cid = self.controller_id()
@@ -365,8 +368,8 @@ class KafkaSystem(System):
         t.start()
         self._restarts.append(t)
 
-    def kill_broker(self, broker_id: int) -> float:
-        t = kill_and_wait(self.cluster.pid(broker_id))
+    def kill_broker(self, broker_id: int, pid: int | None = None) -> float:
+        t = kill_and_wait(self.cluster.pid(broker_id) if pid is None else pid)
         self.cluster.broker(broker_id).proc.wait(10)
         self._restart_later(broker_id)
         return t
