@@ -22,19 +22,19 @@ Figures:
   idempotent acks=all Producer (linger.ms 0) writes single 100-byte records to partition 0,
   one in flight (produce, then poll until its delivery report, then the next), recording
   (produce() time, delivery-report time, offset) per write. After 20 acknowledgements (5
-  with quick) the leader L of partition 0 is killed: its pid asked first (broker_pids()),
-  then t_kill = monotonic just before system.kill_broker(L, pid=...), which signals at once
-  and returns t_dead (the process gone); asking rayka's pid from Ray inside that call let
-  the leader acknowledge writes sent after t_kill, one of them the figure (16 ms). Figure = the time of the
-  first acknowledgement received after t_dead, minus t_kill; an acknowledgement received
-  less than 50 ms after t_dead of a write sent before t_kill is skipped as L's own answer
-  sent before it died (no failover here takes under a second), and the next one counts.
+  with quick) the leader L of partition 0 is killed: its pid asked first (broker_pids():
+  asked inside the timed call, rayka's takes ~10 ms of Ray in which L still acknowledges
+  writes sent after t_kill), then t_kill = monotonic just before system.kill_broker(L,
+  pid=...), which signals at once and returns t_dead (the process gone). Figure = the time
+  of the first acknowledgement received after t_dead, minus t_kill; an acknowledgement
+  received less than 50 ms after t_dead of a write sent before t_kill is skipped as L's own
+  answer sent before it died (no failover here takes under a second), and the next one counts.
   Notes: acknowledgements, the new leader and metadata_leader_moved_s (when the other
   brokers' Metadata, polled every 50 ms, first named another leader: the brokers' side).
 - failover.leader_paused.first_ack_s (s): the same, but L is frozen with
-  system.pause_broker(L, pid=...) (SIGSTOP; returns t_paused once /proc says stopped): the first
-  acknowledgement received after t_paused (same 50 ms rule) minus the time the pause call
-  started. L is resumed (SIGCONT) once that acknowledgement came, or on any error. The
+  system.pause_broker(L, pid=...) (SIGSTOP; returns t_paused once /proc says stopped):
+  the first acknowledgement received after t_paused (same 50 ms rule) minus the time the
+  pause call started. L is resumed (SIGCONT) once that acknowledgement came, or on any error. The
   idempotent producer moves to the new leader only once its request in flight to the
   frozen one has timed out (socket.timeout.ms + 1 s, then an ApiVersion timeout on
   reconnecting): with librdkafka's default of 60 s this figure was 61-72 s on both
